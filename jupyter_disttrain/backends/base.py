@@ -1,0 +1,165 @@
+"""The backend interface every place that runs jobs implements.
+
+Public methods are concrete and do the shared work (validation, the job directory, the
+status record, idempotent cancel); backends fill in the ``_``-prefixed hooks. The dry run is
+first-class: ``submit`` builds the dry run's request, stores it in the job record, and the
+backend carries out exactly that request.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from typing import ClassVar
+
+from ..errors import BackendError, DistTrainError, InvalidSpecError
+from ..logfiles import LogSource, read_lines
+from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, ReplicaStatus, now_iso
+from ..store import JobRecord, JobStore
+
+
+class Backend(abc.ABC):
+    """Runs jobs somewhere and reports on them through the job store."""
+
+    #: The name users pass to ``--backend``.
+    name: ClassVar[str]
+
+    def __init__(self, store: JobStore | None = None) -> None:
+        self.store = store or JobStore()
+
+    # -- submit ------------------------------------------------------------------------------
+    def dryrun(self, spec: JobSpec, job_id: str | None = None) -> DryRun:
+        """Validate ``spec`` and return the exact request ``submit`` would carry out.
+
+        Nothing is created or launched. Raises ``InvalidSpecError`` with a one-line reason.
+        """
+        spec.validate()
+        if spec.backend != self.name:
+            raise InvalidSpecError(f"spec is for backend {spec.backend!r}, not {self.name!r}")
+        self._validate(spec)
+        job_id = job_id or self.store.new_job_id(spec.name)
+        return self._dryrun(spec, job_id)
+
+    def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
+        """Create the job's directory, write the script, launch; return the job id.
+
+        If launching fails the job stays in the store as Failed with the reason, so nothing
+        the user submitted is lost.
+        """
+        info = self.dryrun(spec)
+        record = JobRecord(id=info.job_id, spec=spec, request=info.request)
+        self.store.create(record, script, files)
+        status = JobStatus(
+            job_id=record.id,
+            phase=JobPhase.PENDING,
+            created=record.created,
+            replicas=self._initial_replicas(spec),
+            events=[Event(now_iso(), "Normal", "Submitted", f"submitted to the {self.name} backend")],
+        )
+        self.store.write_status(status)
+        try:
+            self._schedule(record)
+        except Exception as exc:
+            status.phase = JobPhase.FAILED
+            status.reason = "SubmitFailed"
+            status.message = str(exc)
+            status.finish_time = now_iso()
+            self.store.write_status(status)
+            if isinstance(exc, DistTrainError):
+                raise
+            raise BackendError(f"could not launch job {record.id}: {exc}") from exc
+        return record.id
+
+    # -- observe -----------------------------------------------------------------------------
+    def describe(self, job_id: str) -> JobStatus:
+        """The job's current status (replicas, conditions, events)."""
+        record = self.store.read_record(job_id)
+        status = self.store.read_status(job_id) or JobStatus(job_id=job_id, created=record.created)
+        return self._reconcile(record, status)
+
+    def list(self) -> list[JobStatus]:
+        """Status of every (not deleted) job of this backend, newest first."""
+        return [self.describe(r.id) for r in self.store.records() if r.spec.backend == self.name]
+
+    def logs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        offset: str | int | None = None,
+    ) -> Iterator[LogLine]:
+        """Lines of output, one replica or all interleaved.
+
+        ``tail`` starts at the last N lines (of each replica); ``offset`` resumes after the
+        line that carried it. With ``follow`` the iterator waits for new lines and ends once
+        the job has ended and all its output has been read.
+        """
+        record = self.store.read_record(job_id)
+
+        def done() -> bool:
+            return self.describe(job_id).is_terminal
+
+        return read_lines(
+            lambda: self._log_sources(record),
+            offset=offset,
+            tail=tail,
+            follow=follow,
+            is_done=done,
+            replica=replica,
+        )
+
+    # -- stop --------------------------------------------------------------------------------
+    def cancel(self, job_id: str) -> JobStatus:
+        """Stop the job and all its processes; a job that already ended is left as it is."""
+        record = self.store.read_record(job_id)
+        status = self.describe(job_id)
+        if not status.is_terminal:
+            self._cancel_existing(record)
+            status = self.describe(job_id)
+        return status
+
+    def delete(self, job_id: str, purge: bool = False) -> None:
+        """Remove the job from the backend and the listings.
+
+        Its files (script, logs, TensorBoard data) stay on disk and readable unless ``purge``.
+        """
+        record = self.store.read_record(job_id)
+        if not self.describe(job_id).is_terminal:
+            self._cancel_existing(record)
+        self._delete_existing(record)
+        if purge:
+            self.store.purge(job_id)
+        else:
+            self.store.mark_deleted(job_id)
+
+    # -- hooks -------------------------------------------------------------------------------
+    def _validate(self, spec: JobSpec) -> None:
+        """Backend-specific checks of ``spec`` (raise ``InvalidSpecError``)."""
+
+    @abc.abstractmethod
+    def _dryrun(self, spec: JobSpec, job_id: str) -> DryRun:
+        """Build the native request for ``spec`` as ``job_id``, without side effects."""
+
+    @abc.abstractmethod
+    def _schedule(self, record: JobRecord) -> None:
+        """Carry out ``record.request``; return once the job is launched."""
+
+    def _initial_replicas(self, spec: JobSpec) -> list[ReplicaStatus]:
+        return []
+
+    def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
+        """Bring the stored status up to date with reality (e.g. a launcher that died)."""
+        return status
+
+    def _log_sources(self, record: JobRecord) -> list[LogSource]:
+        logs = self.store.logs_dir(record.id)
+        return [LogSource(p.stem, p) for p in sorted(logs.glob("*.log"))]
+
+    @abc.abstractmethod
+    def _cancel_existing(self, record: JobRecord) -> None:
+        """Stop a job that has not ended; record it as Cancelled."""
+
+    def _delete_existing(self, record: JobRecord) -> None:
+        """Remove what the backend keeps for an ended job (cluster objects...)."""

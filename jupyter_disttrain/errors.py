@@ -1,0 +1,38 @@
+"""Errors with messages a user can act on.
+
+Every error raised for bad input says what was wrong and what to do instead, in one line,
+so the magic, the CLI and the REST API can show ``str(error)`` as it is.
+"""
+
+from __future__ import annotations
+
+
+class DistTrainError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class InvalidSpecError(DistTrainError, ValueError):
+    """The job spec or a flag has a value that cannot run; nothing was launched."""
+
+
+class PackagingError(DistTrainError):
+    """The cell (or something it uses) cannot be packaged into a standalone script."""
+
+
+class UnknownJobError(DistTrainError, KeyError):
+    """No job with that id exists in the store (or the backend)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"no job {self.job_id!r}; `%distrun list` shows the jobs that exist"
+
+
+class UnknownBackendError(DistTrainError, LookupError):
+    """The backend name matches neither a built-in backend nor an entry point."""
+
+
+class BackendError(DistTrainError):
+    """The backend could not carry out a request (cluster refused, process failed to start...)."""

@@ -1,0 +1,283 @@
+"""The job model: what to run (``JobSpec``) and how it is going (``JobStatus``).
+
+Pure data, no I/O and no Jupyter: the magic, the CLI, the server and every backend speak
+these types. Each type round-trips through plain JSON (``to_dict``/``from_dict``), which is
+how the job store keeps them on disk and how the REST API serves them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypeVar
+
+from .errors import InvalidSpecError
+
+# Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
+# leaves room for the id suffix and for the backends' own suffixes ("-worker-12").
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME_LEN = 40
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+SCRIPT_NAME = "train.py"
+
+
+class JobPhase(str, Enum):
+    """Lifecycle of a job and of each of its replicas."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it is a valid job name, else raise a one-line, actionable error."""
+    if not isinstance(name, str) or not name:
+        raise InvalidSpecError("the job name is empty; give --name a value like 'mnist-ddp'")
+    if len(name) > MAX_NAME_LEN or not _DNS1123.match(name):
+        raise InvalidSpecError(
+            f"job name {name!r} is not a DNS-1123 label: use at most {MAX_NAME_LEN} lower-case "
+            "letters, digits and '-', starting and ending with a letter or digit (e.g. 'mnist-ddp')"
+        )
+    return name
+
+
+def validate_job_id(job_id: str) -> str:
+    """Job ids name directories and cluster objects: the same rule as names, a bit longer."""
+    if not isinstance(job_id, str) or len(job_id) > 63 or not _DNS1123.match(job_id):
+        raise InvalidSpecError(f"{job_id!r} is not a job id (ids look like 'mnist-ddp-k3x9q')")
+    return job_id
+
+
+def now_iso() -> str:
+    """UTC timestamp with milliseconds, the one time format of records and the API."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+@dataclass
+class Volume:
+    """A persistent volume claim mounted into every replica (cluster backends)."""
+
+    claim: str
+    mount_path: str
+    read_only: bool = False
+    sub_path: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Volume:
+        """Parse ``CLAIM:PATH[:ro]`` as written on the command line."""
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
+            raise InvalidSpecError(
+                f"--pvc {text!r}: write CLAIM:/mount/path or CLAIM:/mount/path:ro"
+            )
+        if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+            raise InvalidSpecError(f"--pvc {text!r}: the third part must be 'ro' or 'rw'")
+        return cls(claim=parts[0], mount_path=parts[1], read_only=parts[2:] == ["ro"])
+
+
+@dataclass
+class JobSpec:
+    """Everything needed to run one distributed training job.
+
+    ``nproc_per_node`` is what ``--gpus`` sets: one process per GPU where there are GPUs,
+    that many CPU processes (gloo) where there are none. Backend-specific knobs (Kubernetes
+    flavour, namespace, tolerations...) live in ``options`` so the common spec stays small.
+    """
+
+    name: str = "distrun"
+    nodes: int = 1
+    nproc_per_node: int = 1
+    backend: str = "local"
+    accelerator: str = "auto"  # "auto" | "gpu" | "cpu"
+    cpu: str | None = None
+    memory: str | None = None
+    image: str | None = None
+    volumes: list[Volume] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    working_dir: str | None = None
+    max_restarts: int = 0
+    launcher: str = "torchrun"
+    tensorboard_dir: str | None = None
+    args: list[str] = field(default_factory=list)
+    entrypoint: str = SCRIPT_NAME
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.nproc_per_node
+
+    def validate(self) -> JobSpec:
+        """Raise ``InvalidSpecError`` naming the first bad field; return self when all is well."""
+        validate_name(self.name)
+        for flag, value in (("--nodes", self.nodes), ("--gpus", self.nproc_per_node)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidSpecError(f"{flag} must be a whole number of at least 1, not {value!r}")
+        if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise InvalidSpecError(f"--max-restarts must be 0 or more, not {self.max_restarts!r}")
+        if self.accelerator not in ("auto", "gpu", "cpu"):
+            raise InvalidSpecError(f"accelerator must be auto, gpu or cpu, not {self.accelerator!r}")
+        if self.launcher != "torchrun":
+            raise InvalidSpecError(f"launcher {self.launcher!r} is not supported; use 'torchrun'")
+        for key in self.env:
+            if not _ENV_KEY.match(key):
+                raise InvalidSpecError(f"--env {key!r}: names are letters, digits and '_', not starting with a digit")
+        if "/" in self.entrypoint or self.entrypoint.startswith("."):
+            raise InvalidSpecError(f"entrypoint {self.entrypoint!r} must be a plain file name")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        data = dict(data)
+        data["volumes"] = [Volume(**v) for v in data.get("volumes", [])]
+        return cls(**_known_fields(cls, data))
+
+
+@dataclass
+class ReplicaStatus:
+    """One replica: a rank on the local backend, a pod on Kubernetes."""
+
+    name: str
+    role: str = "worker"
+    index: int = 0
+    phase: JobPhase = JobPhase.PENDING
+    restarts: int = 0
+    exit_code: int | None = None
+    reason: str | None = None  # verbatim: "OOMKilled", "ImagePullBackOff", "Error"...
+    message: str | None = None
+    node: str | None = None
+    start_time: str | None = None
+    finish_time: str | None = None
+    ready: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplicaStatus:
+        data = dict(data)
+        data["phase"] = JobPhase(data.get("phase", "Pending"))
+        return cls(**_known_fields(cls, data))
+
+
+@dataclass
+class Condition:
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
+
+
+@dataclass
+class Event:
+    """Something that happened to a job or one of its replicas (Kubernetes events, launcher notes)."""
+
+    time: str
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+    object: str | None = None
+    count: int = 1
+
+
+@dataclass
+class JobStatus:
+    """Where a job stands. ``status.json`` in the job dir holds the latest one."""
+
+    job_id: str
+    phase: JobPhase = JobPhase.PENDING
+    replicas: list[ReplicaStatus] = field(default_factory=list)
+    reason: str | None = None
+    message: str | None = None
+    created: str | None = None
+    start_time: str | None = None
+    finish_time: str | None = None
+    exit_code: int | None = None
+    conditions: list[Condition] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    updated: str | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase.is_terminal
+
+    @property
+    def replicas_ready(self) -> int:
+        return sum(1 for r in self.replicas if r.ready or r.phase is JobPhase.RUNNING)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobStatus:
+        data = dict(data)
+        data["phase"] = JobPhase(data.get("phase", "Pending"))
+        data["replicas"] = [ReplicaStatus.from_dict(r) for r in data.get("replicas", [])]
+        data["conditions"] = [Condition(**_known_fields(Condition, c)) for c in data.get("conditions", [])]
+        data["events"] = [Event(**_known_fields(Event, e)) for e in data.get("events", [])]
+        return cls(**_known_fields(cls, data))
+
+
+@dataclass
+class LogLine:
+    """One line of job output.
+
+    ``offset`` is the resume token *after* this line: pass it back as ``offset=`` to continue
+    exactly where this line ended (a byte offset for one replica; one per replica, as
+    ``name:offset,...``, when several are interleaved).
+    """
+
+    text: str
+    replica: str
+    offset: str
+    rank: int | None = None
+
+
+@dataclass
+class DryRun:
+    """The exact request a backend would carry out, before anything runs.
+
+    ``request`` is backend-native: for the local backend the argv and env of each launcher
+    process, for Kubernetes the manifests. ``text`` is how a person reads it (command lines or YAML).
+    """
+
+    job_id: str
+    job_dir: str
+    backend: str
+    request: dict[str, Any]
+    text: str
+
+
+_T = TypeVar("_T")
+
+
+def _known_fields(cls: type[_T], data: dict[str, Any]) -> dict[str, Any]:
+    """Drop keys a newer writer may have added, so old readers keep working."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_plain(v) for v in obj]
+    return obj

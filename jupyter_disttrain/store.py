@@ -1,0 +1,223 @@
+"""The job store: one directory per job, readable by any process.
+
+The kernel that submits a job, the launcher that runs it and the Jupyter server that shows it
+are different processes (and, on a cluster, different machines sharing a PVC). They talk only
+through files in the job directory::
+
+    <root>/<job-id>/
+        job.json         JobRecord: spec, backend, the exact launch request (written once)
+        status.json      JobStatus (written by whoever owns the job's progress)
+        train.py         the packaged script
+        logs/            per-replica / per-rank output
+        tensorboard/     DISTTRAIN_TENSORBOARD_DIR
+        deleted          marker: hidden from listings, files kept
+
+Every JSON write goes to a temporary file that is renamed over the target, so a reader never
+sees a torn record, even if the writer dies half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidSpecError, UnknownJobError
+from .specs import JobSpec, JobStatus, now_iso, validate_job_id, validate_name
+
+ROOT_ENV = "DISTTRAIN_JOB_ROOT"
+_STORE_DIR = ".disttrain"
+_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@dataclass
+class JobRecord:
+    """What was submitted. Written once at submit; backends may add to ``backend_state``."""
+
+    id: str
+    spec: JobSpec
+    created: str = field(default_factory=now_iso)
+    request: dict[str, Any] = field(default_factory=dict)
+    backend_state: dict[str, Any] = field(default_factory=dict)
+    host: str = field(default_factory=socket.gethostname)
+    user: str = field(default_factory=lambda: os.environ.get("USER", ""))
+
+    @property
+    def backend(self) -> str:
+        return self.spec.backend
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "spec": self.spec.to_dict(),
+            "created": self.created,
+            "request": self.request,
+            "backend_state": self.backend_state,
+            "host": self.host,
+            "user": self.user,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobRecord:
+        return cls(
+            id=data["id"],
+            spec=JobSpec.from_dict(data["spec"]),
+            created=data.get("created", ""),
+            request=data.get("request", {}),
+            backend_state=data.get("backend_state", {}),
+            host=data.get("host", ""),
+            user=data.get("user", ""),
+        )
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of either."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def default_root(start: Path | None = None) -> Path:
+    """Where jobs live when nobody said otherwise.
+
+    ``$DISTTRAIN_JOB_ROOT`` wins (the server extension exports it, so kernels it starts agree
+    with it). Otherwise the nearest ``.disttrain/jobs`` in the working dir or above, else a new
+    one in the working dir: inside the notebook's tree, so on a shared PVC cluster pods see it.
+    """
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / _STORE_DIR / "jobs").is_dir():
+            return d / _STORE_DIR / "jobs"
+    return here / _STORE_DIR / "jobs"
+
+
+class JobStore:
+    """Job directories under one root. Cheap to create; holds no state but the root path."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root).expanduser().resolve() if root else default_root()
+
+    def __repr__(self) -> str:
+        return f"JobStore({str(self.root)!r})"
+
+    # -- ids and paths -------------------------------------------------------------------
+    def new_job_id(self, name: str) -> str:
+        validate_name(name)
+        while True:
+            job_id = f"{name}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(5))}"
+            if not (self.root / job_id).exists():
+                return job_id
+
+    def job_dir(self, job_id: str) -> Path:
+        """The job's directory; the id is validated, so no path can escape the root."""
+        validate_job_id(job_id)
+        return self.root / job_id
+
+    def existing_dir(self, job_id: str) -> Path:
+        d = self.job_dir(job_id)
+        if not (d / "job.json").is_file():
+            raise UnknownJobError(job_id)
+        return d
+
+    def logs_dir(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "logs"
+
+    def tensorboard_dir(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "tensorboard"
+
+    # -- records -------------------------------------------------------------------------
+    def create(self, record: JobRecord, script: str, files: dict[str, bytes] | None = None) -> Path:
+        """Make the job's directory with its script, side files and record."""
+        d = self.job_dir(record.id)
+        d.mkdir(parents=True, exist_ok=False)
+        (d / "logs").mkdir()
+        (d / "tensorboard").mkdir()
+        (d / record.spec.entrypoint).write_text(script, encoding="utf-8")
+        for name, data in (files or {}).items():
+            if "/" in name or name.startswith("."):
+                raise InvalidSpecError(f"side file {name!r} must be a plain file name")
+            (d / name).write_bytes(data)
+        self.write_record(record)
+        return d
+
+    def write_record(self, record: JobRecord) -> None:
+        write_json_atomic(self.job_dir(record.id) / "job.json", record.to_dict())
+
+    def read_record(self, job_id: str) -> JobRecord:
+        d = self.existing_dir(job_id)
+        return JobRecord.from_dict(read_json(d / "job.json"))
+
+    def write_status(self, status: JobStatus) -> None:
+        status.updated = now_iso()
+        write_json_atomic(self.job_dir(status.job_id) / "status.json", status.to_dict())
+
+    def read_status(self, job_id: str) -> JobStatus | None:
+        path = self.existing_dir(job_id) / "status.json"
+        try:
+            return JobStatus.from_dict(read_json(path))
+        except FileNotFoundError:
+            return None
+
+    def read_script(self, job_id: str) -> str:
+        record = self.read_record(job_id)
+        return (self.job_dir(job_id) / record.spec.entrypoint).read_text(encoding="utf-8")
+
+    # -- listing and removal -------------------------------------------------------------
+    def ids(self, include_deleted: bool = False) -> list[str]:
+        """Ids of the jobs under the root (deleted ones only when asked), in name order."""
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        found = []
+        for e in entries:
+            if not e.is_dir() or e.name.startswith("."):
+                continue
+            if not include_deleted and os.path.exists(os.path.join(e.path, "deleted")):
+                continue
+            if os.path.exists(os.path.join(e.path, "job.json")):
+                found.append(e.name)
+        return sorted(found)
+
+    def records(self, include_deleted: bool = False) -> list[JobRecord]:
+        """Every job's record, newest first. A record being written right now is skipped."""
+        out = []
+        for job_id in self.ids(include_deleted):
+            try:
+                out.append(self.read_record(job_id))
+            except (OSError, ValueError, KeyError, UnknownJobError):
+                continue
+        return sorted(out, key=lambda r: r.created, reverse=True)
+
+    def is_deleted(self, job_id: str) -> bool:
+        return (self.job_dir(job_id) / "deleted").exists()
+
+    def mark_deleted(self, job_id: str) -> None:
+        """Hide the job from listings; its script, logs and TensorBoard data stay on disk."""
+        (self.existing_dir(job_id) / "deleted").write_text(now_iso() + "\n", encoding="utf-8")
+
+    def purge(self, job_id: str) -> None:
+        """Remove the job's directory and everything in it."""
+        shutil.rmtree(self.existing_dir(job_id))
