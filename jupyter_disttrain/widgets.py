@@ -1,0 +1,337 @@
+"""The live view under a ``%%distrun`` cell: job name, phase, one chip per replica, log tail.
+
+``make_view`` picks the kind of view. In a kernel with ipywidgets it displays a widget; the
+same display also carries a plain-text summary (kept up to date through its display id), so
+front ends without a widget manager (nbclient, nbconvert, a notebook opened later) still show
+where the job stands. Outside a kernel (terminal IPython, scripts) it prints plain text.
+
+The buttons "Open logs in the sidebar" and "Open TensorBoard" are plain HTML buttons carrying
+``data-disttrain-command``/``data-disttrain-job``: the lab extension listens for clicks on them
+and runs its own commands, so they work in JupyterLab and Notebook 7 without a kernel round
+trip (the kernel may be busy). Cancel is a widget button that calls back into the kernel.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+from .specs import JobPhase, JobStatus, LogLine
+
+if TYPE_CHECKING:
+    from IPython.display import DisplayHandle
+
+VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
+TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
+SUMMARY_LINES = 10  # log lines in the plain-text summary
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+_PHASE_COLOURS = {
+    JobPhase.PENDING: "var(--jp-warn-color1, #f57c00)",
+    JobPhase.RUNNING: "var(--jp-brand-color1, #1976d2)",
+    JobPhase.SUCCEEDED: "var(--jp-success-color1, #388e3c)",
+    JobPhase.FAILED: "var(--jp-error-color1, #d32f2f)",
+    JobPhase.CANCELLED: "var(--jp-layout-color4, #757575)",
+}
+
+
+class JobView(Protocol):
+    """What the ``%%distrun`` magic drives while a job runs."""
+
+    def update(self, status: JobStatus) -> None: ...
+
+    def append(self, lines: list[LogLine]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def make_view(job_id: str, job_dir: str, cancel: Callable[[], None]) -> JobView:
+    """Return the view that fits where the code runs.
+
+    Args:
+        job_id: The job's id (names it in the sidebar and the REST API).
+        job_dir: The job's directory; its ``job.json`` gives the display name.
+        cancel: Called (in the kernel) when the user clicks Cancel.
+
+    Returns:
+        A ``WidgetView`` inside a kernel with ipywidgets, else a ``TextView``.
+        ``DISTTRAIN_VIEW=text|widget`` forces one.
+    """
+    name = _job_name(job_dir, job_id)
+    choice = os.environ.get(VIEW_ENV, "").strip().lower()
+    if choice not in ("", "text", "widget"):
+        raise ValueError(f"{VIEW_ENV}={choice!r}: set it to 'widget', 'text' or leave it unset")
+    if choice == "text" or (choice == "" and not _in_widget_kernel()):
+        return TextView(job_id, name)
+    return WidgetView(job_id, name, cancel)
+
+
+def _job_name(job_dir: str, job_id: str) -> str:
+    try:
+        record = json.loads((Path(job_dir) / "job.json").read_text(encoding="utf-8"))
+        return str(record["spec"]["name"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return job_id
+
+
+def _in_widget_kernel() -> bool:
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class LogTail:
+    """The last ``size`` display lines of a job, with progress bars collapsed.
+
+    A chunk whose text ends with ``\\r`` (tqdm) is provisional: the next chunk of the same
+    replica replaces it, so a bar that redraws a thousand times takes one line.
+    """
+
+    def __init__(self, size: int = TAIL_LINES) -> None:
+        self._lines: deque[list[Any]] = deque(maxlen=size)  # [replica, text, pending]
+
+    def add(self, line: LogLine) -> None:
+        pending = line.text.endswith("\r")
+        text = format_line(line)
+        for entry in reversed(self._lines):
+            if entry[0] == line.replica:
+                if entry[2]:
+                    entry[1], entry[2] = text, pending
+                    return
+                break
+        self._lines.append([line.replica, text, pending])
+
+    def lines(self) -> list[str]:
+        return [entry[1] for entry in self._lines]
+
+
+def format_line(line: LogLine) -> str:
+    """``[rank0] text`` with ANSI codes and line endings removed, last ``\\r`` segment kept."""
+    text = _ANSI.sub("", line.text).rstrip("\r\n")
+    text = text.rsplit("\r", 1)[-1]
+    prefix = f"rank{line.rank}" if line.rank is not None else line.replica
+    return f"[{prefix}] {text}"
+
+
+def summary(name: str, job_id: str, status: JobStatus | None) -> str:
+    """One line about the job: name, id, phase, replicas ready, reason."""
+    if status is None:
+        return f"distrun {name} ({job_id}): submitted"
+    text = (
+        f"distrun {name} ({job_id}): {status.phase.value}, "
+        f"{status.replicas_ready}/{len(status.replicas)} replicas ready"
+    )
+    if status.reason or status.message:
+        text += " - " + ": ".join(x for x in (status.reason, status.message) if x)
+    return text
+
+
+def _replica_note(replica: Any) -> str:
+    parts = [replica.phase.value]
+    if replica.exit_code is not None:
+        parts.append(f"exit {replica.exit_code}")
+    if replica.reason:
+        parts.append(replica.reason)
+    return ", ".join(parts)
+
+
+class TextView:
+    """Plain text for terminals and scripts: phase changes and log lines as they come."""
+
+    def __init__(self, job_id: str, name: str, stream: TextIO | None = None) -> None:
+        self.job_id = job_id
+        self.name = name
+        self._stream = stream
+        self._last: str | None = None
+        self._status: JobStatus | None = None
+        self._pending = False  # a "\r" progress chunk is on screen, not yet ended by "\n"
+        self._lock = threading.Lock()
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream or sys.stdout  # resolved late: IPython swaps sys.stdout per cell
+
+    def update(self, status: JobStatus) -> None:
+        with self._lock:
+            self._status = status
+            text = summary(self.name, self.job_id, status)
+            if text != self._last:
+                self._last = text
+                self._write(text + "\n")
+
+    def append(self, lines: list[LogLine]) -> None:
+        with self._lock:
+            interactive = self.stream.isatty()
+            for line in lines:
+                if line.text.endswith("\r"):
+                    # Only a terminal can redraw a line; elsewhere the bar would pile up.
+                    if interactive:
+                        self._write("\r" + format_line(line))
+                        self._pending = True
+                    continue
+                self._write(("\r" if self._pending else "") + format_line(line) + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pending:
+                self._write("\n")
+            self.stream.flush()
+
+    def _write(self, text: str) -> None:
+        self._pending = self._pending and not text.endswith("\n")
+        self.stream.write(text)
+        self.stream.flush()
+
+
+class WidgetView:
+    """An ipywidgets view kept live by ``update``/``append``; safe to call from any thread."""
+
+    def __init__(self, job_id: str, name: str, cancel: Callable[[], None]) -> None:
+        import ipywidgets as w
+        from IPython.display import display
+
+        self.job_id = job_id
+        self.name = name
+        self._cancel_cb = cancel
+        self._status: JobStatus | None = None
+        self._tail = LogTail(TAIL_LINES)
+        self._text_tail = LogTail(SUMMARY_LINES)
+        self._lock = threading.RLock()
+        self._closed = False
+
+        self.header = w.HTML()
+        self.chips = w.HTML()
+        self.log = w.HTML(_pre([]))
+        self.cancel_button = w.Button(
+            description="Cancel", icon="stop", button_style="danger", tooltip=f"Cancel job {job_id}"
+        )
+        self.cancel_button.on_click(lambda _b: self._on_cancel())
+        self.message = w.HTML()
+        self.links = w.HTML(_lab_buttons(job_id))
+        self.widget = w.VBox(
+            [self.header, self.chips, self.log, w.HBox([self.cancel_button, self.links]), self.message]
+        )
+        self.widget.add_class("jp-DistTrainCellView")
+        self._render()
+        self._handle: DisplayHandle | None = display(self._bundle(), raw=True, display_id=True)
+
+    def update(self, status: JobStatus) -> None:
+        with self._lock:
+            self._status = status
+            self._render()
+            self._refresh_text()
+
+    def append(self, lines: list[LogLine]) -> None:
+        if not lines:
+            return
+        with self._lock:
+            for line in lines:
+                self._tail.add(line)
+                self._text_tail.add(line)
+            self.log.value = _pre(self._tail.lines())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self.cancel_button.disabled = True
+            self._refresh_text()
+
+    def text(self) -> str:
+        """The plain-text form shown by front ends that cannot render widgets."""
+        with self._lock:
+            out = [summary(self.name, self.job_id, self._status)]
+            if self._status and self._status.replicas:
+                out.append("  " + " ".join(f"[{r.name}: {_replica_note(r)}]" for r in self._status.replicas))
+            out.extend("  " + line for line in self._text_tail.lines())
+            return "\n".join(out)
+
+    def _on_cancel(self) -> None:
+        self.cancel_button.disabled = True
+        try:
+            self._cancel_cb()
+            self.message.value = _note("Cancel requested.")
+        except Exception as err:  # shown to the user; the job is left as it was
+            self.cancel_button.disabled = False
+            self.message.value = _note(f"Could not cancel: {err}", error=True)
+
+    def _render(self) -> None:
+        status = self._status
+        phase = status.phase if status else JobPhase.PENDING
+        self.header.value = (
+            f'<div style="display:flex;gap:8px;align-items:center">'
+            f"<b>{html.escape(self.name)}</b>"
+            f'<code style="opacity:.7">{html.escape(self.job_id)}</code>{_badge(phase)}'
+            f"{_reason(status)}</div>"
+        )
+        replicas = status.replicas if status else []
+        self.chips.value = (
+            '<div style="display:flex;flex-wrap:wrap;gap:4px">'
+            + "".join(_badge(r.phase, label=r.name, title=_replica_note(r)) for r in replicas)
+            + "</div>"
+        )
+        if phase.is_terminal:
+            self.cancel_button.disabled = True
+
+    def _bundle(self) -> dict[str, Any]:
+        bundle: dict[str, Any] = dict(self.widget._repr_mimebundle_() or {})
+        bundle["text/plain"] = self.text()
+        return bundle
+
+    def _refresh_text(self) -> None:
+        if self._handle is not None:
+            self._handle.update(self._bundle(), raw=True)
+
+
+def _badge(phase: JobPhase, label: str | None = None, title: str | None = None) -> str:
+    text = html.escape(f"{label}: {phase.value}" if label else phase.value)
+    tip = f' title="{html.escape(title)}"' if title else ""
+    return (
+        f'<span{tip} style="border-radius:9px;padding:0 8px;font-size:var(--jp-ui-font-size0,11px);'
+        f'color:#fff;background:{_PHASE_COLOURS[phase]}">{text}</span>'
+    )
+
+
+def _reason(status: JobStatus | None) -> str:
+    if status is None or not (status.reason or status.message):
+        return ""
+    text = ": ".join(x for x in (status.reason, status.message) if x)
+    return f'<span style="color:var(--jp-error-color1,#d32f2f)">{html.escape(text)}</span>'
+
+
+def _pre(lines: list[str]) -> str:
+    body = html.escape("\n".join(lines)) if lines else "(no output yet)"
+    return (
+        '<pre style="max-height:16em;overflow:auto;margin:4px 0;padding:4px;'
+        "background:var(--jp-layout-color2,#eee);color:var(--jp-content-font-color1,#000);"
+        f'font-size:var(--jp-code-font-size,12px)">{body}</pre>'
+    )
+
+
+def _note(text: str, error: bool = False) -> str:
+    colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,#666)"
+    return f'<span style="color:{colour}">{html.escape(text)}</span>'
+
+
+def _lab_buttons(job_id: str) -> str:
+    job = html.escape(job_id)
+    tip = "Needs the jupyter_disttrain extension in JupyterLab or Notebook 7"
+    return "".join(
+        f'<button type="button" class="jupyter-button" style="margin-left:4px" title="{tip}" '
+        f'data-disttrain-command="{command}" data-disttrain-job="{job}">{label}</button>'
+        for command, label in (
+            ("disttrain:open-logs", "Open logs in the sidebar"),
+            ("disttrain:open-tensorboard", "Open TensorBoard"),
+        )
+    )

@@ -1,0 +1,172 @@
+"""The ``%%distrun`` cell view: text view, widget view in-process, and both through a real kernel."""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jupyter_disttrain import widgets
+from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+
+
+def _status(phase: JobPhase, *replica_phases: JobPhase, reason: str | None = None) -> JobStatus:
+    replicas = [ReplicaStatus(name=f"rank{i}", index=i, phase=p) for i, p in enumerate(replica_phases)]
+    return JobStatus(job_id="mnist-ddp-k3x9q", phase=phase, replicas=replicas, reason=reason)
+
+
+def _line(text: str, rank: int = 0) -> LogLine:
+    return LogLine(text=text, replica=f"rank{rank}", rank=rank, offset="0")
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_log_tail_collapses_progress_bars_per_replica_and_strips_ansi() -> None:
+    tail = widgets.LogTail(size=5)
+    tail.add(_line("\x1b[32mstart\x1b[0m"))
+    for pct in (10, 50, 90):
+        tail.add(_line(f"{pct}%|###|\r", rank=0))
+        tail.add(_line(f"{pct}%|###|\r", rank=1))
+    tail.add(_line("100%|####|"))  # ends rank0's bar: replaces it, then the bar is no longer pending
+    tail.add(_line("after", rank=0))
+    assert tail.lines() == ["[rank0] start", "[rank0] 100%|####|", "[rank1] 90%|###|", "[rank0] after"]
+
+
+def test_log_tail_keeps_last_segment_of_a_multi_redraw_chunk_and_drops_oldest() -> None:
+    tail = widgets.LogTail(size=2)
+    tail.add(_line("a"))
+    tail.add(_line("1%\r2%\r3%\r"))
+    tail.add(LogLine(text="hello", replica="worker-0", offset="9"))
+    assert tail.lines() == ["[rank0] 3%", "[worker-0] hello"]
+
+
+def test_text_view_prints_each_phase_change_once_and_the_lines() -> None:
+    out = io.StringIO()
+    view = widgets.TextView("mnist-ddp-k3x9q", "mnist-ddp", stream=out)
+    view.update(_status(JobPhase.RUNNING, JobPhase.RUNNING, JobPhase.PENDING))
+    view.update(_status(JobPhase.RUNNING, JobPhase.RUNNING, JobPhase.PENDING))
+    view.append([_line("epoch 0 loss 1.0"), _line("50%|##\r"), _line("epoch 0 loss 0.9", rank=1)])
+    view.update(_status(JobPhase.FAILED, JobPhase.FAILED, JobPhase.SUCCEEDED, reason="OOMKilled"))
+    view.close()
+    assert out.getvalue().splitlines() == [
+        "distrun mnist-ddp (mnist-ddp-k3x9q): Running, 1/2 replicas ready",
+        "[rank0] epoch 0 loss 1.0",
+        "[rank1] epoch 0 loss 0.9",
+        "distrun mnist-ddp (mnist-ddp-k3x9q): Failed, 0/2 replicas ready - OOMKilled",
+    ]
+
+
+def test_text_view_redraws_progress_in_a_terminal() -> None:
+    out = _Tty()
+    view = widgets.TextView("j-1", "j", stream=out)
+    view.append([_line("10%\r"), _line("20%\r"), _line("done")])
+    view.close()
+    assert out.getvalue() == "\r[rank0] 10%\r[rank0] 20%\r[rank0] done\n"
+
+
+def test_make_view_outside_a_kernel_is_text_and_reads_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(widgets.VIEW_ENV, raising=False)
+    (tmp_path / "job.json").write_text(json.dumps({"spec": {"name": "mnist-ddp"}}))
+    view = widgets.make_view("mnist-ddp-k3x9q", str(tmp_path), lambda: None)
+    assert isinstance(view, widgets.TextView)
+    assert view.name == "mnist-ddp"
+    # no job.json yet: the id stands in for the name
+    assert widgets.make_view("x-1", str(tmp_path / "missing"), lambda: None).name == "x-1"  # type: ignore[attr-defined]
+
+
+def test_make_view_rejects_an_unknown_view_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(widgets.VIEW_ENV, "fancy")
+    with pytest.raises(ValueError, match="set it to 'widget', 'text'"):
+        widgets.make_view("x-1", "/nonexistent", lambda: None)
+
+
+def test_widget_view_tracks_status_lines_and_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    calls: list[str] = []
+    view = widgets.make_view("mnist-ddp-k3x9q", "/nonexistent", lambda: calls.append("cancel"))
+    assert isinstance(view, widgets.WidgetView)
+    view.update(_status(JobPhase.RUNNING, JobPhase.RUNNING, JobPhase.RUNNING))
+    assert "Running" in view.header.value
+    assert "rank0: Running" in view.chips.value and "rank1: Running" in view.chips.value
+    view.append([_line("<b>not html</b>"), _line("5%\r", rank=1), _line("6%\r", rank=1)])
+    assert "&lt;b&gt;not html&lt;/b&gt;" in view.log.value
+    assert "[rank1] 6%" in view.log.value and "[rank1] 5%" not in view.log.value
+    assert 'data-disttrain-command="disttrain:open-logs"' in view.links.value
+    assert 'data-disttrain-job="mnist-ddp-k3x9q"' in view.links.value
+
+    view.cancel_button.click()
+    assert calls == ["cancel"] and view.cancel_button.disabled
+    assert "Cancel requested" in view.message.value
+
+    view.update(_status(JobPhase.CANCELLED, JobPhase.CANCELLED, JobPhase.CANCELLED, reason="Cancelled"))
+    view.close()
+    assert view.text().splitlines()[0] == (
+        "distrun mnist-ddp-k3x9q (mnist-ddp-k3x9q): Cancelled, 0/2 replicas ready - Cancelled"
+    )
+
+
+def test_widget_view_reports_a_failed_cancel_and_allows_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+
+    def refuse() -> None:
+        raise RuntimeError("backend unreachable; try again")
+
+    view = widgets.make_view("j-1", "/nonexistent", refuse)
+    view.cancel_button.click()  # type: ignore[attr-defined]
+    assert "Could not cancel: backend unreachable" in view.message.value  # type: ignore[attr-defined]
+    assert not view.cancel_button.disabled  # type: ignore[attr-defined]
+
+
+def test_in_a_real_kernel_the_cell_shows_a_widget_with_a_live_text_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nbclient has no widget manager: the saved output must still tell the job's outcome."""
+    # the kernel imports this checkout even when the package is not installed
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    monkeypatch.delenv(widgets.VIEW_ENV, raising=False)
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    (tmp_path / "job.json").write_text(json.dumps({"spec": {"name": "mnist-ddp"}}))
+    code = textwrap.dedent(
+        f"""
+        from jupyter_disttrain.widgets import make_view, WidgetView
+        from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+        view = make_view("mnist-ddp-k3x9q", {str(tmp_path)!r}, lambda: None)
+        assert isinstance(view, WidgetView), type(view)
+        reps = [ReplicaStatus(name=f"rank{{i}}", index=i, phase=JobPhase.RUNNING) for i in range(2)]
+        view.update(JobStatus(job_id="mnist-ddp-k3x9q", phase=JobPhase.RUNNING, replicas=reps))
+        view.append([LogLine(text=f"step 3 loss 0.5", replica=f"rank{{i}}", rank=i, offset="1")
+                     for i in range(2)])
+        for r in reps:
+            r.phase = JobPhase.SUCCEEDED
+        view.update(JobStatus(job_id="mnist-ddp-k3x9q", phase=JobPhase.SUCCEEDED, replicas=reps))
+        view.close()
+        """
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code)]
+    NotebookClient(
+        nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    outputs = nb.cells[0].outputs
+    assert [o.output_type for o in outputs] == ["display_data"], outputs
+    data = outputs[0].data
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert data["text/plain"].splitlines() == [
+        "distrun mnist-ddp (mnist-ddp-k3x9q): Succeeded, 0/2 replicas ready",
+        "  [rank0: Succeeded] [rank1: Succeeded]",
+        "  [rank0] step 3 loss 0.5",
+        "  [rank1] step 3 loss 0.5",
+    ]
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    values = [m["state"].get("value", "") for m in state.values()]
+    assert any("[rank1] step 3 loss 0.5" in v for v in values)
