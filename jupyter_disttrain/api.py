@@ -1,0 +1,167 @@
+"""The Python API: submit a script as a distributed job and follow it.
+
+``%%distrun`` and ``jupyter disttrain`` are thin layers over this module::
+
+    job = jupyter_disttrain.submit(open("train.py").read(), gpus=2)
+    job.wait()
+    for line in job.logs(tail=20):
+        print(line.text)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .backends import default_backend_name, get_backend
+from .backends.base import Backend
+from .errors import DistTrainError
+from .specs import JobSpec, JobStatus, LogLine
+from .store import JobRecord, JobStore
+
+
+class Job:
+    """A handle on one job in the store. Cheap; holds no state but the id and the store."""
+
+    def __init__(self, job_id: str, store: JobStore | None = None) -> None:
+        self.store = store or JobStore()
+        self.id = job_id
+        self.record: JobRecord = self.store.read_record(job_id)
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} ({self.record.backend}) {self.status().phase.value}>"
+
+    @property
+    def dir(self) -> Path:
+        return self.store.job_dir(self.id)
+
+    @property
+    def spec(self) -> JobSpec:
+        return self.record.spec
+
+    @property
+    def backend(self) -> Backend:
+        return _backend(self.record.backend, str(self.store.root))
+
+    def status(self) -> JobStatus:
+        return self.backend.describe(self.id)
+
+    def wait(self, timeout: float | None = None, poll: float = 0.2) -> JobStatus:
+        """Block until the job ends (or ``timeout`` seconds pass); return its status."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if status.is_terminal or (deadline is not None and time.monotonic() >= deadline):
+                return status
+            time.sleep(poll)
+
+    def logs(
+        self,
+        replica: str | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        offset: str | int | None = None,
+    ) -> Iterator[LogLine]:
+        return self.backend.logs(self.id, replica, follow=follow, tail=tail, offset=offset)
+
+    def cancel(self) -> JobStatus:
+        return self.backend.cancel(self.id)
+
+    def delete(self, purge: bool = False) -> None:
+        self.backend.delete(self.id, purge=purge)
+
+    @property
+    def script(self) -> str:
+        return self.store.read_script(self.id)
+
+
+def make_spec(
+    *,
+    gpus: int = 1,
+    nodes: int = 1,
+    name: str = "distrun",
+    backend: str | None = None,
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    max_restarts: int = 0,
+    working_dir: str | None = None,
+    **fields: Any,
+) -> JobSpec:
+    """A ``JobSpec`` from the words users use (``gpus`` = processes per node)."""
+    spec = JobSpec(
+        name=name,
+        nodes=nodes,
+        nproc_per_node=gpus,
+        backend=backend or default_backend_name(),
+        args=list(args),
+        env=dict(env or {}),
+        max_restarts=max_restarts,
+        working_dir=working_dir or os.getcwd(),
+    )
+    for key, value in fields.items():
+        if not hasattr(spec, key):
+            raise DistTrainError(f"unknown job setting {key!r}")
+        setattr(spec, key, value)
+    return spec.validate()
+
+
+def submit(
+    script: str,
+    spec: JobSpec | None = None,
+    *,
+    store: JobStore | None = None,
+    files: dict[str, bytes] | None = None,
+    **spec_fields: Any,
+) -> Job:
+    """Run ``script`` (Python source) as a distributed job; returns at once with a ``Job``.
+
+    Give a ``JobSpec`` or the fields of one (``gpus=2, nodes=1, name=..., backend=...``).
+    """
+    store = store or JobStore()
+    spec = spec or make_spec(**spec_fields)
+    job_id = _backend(spec.backend, str(store.root)).submit(spec, script, files)
+    return Job(job_id, store)
+
+
+def dryrun(script: str, spec: JobSpec | None = None, *, store: JobStore | None = None, **spec_fields: Any) -> Any:
+    """The exact request ``submit`` would make, with nothing created or launched."""
+    store = store or JobStore()
+    spec = spec or make_spec(**spec_fields)
+    del script  # the request does not depend on the script's text
+    return _backend(spec.backend, str(store.root)).dryrun(spec)
+
+
+def get_job(job_id: str, store: JobStore | None = None) -> Job:
+    return Job(job_id, store)
+
+
+def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
+    """Status of every job in the store, newest first, whatever its backend.
+
+    A backend that cannot be loaded here (say, the kubernetes client is missing) does not
+    hide its jobs: their last stored status is shown.
+    """
+    store = store or JobStore()
+    out = []
+    for record in store.records():
+        try:
+            out.append(_backend(record.backend, str(store.root)).describe(record.id))
+        except DistTrainError:
+            status = store.read_status(record.id)
+            if status is not None:
+                out.append(status)
+        except ImportError:
+            status = store.read_status(record.id)
+            if status is not None:
+                out.append(status)
+    return out
+
+
+@lru_cache(maxsize=32)
+def _backend(name: str, root: str) -> Backend:
+    return get_backend(name, JobStore(root))

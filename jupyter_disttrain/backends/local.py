@@ -1,0 +1,187 @@
+"""Run jobs as torchrun processes on this machine — the default backend.
+
+Each job gets a launcher process (``local_supervisor``) in its own session: it survives the
+kernel, keeps ``status.json`` current and stops the whole process tree on cancel. Ranks write
+their output straight into ``logs/rank-<N>.log``; torchrun's own messages go to
+``logs/agent-<node>.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from .. import procs
+from ..errors import BackendError, InvalidSpecError
+from ..logfiles import LogSource
+from ..specs import DryRun, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
+from ..store import JobRecord, read_json
+from .base import Backend
+from .local_supervisor import LAUNCHER_FILE, last_line
+from .torchrun import agent_commands
+
+_SUPERVISOR = "jupyter_disttrain.backends.local_supervisor"
+_LAUNCH_TIMEOUT = 30.0
+_RANK_LOG = re.compile(r"^rank-(\d+)$")
+_OPTIONS = {"grace_period"}
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else the driver's list."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
+    except OSError:
+        return []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalBackend(Backend):
+    """torchrun on this machine: one process per GPU, or CPU processes with gloo."""
+
+    name = "local"
+
+    def _validate(self, spec: JobSpec) -> None:
+        unknown = set(spec.options) - _OPTIONS
+        if unknown:
+            raise InvalidSpecError(
+                f"the local backend has no option {sorted(unknown)[0]!r}; "
+                "it is a Kubernetes option: add --backend kubernetes"
+            )
+        grace = spec.options.get("grace_period", 10.0)
+        if not isinstance(grace, (int, float)) or grace < 0:
+            raise InvalidSpecError(f"grace_period must be a number of seconds >= 0, not {grace!r}")
+        if spec.accelerator == "cpu":
+            return
+        gpus = visible_gpus()
+        if spec.accelerator == "gpu" and not gpus:
+            raise InvalidSpecError("this machine has no GPU: leave out --accelerator gpu to run CPU processes")
+        if gpus and spec.world_size > len(gpus):
+            raise InvalidSpecError(
+                f"--gpus {spec.nproc_per_node} --nodes {spec.nodes} needs {spec.world_size} GPUs and this "
+                f"machine has {len(gpus)}: lower --gpus, or use --backend kubernetes"
+            )
+
+    def _dryrun(self, spec: JobSpec, job_id: str) -> DryRun:
+        job_dir = self.store.job_dir(job_id)
+        gpus = None if spec.accelerator == "cpu" else (visible_gpus() or None)
+        agents = agent_commands(
+            spec,
+            job_id,
+            str(job_dir),
+            python=sys.executable,
+            rdzv_port=free_port() if spec.nodes > 1 else None,
+            gpu_ids=gpus,
+            working_dir=spec.working_dir or os.getcwd(),
+        )
+        request: dict[str, Any] = {
+            "cwd": spec.working_dir or os.getcwd(),
+            "agents": [a.to_dict() for a in agents],
+            "grace_period": float(spec.options.get("grace_period", 10.0)),
+            "device": "cuda" if gpus else "cpu",
+        }
+        return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
+
+    def _initial_replicas(self, spec: JobSpec) -> list[ReplicaStatus]:
+        return [ReplicaStatus(name=f"rank-{r}", role="worker", index=r) for r in range(spec.world_size)]
+
+    def _schedule(self, record: JobRecord) -> None:
+        job_dir = self.store.job_dir(record.id)
+        log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", _SUPERVISOR, str(job_dir)],
+                cwd=job_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # outlives the kernel and its process group
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + _LAUNCH_TIMEOUT
+        while not (job_dir / LAUNCHER_FILE).exists():
+            if proc.poll() is not None:
+                detail = last_line(job_dir / "launcher.log") or f"exit code {proc.returncode}"
+                raise BackendError(f"the job launcher exited at once: {detail}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise BackendError("the job launcher did not start within 30 s; see launcher.log in the job dir")
+            time.sleep(0.005)
+
+    def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
+        if status.is_terminal:
+            return status
+        launcher = self._launcher(record)
+        if launcher is None or procs.is_alive(launcher):
+            return status
+        # The launcher is gone without writing an end: it was killed (OOM killer, reboot...).
+        status = self.store.read_status(record.id) or status  # it may have just finished
+        if status.is_terminal:
+            return status
+        status.phase = JobPhase.FAILED
+        status.reason = "LauncherLost"
+        status.message = f"the job's launcher process (pid {launcher['pid']}) ended without a result"
+        status.finish_time = now_iso()
+        self.store.write_status(status)
+        return status
+
+    def _launcher(self, record: JobRecord) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = read_json(self.store.job_dir(record.id) / LAUNCHER_FILE)
+            return data
+        except (OSError, ValueError):
+            return None
+
+    def _cancel_existing(self, record: JobRecord) -> None:
+        grace = float(record.request.get("grace_period", 10.0))
+        launcher = self._launcher(record)
+        if launcher and procs.is_alive(launcher):
+            os.kill(int(launcher["pid"]), 15)
+            deadline = time.monotonic() + grace + 15
+            while time.monotonic() < deadline and procs.is_alive(launcher):
+                time.sleep(0.05)
+        # Whatever survived a lost or stuck launcher goes too, and the record says so.
+        procs.stop_processes(procs.job_processes(record.id), grace)
+        status = self.store.read_status(record.id) or JobStatus(job_id=record.id)
+        if not status.is_terminal:
+            status.phase = JobPhase.CANCELLED
+            status.reason = "Cancelled"
+            status.message = "cancelled by the user"
+            status.finish_time = now_iso()
+            self.store.write_status(status)
+
+    def _log_sources(self, record: JobRecord) -> list[LogSource]:
+        logs = self.store.logs_dir(record.id)
+        ranks: list[tuple[int, LogSource]] = []
+        agents: list[LogSource] = []
+        for path in logs.glob("*.log"):
+            m = _RANK_LOG.match(path.stem)
+            if m:
+                ranks.append((int(m.group(1)), LogSource(path.stem, path, int(m.group(1)))))
+            else:
+                agents.append(LogSource(path.stem, path))
+        return [s for _, s in sorted(ranks, key=lambda t: t[0])] + sorted(agents, key=lambda s: s.replica)
+
+
+def format_request(request: dict[str, Any]) -> str:
+    """The launch request as a person reads it: one shell-quoted command line per agent."""
+    lines = [f"# working dir: {request['cwd']}  (device: {request['device']})"]
+    for agent in request["agents"]:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent["env"].items()))
+        lines.append(f"# node {agent['node']}")
+        lines.append(f"env {env} \\\n  {shlex.join(agent['argv'])}")
+    return "\n".join(lines)

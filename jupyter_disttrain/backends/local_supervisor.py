@@ -1,0 +1,264 @@
+"""The launcher of a local job: starts its torchrun agents and keeps ``status.json`` true.
+
+Started by ``LocalBackend`` as ``python -m jupyter_disttrain.backends.local_supervisor JOB_DIR``
+in a session of its own, so a kernel restart or a closed notebook does not touch it. It
+outlives the kernel, records each rank's phase, exit code and restarts, stops the remaining
+agents when one fails (a dead peer would otherwise leave the others blocked in a collective),
+and on SIGTERM (cancel) stops every process of the job: TERM, then KILL after the grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .. import procs
+from ..logfiles import tail_start
+from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, now_iso
+from ..store import JobStore, read_json, write_json_atomic
+
+POLL_SECONDS = 0.1
+LAUNCHER_FILE = "launcher.json"
+# Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
+_KERNEL_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL")
+
+
+def clean_env(base: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in _KERNEL_ONLY_ENV}
+    if env.get("MPLBACKEND", "").startswith("module://matplotlib_inline"):
+        del env["MPLBACKEND"]
+    return env
+
+
+def last_line(path: Path) -> str | None:
+    """The last non-empty line of a log, read from its end (e.g. the exception of a crash)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(tail_start(path, 5))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return None
+    lines = [ln for ln in lines if ln]
+    return lines[-1][:500] if lines else None
+
+
+class Supervisor:
+    def __init__(self, job_dir: Path) -> None:
+        self.job_dir = job_dir
+        self.store = JobStore(job_dir.parent)
+        self.job_id = job_dir.name
+        self.record = self.store.read_record(self.job_id)
+        self.request: dict[str, Any] = self.record.request
+        self.status = self.store.read_status(self.job_id) or JobStatus(job_id=self.job_id)
+        self.agents: list[subprocess.Popen[bytes]] = []
+        self.cancel_requested = False
+        self._rank_mtimes: dict[str, float] = {}
+        self._rank_records: dict[int, dict[str, Any]] = {}
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def run(self) -> int:
+        procs.become_subreaper()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        write_json_atomic(self.job_dir / LAUNCHER_FILE, procs.process_identity(os.getpid()))
+        try:
+            self._start_agents()
+        except OSError as exc:
+            self._finish(JobPhase.FAILED, "LaunchFailed", f"could not start torchrun: {exc}")
+            return 1
+        self._watch()
+        return 0
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.cancel_requested = True
+
+    def _start_agents(self) -> None:
+        env = clean_env(dict(os.environ))
+        cwd = self.request.get("cwd") or str(self.job_dir)
+        for agent in self.request["agents"]:
+            out = open(self.job_dir / "logs" / f"agent-{agent['node']}.log", "ab")  # noqa: SIM115
+            try:
+                self.agents.append(
+                    subprocess.Popen(
+                        agent["argv"],
+                        env={**env, **agent["env"]},
+                        cwd=cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+            finally:
+                out.close()
+        self.status.phase = JobPhase.RUNNING
+        self.status.start_time = now_iso()
+        world = self.record.spec.world_size
+        self._event("Normal", "Started", f"started {len(self.agents)} torchrun agent(s), world size {world}")
+        self.store.write_status(self.status)
+
+    def _watch(self) -> None:
+        failed_node: int | None = None
+        while True:
+            if self.cancel_requested:
+                self._event("Normal", "Cancelling", "cancel requested: stopping all processes")
+                self._stop_all()
+                self._update_replicas(final=True, cancelled=True)
+                self._finish(JobPhase.CANCELLED, "Cancelled", "cancelled by the user")
+                return
+            codes = [a.poll() for a in self.agents]
+            changed = self._update_replicas(final=False)
+            if failed_node is None:
+                failed_node = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
+                if failed_node is not None and any(c is None for c in codes):
+                    self._event(
+                        "Warning",
+                        "NodeFailed",
+                        f"node {failed_node} exited with code {codes[failed_node]}; stopping the others",
+                    )
+                    for agent in self.agents:
+                        if agent.poll() is None:
+                            agent.terminate()
+                    changed = True
+            if all(c is not None for c in codes):
+                break
+            if changed:
+                self.store.write_status(self.status)
+            time.sleep(POLL_SECONDS)
+        self._sweep()
+        self._update_replicas(final=True)
+        codes = [a.returncode for a in self.agents]
+        if all(c == 0 for c in codes):
+            self._finish(JobPhase.SUCCEEDED, "Completed", "all ranks finished")
+            return
+        bad = [r for r in self.status.replicas if r.phase is JobPhase.FAILED]
+        first = bad[0] if bad else None
+        node = failed_node if failed_node is not None else next(i for i, c in enumerate(codes) if c)
+        if first is not None:
+            message = f"{first.name} exited with code {first.exit_code}"
+            if first.message:
+                message += f": {first.message}"
+        else:
+            message = f"torchrun agent of node {node} exited with code {codes[node]}"
+            detail = last_line(self.job_dir / "logs" / f"agent-{node}.log")
+            if detail:
+                message += f": {detail}"
+        self.status.exit_code = codes[node]
+        self._finish(JobPhase.FAILED, "Error", message)
+
+    # -- stopping ----------------------------------------------------------------------------
+    def _grace(self) -> float:
+        return float(self.request.get("grace_period", 10.0))
+
+    def _stop_all(self) -> None:
+        """TERM the agents (they pass it on to their workers), then KILL whatever is left."""
+        for agent in self.agents:
+            if agent.poll() is None:
+                agent.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self._grace()
+        while time.monotonic() < deadline and any(a.poll() is None for a in self.agents):
+            time.sleep(POLL_SECONDS)
+        self._sweep(grace=max(0.0, deadline - time.monotonic()))
+
+    def _sweep(self, grace: float = 0.0) -> None:
+        """Leave no orphan: every descendant and every process carrying the job id goes."""
+        import psutil
+
+        me = psutil.Process()
+        leftover = {p.pid: p for p in me.children(recursive=True)}
+        leftover.update((p.pid, p) for p in procs.job_processes(self.job_id))
+        if leftover:
+            procs.stop_processes(list(leftover.values()), grace)
+        for agent in self.agents:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                agent.wait(timeout=5)
+
+    # -- status ------------------------------------------------------------------------------
+    def _event(self, kind: str, reason: str, message: str, obj: str | None = None) -> None:
+        self.status.events.append(Event(now_iso(), kind, reason, message, obj))
+
+    def _read_rank_records(self) -> bool:
+        ranks_dir = self.job_dir / "ranks"
+        changed = False
+        try:
+            entries = list(os.scandir(ranks_dir))
+        except FileNotFoundError:
+            return False
+        for e in entries:
+            if not e.name.endswith(".json"):
+                continue
+            mtime = e.stat().st_mtime
+            if self._rank_mtimes.get(e.name) == mtime:
+                continue
+            try:
+                data = read_json(Path(e.path))
+            except (OSError, ValueError):
+                continue  # being replaced right now; read it next round
+            self._rank_mtimes[e.name] = mtime
+            self._rank_records[int(data["rank"])] = data
+            changed = True
+        return changed
+
+    def _update_replicas(self, final: bool, cancelled: bool = False) -> bool:
+        changed = self._read_rank_records()
+        if not (changed or final):
+            return False
+        replicas = []
+        for r in range(self.record.spec.world_size):
+            rec = self._rank_records.get(r)
+            rep = ReplicaStatus(name=f"rank-{r}", role="worker", index=r)
+            if rec:
+                rep.node = f"node-{rec.get('node', 0)}"
+                rep.restarts = int(rec.get("restarts", 0))
+                rep.start_time = rec.get("start_time")
+                rep.finish_time = rec.get("finish_time")
+                code = rec.get("exit_code")
+                if code is None:
+                    rep.phase, rep.ready = JobPhase.RUNNING, True
+                elif code == 0:
+                    rep.phase, rep.exit_code = JobPhase.SUCCEEDED, 0
+                else:
+                    rep.phase, rep.exit_code, rep.reason = JobPhase.FAILED, int(code), "Error"
+                    rep.message = last_line(self.job_dir / "logs" / f"rank-{r}.log")
+            if final and not rep.phase.is_terminal:
+                # Never finished on its own: stopped by cancel, by a failed peer, or killed.
+                rep.ready = False
+                rep.finish_time = rep.finish_time or now_iso()
+                if cancelled:
+                    rep.phase, rep.reason = JobPhase.CANCELLED, "Cancelled"
+                elif rec is None:
+                    rep.phase, rep.reason = JobPhase.FAILED, "NeverStarted"
+                else:
+                    rep.phase, rep.reason = JobPhase.FAILED, "Terminated"
+            replicas.append(rep)
+        self.status.replicas = replicas
+        return True
+
+    def _finish(self, phase: JobPhase, reason: str, message: str) -> None:
+        self.status.phase = phase
+        self.status.reason = reason
+        self.status.message = message
+        self.status.finish_time = now_iso()
+        if phase is JobPhase.SUCCEEDED:
+            self.status.exit_code = 0
+        self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
+        self.store.write_status(self.status)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m jupyter_disttrain.backends.local_supervisor JOB_DIR", file=sys.stderr)
+        return 2
+    return Supervisor(Path(argv[0]).resolve()).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

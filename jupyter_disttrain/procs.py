@@ -1,0 +1,82 @@
+"""Finding and stopping every process of a job, and telling a live process from a reused pid.
+
+Each training process carries ``DISTTRAIN_JOB_ID`` in its environment, so the processes of a
+job can be found even when their parents died and they were re-parented. psutil is imported
+here only, never at ``%load_ext``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import psutil
+
+JOB_ENV = "DISTTRAIN_JOB_ID"
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Adopt orphaned descendants (Linux), so a dying agent's workers stay in our tree."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def process_identity(pid: int) -> dict[str, Any]:
+    """A pid plus its start time: together they name one process, even after pid reuse."""
+    return {"pid": pid, "create_time": psutil.Process(pid).create_time()}
+
+
+def is_alive(identity: dict[str, Any]) -> bool:
+    try:
+        proc = psutil.Process(int(identity["pid"]))
+        return (
+            abs(proc.create_time() - float(identity["create_time"])) < 0.01
+            and proc.status() != psutil.STATUS_ZOMBIE
+        )
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
+def job_processes(job_id: str, exclude: Iterable[int] = ()) -> list[psutil.Process]:
+    """Every process (of this user) whose environment names ``job_id``."""
+    skip = {os.getpid(), *exclude}
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid in skip:
+            continue
+        try:
+            if proc.environ().get(JOB_ENV) == job_id:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def stop_processes(procs: list[psutil.Process], grace: float) -> list[psutil.Process]:
+    """SIGTERM, wait up to ``grace`` seconds, then SIGKILL what is left. Returns the killed ones."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)
+    return alive
+
+
+def wait_gone(job_id: str, timeout: float) -> bool:
+    """Wait until no process of ``job_id`` is left; True when none is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not job_processes(job_id):
+            return True
+        time.sleep(0.1)
+    return not job_processes(job_id)
