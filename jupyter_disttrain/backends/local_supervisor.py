@@ -10,7 +10,6 @@ and on SIGTERM (cancel) stops every process of the job: TERM, then KILL after th
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -139,8 +138,9 @@ class Supervisor:
         if all(c == 0 for c in codes):
             self._finish(JobPhase.SUCCEEDED, "Completed", "all ranks finished")
             return
-        bad = [r for r in self.status.replicas if r.phase is JobPhase.FAILED]
-        first = bad[0] if bad else None
+        # The rank that failed first is the cause; its peers usually fail because it left.
+        bad = [r for r in self.status.replicas if r.phase is JobPhase.FAILED and r.exit_code is not None]
+        first = min(bad, key=lambda r: r.finish_time or "") if bad else None
         node = failed_node if failed_node is not None else next(i for i, c in enumerate(codes) if c)
         if first is not None:
             message = f"{first.name} exited with code {first.exit_code}"

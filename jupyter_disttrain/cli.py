@@ -1,0 +1,162 @@
+"""``jupyter disttrain``: list, inspect, follow and cancel jobs from a terminal.
+
+The same subcommands back the ``%distrun`` line magic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import DistTrainError
+from .specs import JobStatus, LogLine
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jupyter disttrain", description="Distributed training jobs of jupyter_disttrain.")
+    p.add_argument("--root", help="job store directory (default: $DISTTRAIN_JOB_ROOT or ./.disttrain/jobs)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="every job, newest first")
+    s = sub.add_parser("status", help="a job's phase, replicas and events")
+    s.add_argument("job_id")
+    lg = sub.add_parser("logs", help="a job's output")
+    lg.add_argument("job_id")
+    lg.add_argument("--replica", help="one replica (rank-0, agent-0, a pod...); default: all interleaved")
+    lg.add_argument("--tail", type=int, help="start at the last N lines (per replica)")
+    lg.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the job ends")
+    c = sub.add_parser("cancel", help="stop a job and all its processes")
+    c.add_argument("job_id")
+    d = sub.add_parser("delete", help="remove a job from the list (files are kept unless --purge)")
+    d.add_argument("job_id")
+    d.add_argument("--purge", action="store_true", help="also remove its script, logs and TensorBoard data")
+    r = sub.add_parser("run", help="run a Python script as a distributed job")
+    r.add_argument("file")
+    r.add_argument("--gpus", type=int, default=1, help="processes per node (one per GPU)")
+    r.add_argument("--nodes", type=int, default=1)
+    r.add_argument("--name", default=None, help="job name (default: the file's name)")
+    r.add_argument("--backend", default=None)
+    r.add_argument("--max-restarts", type=int, default=0)
+    r.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--detach", action="store_true", help="return at once")
+    r.add_argument("script_args", nargs=argparse.REMAINDER, help="after --: arguments for the script")
+    return p
+
+
+def run_subcommand(argv: Sequence[str], out: Callable[[str], Any] = print) -> int:
+    from .store import JobStore
+
+    args = _parser().parse_args(list(argv))
+    store = JobStore(args.root) if args.root else JobStore()
+    from . import api
+
+    if args.command == "list":
+        out(format_table(api.list_jobs(store), store))
+        return 0
+    if args.command == "run":
+        return _run_file(args, store, out)
+    job = api.get_job(args.job_id, store)
+    if args.command == "status":
+        out(format_status(job.status()))
+    elif args.command == "logs":
+        prefix = args.replica is None
+        for line in job.logs(args.replica, follow=args.follow, tail=args.tail):
+            out(format_line(line) if prefix else line.text)
+    elif args.command == "cancel":
+        status = job.cancel()
+        out(f"{job.id}: {status.phase.value}")
+    elif args.command == "delete":
+        job.delete(purge=args.purge)
+        kept = "" if args.purge else f" (files kept in {job.dir})"
+        out(f"{job.id}: deleted{kept}")
+    return 0
+
+
+def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -> int:
+    from . import api
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise DistTrainError(f"no file {args.file!r}")
+    script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise DistTrainError(f"--env takes KEY=VALUE, not {item!r}")
+        env[key] = value
+    name = args.name or path.stem.lower().replace("_", "-")
+    job = api.submit(
+        path.read_text(encoding="utf-8"),
+        store=store,
+        gpus=args.gpus,
+        nodes=args.nodes,
+        name=name,
+        backend=args.backend,
+        args=script_args,
+        env=env,
+        max_restarts=args.max_restarts,
+    )
+    out(f"job {job.id} submitted")
+    if args.detach:
+        return 0
+    for line in job.logs(follow=True):
+        if line.rank is not None:
+            out(format_line(line))
+    status = job.wait()
+    out(format_status(status))
+    return 0 if status.phase.value == "Succeeded" else 1
+
+
+def format_line(line: LogLine) -> str:
+    who = f"rank{line.rank}" if line.rank is not None else line.replica
+    return f"[{who}] {line.text}"
+
+
+def _age(iso: str | None) -> str:
+    if not iso:
+        return "-"
+    t = time.mktime(time.strptime(iso[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    secs = max(0, int(time.time() - t))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{secs}s"
+
+
+def format_table(statuses: list[JobStatus], store: Any) -> str:
+    rows = [("ID", "BACKEND", "PHASE", "REPLICAS", "AGE")]
+    for st in statuses:
+        backend = store.read_record(st.job_id).backend
+        rows.append((st.job_id, backend, st.phase.value, f"{st.replicas_ready}/{len(st.replicas)}", _age(st.created)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def format_status(st: JobStatus) -> str:
+    lines = [f"{st.job_id}: {st.phase.value}" + (f" ({st.reason}: {st.message})" if st.reason and st.message else "")]
+    for r in st.replicas:
+        extra = f" exit {r.exit_code}" if r.exit_code is not None else ""
+        extra += f" {r.reason}" if r.reason else ""
+        extra += f" restarts {r.restarts}" if r.restarts else ""
+        lines.append(f"  {r.name:<12} {r.phase.value:<10}{extra}")
+    for e in st.events[-5:]:
+        lines.append(f"  {e.time} {e.type:<7} {e.reason}: {e.message}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run_subcommand(sys.argv[1:] if argv is None else argv)
+    except DistTrainError as exc:
+        print(f"jupyter disttrain: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

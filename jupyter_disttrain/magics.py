@@ -1,0 +1,256 @@
+"""``%%distrun``: run a notebook cell as a distributed PyTorch job.
+
+Loading this module imports IPython and the job model only; torch, the backends' clients and
+the packaging analysis load when a cell first runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .errors import DistTrainError
+
+if TYPE_CHECKING:
+    from .api import Job
+    from .specs import JobSpec
+
+FOLLOW_POLL_SECONDS = 0.1
+
+
+def _count(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1 or str(value) != text.strip():
+            raise argparse.ArgumentTypeError(f"{flag} takes a whole number of at least 1 (e.g. {flag} 2), not {text!r}")
+        return value
+
+    return parse
+
+
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--max-restarts takes a whole number of 0 or more, not {text!r}")
+    return int(text)
+
+
+def _key_value(flag: str) -> Callable[[str], tuple[str, str]]:
+    def parse(text: str) -> tuple[str, str]:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{flag} takes KEY=VALUE (e.g. {flag} NCCL_DEBUG=INFO), not {text!r}")
+        return key, value
+
+    return parse
+
+
+def _split_script_args(line: str) -> tuple[str, list[str]]:
+    """Flags for us before ``--``; everything after it goes to the script untouched."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%%distrun: cannot read the options ({exc}); check the quotes") from None
+    if "--" in tokens:
+        i = tokens.index("--")
+        return shlex.join(tokens[:i]), tokens[i + 1 :]
+    return line, []
+
+
+def _cluster_args(f: Any) -> Any:
+    """Flags that only a cluster backend uses (Kubernetes)."""
+    args = [
+        argument("--image", help="container image (default: the notebook pod's own image)"),
+        argument(
+            "--pvc",
+            action="append",
+            default=[],
+            metavar="CLAIM:PATH[:ro]",
+            help="mount a PVC in every pod (repeatable; default: the notebook pod's PVC mounts)",
+        ),
+        argument("--cpu", help="CPU request and limit per pod, e.g. 8"),
+        argument("--memory", help="memory request and limit per pod, e.g. 64Gi"),
+        argument("--shm-size", help="size of /dev/shm (a Memory emptyDir), e.g. 16Gi"),
+        argument("--node-selector", action="append", default=[], metavar="KEY=VALUE", type=_key_value("--node-selector")),
+        argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT"),
+        argument("--namespace", help="namespace (default: the notebook's)"),
+        argument("--service-account", help="service account of the pods"),
+        argument("--priority-class", help="priority class of the pods"),
+        argument("--queue", help="scheduling queue, where the flavour has one"),
+        argument("--flavor", choices=["job", "pytorchjob", "t9k"], help="workload kind (default: detected)"),
+    ]
+    for a in args:
+        f = a(f)
+    return f
+
+
+@magics_class
+class DistTrainMagics(Magics):
+    """``%%distrun`` and ``%distrun list|status|logs|cancel|delete``."""
+
+    @magic_arguments()
+    @argument("--gpus", type=_count("--gpus"), default=1, help="processes per node: one per GPU, or CPU processes (gloo) where there is no GPU")
+    @argument("--nodes", type=_count("--nodes"), default=1, help="number of nodes (torchrun agents); several on one machine for the local backend")
+    @argument("--name", default="distrun", help="job name: lower-case letters, digits and '-'")
+    @argument("--backend", default=None, help="local (default) or kubernetes (default inside a pod)")
+    @argument("--max-restarts", type=_non_negative, default=0, help="torchrun --max-restarts: restarts of the worker group on failure")
+    @argument("--env", action="append", default=[], metavar="KEY=VALUE", type=_key_value("--env"), help="environment variable for the training processes (repeatable)")
+    @argument("--accelerator", choices=["auto", "gpu", "cpu"], default="auto", help="cpu forces CPU processes even where GPUs exist")
+    @argument("--dry-run", action="store_true", help="print the packaged script and the exact launch request; run nothing")
+    @argument("--detach", action="store_true", help="return at once; follow later with %%distrun logs ID --follow")
+    @argument("--cancel-on-interrupt", action="store_true", help="interrupting the cell cancels the job (by default it only stops following)")
+    @argument("--no-check", action="append", default=[], metavar="CODE", help="silence one DDP pitfall check (repeatable), or 'all'")
+    @_cluster_args
+    @line_cell_magic
+    def distrun(self, line: str, cell: str | None = None) -> None:
+        """Run this cell as a distributed PyTorch job under torchrun.
+
+        The cell, plus the imports, functions, classes and values it uses from earlier cells,
+        becomes a standalone script (``train.py`` in the job's directory). Script arguments go
+        after ``--``. The training processes get torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
+        ...) plus DISTTRAIN_JOB_ID, DISTTRAIN_JOB_DIR and DISTTRAIN_TENSORBOARD_DIR.
+
+        Examples::
+
+            %%distrun --gpus 2
+            %%distrun --gpus 4 --nodes 2 --backend kubernetes --shm-size 16Gi
+            %%distrun --gpus 2 --dry-run -- --epochs 3
+
+        As a line magic::
+
+            %distrun list
+            %distrun status JOB_ID
+            %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
+            %distrun cancel JOB_ID
+            %distrun delete JOB_ID [--purge]
+        """
+        if cell is None:
+            return self._line(line)
+        try:
+            self._cell(line, cell)
+        except DistTrainError as exc:
+            raise UsageError(f"%%distrun: {exc}") from None
+
+    # -- the cell --------------------------------------------------------------------------
+    def _cell(self, line: str, cell: str) -> None:
+        flags, script_args = _split_script_args(line)
+        try:
+            args = parse_argstring(self.distrun, flags)
+        except UsageError as exc:
+            hint = ""
+            if "unrecognized arguments" in str(exc):
+                hint = "; script arguments go after --, e.g. %%distrun --gpus 2 -- --epochs 3 (see %%distrun?)"
+            raise UsageError(f"%%distrun: {exc}{hint}") from None
+        from .packaging import package_cell
+
+        ignore = {"*"} if "all" in args.no_check else set(args.no_check)
+        history = list(self.shell.user_ns.get("In", [""]))[1:-1] if self.shell else []
+        packaged = package_cell(cell, history, self.shell.user_ns if self.shell else {}, ignore=ignore)
+        spec = self._spec(args, script_args)
+        from . import api
+
+        for pit in packaged.pitfalls:
+            print(f"warning: line {pit.line}: {pit.message}  [silence: --no-check {pit.code}]")
+        if args.dry_run:
+            info = api.dryrun(packaged.source, spec)
+            print(f"# ---- {spec.entrypoint} (job {info.job_id}, not launched) ----")
+            print(packaged.source)
+            for name in sorted(packaged.files):
+                print(f"# side file: {name} ({len(packaged.files[name])} bytes)")
+            print(f"# ---- launch request ({info.backend} backend) ----")
+            print(info.text)
+            return
+        job = api.submit(packaged.source, spec, files=packaged.files)
+        if args.detach:
+            print(f"job {job.id} submitted ({spec.backend}); follow it with: %distrun logs {job.id} --follow")
+            return
+        self._follow(job, args.cancel_on_interrupt)
+
+    def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
+        from .api import make_spec
+        from .specs import Volume
+
+        options: dict[str, Any] = {}
+        for key in ("shm_size", "namespace", "service_account", "priority_class", "queue", "flavor"):
+            value = getattr(args, key)
+            if value is not None:
+                options[key] = value
+        if args.node_selector:
+            options["node_selector"] = dict(args.node_selector)
+        if args.toleration:
+            options["tolerations"] = list(args.toleration)
+        fields: dict[str, Any] = {"accelerator": args.accelerator}
+        for key in ("image", "cpu", "memory"):
+            if getattr(args, key) is not None:
+                fields[key] = getattr(args, key)
+        if args.pvc:
+            fields["volumes"] = [Volume.parse(v) for v in args.pvc]
+        return make_spec(
+            gpus=args.gpus,
+            nodes=args.nodes,
+            name=args.name,
+            backend=args.backend,
+            args=script_args,
+            env=dict(args.env),
+            max_restarts=args.max_restarts,
+            options=options,
+            **fields,
+        )
+
+    def _follow(self, job: Job, cancel_on_interrupt: bool) -> None:
+        """Show status and output until the job ends; an interrupt stops following only."""
+        from .widgets import make_view
+
+        view = make_view(job.id, str(job.dir), job.cancel)
+        offset: str | None = None
+        try:
+            while True:
+                status = job.status()  # before reading: output written before the end is never missed
+                view.update(status)
+                lines = list(job.logs(offset=offset))
+                rank_lines = [ln for ln in lines if ln.rank is not None]
+                if lines:
+                    offset = lines[-1].offset
+                if rank_lines:
+                    view.append(rank_lines)
+                if status.is_terminal and not lines:
+                    break
+                if not lines:
+                    time.sleep(FOLLOW_POLL_SECONDS)
+        except KeyboardInterrupt:
+            if cancel_on_interrupt:
+                view.update(job.cancel())
+                print(f"job {job.id} cancelled")
+            else:
+                print(
+                    f"stopped following; job {job.id} keeps running. "
+                    f"Cancel it with: %distrun cancel {job.id}   (or use --cancel-on-interrupt)"
+                )
+        finally:
+            view.close()
+
+    # -- the line magic --------------------------------------------------------------------
+    def _line(self, line: str) -> None:
+        try:
+            _run_command(shlex.split(line), print)
+        except DistTrainError as exc:
+            raise UsageError(f"%distrun: {exc}") from None
+        except SystemExit:
+            pass  # argparse already printed the usage error
+
+
+def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
+    """The subcommands shared by ``%distrun`` and ``jupyter disttrain``."""
+    from .cli import run_subcommand
+
+    run_subcommand(argv, out)
+

@@ -1,0 +1,29 @@
+"""Shared fixtures. Server tests (tests/server) load pytest-jupyter's plugin themselves."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jupyter_disttrain.store import JobStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> JobStore:
+    return JobStore(tmp_path / "jobs")
+
+
+@pytest.fixture
+def write_script(tmp_path: Path):
+    """Write a dedented script into tmp_path and return its text."""
+
+    def make(source: str) -> str:
+        return textwrap.dedent(source).lstrip()
+
+    return make
+
+
+PYTHON = sys.executable
