@@ -128,7 +128,9 @@ def submit(
     return Job(job_id, store)
 
 
-def dryrun(script: str, spec: JobSpec | None = None, *, store: JobStore | None = None, **spec_fields: Any) -> Any:
+def dryrun(
+    script: str, spec: JobSpec | None = None, *, store: JobStore | None = None, **spec_fields: Any
+) -> Any:
     """The exact request ``submit`` would make, with nothing created or launched."""
     store = store or JobStore()
     spec = spec or make_spec(**spec_fields)

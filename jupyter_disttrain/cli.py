@@ -17,7 +17,9 @@ from .specs import JobStatus, LogLine
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="jupyter disttrain", description="Distributed training jobs of jupyter_disttrain.")
+    p = argparse.ArgumentParser(
+        prog="jupyter disttrain", description="Distributed training jobs of jupyter_disttrain."
+    )
     p.add_argument("--root", help="job store directory (default: $DISTTRAIN_JOB_ROOT or ./.disttrain/jobs)")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="every job, newest first")
@@ -131,13 +133,18 @@ def format_table(statuses: list[JobStatus], store: Any) -> str:
     rows = [("ID", "BACKEND", "PHASE", "REPLICAS", "AGE")]
     for st in statuses:
         backend = store.read_record(st.job_id).backend
-        rows.append((st.job_id, backend, st.phase.value, f"{st.replicas_ready}/{len(st.replicas)}", _age(st.created)))
+        rows.append(
+            (st.job_id, backend, st.phase.value, f"{st.replicas_ready}/{len(st.replicas)}", _age(st.created))
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def format_status(st: JobStatus) -> str:
-    lines = [f"{st.job_id}: {st.phase.value}" + (f" ({st.reason}: {st.message})" if st.reason and st.message else "")]
+    lines = [
+        f"{st.job_id}: {st.phase.value}"
+        + (f" ({st.reason}: {st.message})" if st.reason and st.message else "")
+    ]
     for r in st.replicas:
         extra = f" exit {r.exit_code}" if r.exit_code is not None else ""
         extra += f" {r.reason}" if r.reason else ""

@@ -32,7 +32,9 @@ def _count(flag: str) -> Callable[[str], int]:
         except ValueError:
             value = 0
         if value < 1 or str(value) != text.strip():
-            raise argparse.ArgumentTypeError(f"{flag} takes a whole number of at least 1 (e.g. {flag} 2), not {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes a whole number of at least 1 (e.g. {flag} 2), not {text!r}"
+            )
         return value
 
     return parse
@@ -48,7 +50,9 @@ def _key_value(flag: str) -> Callable[[str], tuple[str, str]]:
     def parse(text: str) -> tuple[str, str]:
         key, sep, value = text.partition("=")
         if not sep or not key:
-            raise argparse.ArgumentTypeError(f"{flag} takes KEY=VALUE (e.g. {flag} NCCL_DEBUG=INFO), not {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes KEY=VALUE (e.g. {flag} NCCL_DEBUG=INFO), not {text!r}"
+            )
         return key, value
 
     return parse
@@ -80,7 +84,13 @@ def _cluster_args(f: Any) -> Any:
         argument("--cpu", help="CPU request and limit per pod, e.g. 8"),
         argument("--memory", help="memory request and limit per pod, e.g. 64Gi"),
         argument("--shm-size", help="size of /dev/shm (a Memory emptyDir), e.g. 16Gi"),
-        argument("--node-selector", action="append", default=[], metavar="KEY=VALUE", type=_key_value("--node-selector")),
+        argument(
+            "--node-selector",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            type=_key_value("--node-selector"),
+        ),
         argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT"),
         argument("--namespace", help="namespace (default: the notebook's)"),
         argument("--service-account", help="service account of the pods"),
@@ -98,17 +108,60 @@ class DistTrainMagics(Magics):
     """``%%distrun`` and ``%distrun list|status|logs|cancel|delete``."""
 
     @magic_arguments()
-    @argument("--gpus", type=_count("--gpus"), default=1, help="processes per node: one per GPU, or CPU processes (gloo) where there is no GPU")
-    @argument("--nodes", type=_count("--nodes"), default=1, help="number of nodes (torchrun agents); several on one machine for the local backend")
+    @argument(
+        "--gpus",
+        type=_count("--gpus"),
+        default=1,
+        help="processes per node: one per GPU, or CPU processes (gloo) where there is no GPU",
+    )
+    @argument(
+        "--nodes",
+        type=_count("--nodes"),
+        default=1,
+        help="number of nodes (torchrun agents); several on one machine for the local backend",
+    )
     @argument("--name", default="distrun", help="job name: lower-case letters, digits and '-'")
     @argument("--backend", default=None, help="local (default) or kubernetes (default inside a pod)")
-    @argument("--max-restarts", type=_non_negative, default=0, help="torchrun --max-restarts: restarts of the worker group on failure")
-    @argument("--env", action="append", default=[], metavar="KEY=VALUE", type=_key_value("--env"), help="environment variable for the training processes (repeatable)")
-    @argument("--accelerator", choices=["auto", "gpu", "cpu"], default="auto", help="cpu forces CPU processes even where GPUs exist")
-    @argument("--dry-run", action="store_true", help="print the packaged script and the exact launch request; run nothing")
-    @argument("--detach", action="store_true", help="return at once; follow later with %%distrun logs ID --follow")
-    @argument("--cancel-on-interrupt", action="store_true", help="interrupting the cell cancels the job (by default it only stops following)")
-    @argument("--no-check", action="append", default=[], metavar="CODE", help="silence one DDP pitfall check (repeatable), or 'all'")
+    @argument(
+        "--max-restarts",
+        type=_non_negative,
+        default=0,
+        help="torchrun --max-restarts: restarts of the worker group on failure",
+    )
+    @argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        type=_key_value("--env"),
+        help="environment variable for the training processes (repeatable)",
+    )
+    @argument(
+        "--accelerator",
+        choices=["auto", "gpu", "cpu"],
+        default="auto",
+        help="cpu forces CPU processes even where GPUs exist",
+    )
+    @argument(
+        "--dry-run",
+        action="store_true",
+        help="print the packaged script and the exact launch request; run nothing",
+    )
+    @argument(
+        "--detach", action="store_true", help="return at once; follow later with %%distrun logs ID --follow"
+    )
+    @argument(
+        "--cancel-on-interrupt",
+        action="store_true",
+        help="interrupting the cell cancels the job (by default it only stops following)",
+    )
+    @argument(
+        "--no-check",
+        action="append",
+        default=[],
+        metavar="CODE",
+        help="silence one DDP pitfall check (repeatable), or 'all'",
+    )
     @_cluster_args
     @line_cell_magic
     def distrun(self, line: str, cell: str | None = None) -> None:
@@ -148,7 +201,9 @@ class DistTrainMagics(Magics):
         except UsageError as exc:
             hint = ""
             if "unrecognized arguments" in str(exc):
-                hint = "; script arguments go after --, e.g. %%distrun --gpus 2 -- --epochs 3 (see %%distrun?)"
+                hint = (
+                    "; script arguments go after --, e.g. %%distrun --gpus 2 -- --epochs 3 (see %%distrun?)"
+                )
             raise UsageError(f"%%distrun: {exc}{hint}") from None
         from .packaging import package_cell
 
@@ -210,7 +265,10 @@ class DistTrainMagics(Magics):
         """Show status and output until the job ends; an interrupt stops following only."""
         from .widgets import make_view
 
-        view = make_view(job.id, str(job.dir), job.cancel)
+        def cancel() -> None:
+            job.cancel()
+
+        view = make_view(job.id, str(job.dir), cancel)
         offset: str | None = None
         try:
             while True:
@@ -253,4 +311,3 @@ def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
     from .cli import run_subcommand
 
     run_subcommand(argv, out)
-

@@ -81,9 +81,7 @@ class Volume:
         """Parse ``CLAIM:PATH[:ro]`` as written on the command line."""
         parts = text.split(":")
         if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
-            raise InvalidSpecError(
-                f"--pvc {text!r}: write CLAIM:/mount/path or CLAIM:/mount/path:ro"
-            )
+            raise InvalidSpecError(f"--pvc {text!r}: write CLAIM:/mount/path or CLAIM:/mount/path:ro")
         if len(parts) == 3 and parts[2] not in ("ro", "rw"):
             raise InvalidSpecError(f"--pvc {text!r}: the third part must be 'ro' or 'rw'")
         return cls(claim=parts[0], mount_path=parts[1], read_only=parts[2:] == ["ro"])
@@ -134,7 +132,9 @@ class JobSpec:
             raise InvalidSpecError(f"launcher {self.launcher!r} is not supported; use 'torchrun'")
         for key in self.env:
             if not _ENV_KEY.match(key):
-                raise InvalidSpecError(f"--env {key!r}: names are letters, digits and '_', not starting with a digit")
+                raise InvalidSpecError(
+                    f"--env {key!r}: names are letters, digits and '_', not starting with a digit"
+                )
         if "/" in self.entrypoint or self.entrypoint.startswith("."):
             raise InvalidSpecError(f"entrypoint {self.entrypoint!r} must be a plain file name")
         return self

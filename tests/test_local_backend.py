@@ -132,7 +132,13 @@ def test_dry_run_is_the_exact_request_and_creates_nothing(store: JobStore) -> No
 def test_gpu_jobs_give_each_node_its_own_gpus() -> None:
     spec = JobSpec(name="g", nodes=2, nproc_per_node=2)
     agents = agent_commands(
-        spec, "g-1", "/jobs/g-1", python="python", rdzv_port=29400, gpu_ids=["0", "1", "2", "3"], working_dir="/w"
+        spec,
+        "g-1",
+        "/jobs/g-1",
+        python="python",
+        rdzv_port=29400,
+        gpu_ids=["0", "1", "2", "3"],
+        working_dir="/w",
     )
     assert [a.env["CUDA_VISIBLE_DEVICES"] for a in agents] == ["0,1", "2,3"]
     assert "--rdzv-conf=is_host=true" in agents[0].argv and "--rdzv-conf=is_host=false" in agents[1].argv

@@ -77,7 +77,9 @@ def test_follow_sees_lines_written_later_and_stops_when_done(tmp_path: Path) -> 
 
     t = threading.Thread(target=writer)
     t.start()
-    got = [ln.text for ln in read_lines(_sources(a), follow=True, is_done=finished.is_set, poll_interval=0.01)]
+    got = [
+        ln.text for ln in read_lines(_sources(a), follow=True, is_done=finished.is_set, poll_interval=0.01)
+    ]
     t.join()
     assert got == [f"n{i}" for i in range(20)]
 

@@ -51,11 +51,10 @@ def backend_class(name: str) -> type[Backend]:
                 target = ep.value
                 break
     if target is None:
-        raise UnknownBackendError(
-            f"unknown backend {name!r}; choose one of: {', '.join(backend_names())}"
-        )
+        raise UnknownBackendError(f"unknown backend {name!r}; choose one of: {', '.join(backend_names())}")
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+    cls: type[Backend] = getattr(importlib.import_module(module), attr)
+    return cls
 
 
 def get_backend(name: str | None = None, store: JobStore | None = None) -> Backend:

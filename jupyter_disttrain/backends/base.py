@@ -77,10 +77,6 @@ class Backend(abc.ABC):
         status = self.store.read_status(job_id) or JobStatus(job_id=job_id, created=record.created)
         return self._reconcile(record, status)
 
-    def list(self) -> list[JobStatus]:
-        """Status of every (not deleted) job of this backend, newest first."""
-        return [self.describe(r.id) for r in self.store.records() if r.spec.backend == self.name]
-
     def logs(
         self,
         job_id: str,
@@ -136,7 +132,8 @@ class Backend(abc.ABC):
 
     # -- hooks -------------------------------------------------------------------------------
     def _validate(self, spec: JobSpec) -> None:
-        """Backend-specific checks of ``spec`` (raise ``InvalidSpecError``)."""
+        """Backend-specific checks of ``spec`` (raise ``InvalidSpecError``). None by default."""
+        return None
 
     @abc.abstractmethod
     def _dryrun(self, spec: JobSpec, job_id: str) -> DryRun:
@@ -162,4 +159,10 @@ class Backend(abc.ABC):
         """Stop a job that has not ended; record it as Cancelled."""
 
     def _delete_existing(self, record: JobRecord) -> None:
-        """Remove what the backend keeps for an ended job (cluster objects...)."""
+        """Remove what the backend keeps for an ended job (cluster objects...). None by default."""
+        return None
+
+    # Last in the class: as a method name, ``list`` would shadow the builtin in later annotations.
+    def list(self) -> list[JobStatus]:
+        """Status of every (not deleted) job of this backend, newest first."""
+        return [self.describe(r.id) for r in self.store.records() if r.spec.backend == self.name]

@@ -68,7 +68,9 @@ class LocalBackend(Backend):
             return
         gpus = visible_gpus()
         if spec.accelerator == "gpu" and not gpus:
-            raise InvalidSpecError("this machine has no GPU: leave out --accelerator gpu to run CPU processes")
+            raise InvalidSpecError(
+                "this machine has no GPU: leave out --accelerator gpu to run CPU processes"
+            )
         if gpus and spec.world_size > len(gpus):
             raise InvalidSpecError(
                 f"--gpus {spec.nproc_per_node} --nodes {spec.nodes} needs {spec.world_size} GPUs and this "
@@ -119,7 +121,9 @@ class LocalBackend(Backend):
                 raise BackendError(f"the job launcher exited at once: {detail}")
             if time.monotonic() > deadline:
                 proc.kill()
-                raise BackendError("the job launcher did not start within 30 s; see launcher.log in the job dir")
+                raise BackendError(
+                    "the job launcher did not start within 30 s; see launcher.log in the job dir"
+                )
             time.sleep(0.005)
 
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
