@@ -1,0 +1,379 @@
+"""``KubernetesBackend``: ``%%distrun --backend kubernetes`` as a Job, PyTorchJob or T9k job.
+
+``dryrun`` decides everything (flavour, namespace, image, volumes, server-version gates) and
+builds the manifests; ``submit`` creates exactly those. Status comes from the process-wide
+informers (one watch per namespace and kind), logs from the shared PVC or ``pods/log``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from ...errors import BackendError, InvalidSpecError
+from ...logfiles import LogSource
+from ...specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, ReplicaStatus, Volume, now_iso
+from ...store import JobRecord, JobStore
+from ..base import Backend
+from . import manifests as mf
+from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient, in_cluster
+from .informer import informer
+from .options import KubeOptions, parse_options, parse_quantity
+from .podlogs import pod_log_lines
+from .status import build_status
+
+# Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
+DEFAULT_K8S_VERSION = (1, 29)
+_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_STORE_FILES = {"job.json", "status.json", "deleted"}
+
+
+class KubernetesBackend(Backend):
+    """Runs each job as pods on a Kubernetes cluster, torchrun in every pod."""
+
+    name = "kubernetes"
+
+    def __init__(self, store: JobStore | None = None, client: KubeClient | None = None) -> None:
+        super().__init__(store)
+        self._client = client
+        self._client_loaded = client is not None
+        self._last_flavor: str | None = None
+
+    # -- the cluster -----------------------------------------------------------------------
+    def client(self, required: bool = True) -> KubeClient | None:
+        """The API client (kubeconfig or in-cluster); ``None`` when there is no cluster and not required."""
+        if not self._client_loaded:
+            self._client = KubeClient.from_environment()
+            self._client_loaded = True
+        if self._client is None and required:
+            raise BackendError(
+                "no Kubernetes cluster is configured: run in a pod with a service account or set KUBECONFIG "
+                "(a --dry-run needs only --flavor and --image)"
+            )
+        return self._client
+
+    def notebook_pod(self) -> dict[str, Any] | None:
+        """This kernel's own pod, read from the API (name from the downward API or HOSTNAME)."""
+        client = self.client(required=False)
+        name = os.environ.get("POD_NAME") or (os.environ.get("HOSTNAME") if in_cluster() else None)
+        namespace = os.environ.get("POD_NAMESPACE") or (client.default_namespace if client else None)
+        if client is None or not name or not namespace:
+            return None
+        return client.get(PODS, namespace, name)
+
+    # -- submit ----------------------------------------------------------------------------
+    def _validate(self, spec: JobSpec) -> None:
+        parse_options(spec.options)
+        for flag, value in (("--cpu", spec.cpu), ("--memory", spec.memory)):
+            if value is not None:
+                parse_quantity(value, flag)
+        for v in spec.volumes:
+            if not _CLAIM.match(v.claim):
+                raise InvalidSpecError(f"--pvc {v.claim}:{v.mount_path}: {v.claim!r} is not a claim name")
+            if not v.mount_path.startswith("/") or ".." in v.mount_path.split("/"):
+                raise InvalidSpecError(f"--pvc {v.claim}:{v.mount_path}: the mount path must be absolute")
+
+    def placement(self, spec: JobSpec, job_id: str, opts: KubeOptions) -> mf.Placement:
+        """Decide namespace, image, volumes, flavour and version gates; ask the cluster only when needed."""
+        client = self.client(required=opts.flavor is None)
+        pod = self.notebook_pod() if client is not None else None
+        pod_spec = (pod or {}).get("spec", {})
+        container = (pod_spec.get("containers") or [{}])[0]
+        image = spec.image or container.get("image")
+        if not image:
+            raise InvalidSpecError(
+                "no image: pass --image (inside a notebook pod the pod's own image is used)"
+            )
+        namespace = (
+            opts.namespace
+            or (pod or {}).get("metadata", {}).get("namespace")
+            or (client.default_namespace if client else None)
+            or "default"
+        )
+        volumes = _merge_volumes(_pod_volumes(pod_spec, container), spec.volumes)
+        flavor = opts.flavor or self.discover_flavor()
+        version = (
+            opts.k8s_version or (self._server_version(client) if client else None) or DEFAULT_K8S_VERSION
+        )
+        secrets = tuple(s["name"] for s in pod_spec.get("imagePullSecrets", []) or [] if s.get("name"))
+        return mf.Placement(
+            namespace=namespace,
+            image=image,
+            flavor=flavor,
+            k8s_version=version,
+            job_dir=str(self.store.job_dir(job_id)),
+            volumes=tuple(volumes),
+            image_pull_secrets=secrets,
+        )
+
+    def discover_flavor(self) -> str:
+        """``pytorchjob`` if the Kubeflow operator's API is served, else ``t9k`` if T9k's, else ``job``."""
+        client = self.client()
+        assert client is not None
+        groups = client.api_groups()
+        for flavor in ("pytorchjob", "t9k"):
+            res = WORKLOADS[flavor]
+            if res.version in groups.get(res.group, []):
+                found = client.request("GET", f"/apis/{res.group}/{res.version}")
+                if any(r.get("name") == res.plural for r in found.get("resources", [])):
+                    return flavor
+        return "job"
+
+    @staticmethod
+    def _server_version(client: KubeClient) -> tuple[int, int] | None:
+        try:
+            return client.server_version()
+        except ApiError:
+            return None
+
+    def _dryrun(self, spec: JobSpec, job_id: str) -> DryRun:
+        opts = parse_options(spec.options)
+        place = self.placement(spec, job_id, opts)
+        objects = mf.build_manifests(spec, job_id, opts, place)
+        self._last_flavor = place.flavor
+        header = (
+            f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
+            f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
+        )
+        if place.pvc_for_job_dir is None:
+            header += "# the job dir is not on a mounted PVC: the script ships in the ConfigMap, logs via pods/log\n"
+        text = header + yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=110)
+        request = {
+            "manifests": objects,
+            "flavor": place.flavor,
+            "namespace": place.namespace,
+            "k8s_version": f"{place.k8s_version[0]}.{place.k8s_version[1]}",
+            "logs_on_pvc": place.pvc_for_job_dir is not None,
+        }
+        return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.name, request=request, text=text)
+
+    def _initial_replicas(self, spec: JobSpec) -> list[ReplicaStatus]:
+        flavor = self._last_flavor or spec.options.get("flavor") or "job"
+        if flavor == "job":
+            return [ReplicaStatus(name=f"node-{i}", role="node", index=i) for i in range(spec.nodes)]
+        if flavor == "pytorchjob":
+            workers = [
+                ReplicaStatus(name=f"worker-{i}", role="worker", index=i) for i in range(spec.nodes - 1)
+            ]
+            return [ReplicaStatus(name="master-0", role="master", index=0), *workers]
+        return [ReplicaStatus(name=f"worker-{i}", role="worker", index=i) for i in range(spec.nodes)]
+
+    def _schedule(self, record: JobRecord) -> None:
+        client = self.client()
+        assert client is not None
+        objects = [dict(o) for o in record.request["manifests"]]
+        for i, obj in enumerate(objects):
+            if obj["kind"] == "ConfigMap":
+                objects[i] = self._filled_configmap(record, obj)
+        created: list[dict[str, Any]] = []
+        try:
+            for obj in objects:
+                created.append(client.create(obj))
+        except ApiError as exc:
+            for obj in reversed(created):  # leave nothing half-made behind
+                self._delete_quietly(
+                    client, obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]
+                )
+            if exc.status == 409:
+                raise BackendError(f"{exc}; a job named {record.id!r} already exists in the cluster") from exc
+            raise
+        record.backend_state.update(
+            {
+                "namespace": record.request["namespace"],
+                "flavor": record.request["flavor"],
+                "server": client.host,
+            }
+        )
+        self.store.write_record(record)
+
+    def _filled_configmap(self, record: JobRecord, obj: dict[str, Any]) -> dict[str, Any]:
+        """The dry run's ConfigMap with the packaged script and side files in it, size-checked."""
+        job_dir = self.store.job_dir(record.id)
+        files: dict[str, bytes | str] = {
+            p.name: p.read_bytes()
+            for p in sorted(job_dir.iterdir())
+            if p.is_file() and p.name not in _STORE_FILES
+        }
+        place_ns = obj["metadata"]["namespace"]
+        filled = mf.configmap(record.spec, record.id, _ns_only(place_ns), files)
+        size = mf.configmap_size(filled)
+        if size > mf.CONFIGMAP_LIMIT:
+            raise InvalidSpecError(
+                f"the script and side files are {size} bytes, over the {mf.CONFIGMAP_LIMIT}-byte ConfigMap limit; "
+                "put the job dir on a shared PVC (run from a mounted volume or pass --pvc) to ship larger code"
+            )
+        return filled
+
+    # -- observe ---------------------------------------------------------------------------
+    def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
+        if status.is_terminal or "namespace" not in record.backend_state:
+            return status
+        client = self.client(required=False)
+        if client is None:
+            return status  # nothing to ask; show the last known status
+        ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
+        workloads = informer(client, WORKLOADS[flavor], ns, mf.OUR_SELECTOR)
+        pods = informer(client, PODS, ns, mf.OUR_SELECTOR)
+        events = informer(client, EVENTS, ns, None)
+        for inf in (workloads, pods, events):
+            inf.wait_synced()
+        workload = workloads.get(mf.object_name(record.id))
+        if workload is None:
+            # Not in the cache: just created (the watch has not caught up) or removed behind our back.
+            workload = client.get(WORKLOADS[flavor], ns, mf.object_name(record.id))
+            if workload is None:
+                status.phase, status.reason = JobPhase.FAILED, "WorkloadDeleted"
+                status.message = f"the {WORKLOADS[flavor].kind} {record.id} is gone from namespace {ns}"
+                status.finish_time = now_iso()
+                self.store.write_status(status)
+                return status
+        own_pods = [
+            p for p in pods.items() if p["metadata"].get("labels", {}).get(mf.JOB_ID_LABEL) == record.id
+        ]
+        new = build_status(status, flavor, record.id, workload, own_pods, events.items())
+        if _comparable(new) != _comparable(status):
+            self.store.write_status(new)
+        return new
+
+    def logs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        offset: str | int | None = None,
+        since: int | None = None,
+    ) -> Iterator[LogLine]:
+        """Per-replica output: the log files on the shared PVC when the job dir is there (they
+        outlive the pods), else the pods' own logs (``pods/log``; ``since`` in seconds)."""
+        record = self.store.read_record(job_id)
+        if record.request.get("logs_on_pvc") or "namespace" not in record.backend_state:
+            return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset)
+        return self.pod_logs(job_id, replica, follow=follow, tail=tail, offset=offset, since=since)
+
+    def pod_logs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        offset: str | int | None = None,
+        since: int | None = None,
+    ) -> Iterator[LogLine]:
+        """Lines from ``pods/log`` of the job's pods, each tagged with its replica."""
+        record = self.store.read_record(job_id)
+        client = self.client()
+        assert client is not None
+        ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
+        pods = informer(client, PODS, ns, mf.OUR_SELECTOR)
+        pods.wait_synced()
+        return pod_log_lines(
+            client,
+            pods,
+            record,
+            flavor,
+            replica=replica,
+            follow=follow,
+            tail=tail,
+            offset=offset,
+            since=since,
+            is_done=lambda: self.describe(job_id).is_terminal,
+        )
+
+    def _log_sources(self, record: JobRecord) -> list[LogSource]:
+        logs = self.store.logs_dir(record.id)
+        return [LogSource(p.stem, p) for p in sorted(logs.glob("*.log"))]
+
+    # -- stop ------------------------------------------------------------------------------
+    def _cancel_existing(self, record: JobRecord) -> None:
+        self._remove_objects(record)
+        status = self.store.read_status(record.id) or JobStatus(job_id=record.id, created=record.created)
+        status.phase, status.reason = JobPhase.CANCELLED, "Cancelled"
+        status.message = "cancelled by the user; the workload and its pods were deleted, files stay"
+        status.finish_time = now_iso()
+        for rep in status.replicas:
+            if not rep.phase.is_terminal:
+                rep.phase = JobPhase.CANCELLED
+        status.events.append(Event(now_iso(), "Normal", "Cancelled", "workload, pods and Service deleted"))
+        self.store.write_status(status)
+
+    def _delete_existing(self, record: JobRecord) -> None:
+        self._remove_objects(record)
+
+    def _remove_objects(self, record: JobRecord) -> None:
+        """Delete the workload (its pods go with it: propagation) and our Service/ConfigMap."""
+        if "namespace" not in record.backend_state:
+            return  # never reached the cluster
+        client = self.client()
+        assert client is not None
+        ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
+        name = mf.object_name(record.id)
+        client.delete(WORKLOADS[flavor], ns, name, propagation="Foreground")
+        if flavor == "job":
+            client.delete(SERVICES, ns, name)
+        if not record.request.get("logs_on_pvc"):
+            client.delete(CONFIGMAPS, ns, mf.configmap_name(record.id))
+
+    @staticmethod
+    def _delete_quietly(client: KubeClient, kind: str, namespace: str, name: str) -> None:
+        from .client import BY_KIND
+
+        try:
+            client.delete(BY_KIND[kind], namespace, name)
+        except ApiError:
+            pass
+
+
+def _ns_only(namespace: str) -> mf.Placement:
+    return mf.Placement(namespace=namespace, image="", flavor="job", k8s_version=(1, 0), job_dir="/")
+
+
+def _pod_volumes(pod_spec: dict[str, Any], container: dict[str, Any]) -> list[Volume]:
+    """The notebook container's PVC mounts, at the same paths (zero configuration)."""
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"]
+        for v in pod_spec.get("volumes", []) or []
+        if v.get("persistentVolumeClaim")
+    }
+    out = []
+    for m in container.get("volumeMounts", []) or []:
+        if m.get("name") in claims:
+            out.append(
+                Volume(
+                    claim=claims[m["name"]],
+                    mount_path=m["mountPath"],
+                    read_only=bool(m.get("readOnly", False)),
+                    sub_path=m.get("subPath") or None,
+                )
+            )
+    return out
+
+
+def _merge_volumes(inherited: list[Volume], given: list[Volume]) -> list[Volume]:
+    """Flags win over the notebook's mounts at the same path; the rest is inherited."""
+    paths = {v.mount_path.rstrip("/") for v in given}
+    return [v for v in inherited if v.mount_path.rstrip("/") not in paths] + list(given)
+
+
+def _comparable(status: JobStatus) -> dict[str, Any]:
+    data = status.to_dict()
+    data.pop("updated", None)
+    return data
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML that shows multi-line strings (the pod wrapper) as readable literal blocks."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)

@@ -1,0 +1,408 @@
+"""Spec → Kubernetes objects: pure functions, no API calls, one pod template for three flavours.
+
+``build_manifests`` turns a ``JobSpec`` plus a ``Placement`` (what the cluster or the flags
+decided: namespace, image, volumes, server version) into plain dicts that ``kubectl apply``
+accepts. The same packaged script runs unchanged under every flavour because every pod gets the
+same command, the same ``PET_*``/``DISTTRAIN_*`` environment and the same volumes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import InvalidSpecError
+from ...specs import JobSpec, Volume
+from .options import KubeOptions, parse_quantity
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "jupyter-disttrain"
+JOB_ID_LABEL = "disttrain.io/job-id"
+OUR_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+MASTER_PORT = 29500
+CONTAINER = {"job": "trainer", "pytorchjob": "pytorch", "t9k": "pytorch"}
+# Where the script and the job dir live inside the pod when the job dir is not on a shared PVC.
+CODE_DIR = "/disttrain/code"
+SCRATCH_ROOT = "/disttrain/jobs"
+# A ConfigMap is at most 1 MiB including its metadata; keep room for the latter.
+CONFIGMAP_LIMIT = 1_000_000
+SCRIPT_PLACEHOLDER = "# the packaged script and side files are put here at submit\n"
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+RANK_PREFIX = "[rank${rank}]:"
+
+# The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
+# dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod.
+# A constant: user values (paths, ids, torchrun arguments) arrive as argv only.
+POD_WRAPPER = """\
+import os, signal, socket, subprocess, sys
+log_dir, prefix, job_id, _, *cmd = sys.argv[1:]
+host = os.environ.get("HOSTNAME") or socket.gethostname()
+replica = prefix + (host[len(job_id) + 1:] if host.startswith(job_id + "-") else host)
+out = None
+if log_dir != "-":
+    os.makedirs(log_dir, exist_ok=True)
+    out = open(os.path.join(log_dir, replica + ".log"), "ab", buffering=0)
+child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda num, frame: child.send_signal(num))
+for chunk in iter(lambda: child.stdout.read1(65536), b""):
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+    if out:
+        out.write(chunk)
+sys.exit(child.wait())
+"""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What the cluster (or the flags) decided for one job."""
+
+    namespace: str
+    image: str
+    flavor: str
+    k8s_version: tuple[int, int]
+    job_dir: str
+    volumes: tuple[Volume, ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def pvc_for_job_dir(self) -> Volume | None:
+        """The mounted claim that holds the job dir, if any (then pods see it at the same path)."""
+        return next((v for v in self.volumes if _under(self.job_dir, v.mount_path)), None)
+
+    @property
+    def pod_job_dir(self) -> str:
+        return (
+            self.job_dir
+            if self.pvc_for_job_dir
+            else posixpath.join(SCRATCH_ROOT, posixpath.basename(self.job_dir))
+        )
+
+
+def _under(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/") or root == "/"
+
+
+def replica_prefix(flavor: str) -> str:
+    """What the pod wrapper puts before ``HOSTNAME`` minus the job id to name its replica."""
+    return "node-" if flavor == "job" else ""
+
+
+def object_name(job_id: str) -> str:
+    return job_id
+
+
+def configmap_name(job_id: str) -> str:
+    return f"{job_id}-code"
+
+
+def labels(job_id: str) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, JOB_ID_LABEL: job_id}
+
+
+def build_manifests(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> list[dict[str, Any]]:
+    """Every object the job needs, in the order ``kubectl apply`` should create them."""
+    _check_fit(spec, job_id, opts, place)
+    objects: list[dict[str, Any]] = []
+    if place.pvc_for_job_dir is None:
+        objects.append(configmap(spec, job_id, place, {spec.entrypoint: SCRIPT_PLACEHOLDER}))
+    if place.flavor == "job":
+        objects += [headless_service(job_id, place), indexed_job(spec, job_id, opts, place)]
+    elif place.flavor == "pytorchjob":
+        objects.append(pytorchjob(spec, job_id, opts, place))
+    else:
+        objects.append(t9k_job(spec, job_id, opts, place))
+    return objects
+
+
+def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> None:
+    # Pod hostnames are <job-id>-<suffix> and must stay DNS labels (63 characters).
+    longest = f"{job_id}-worker-{max(spec.nodes - 1, 0)}"
+    if len(longest) > 63:
+        raise InvalidSpecError(
+            f"job id {job_id!r} is too long for pod names; use a --name of at most 40 characters"
+        )
+    if (
+        opts.shm_size
+        and spec.memory
+        and parse_quantity(opts.shm_size, "--shm-size") > parse_quantity(spec.memory, "--memory")
+    ):
+        raise InvalidSpecError(
+            f"--shm-size {opts.shm_size} is larger than --memory {spec.memory}; /dev/shm counts against the "
+            "memory limit, so make it smaller"
+        )
+    for v in place.volumes:
+        if not v.mount_path.startswith("/") or v.mount_path.rstrip("/") in ("/dev/shm", CODE_DIR):
+            raise InvalidSpecError(f"--pvc {v.claim}:{v.mount_path}: choose another mount path")
+
+
+def metadata(job_id: str, place: Placement, name: str | None = None) -> dict[str, Any]:
+    return {"name": name or object_name(job_id), "namespace": place.namespace, "labels": labels(job_id)}
+
+
+def configmap(spec: JobSpec, job_id: str, place: Placement, files: dict[str, bytes | str]) -> dict[str, Any]:
+    """The script (and side files) for a job whose dir is not on a shared volume."""
+    data: dict[str, str] = {}
+    binary: dict[str, str] = {}
+    import base64
+
+    for name, content in sorted(files.items()):
+        if isinstance(content, str):
+            data[name] = content
+            continue
+        try:
+            data[name] = content.decode("utf-8")
+        except UnicodeDecodeError:
+            binary[name] = base64.b64encode(content).decode("ascii")
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(job_id, place, configmap_name(job_id)),
+        "data": data,
+    }
+    if binary:
+        obj["binaryData"] = binary
+    return obj
+
+
+def configmap_size(obj: dict[str, Any]) -> int:
+    return sum(
+        len(k) + len(v.encode()) for part in ("data", "binaryData") for k, v in obj.get(part, {}).items()
+    )
+
+
+def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
+    """Gives the Indexed Job's pods DNS names ``<job>-<index>.<job>`` before they are ready."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(job_id, place),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"batch.kubernetes.io/job-name": object_name(job_id), JOB_ID_LABEL: job_id},
+            "ports": [{"name": "c10d", "port": MASTER_PORT, "targetPort": MASTER_PORT}],
+        },
+    }
+
+
+def indexed_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
+    """Plain ``batch/v1`` Indexed Job: one pod per node, node rank = completion index."""
+    name = object_name(job_id)
+    env = [
+        {"name": "PET_NNODES", "value": str(spec.nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": str(spec.nproc_per_node)},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-0.{name}"},
+        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+    pod = pod_template(spec, job_id, opts, place, env)
+    pod["spec"]["subdomain"] = name
+    pod["spec"]["restartPolicy"] = "Never"
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": spec.nodes,
+        "parallelism": spec.nodes,
+        "backoffLimit": spec.max_restarts,
+        "ttlSecondsAfterFinished": 86400,
+        "template": pod,
+    }
+    version = place.k8s_version
+    if version >= (1, 26):  # podFailurePolicy beta (on by default) from 1.26, GA 1.31
+        job_spec["podFailurePolicy"] = {
+            "rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+            ]
+        }
+    if version >= (1, 31):  # successPolicy beta from 1.31, GA 1.33: done when rank 0 is done
+        job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
+    if opts.queue:
+        job_spec["suspend"] = True  # Kueue admits (un-suspends) queued Jobs
+    obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(job_id, place), "spec": job_spec}
+    if opts.queue:
+        obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = opts.queue
+    return obj
+
+
+def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
+    """Kubeflow ``PyTorchJob``: the operator sets ``PET_*``; one Master plus N-1 Workers."""
+    restart = "OnFailure" if spec.max_restarts > 0 else "Never"
+    pod = pod_template(spec, job_id, opts, place, [])
+    pod["spec"]["containers"][0]["ports"] = [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}]
+    replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": restart, "template": pod}}
+    if spec.nodes > 1:
+        replicas["Worker"] = {"replicas": spec.nodes - 1, "restartPolicy": restart, "template": pod}
+    run_policy: dict[str, Any] = {
+        "backoffLimit": spec.max_restarts,
+        "cleanPodPolicy": "None",  # finished pods stay, so their logs and exit codes stay readable
+        "ttlSecondsAfterFinished": 86400,
+    }
+    if opts.queue or opts.priority_class:
+        run_policy["schedulingPolicy"] = {
+            k: v for k, v in (("queue", opts.queue), ("priorityClass", opts.priority_class)) if v
+        }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": metadata(job_id, place),
+        "spec": {
+            "nprocPerNode": str(spec.nproc_per_node),
+            "runPolicy": run_policy,
+            "pytorchReplicaSpecs": replicas,
+        },
+    }
+
+
+def t9k_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
+    """T9k ``PyTorchTrainingJob``: the controller runs ``torchrun <options> <args>`` itself."""
+    pod = pod_template(spec, job_id, opts, place, [])
+    container = pod["spec"]["containers"][0]
+    container["command"] = ["python"]  # ignored by the controller while torchrunConfig is on
+    container["args"] = [_script_path(spec, place), *spec.args]
+    obj: dict[str, Any] = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "PyTorchTrainingJob",
+        "metadata": metadata(job_id, place),
+        "spec": {
+            "torchrunConfig": {
+                "enabled": True,
+                "procPerNode": str(spec.nproc_per_node),
+                "maxRestarts": 0,
+                "rdzvBackend": "c10d",
+                "extraOptions": ["--tee", "3"],
+            },
+            "runPolicy": {"backoffLimit": spec.max_restarts, "cleanUpPolicy": "Unfinished"},
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": spec.nodes,
+                    "restartPolicy": "OnFailure" if spec.max_restarts > 0 else "Never",
+                    "template": pod,
+                }
+            ],
+        },
+    }
+    if opts.queue:
+        obj["spec"]["scheduler"] = {"t9kScheduler": {"queue": opts.queue}}
+    return obj
+
+
+def _script_path(spec: JobSpec, place: Placement) -> str:
+    base = place.job_dir if place.pvc_for_job_dir else CODE_DIR
+    return posixpath.join(base, spec.entrypoint)
+
+
+def container_command(spec: JobSpec, job_id: str, place: Placement) -> list[str]:
+    """``python -c WRAPPER <log dir> <replica prefix> <job id> -- torchrun ... script args``."""
+    log_dir = posixpath.join(place.job_dir, "logs") if place.pvc_for_job_dir else "-"
+    launcher = ["torchrun", "--tee", "3", _script_path(spec, place), *spec.args]
+    return ["python", "-u", "-c", POD_WRAPPER, log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+
+
+def _env_value(value: str) -> str:
+    # The kubelet expands $(VAR) in env values; "$$" keeps a user's "$(" literal.
+    return value.replace("$", "$$")
+
+
+def pod_template(
+    spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement, extra_env: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The pod every flavour runs: command, env contract, resources, volumes, placement."""
+    job_dir = place.pod_job_dir
+    env: list[dict[str, Any]] = [
+        *extra_env,
+        {"name": "DISTTRAIN_JOB_ID", "value": job_id},
+        {"name": "DISTTRAIN_JOB_DIR", "value": _env_value(job_dir)},
+        {"name": "DISTTRAIN_TENSORBOARD_DIR", "value": _env_value(posixpath.join(job_dir, "tensorboard"))},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "value": _env_value(RANK_PREFIX)},
+    ]
+    taken = {e["name"] for e in env}
+    env += [{"name": k, "value": _env_value(v)} for k, v in sorted(spec.env.items()) if k not in taken]
+
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    for i, v in enumerate(place.volumes):
+        vol_name = f"pvc-{i}"
+        volumes.append(
+            {"name": vol_name, "persistentVolumeClaim": {"claimName": v.claim, "readOnly": v.read_only}}
+        )
+        mount: dict[str, Any] = {"name": vol_name, "mountPath": v.mount_path, "readOnly": v.read_only}
+        if v.sub_path:
+            mount["subPath"] = v.sub_path
+        mounts.append(mount)
+    shm: dict[str, Any] = {"medium": "Memory"}
+    shm_size = opts.shm_size or _default_shm(spec.memory)
+    if shm_size:
+        shm["sizeLimit"] = shm_size
+    volumes.append({"name": "dshm", "emptyDir": shm})
+    mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if place.pvc_for_job_dir is None:
+        volumes.append({"name": "code", "configMap": {"name": configmap_name(job_id)}})
+        mounts.append({"name": "code", "mountPath": CODE_DIR, "readOnly": True})
+        volumes.append({"name": "job-dir", "emptyDir": {}})
+        mounts.append({"name": "job-dir", "mountPath": job_dir})
+
+    working_dir = spec.working_dir
+    if not working_dir or not any(_under(working_dir, v.mount_path) for v in place.volumes):
+        working_dir = job_dir if place.pvc_for_job_dir else CODE_DIR
+
+    container: dict[str, Any] = {
+        "name": CONTAINER[place.flavor],
+        "image": place.image,
+        "command": container_command(spec, job_id, place),
+        "workingDir": working_dir,
+        "env": env,
+        "resources": _resources(spec),
+        "volumeMounts": mounts,
+    }
+    if place.flavor == "job":
+        container["ports"] = [{"name": "c10d", "containerPort": MASTER_PORT}]
+    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    if opts.service_account:
+        pod_spec["serviceAccountName"] = opts.service_account
+    if opts.node_selector:
+        pod_spec["nodeSelector"] = dict(opts.node_selector)
+    tolerations = list(opts.tolerations)
+    if _gpus(spec) and not any(t["key"] == "nvidia.com/gpu" for t in tolerations):
+        tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    if opts.priority_class and place.flavor != "pytorchjob":
+        pod_spec["priorityClassName"] = opts.priority_class
+    if place.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in place.image_pull_secrets]
+    return {
+        "metadata": {"labels": labels(job_id), "annotations": {"sidecar.istio.io/inject": "false"}},
+        "spec": pod_spec,
+    }
+
+
+def _gpus(spec: JobSpec) -> int:
+    return 0 if spec.accelerator == "cpu" else spec.nproc_per_node
+
+
+def _resources(spec: JobSpec) -> dict[str, Any]:
+    """Requests = limits (Guaranteed QoS when both are set); GPUs are whole-device limits."""
+    amounts: dict[str, str] = {}
+    if spec.cpu:
+        parse_quantity(spec.cpu, "--cpu")
+        amounts["cpu"] = spec.cpu
+    if spec.memory:
+        parse_quantity(spec.memory, "--memory")
+        amounts["memory"] = spec.memory
+    if _gpus(spec):
+        amounts["nvidia.com/gpu"] = str(_gpus(spec))
+    return {"limits": dict(amounts), "requests": dict(amounts)} if amounts else {}
+
+
+def _default_shm(memory: str | None) -> str | None:
+    """Half the memory limit (in MiB), so /dev/shm cannot push the pod over it on its own."""
+    if not memory:
+        return None
+    mib = int(parse_quantity(memory, "--memory") / 2**20 / 2)
+    return f"{max(mib, 64)}Mi"

@@ -1,0 +1,183 @@
+"""The Kubernetes knobs of a job (``spec.options``), parsed and checked before anything runs.
+
+The magic hands flags over as strings or lists of strings; every bad value is refused here with
+a one-line error that names the flag and shows a good value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import InvalidSpecError
+
+FLAVORS = ("job", "pytorchjob", "t9k")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+# Kubernetes resource.Quantity: a decimal number with an optional binary/decimal suffix.
+_QUANTITY = re.compile(r"^(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_UNITS = {
+    None: 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+# RFC 1123 subdomain (namespaces are labels, service accounts and priority classes subdomains).
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Label keys: optional DNS-subdomain prefix, then a name of up to 63 characters; values up to 63.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+def parse_quantity(text: str, flag: str) -> float:
+    """Return the value of a Kubernetes quantity (``"16Gi"`` → bytes), or raise naming ``flag``."""
+    m = _QUANTITY.match(text) if isinstance(text, str) else None
+    if not m:
+        raise InvalidSpecError(
+            f"{flag} {text!r} is not a Kubernetes quantity; write e.g. '16Gi', '512Mi' or '4'"
+        )
+    return float(m.group("num")) * _UNITS[m.group("unit")]
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"1.33"``, ``"v1.33.4"`` or ``"1.33+"`` → ``(1, 33)``."""
+    m = _VERSION.match(str(text))
+    if not m:
+        raise InvalidSpecError(f"k8s_version {text!r} is not a Kubernetes version; write e.g. '1.33'")
+    return int(m.group(1)), int(m.group(2))
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    """Validated backend options. Every field is optional; ``None`` means "decide for me"."""
+
+    flavor: str | None = None
+    namespace: str | None = None
+    shm_size: str | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+    service_account: str | None = None
+    priority_class: str | None = None
+    queue: str | None = None
+    k8s_version: tuple[int, int] | None = None
+
+
+_KNOWN = (
+    "flavor",
+    "namespace",
+    "shm_size",
+    "node_selector",
+    "tolerations",
+    "service_account",
+    "priority_class",
+    "queue",
+    "k8s_version",
+)
+
+
+def parse_options(options: dict[str, Any]) -> KubeOptions:
+    """Check ``spec.options`` for the Kubernetes backend and return them typed."""
+    unknown = sorted(set(options) - set(_KNOWN))
+    if unknown:
+        raise InvalidSpecError(
+            f"unknown Kubernetes option {unknown[0]!r}; the options are: {', '.join(_KNOWN)}"
+        )
+    flavor = _opt_str(options, "flavor")
+    if flavor is not None and flavor not in FLAVORS:
+        raise InvalidSpecError(f"--flavor {flavor!r}: choose one of {', '.join(FLAVORS)}")
+    namespace = _opt_str(options, "namespace")
+    if namespace is not None and not _DNS_LABEL.match(namespace):
+        raise InvalidSpecError(f"--namespace {namespace!r} is not a namespace name (lower-case, digits, '-')")
+    shm = _opt_str(options, "shm_size")
+    if shm is not None:
+        parse_quantity(shm, "--shm-size")
+    names = {}
+    for key in ("service_account", "priority_class", "queue"):
+        value = _opt_str(options, key)
+        if value is not None and not _DNS_SUBDOMAIN.match(value):
+            flag = "--" + key.replace("_", "-")
+            raise InvalidSpecError(
+                f"{flag} {value!r} is not a Kubernetes object name (lower-case, digits, '-', '.')"
+            )
+        names[key] = value
+    version = options.get("k8s_version")
+    return KubeOptions(
+        flavor=flavor,
+        namespace=namespace,
+        shm_size=shm,
+        node_selector=_node_selector(options.get("node_selector")),
+        tolerations=[_toleration(t) for t in _as_list(options.get("tolerations"), "--toleration")],
+        service_account=names["service_account"],
+        priority_class=names["priority_class"],
+        queue=names["queue"],
+        k8s_version=parse_version(version) if version else None,
+    )
+
+
+def _opt_str(options: dict[str, Any], key: str) -> str | None:
+    value = options.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidSpecError(f"--{key.replace('_', '-')} takes one text value, not {value!r}")
+    return value
+
+
+def _as_list(value: Any, flag: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise InvalidSpecError(f"{flag} takes text values, not {value!r}")
+
+
+def _node_selector(value: Any) -> dict[str, str]:
+    """Accept ``{"k": "v"}`` or ``["k=v", "k2=v2"]`` (repeated flags, or one flag with commas)."""
+    pairs: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        pairs = [(str(k), str(v)) for k, v in value.items()]
+    else:
+        for item in _as_list(value, "--node-selector"):
+            for part in filter(None, item.split(",")):
+                key, sep, val = part.partition("=")
+                if not sep:
+                    raise InvalidSpecError(f"--node-selector {part!r}: write KEY=VALUE, e.g. gpu-type=a100")
+                pairs.append((key.strip(), val.strip()))
+    for key, val in pairs:
+        if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(val):
+            raise InvalidSpecError(
+                f"--node-selector {key}={val}: not a valid label key/value (e.g. gpu-type=a100)"
+            )
+    return dict(pairs)
+
+
+def _toleration(text: str) -> dict[str, str]:
+    """``key[=value]:Effect`` → a Kubernetes toleration (Equal with a value, Exists without)."""
+    spec, sep, effect = text.rpartition(":")
+    if not sep or not spec or effect not in TAINT_EFFECTS:
+        raise InvalidSpecError(
+            f"--toleration {text!r}: write KEY[=VALUE]:EFFECT with EFFECT one of {', '.join(TAINT_EFFECTS)}, "
+            "e.g. nvidia.com/gpu:NoSchedule"
+        )
+    key, eq, value = spec.partition("=")
+    if not _LABEL_KEY.match(key) or (eq and not _LABEL_VALUE.match(value)):
+        raise InvalidSpecError(f"--toleration {text!r}: {spec!r} is not a valid taint key[=value]")
+    if eq:
+        return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+    return {"key": key, "operator": "Exists", "effect": effect}

@@ -1,0 +1,146 @@
+"""Live output of a job's pods through ``pods/log`` (follow, tail, since), tagged by replica.
+
+Used when the job dir is not on a shared PVC (otherwise the pods' log files are read, which
+outlive the pods). Resume tokens count lines per replica: ``node-0:12,node-1:9``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ...logfiles import LogSource, format_offset, parse_offset, rank_of
+from ...specs import LogLine
+from ...store import JobRecord
+from . import manifests as mf
+from .client import PODS, ApiError, KubeClient
+from .informer import Informer
+from .status import replica_name
+
+_RETRY = 0.5
+
+
+def _job_pods(pods: Informer, record: JobRecord, flavor: str) -> dict[str, dict[str, Any]]:
+    """Newest pod per replica name."""
+    out: dict[str, dict[str, Any]] = {}
+    for pod in pods.items():
+        if pod["metadata"].get("labels", {}).get(mf.JOB_ID_LABEL) != record.id:
+            continue
+        name = replica_name(flavor, record.id, pod)[0]
+        old = out.get(name)
+        if old is None or old["metadata"].get("creationTimestamp", "") <= pod["metadata"].get(
+            "creationTimestamp", ""
+        ):
+            out[name] = pod
+    return dict(sorted(out.items()))
+
+
+def pod_log_lines(
+    client: KubeClient,
+    pods: Informer,
+    record: JobRecord,
+    flavor: str,
+    *,
+    replica: str | None,
+    follow: bool,
+    tail: int | None,
+    offset: str | int | None,
+    since: int | None,
+    is_done: Callable[[], bool],
+) -> Iterator[LogLine]:
+    """Lines of every replica (or one), interleaved as they arrive when following."""
+    current = _job_pods(pods, record, flavor)
+    names = [n for n in current if replica in (None, n)]
+    skip = parse_offset(offset, names)
+    counts = dict.fromkeys(names, 0)
+    container = mf.CONTAINER[flavor]
+    lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+    started: set[str] = set()
+    stop = threading.Event()
+
+    def query(follow_now: bool) -> dict[str, Any]:
+        return {
+            "container": container,
+            "follow": follow_now or None,
+            "tailLines": tail if tail is not None and offset in (None, "") else None,
+            "sinceSeconds": since,
+        }
+
+    def pump(rep: str, pod: dict[str, Any]) -> None:
+        ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        path = PODS.path(ns, pod_name, "log")
+        while not stop.is_set():
+            try:
+                for raw in client.stream(path, query=query(True), resource=PODS, name=pod_name, namespace=ns):
+                    if stop.is_set():
+                        return
+                    lines.put((rep, raw.decode("utf-8", "replace")))
+                break
+            except ApiError as exc:
+                if exc.status == 400:  # container not started yet: try again shortly
+                    stop.wait(_RETRY)
+                    continue
+                break
+        lines.put((rep, None))
+
+    def emit(rep: str, text: str) -> LogLine | None:
+        counts[rep] = counts.get(rep, 0) + 1
+        if rep not in names:
+            names.append(rep)
+        if counts[rep] <= skip.get(rep, 0):
+            return None
+        return LogLine(text=text, replica=rep, offset=format_offset(counts, names), rank=rank_of(_SRC, text))
+
+    if not follow:
+        for rep, pod in current.items():
+            if replica not in (None, rep):
+                continue
+            ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            try:
+                text = client.request(
+                    "GET",
+                    PODS.path(ns, pod_name, "log"),
+                    query=query(False),
+                    resource=PODS,
+                    name=pod_name,
+                    namespace=ns,
+                    as_json=False,
+                )
+            except ApiError as exc:
+                if exc.status in (400, 404):
+                    continue
+                raise
+            for line in str(text or "").splitlines():
+                out = emit(rep, line)
+                if out is not None:
+                    yield out
+        return
+
+    open_streams = 0
+    try:
+        while True:
+            for rep, pod in _job_pods(pods, record, flavor).items():
+                if replica in (None, rep) and rep not in started:
+                    started.add(rep)
+                    open_streams += 1
+                    threading.Thread(target=pump, args=(rep, pod), daemon=True).start()
+            try:
+                rep, text = lines.get(timeout=0.2)
+            except queue.Empty:
+                if open_streams == 0 and is_done():
+                    return
+                continue
+            if text is None:
+                open_streams -= 1
+                continue
+            out = emit(rep, text)
+            if out is not None:
+                yield out
+    finally:
+        stop.set()
+
+
+_SRC = LogSource("", Path())

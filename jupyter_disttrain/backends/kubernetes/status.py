@@ -1,0 +1,194 @@
+"""Cluster objects → ``JobStatus``: replicas from pods, conditions from the workload, events.
+
+Pure functions over the dicts the informers hold. Reasons and messages are passed on verbatim
+(``ImagePullBackOff``, ``OOMKilled``, ``Unschedulable`` with the scheduler's message), because
+that is what a user searches for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...specs import Condition, Event, JobPhase, JobStatus, ReplicaStatus, now_iso
+
+MAX_EVENTS = 200
+
+# Pod phase → replica phase. "Unknown" (node lost) stays Pending until the pod is replaced.
+_POD_PHASE = {
+    "Pending": JobPhase.PENDING,
+    "Running": JobPhase.RUNNING,
+    "Succeeded": JobPhase.SUCCEEDED,
+    "Failed": JobPhase.FAILED,
+    "Unknown": JobPhase.PENDING,
+}
+
+
+def replica_name(flavor: str, job_id: str, pod: dict[str, Any]) -> tuple[str, str, int]:
+    """(name, role, index) of the replica a pod runs; names match the pod log files."""
+    meta = pod.get("metadata", {})
+    labels = meta.get("labels", {})
+    if flavor == "job":
+        idx = labels.get("batch.kubernetes.io/job-completion-index") or meta.get("annotations", {}).get(
+            "batch.kubernetes.io/job-completion-index", "0"
+        )
+        return f"node-{idx}", "node", int(idx)
+    if flavor == "pytorchjob":
+        role = labels.get("training.kubeflow.org/replica-type", "worker").lower()
+        idx = int(labels.get("training.kubeflow.org/replica-index", "0"))
+        return f"{role}-{idx}", role, idx
+    name = meta.get("name", "")
+    short = name[len(job_id) + 1 :] if name.startswith(job_id + "-") else name
+    role, _, idx = short.rpartition("-")
+    return short, role or "worker", int(idx) if idx.isdigit() else 0
+
+
+def replica_from_pod(flavor: str, job_id: str, pod: dict[str, Any]) -> ReplicaStatus:
+    name, role, index = replica_name(flavor, job_id, pod)
+    st = pod.get("status", {})
+    spec = pod.get("spec", {})
+    rep = ReplicaStatus(
+        name=name,
+        role=role,
+        index=index,
+        phase=_POD_PHASE.get(st.get("phase", "Pending"), JobPhase.PENDING),
+        node=spec.get("nodeName"),
+        start_time=st.get("startTime"),
+    )
+    if pod.get("metadata", {}).get("deletionTimestamp") and not rep.phase.is_terminal:
+        rep.reason = "Terminating"
+    conds = {c.get("type"): c for c in st.get("conditions", [])}
+    rep.ready = conds.get("Ready", {}).get("status") == "True"
+    sched = conds.get("PodScheduled")
+    if sched and sched.get("status") == "False":
+        rep.reason, rep.message = sched.get("reason"), sched.get("message")
+    for cs in st.get("containerStatuses", []):
+        rep.restarts += int(cs.get("restartCount", 0))
+        state = cs.get("state", {})
+        last = cs.get("lastState", {}).get("terminated")
+        if "waiting" in state:
+            w = state["waiting"]
+            rep.reason, rep.message = w.get("reason"), w.get("message")
+            if last:
+                rep.exit_code = last.get("exitCode")
+        elif "terminated" in state:
+            t = state["terminated"]
+            rep.exit_code = t.get("exitCode")
+            rep.reason, rep.message = t.get("reason"), t.get("message")
+            rep.finish_time = t.get("finishedAt")
+    if rep.reason is None and st.get("reason"):  # e.g. Evicted, with the kubelet's message
+        rep.reason, rep.message = st.get("reason"), st.get("message")
+    return rep
+
+
+def replicas_from_pods(
+    flavor: str, job_id: str, pods: list[dict[str, Any]], expected: list[ReplicaStatus]
+) -> list[ReplicaStatus]:
+    """One entry per replica: the newest pod of each; replaced pods count as restarts."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        by_name.setdefault(replica_name(flavor, job_id, pod)[0], []).append(pod)
+    out: dict[str, ReplicaStatus] = {r.name: r for r in expected}
+    for name, group in by_name.items():
+        group.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"].get("name", "")))
+        rep = replica_from_pod(flavor, job_id, group[-1])
+        rep.restarts += len(group) - 1
+        out[name] = rep
+    return sorted(out.values(), key=lambda r: (r.role not in ("master", "node"), r.role, r.index))
+
+
+def conditions_of(workload: dict[str, Any] | None) -> list[Condition]:
+    if not workload:
+        return []
+    return [
+        Condition(
+            type=c.get("type", ""),
+            status=c.get("status", ""),
+            reason=c.get("reason"),
+            message=c.get("message"),
+            last_transition_time=c.get("lastTransitionTime") or c.get("lastUpdateTime"),
+        )
+        for c in workload.get("status", {}).get("conditions", []) or []
+    ]
+
+
+def _true(conds: list[Condition], *types: str) -> Condition | None:
+    return next((c for c in conds if c.type in types and c.status == "True"), None)
+
+
+def events_for(job_id: str, events: list[dict[str, Any]]) -> list[Event]:
+    """Events of the workload and its pods (and Service/ConfigMap), oldest first."""
+    out = []
+    for ev in events:
+        obj = ev.get("involvedObject", {})
+        name = obj.get("name", "")
+        if name != job_id and not name.startswith(job_id + "-"):
+            continue
+        when = (
+            ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("metadata", {}).get("creationTimestamp")
+        )
+        out.append(
+            Event(
+                time=when or now_iso(),
+                type=ev.get("type", "Normal"),
+                reason=ev.get("reason", ""),
+                message=ev.get("message", ""),
+                object=f"{obj.get('kind', '')}/{name}",
+                count=int(ev.get("count") or 1),
+            )
+        )
+    out.sort(key=lambda e: e.time)
+    return out[-MAX_EVENTS:]
+
+
+def build_status(
+    prev: JobStatus,
+    flavor: str,
+    job_id: str,
+    workload: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+) -> JobStatus:
+    """The job's status now, from its workload object, its pods and the namespace's events."""
+    status = JobStatus.from_dict(prev.to_dict())
+    status.replicas = replicas_from_pods(flavor, job_id, pods, prev.replicas)
+    status.conditions = conditions_of(workload)
+    own = [e for e in prev.events if e.object is None]  # ours (Submitted, Cancelled...), not the cluster's
+    status.events = sorted(own + events_for(job_id, events), key=lambda e: e.time)[-MAX_EVENTS:]
+    wst = (workload or {}).get("status", {}) or {}
+    status.start_time = status.start_time or wst.get("startTime")
+    phase, reason, message = _phase(flavor, status.conditions, wst, status.replicas)
+    status.phase, status.reason, status.message = phase, reason, message
+    if phase.is_terminal:
+        status.finish_time = status.finish_time or wst.get("completionTime") or now_iso()
+        failed = next((r for r in status.replicas if r.phase is JobPhase.FAILED), None)
+        status.exit_code = 0 if phase is JobPhase.SUCCEEDED else (failed.exit_code if failed else 1)
+    elif phase is JobPhase.RUNNING and not status.start_time:
+        status.start_time = now_iso()
+    return status
+
+
+def _phase(
+    flavor: str, conds: list[Condition], wst: dict[str, Any], replicas: list[ReplicaStatus]
+) -> tuple[JobPhase, str | None, str | None]:
+    done = _true(conds, "Complete", "Succeeded", "Completed")
+    if flavor == "t9k" and wst.get("phase") == "Succeeded":
+        return JobPhase.SUCCEEDED, "Succeeded", None
+    if done:
+        return JobPhase.SUCCEEDED, done.reason, done.message
+    failed = _true(conds, "Failed")
+    if failed or (flavor == "t9k" and wst.get("phase") == "Failed"):
+        bad = next((r for r in replicas if r.phase is JobPhase.FAILED), None)
+        message = failed.message if failed else None
+        if bad is not None:
+            detail = f"replica {bad.name} failed: {bad.reason or 'Error'} (exit code {bad.exit_code})"
+            message = f"{message}; {detail}" if message else detail
+        return JobPhase.FAILED, (failed.reason if failed else "Failed"), message
+    if any(r.phase is JobPhase.RUNNING for r in replicas):
+        return JobPhase.RUNNING, None, None
+    # Still pending: surface why (ImagePullBackOff, Unschedulable...) at job level.
+    stuck = next(
+        (r for r in replicas if r.reason and r.reason not in ("ContainerCreating", "PodInitializing")), None
+    )
+    if stuck is not None:
+        return JobPhase.PENDING, stuck.reason, f"{stuck.name}: {stuck.message or stuck.reason}"
+    return JobPhase.PENDING, None, None
