@@ -1,0 +1,144 @@
+"""``DistTrainApp``: the jupyter_server extension, its settings and its lifetime."""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Float, Int, List, TraitError, Unicode, default, validate
+
+from ..backends import default_backend_name
+from ..errors import InvalidSpecError
+from ..store import ROOT_ENV, JobStore
+from . import routes
+from .context import SETTINGS_KEY, ServerContext
+from .jobs import JobService
+from .tensorboard import TensorBoardManager, check_command
+
+
+class DistTrainApp(ExtensionApp):
+    """Jobs API, live logs and TensorBoard for jupyter_disttrain, inside the Jupyter server.
+
+    Configure it like any Jupyter app, e.g. in ``jupyter_server_config.py``::
+
+        c.DistTrainApp.job_root = "/shared/jobs"
+        c.DistTrainApp.tensorboard_reload_interval = 2
+    """
+
+    name = "jupyter_disttrain"
+    load_other_extensions = True
+
+    job_root = Unicode(
+        "",
+        help="""Directory of the job store. Empty: <root_dir>/.disttrain/jobs, or
+        $DISTTRAIN_JOB_ROOT when that is set. The server exports the value it uses as
+        $DISTTRAIN_JOB_ROOT, so kernels and terminals it starts submit to the same store.""",
+    ).tag(config=True)
+
+    default_backend = Unicode(
+        help="""Backend for jobs submitted through the API without one ('local',
+        'kubernetes' or a plugin's name). Default: $DISTTRAIN_BACKEND, else kubernetes
+        inside a pod with a service account, else local.""",
+    ).tag(config=True)
+
+    tensorboard_command = List(
+        Unicode(),
+        help="""How to run TensorBoard, e.g. ['tensorboard'] or ['/opt/tb/bin/tensorboard',
+        '--samples_per_plugin', 'scalars=5000']. The server adds --logdir, --host 127.0.0.1,
+        --port, --path_prefix and --reload_interval itself; setting any of those here is an error.""",
+    ).tag(config=True)
+
+    tensorboard_reload_interval = Float(
+        1.0,
+        help="""Seconds between TensorBoard's scans for new event files and points (TensorBoard's
+        own default is 5; whole seconds, at least 1).""",
+    ).tag(config=True)
+
+    tensorboard_idle_timeout = Float(
+        1800.0,
+        help="Stop a TensorBoard after this many seconds without a request through the proxy (0: never).",
+    ).tag(config=True)
+
+    tensorboard_ready_timeout = Float(
+        60.0, help="Seconds to wait for a new TensorBoard to answer before reporting an error."
+    ).tag(config=True)
+
+    log_poll_interval = Float(
+        0.05,
+        help="Seconds between checks for new log lines while a client follows a job's logs.",
+    ).tag(config=True)
+
+    log_batch_lines = Int(
+        2000, help="Most lines sent in one log-stream event (one bounded read of the log files)."
+    ).tag(config=True)
+
+    worker_threads = Int(
+        8, help="Threads for blocking backend calls (file reads, cluster API requests)."
+    ).tag(config=True)
+
+    @default("default_backend")
+    def _default_backend(self) -> str:
+        return default_backend_name()
+
+    @default("tensorboard_command")
+    def _default_tensorboard_command(self) -> list[str]:
+        return [sys.executable, "-m", "tensorboard.main"]
+
+    @validate("tensorboard_command")
+    def _check_tensorboard_command(self, proposal: Any) -> list[str]:
+        try:
+            return check_command(list(proposal["value"]))
+        except InvalidSpecError as exc:
+            raise TraitError(str(exc)) from None
+
+    @validate("tensorboard_reload_interval", "log_poll_interval")
+    def _check_positive(self, proposal: Any) -> float:
+        if proposal["value"] <= 0:
+            raise TraitError(f"{proposal['trait'].name} must be more than 0")
+        return float(proposal["value"])
+
+    def resolved_job_root(self) -> Path:
+        if self.job_root:
+            return Path(self.job_root).expanduser().resolve()
+        if os.environ.get(ROOT_ENV):
+            return Path(os.environ[ROOT_ENV]).expanduser().resolve()
+        root_dir = getattr(self.serverapp, "root_dir", None) or os.getcwd()
+        return Path(root_dir).expanduser().resolve() / ".disttrain" / "jobs"
+
+    def initialize_settings(self) -> None:
+        root = self.resolved_job_root()
+        os.environ[ROOT_ENV] = str(root)  # kernels and terminals started from now on agree
+        store = JobStore(root)
+        base_url = self.serverapp.base_url if self.serverapp is not None else "/"
+        self._context = ServerContext(
+            service=JobService(store, self.default_backend),
+            executor=ThreadPoolExecutor(self.worker_threads, thread_name_prefix="disttrain"),
+            tensorboard=TensorBoardManager(
+                store,
+                self.tensorboard_command,
+                base_url,
+                reload_interval=self.tensorboard_reload_interval,
+                idle_timeout=self.tensorboard_idle_timeout,
+                ready_timeout=self.tensorboard_ready_timeout,
+                log=self.log,
+            ),
+            log_poll_interval=self.log_poll_interval,
+            log_batch_lines=self.log_batch_lines,
+        )
+        self.settings[SETTINGS_KEY] = self._context
+        self.log.info("jupyter_disttrain: job store %s, default backend %s", root, self.default_backend)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(routes.handlers())
+
+    async def stop_extension(self) -> None:
+        """Stop every TensorBoard and the worker threads when the server shuts down."""
+        context: ServerContext | None = getattr(self, "_context", None)
+        if context is None:
+            return
+        await context.tensorboard.stop_all()
+        context.executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,287 @@
+"""REST handlers: thin adapters from HTTP to ``JobService`` and ``TensorBoardManager``.
+
+Every verb is ``@web.authenticated`` (an API handler answers 403, never a login redirect).
+Domain errors become HTTP errors in one place, ``domain_errors``; blocking work runs in the
+extension's thread pool through ``DistTrainHandler.call``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..errors import (
+    BackendError,
+    DistTrainError,
+    InvalidSpecError,
+    PackagingError,
+    UnknownBackendError,
+    UnknownJobError,
+)
+from .context import SETTINGS_KEY, ServerContext
+
+_T = TypeVar("_T")
+
+# The one table of domain error -> HTTP status; the first matching class wins.
+_STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
+    (UnknownJobError, 404),
+    (InvalidSpecError, 400),
+    (PackagingError, 400),
+    (UnknownBackendError, 400),
+    (BackendError, 502),
+    (DistTrainError, 500),
+)
+
+
+def http_error(exc: Exception) -> web.HTTPError:
+    """The HTTP error a domain error stands for, carrying its one-line message."""
+    for cls, status in _STATUS_OF:
+        if isinstance(exc, cls):
+            return web.HTTPError(status, "%s", str(exc), reason=type(exc).__name__)
+    if isinstance(exc, ImportError):
+        return web.HTTPError(
+            502, "%s", f"a backend is not installed here: {exc}", reason="BackendUnavailable"
+        )
+    return web.HTTPError(500, "%s", f"internal error: {exc}", reason="InternalError")
+
+
+@contextlib.contextmanager
+def domain_errors() -> Iterator[None]:
+    """Turn errors raised by the domain layer into HTTP errors (the one place that does)."""
+    try:
+        yield
+    except web.HTTPError:
+        raise
+    except (DistTrainError, ImportError, OSError) as exc:
+        raise http_error(exc) from exc
+
+
+class DistTrainHandler(APIHandler):
+    """Base of the extension's API handlers: context, thread pool, JSON errors."""
+
+    @property
+    def ctx(self) -> ServerContext:
+        context: ServerContext = self.settings[SETTINGS_KEY]
+        return context
+
+    async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run blocking ``fn`` in the extension's pool, translating domain errors."""
+        loop = asyncio.get_running_loop()
+        with domain_errors():
+            return await loop.run_in_executor(self.ctx.executor, functools.partial(fn, *args, **kwargs))
+
+    def write_json(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def int_argument(self, name: str) -> int | None:
+        raw = self.get_argument(name, None)
+        if raw in (None, ""):
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise web.HTTPError(400, "%s", f"{name} must be a whole number, not {raw!r}") from None
+
+    def bool_argument(self, name: str) -> bool:
+        raw = (self.get_argument(name, "") or "").lower()
+        if raw in ("", "0", "false", "no"):
+            return False
+        if raw in ("1", "true", "yes"):
+            return True
+        raise web.HTTPError(400, "%s", f"{name} must be true or false, not {raw!r}")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """JSON ``{"message", "reason"}``; the message says what went wrong and what to do."""
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message % exc.args if exc.args else exc.log_message
+            reply = {"message": message, "reason": exc.reason}
+        elif exc is not None and not isinstance(exc, web.HTTPError):
+            reply = {"message": "internal error; see the Jupyter server log", "reason": None}
+        else:
+            reply = {"message": self._reason, "reason": None}
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(reply))
+
+
+class JobsHandler(DistTrainHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        jobs = await self.call(self.ctx.service.list_jobs)
+        self.write_json({"jobs": jobs})
+
+    @web.authenticated
+    async def post(self) -> None:
+        body = self.get_json_body()
+        answer = await self.call(self.ctx.service.submit, body)
+        self.set_header("Location", self.request.path.rstrip("/") + "/" + answer["id"])
+        self.write_json(answer, status=201)
+
+
+class JobHandler(DistTrainHandler):
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        self.write_json(await self.call(self.ctx.service.describe, job_id))
+
+    @web.authenticated
+    async def delete(self, job_id: str) -> None:
+        purge = self.bool_argument("purge")
+        await self.call(self.ctx.service.delete, job_id, purge)
+        with domain_errors():
+            await self.ctx.tensorboard.stop(job_id)  # it would show a job that is gone
+        self.set_status(204)
+        self.finish()
+
+
+class ScriptHandler(DistTrainHandler):
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        self.write_json(await self.call(self.ctx.service.script, job_id))
+
+
+class CancelHandler(DistTrainHandler):
+    @web.authenticated
+    async def post(self, job_id: str) -> None:
+        self.write_json(await self.call(self.ctx.service.cancel, job_id))
+
+
+class LogsHandler(DistTrainHandler):
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        limit = self.int_argument("limit") or 1000
+        chunk = await self.call(
+            self.ctx.service.read_logs,
+            job_id,
+            self.get_argument("replica", None),
+            self.get_argument("offset", None),
+            self.int_argument("tail"),
+            limit,
+        )
+        self.write_json(chunk)
+
+
+class LogStreamHandler(DistTrainHandler):
+    """Server-sent events: batches of new lines as they are written, then ``end``.
+
+    Each batch is one bounded read from the last resume token, done in the thread pool, so
+    no thread outlives a disconnect and no file is read whole; the token is the event id,
+    so a client that reconnects with ``Last-Event-ID`` gets each line exactly once.
+    """
+
+    _closed = False
+
+    def on_connection_close(self) -> None:
+        self._closed = True
+
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        service, ctx = self.ctx.service, self.ctx
+        replica = self.get_argument("replica", None)
+        offset = self.request.headers.get("Last-Event-ID") or self.get_argument("offset", None) or None
+        tail = None if offset else self.int_argument("tail")
+        # The first read happens before any header is sent, so bad input is still a JSON 4xx.
+        chunk = await self.call(service.read_logs, job_id, replica, offset, tail, ctx.log_batch_lines)
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")
+        loop = asyncio.get_running_loop()
+        last_sent = loop.time()
+        try:
+            while not self._closed:
+                lines = chunk["lines"]
+                offset = chunk["offset"] or offset
+                if lines:
+                    self.write(_sse("lines", {"lines": lines, "offset": offset}, event_id=offset))
+                    await self.flush()
+                    last_sent = loop.time()
+                if chunk["done"]:
+                    phase = await self.call(service.phase, job_id)
+                    self.write(_sse("end", {"phase": phase, "offset": offset}, event_id=offset))
+                    break
+                if len(lines) < ctx.log_batch_lines:
+                    if loop.time() - last_sent >= ctx.keepalive_interval:
+                        self.write(": keep-alive\n\n")  # also finds out that a client went away
+                        await self.flush()
+                        last_sent = loop.time()
+                    await asyncio.sleep(ctx.log_poll_interval)
+                # After the first read the position is carried by the token, never by tail.
+                chunk = await self.call(service.read_logs, job_id, replica, offset, None, ctx.log_batch_lines)
+        except StreamClosedError:
+            return
+        except web.HTTPError as exc:  # headers are out: report it as an event, not a status
+            message = exc.log_message % exc.args if exc.log_message else str(exc)
+            self.write(_sse("error", {"message": message, "status": exc.status_code}))
+        if not self._closed:
+            self.finish()
+
+
+def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+class TensorBoardListHandler(DistTrainHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        self.write_json({"tensorboards": self.ctx.tensorboard.list()})
+
+
+class TensorBoardHandler(DistTrainHandler):
+    """``GET`` says whether it runs, ``POST`` starts it (waits until it serves), ``DELETE`` stops it."""
+
+    @web.authenticated
+    async def get(self, tb_id: str) -> None:
+        with domain_errors():
+            self.write_json(self.ctx.tensorboard.info(tb_id))
+
+    @web.authenticated
+    async def post(self, tb_id: str) -> None:
+        with domain_errors():
+            await self.ctx.tensorboard.ensure(tb_id)
+            self.write_json(self.ctx.tensorboard.info(tb_id))
+
+    @web.authenticated
+    async def delete(self, tb_id: str) -> None:
+        with domain_errors():
+            await self.ctx.tensorboard.stop(tb_id)
+        self.set_status(204)
+        self.finish()
+
+
+class TensorBoardReloadHandler(DistTrainHandler):
+    """Make every event file on disk now visible: TensorBoard is restarted and read afresh."""
+
+    @web.authenticated
+    async def post(self, tb_id: str) -> None:
+        with domain_errors():
+            await self.ctx.tensorboard.reload(tb_id)
+            self.write_json(self.ctx.tensorboard.info(tb_id))
+
+
+class InfoHandler(DistTrainHandler):
+    """What the UI needs to know once: version, job root, backends."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        from .. import __version__
+        from ..backends import backend_names
+
+        service = self.ctx.service
+        self.write_json(
+            {
+                "version": __version__,
+                "job_root": str(service.store.root),
+                "default_backend": service.default_backend,
+                "backends": backend_names(),
+            }
+        )

@@ -1,0 +1,230 @@
+"""What the REST API does with jobs, without tornado: list, describe, submit, logs, delete.
+
+Every method is blocking (files, cluster calls) and is meant to run in a worker thread. The
+answers are plain JSON-ready dicts in the shapes documented in ``docs/rest-api.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from ..backends import get_backend
+from ..errors import DistTrainError, InvalidSpecError
+from ..specs import JobSpec, JobStatus, LogLine, validate_job_id
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..store import JobRecord, JobStore
+
+log = logging.getLogger(__name__)
+
+# Replica names come from log file stems and pod names: letters, digits, '.', '_', '-'.
+_REPLICA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
+MAX_LOG_LIMIT = 10_000
+
+
+def validate_replica(replica: str | None) -> str | None:
+    """Return ``replica`` (None = all) if it is a plausible replica name, else raise."""
+    if replica in (None, ""):
+        return None
+    if not _REPLICA.match(replica) or ".." in replica:
+        raise InvalidSpecError(f"{replica!r} is not a replica name (names look like 'rank0' or 'worker-1')")
+    return replica
+
+
+def summary(record: JobRecord, status: JobStatus, deleted: bool = False) -> dict[str, Any]:
+    """The one-line view of a job the list shows (``JobSummary`` in the REST docs)."""
+    spec = record.spec
+    # The local backend records where the job really runs ("cpu" when no GPU was visible).
+    on_cpu = spec.accelerator == "cpu" or record.request.get("device") == "cpu"
+    gpus = 0 if on_cpu else spec.world_size
+    out = {
+        "id": record.id,
+        "name": spec.name,
+        "backend": spec.backend,
+        "phase": status.phase.value,
+        "created": status.created or record.created,
+        "start_time": status.start_time,
+        "finish_time": status.finish_time,
+        "replicas_ready": status.replicas_ready,
+        "replicas_total": len(status.replicas) or spec.world_size,
+        "nodes": spec.nodes,
+        "nproc_per_node": spec.nproc_per_node,
+        "gpus": gpus,
+        "reason": status.reason,
+        "message": status.message,
+    }
+    if deleted:
+        out["deleted"] = True
+    return out
+
+
+def _line_json(line: LogLine) -> dict[str, Any]:
+    return {"text": line.text, "replica": line.replica, "rank": line.rank, "offset": line.offset}
+
+
+class JobService:
+    """Jobs of every backend in one store, as the REST API serves them."""
+
+    def __init__(self, store: JobStore, default_backend: str) -> None:
+        self.store = store
+        self.default_backend = default_backend
+
+    def backend(self, name: str) -> Backend:
+        """The backend called ``name`` over this service's store (import errors included)."""
+        return get_backend(name, self.store)
+
+    # -- reading -------------------------------------------------------------------------------
+    def list_jobs(self) -> list[dict[str, Any]]:
+        """Summaries of every job not deleted, newest first.
+
+        Each backend is asked once for all its jobs; a backend that cannot be imported or
+        reached does not break the list: its jobs show their last stored status.
+        """
+        records = self.store.records()
+        by_backend: dict[str, list[JobRecord]] = defaultdict(list)
+        for record in records:
+            by_backend[record.backend].append(record)
+        statuses: dict[str, JobStatus] = {}
+        for name, group in by_backend.items():
+            try:
+                statuses.update((s.job_id, s) for s in self.backend(name).list())
+            except Exception as exc:  # ImportError, cluster down...: fall back, keep listing
+                log.warning("backend %r could not list its jobs, showing stored status: %s", name, exc)
+            for record in group:
+                if record.id not in statuses:
+                    statuses[record.id] = self._stored_status(record)
+        return [summary(r, statuses[r.id]) for r in records]
+
+    def describe(self, job_id: str) -> dict[str, Any]:
+        """Spec, launch request, status (replicas, conditions, events) of one job."""
+        record = self.store.read_record(job_id)
+        deleted = self.store.is_deleted(job_id)
+        backend_error = None
+        try:
+            status = self.backend(record.backend).describe(job_id)
+        except Exception as exc:
+            if not isinstance(exc, (ImportError, DistTrainError, OSError)):
+                raise
+            backend_error = str(exc)
+            status = self._stored_status(record)
+        out = {
+            "id": job_id,
+            "summary": summary(record, status, deleted),
+            "spec": record.spec.to_dict(),
+            "request": record.request,
+            "status": status.to_dict(),
+            "deleted": deleted,
+        }
+        if backend_error:
+            out["backend_error"] = backend_error
+        return out
+
+    def script(self, job_id: str) -> dict[str, Any]:
+        record = self.store.read_record(job_id)
+        return {"id": job_id, "entrypoint": record.spec.entrypoint, "script": self.store.read_script(job_id)}
+
+    def read_logs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        offset: str | None = None,
+        tail: int | None = None,
+        limit: int = 1000,
+    ) -> dict[str, Any]:
+        """Up to ``limit`` lines from ``offset`` (or the last ``tail`` lines), never a whole file.
+
+        ``offset`` in the answer resumes after the last line returned; ``done`` is true once
+        the job has ended and every line has been returned.
+        """
+        validate_job_id(job_id)
+        replica = validate_replica(replica)
+        if tail is not None and tail < 1:
+            raise InvalidSpecError("tail must be 1 or more; to get only new lines, pass the last offset")
+        if not 1 <= limit <= MAX_LOG_LIMIT:
+            raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
+        backend = self.backend(self.store.read_record(job_id).backend)
+        # Read "ended" before the lines: output written before the end is then never missed.
+        status = backend.describe(job_id)
+        ended = status.is_terminal
+        lines: list[LogLine] = []
+        iterator = backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None)
+        try:
+            for line in iterator:
+                lines.append(line)
+                if len(lines) >= limit:
+                    break
+        except InvalidSpecError:
+            # A replica the job has but that has not written anything yet: no lines so far.
+            if replica is None or replica not in {r.name for r in status.replicas}:
+                raise
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+        token = lines[-1].offset if lines else (offset or "")
+        if replica is None and lines and ":" not in token:
+            # A bare number stands for the only replica seen so far; name it, so the token
+            # still means the same once more replicas have started.
+            token = f"{lines[-1].replica}:{token}"
+        return {
+            "lines": [_line_json(line) for line in lines],
+            "offset": token,
+            "done": ended and len(lines) < limit,
+        }
+
+    def phase(self, job_id: str) -> str:
+        record = self.store.read_record(job_id)
+        try:
+            return self.backend(record.backend).describe(job_id).phase.value
+        except (ImportError, DistTrainError, OSError):
+            return self._stored_status(record).phase.value
+
+    # -- changing ------------------------------------------------------------------------------
+    def submit(self, body: Any) -> dict[str, Any]:
+        """Submit ``{"script": "...", "spec": {...}}``; answer ``{"id", "job": JobSummary}``."""
+        if not isinstance(body, dict):
+            raise InvalidSpecError('send a JSON object: {"script": "...", "spec": {...}}')
+        script, spec_data = body.get("script"), body.get("spec", {})
+        if not isinstance(script, str) or not script.strip():
+            raise InvalidSpecError('"script" must be the Python source of the training script')
+        if not isinstance(spec_data, dict):
+            raise InvalidSpecError('"spec" must be a JSON object of JobSpec fields')
+        unknown = sorted(set(spec_data) - _SPEC_FIELDS)
+        if unknown:
+            raise InvalidSpecError(
+                f"unknown spec field(s) {', '.join(unknown)}; known: {', '.join(sorted(_SPEC_FIELDS))}"
+            )
+        spec_data = {"backend": self.default_backend, **spec_data}
+        try:
+            spec = JobSpec.from_dict(spec_data)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InvalidSpecError(f"the spec does not fit JobSpec: {exc}") from None
+        job_id = self.backend(spec.backend).submit(spec, script)
+        record = self.store.read_record(job_id)
+        return {"id": job_id, "job": summary(record, self.backend(spec.backend).describe(job_id))}
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        record = self.store.read_record(job_id)
+        return {"status": self.backend(record.backend).cancel(job_id).to_dict()}
+
+    def delete(self, job_id: str, purge: bool = False) -> None:
+        """Remove the job from its backend and the list; files stay unless ``purge``."""
+        record = self.store.read_record(job_id)
+        if self.store.is_deleted(job_id):
+            if purge:
+                self.store.purge(job_id)
+            return
+        self.backend(record.backend).delete(job_id, purge=purge)
+
+    def _stored_status(self, record: JobRecord) -> JobStatus:
+        try:
+            status = self.store.read_status(record.id)
+        except (OSError, ValueError, KeyError, DistTrainError):
+            status = None
+        return status or JobStatus(job_id=record.id, created=record.created)

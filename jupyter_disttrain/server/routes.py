@@ -1,0 +1,66 @@
+"""The extension's one route table (paths relative to the server's ``base_url``).
+
+Each route carries an ``example`` path that matches it; the security test requests every
+example with every verb its handler implements, without credentials, and expects 403, so a
+route added here is checked without anyone writing a test for it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tornado.web import RequestHandler
+
+from . import handlers as h
+from .proxy import TensorBoardProxyHandler
+
+NAMESPACE = "disttrain"
+_JOB = r"(?P<job_id>[^/]+)"
+_TB = r"(?P<tb_id>[^/]+)"
+
+
+@dataclass(frozen=True)
+class Route:
+    pattern: str
+    handler: type[RequestHandler]
+    example: str
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(r"disttrain/api/info", h.InfoHandler, "disttrain/api/info"),
+    Route(r"disttrain/api/jobs/?", h.JobsHandler, "disttrain/api/jobs"),
+    Route(rf"disttrain/api/jobs/{_JOB}/?", h.JobHandler, "disttrain/api/jobs/demo-abcde"),
+    Route(rf"disttrain/api/jobs/{_JOB}/script", h.ScriptHandler, "disttrain/api/jobs/demo-abcde/script"),
+    Route(rf"disttrain/api/jobs/{_JOB}/logs/?", h.LogsHandler, "disttrain/api/jobs/demo-abcde/logs"),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/logs/stream",
+        h.LogStreamHandler,
+        "disttrain/api/jobs/demo-abcde/logs/stream",
+    ),
+    Route(rf"disttrain/api/jobs/{_JOB}/cancel", h.CancelHandler, "disttrain/api/jobs/demo-abcde/cancel"),
+    Route(r"disttrain/api/tensorboard/?", h.TensorBoardListHandler, "disttrain/api/tensorboard"),
+    Route(rf"disttrain/api/tensorboard/{_TB}/?", h.TensorBoardHandler, "disttrain/api/tensorboard/_all"),
+    Route(
+        rf"disttrain/api/tensorboard/{_TB}/reload",
+        h.TensorBoardReloadHandler,
+        "disttrain/api/tensorboard/_all/reload",
+    ),
+    Route(
+        rf"disttrain/tensorboard/{_TB}(?P<path>/.*)?",
+        TensorBoardProxyHandler,
+        "disttrain/tensorboard/_all/data/plugins_listing",
+    ),
+)
+
+
+def handlers() -> list[tuple[str, type[RequestHandler]]]:
+    """``(pattern, handler)`` pairs for ``ExtensionApp.handlers`` (it prepends ``base_url``)."""
+    return [(route.pattern, route.handler) for route in ROUTES]
+
+
+def check_examples() -> None:
+    """Raise if a route's example does not match its own pattern (kept honest by a test)."""
+    for route in ROUTES:
+        if not re.fullmatch(route.pattern, route.example):
+            raise AssertionError(f"example {route.example!r} does not match {route.pattern!r}")

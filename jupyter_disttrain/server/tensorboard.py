@@ -1,0 +1,297 @@
+"""TensorBoard processes on demand: one per job, one over all jobs, supervised and private.
+
+Each instance is a ``simpervisor.SupervisedProcess`` (restarted if it dies), bound to
+127.0.0.1 on a free port with ``--path_prefix`` set to the URL the proxy serves it under, and
+``--reload_interval`` small so new points show up within a couple of seconds. An instance
+is stopped after ``idle_timeout`` seconds without a proxied request, and all at shutdown.
+TensorBoard has no authentication: it must never listen anywhere but the loopback
+interface, which is why the host and port flags are ours alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jupyter_server.utils import url_path_join
+
+from ..errors import BackendError, InvalidSpecError, UnknownJobError
+from ..specs import validate_job_id
+
+if TYPE_CHECKING:
+    from simpervisor import SupervisedProcess
+
+    from ..store import JobStore
+
+ALL_JOBS = "_all"  # not a valid job id (ids are DNS labels), so it cannot clash with one
+PROXY_PREFIX = "disttrain/tensorboard"
+LOOPBACK = "127.0.0.1"
+# Flags the manager sets itself: a configured command must not move TensorBoard elsewhere.
+RESERVED_FLAGS = ("--host", "--bind_all", "--port", "--path_prefix", "--logdir", "--logdir_spec")
+
+
+def check_command(command: list[str]) -> list[str]:
+    """Raise if ``command`` is empty or sets a flag the manager owns (host, port, prefix, logdir)."""
+    if not command:
+        raise InvalidSpecError(
+            "tensorboard_command is empty; e.g. ['tensorboard'] or [python, '-m', 'tensorboard.main']"
+        )
+    for arg in command[1:]:
+        if arg.split("=", 1)[0] in RESERVED_FLAGS:
+            raise InvalidSpecError(
+                f"tensorboard_command must not set {arg.split('=', 1)[0]}: the manager binds TensorBoard "
+                "to 127.0.0.1 on a free port and sets the prefix and log dir itself"
+            )
+    return command
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class TensorBoardInstance:
+    """One supervised TensorBoard and what the proxy needs to reach it."""
+
+    tb_id: str
+    logdir: Path
+    port: int
+    prefix: str
+    process: SupervisedProcess
+    log_path: Path
+    started: float = field(default_factory=time.time)
+    last_activity: float = field(default_factory=time.monotonic)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.process.running)
+
+
+class TensorBoardManager:
+    """Starts, supervises, proxies to and stops TensorBoard processes.
+
+    Args:
+        store: The job store; job ``X`` shows ``<job_dir>/tensorboard``, ``_all`` the job root.
+        command: How to run TensorBoard, without the flags the manager sets.
+        base_url: The Jupyter server's base URL (the proxy prefix starts with it).
+        reload_interval: Seconds between TensorBoard's scans for new event data.
+        idle_timeout: Stop an instance after this many seconds without requests (0: never).
+        ready_timeout: Seconds to wait for a new instance to answer before giving up.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        command: list[str],
+        base_url: str,
+        reload_interval: float = 1.0,
+        idle_timeout: float = 1800.0,
+        ready_timeout: float = 60.0,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.store = store
+        self.command = check_command(list(command))
+        self.base_url = base_url
+        self.reload_interval = reload_interval
+        self.idle_timeout = idle_timeout
+        self.ready_timeout = ready_timeout
+        self.log = log or logging.getLogger(__name__)
+        self._instances: dict[str, TensorBoardInstance] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self._log_dir = Path(tempfile.mkdtemp(prefix="disttrain-tensorboard-"))
+
+    # -- naming ----------------------------------------------------------------------------------
+    def logdir(self, tb_id: str) -> Path:
+        """The directory TensorBoard ``tb_id`` reads; raises for bad ids and unknown jobs."""
+        if tb_id == ALL_JOBS:
+            self.store.root.mkdir(parents=True, exist_ok=True)
+            return self.store.root
+        try:
+            validate_job_id(tb_id)
+        except InvalidSpecError:
+            raise InvalidSpecError(f"{tb_id!r} is neither a job id nor {ALL_JOBS!r} (all jobs)") from None
+        self.store.existing_dir(tb_id)
+        path = self.store.tensorboard_dir(tb_id)
+        path.mkdir(exist_ok=True)
+        return path
+
+    def prefix(self, tb_id: str) -> str:
+        """URL path TensorBoard ``tb_id`` is served under (no trailing slash)."""
+        return url_path_join(self.base_url, PROXY_PREFIX, tb_id)
+
+    def info(self, tb_id: str) -> dict[str, Any]:
+        """What the UI needs: the URL to open and whether it runs now."""
+        logdir = self.logdir(tb_id)
+        inst = self._instances.get(tb_id)
+        return {
+            "id": tb_id,
+            "url": self.prefix(tb_id) + "/",
+            "logdir": str(logdir),
+            "running": bool(inst and inst.running),
+            "pid": inst.process.pid if inst and inst.running else None,
+            "started": inst.started if inst else None,
+            "reload_interval": self.reload_interval,
+        }
+
+    def list(self) -> list[dict[str, Any]]:
+        out = []
+        for tb_id in sorted(self._instances):
+            with contextlib.suppress(InvalidSpecError, UnknownJobError):
+                out.append(self.info(tb_id))
+        return out
+
+    def touch(self, tb_id: str) -> None:
+        inst = self._instances.get(tb_id)
+        if inst is not None:
+            inst.last_activity = time.monotonic()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def ensure(self, tb_id: str) -> TensorBoardInstance:
+        """The running instance for ``tb_id``, started and waited for if needed."""
+        logdir = self.logdir(tb_id)
+        async with self._lock(tb_id):
+            inst = self._instances.get(tb_id)
+            if inst is not None and inst.running:
+                inst.last_activity = time.monotonic()
+                return inst
+            if inst is not None:  # it was stopped or gave up restarting: start afresh
+                await self._stop_instance(inst)
+            inst = await self._start(tb_id, logdir)
+            self._instances[tb_id] = inst
+            self._start_reaper()
+            return inst
+
+    async def reload(self, tb_id: str) -> TensorBoardInstance:
+        """Restart ``tb_id`` so it reads every event file on disk now, and wait until it serves."""
+        self.logdir(tb_id)
+        async with self._lock(tb_id):
+            inst = self._instances.pop(tb_id, None)
+            if inst is not None:
+                await self._stop_instance(inst)
+        return await self.ensure(tb_id)
+
+    async def stop(self, tb_id: str) -> None:
+        if tb_id != ALL_JOBS:
+            validate_job_id(tb_id)
+        async with self._lock(tb_id):
+            inst = self._instances.pop(tb_id, None)
+            if inst is not None:
+                await self._stop_instance(inst)
+
+    async def stop_all(self) -> None:
+        """Stop every instance (server shutdown)."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        for tb_id in list(self._instances):
+            await self.stop(tb_id)
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+
+    async def _start(self, tb_id: str, logdir: Path) -> TensorBoardInstance:
+        from simpervisor import SupervisedProcess
+
+        port = free_port()
+        prefix = self.prefix(tb_id)
+        argv = [
+            *self.command,
+            "--logdir",
+            str(logdir),
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--path_prefix",
+            prefix,
+            "--reload_interval",
+            str(max(1, round(self.reload_interval))),
+        ]
+        log_path = self._log_dir / f"{tb_id}.log"
+        log_file = open(log_path, "ab")  # noqa: SIM115 -- the child keeps it; closed below
+        probe = f"http://{LOOPBACK}:{port}{prefix}/data/plugins_listing"
+
+        async def ready(_proc: Any) -> bool:
+            return await _answers(probe)
+
+        process = SupervisedProcess(
+            f"tensorboard-{tb_id}",
+            *argv,
+            always_restart=True,  # TensorBoard never exits on its own: any exit is a crash
+            ready_func=ready,
+            ready_timeout=self.ready_timeout,
+            log=self.log,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+        )
+        inst = TensorBoardInstance(tb_id, logdir, port, prefix, process, log_path)
+        self.log.info("starting TensorBoard %s on %s:%d for %s", tb_id, LOOPBACK, port, logdir)
+        try:
+            await process.start()
+            is_ready = await process.ready()
+        except OSError as exc:
+            raise BackendError(f"could not start TensorBoard ({' '.join(self.command)}): {exc}") from exc
+        finally:
+            log_file.close()
+        if not is_ready:
+            await self._stop_instance(inst)
+            raise BackendError(
+                f"TensorBoard for {tb_id} did not answer within {self.ready_timeout:.0f} s; "
+                f"its output ends with: {_tail(log_path)}"
+            )
+        return inst
+
+    async def _stop_instance(self, inst: TensorBoardInstance) -> None:
+        from simpervisor import KilledProcessError
+
+        with contextlib.suppress(KilledProcessError, ProcessLookupError):
+            try:
+                await asyncio.wait_for(inst.process.terminate(), timeout=10)
+            except asyncio.TimeoutError:
+                await inst.process.kill()
+        self.log.info("stopped TensorBoard %s", inst.tb_id)
+
+    def _lock(self, tb_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(tb_id, asyncio.Lock())
+
+    def _start_reaper(self) -> None:
+        if self.idle_timeout > 0 and (self._reaper is None or self._reaper.done()):
+            self._reaper = asyncio.ensure_future(self._reap_idle())
+
+    async def _reap_idle(self) -> None:
+        while self._instances:
+            await asyncio.sleep(min(self.idle_timeout / 4, 30.0))
+            now = time.monotonic()
+            for tb_id, inst in list(self._instances.items()):
+                if now - inst.last_activity > self.idle_timeout:
+                    self.log.info("TensorBoard %s idle for %.0f s: stopping it", tb_id, self.idle_timeout)
+                    await self.stop(tb_id)
+
+
+async def _answers(url: str) -> bool:
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+    try:
+        response = await AsyncHTTPClient().fetch(url, request_timeout=2.0, connect_timeout=1.0)
+    except (HTTPClientError, OSError, asyncio.TimeoutError):
+        return False
+    return response.code == 200
+
+
+def _tail(path: Path, size: int = 600) -> str:
+    try:
+        data = path.read_bytes()[-size:]
+    except OSError:
+        return "(no output)"
+    return data.decode("utf-8", "replace").strip().replace("\n", " | ") or "(no output)"
