@@ -1,0 +1,229 @@
+/**
+ * The one client of the server extension's REST API (`docs/rest-api.md`).
+ *
+ * Every call goes through `ServerConnection`, which adds the token / XSRF header and the
+ * base URL, so the same code works in JupyterLab, Notebook 7 and behind JupyterHub.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
+
+export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
+  'Succeeded',
+  'Failed',
+  'Cancelled'
+]);
+
+export interface IJobSummary {
+  id: string;
+  name: string;
+  backend: string;
+  phase: Phase;
+  created: string | null;
+  start_time: string | null;
+  finish_time: string | null;
+  replicas_ready: number;
+  replicas_total: number;
+  nodes: number;
+  nproc_per_node: number;
+  gpus: number;
+  reason: string | null;
+  message: string | null;
+}
+
+export interface IVolume {
+  claim: string;
+  mount_path: string;
+  read_only: boolean;
+  sub_path?: string | null;
+}
+
+export interface IJobSpec {
+  name: string;
+  nodes: number;
+  nproc_per_node: number;
+  backend: string;
+  accelerator: string;
+  cpu: string | null;
+  memory: string | null;
+  image: string | null;
+  volumes: IVolume[];
+  env: Record<string, string>;
+  working_dir: string | null;
+  max_restarts: number;
+  launcher: string;
+  tensorboard_dir: string | null;
+  args: string[];
+  entrypoint: string;
+  options: Record<string, unknown>;
+}
+
+export interface IReplicaStatus {
+  name: string;
+  role: string;
+  index: number;
+  phase: Phase;
+  restarts: number;
+  exit_code: number | null;
+  reason: string | null;
+  message: string | null;
+  node: string | null;
+  start_time: string | null;
+  finish_time: string | null;
+  ready: boolean;
+}
+
+export interface ICondition {
+  type: string;
+  status: string;
+  reason: string | null;
+  message: string | null;
+  last_transition_time: string | null;
+}
+
+export interface IEvent {
+  time: string;
+  type: string;
+  reason: string;
+  message: string;
+  object: string | null;
+  count: number;
+}
+
+export interface IJobStatus {
+  job_id: string;
+  phase: Phase;
+  replicas: IReplicaStatus[];
+  reason: string | null;
+  message: string | null;
+  created: string | null;
+  start_time: string | null;
+  finish_time: string | null;
+  exit_code: number | null;
+  conditions: ICondition[];
+  events: IEvent[];
+}
+
+export interface IJobDetail {
+  id: string;
+  summary: IJobSummary;
+  spec: IJobSpec;
+  request: Record<string, unknown>;
+  status: IJobStatus;
+  deleted: boolean;
+}
+
+export interface ILogLine {
+  text: string;
+  replica: string;
+  rank: number | null;
+  offset: string;
+}
+
+export interface ILogPage {
+  lines: ILogLine[];
+  offset: string;
+  done: boolean;
+}
+
+export interface ILogQuery {
+  replica?: string;
+  offset?: string;
+  tail?: number;
+  limit?: number;
+}
+
+/** The server's answer to a failed request, with its one-line message when it sent one. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number
+  ) {
+    super(message);
+  }
+}
+
+const API = ['disttrain', 'api'];
+
+/** Absolute URL of a route under `<base_url>/disttrain/api/`. */
+export function apiUrl(
+  path: string,
+  query: Record<string, string | number | boolean | undefined> = {},
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+): string {
+  const url = URLExt.join(settings.baseUrl, ...API, path);
+  const params = Object.entries(query)
+    .filter(([, v]) => v !== undefined && v !== '')
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
+  return params.length ? `${url}?${params.join('&')}` : url;
+}
+
+/** Where TensorBoard for a job (or `all`) is proxied. */
+export function tensorboardUrl(
+  id: string,
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+): string {
+  return URLExt.join(settings.baseUrl, 'disttrain', 'tensorboard', encodeURIComponent(id), '/');
+}
+
+/** Call the API; JSON in and out; throws `ApiError` carrying the server's message. */
+export async function requestAPI<T>(
+  path: string,
+  init: RequestInit = {},
+  query: Record<string, string | number | boolean | undefined> = {}
+): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(apiUrl(path, query, settings), init, settings);
+  } catch (err) {
+    throw new ApiError(`cannot reach the Jupyter server: ${err}`, 0);
+  }
+  const text = await response.text();
+  let data: any = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (!response.ok) {
+    const message =
+      (data && (data.message || data.reason)) || `${response.status} ${response.statusText}`;
+    throw new ApiError(String(message), response.status);
+  }
+  return data as T;
+}
+
+const enc = encodeURIComponent;
+
+export async function listJobs(): Promise<IJobSummary[]> {
+  return (await requestAPI<{ jobs: IJobSummary[] }>('jobs')).jobs;
+}
+
+export function getJob(id: string): Promise<IJobDetail> {
+  return requestAPI<IJobDetail>(`jobs/${enc(id)}`);
+}
+
+export function getScript(id: string): Promise<{ entrypoint: string; script: string }> {
+  return requestAPI(`jobs/${enc(id)}/script`);
+}
+
+export function getLogs(id: string, query: ILogQuery): Promise<ILogPage> {
+  return requestAPI<ILogPage>(`jobs/${enc(id)}/logs`, {}, { ...query });
+}
+
+export function cancelJob(id: string): Promise<{ status: IJobStatus }> {
+  return requestAPI(`jobs/${enc(id)}/cancel`, { method: 'POST' });
+}
+
+export async function deleteJob(id: string): Promise<void> {
+  await requestAPI(`jobs/${enc(id)}`, { method: 'DELETE' });
+}
+
+/** Start (or find) the TensorBoard of a job, or of all jobs with id `all`. */
+export function startTensorBoard(id: string): Promise<Record<string, unknown>> {
+  return requestAPI(`tensorboard/${enc(id)}`, { method: 'POST' });
+}

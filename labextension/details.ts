@@ -1,0 +1,261 @@
+/**
+ * Job details: spec summary, replica table (with exit codes and reasons), conditions,
+ * events, and the packaged script in JupyterLab's own read-only editor.
+ */
+import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/codeeditor';
+import { Poll } from '@lumino/polling';
+import { Message } from '@lumino/messaging';
+import { Panel, Widget } from '@lumino/widgets';
+
+import { getJob, getScript, IJobDetail, TERMINAL_PHASES } from './api';
+import { formatTime, jobShape } from './format';
+import { phaseBadge } from './panel';
+
+export class JobDetails extends Panel {
+  constructor(
+    readonly jobId: string,
+    private _editors: IEditorServices | null,
+    interval = 2000
+  ) {
+    super();
+    this.addClass('jp-DistTrainDetails');
+    this.title.label = `Job: ${jobId}`;
+    this._info = new Widget();
+    this._info.addClass('jp-DistTrainDetails-info');
+    this._info.node.textContent = 'Loading…';
+    this.addWidget(this._info);
+    this._poll = new Poll({
+      auto: false,
+      factory: () => this.refresh(),
+      frequency: { interval, backoff: true, max: 30000 },
+      name: `jupyter_disttrain:details:${jobId}`,
+      standby: () => !this.isVisible || 'when-hidden'
+    });
+  }
+
+  /** The job as last fetched. */
+  get job(): IJobDetail | null {
+    return this._job;
+  }
+
+  async refresh(): Promise<void> {
+    let job: IJobDetail;
+    try {
+      job = await getJob(this.jobId);
+    } catch (err) {
+      this._info.node.textContent = `Cannot load job ${this.jobId}: ${err instanceof Error ? err.message : err}`;
+      throw err;
+    }
+    this._job = job;
+    this.title.label = `Job: ${job.summary.name}`;
+    this._render(job);
+    if (!this._script) {
+      void this._loadScript();
+    }
+    if (TERMINAL_PHASES.has(job.status.phase)) {
+      void this._poll.stop();
+    }
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    void this._poll.start();
+  }
+
+  dispose(): void {
+    this._poll.dispose();
+    super.dispose();
+  }
+
+  private async _loadScript(): Promise<void> {
+    let text: string;
+    let name = 'train.py';
+    try {
+      const reply = await getScript(this.jobId);
+      text = reply.script;
+      name = reply.entrypoint || name;
+    } catch (err) {
+      text = `# the packaged script is not available: ${err instanceof Error ? err.message : err}`;
+    }
+    if (this._script || this.isDisposed) {
+      return;
+    }
+    const heading = new Widget({ node: section(`Packaged script (${name})`) });
+    this.addWidget(heading);
+    if (this._editors) {
+      const model = new CodeEditor.Model({ mimeType: 'text/x-python' });
+      model.sharedModel.setSource(text);
+      const mime = this._editors.mimeTypeService.getMimeTypeByFilePath(name);
+      model.mimeType = mime;
+      const editor = new CodeEditorWrapper({
+        factory: this._editors.factoryService.newDocumentEditor,
+        model,
+        editorOptions: { config: { readOnly: true, lineNumbers: true } }
+      });
+      editor.addClass('jp-DistTrainDetails-script');
+      this._script = editor;
+    } else {
+      const pre = document.createElement('pre');
+      pre.textContent = text;
+      this._script = new Widget({ node: pre });
+      this._script.addClass('jp-DistTrainDetails-script');
+    }
+    this.addWidget(this._script);
+  }
+
+  private _render(job: IJobDetail): void {
+    const { spec, status, summary } = job;
+    const root = document.createElement('div');
+
+    const head = document.createElement('div');
+    head.className = 'jp-DistTrainDetails-head';
+    const h = document.createElement('h2');
+    h.textContent = summary.name;
+    const id = document.createElement('code');
+    id.textContent = job.id;
+    head.append(h, phaseBadge(status.phase), id);
+    root.append(head);
+    if (status.reason || status.message) {
+      const why = document.createElement('div');
+      why.className = 'jp-DistTrainDetails-reason';
+      why.textContent = [status.reason, status.message].filter(Boolean).join(': ');
+      root.append(why);
+    }
+
+    root.append(section('Spec'));
+    const env = Object.entries(spec.env ?? {});
+    root.append(
+      keyValues([
+        ['Backend', spec.backend],
+        ['Shape', `${jobShape(summary)} (world size ${spec.nodes * spec.nproc_per_node})`],
+        ['Accelerator', spec.accelerator],
+        ['Image', spec.image ?? '–'],
+        ['CPU / memory', `${spec.cpu ?? '–'} / ${spec.memory ?? '–'}`],
+        [
+          'Volumes',
+          spec.volumes?.length
+            ? spec.volumes
+                .map(v => `${v.claim} → ${v.mount_path}${v.read_only ? ' (ro)' : ''}`)
+                .join(', ')
+            : '–'
+        ],
+        ['Env', env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '–'],
+        [
+          'Command',
+          `${spec.launcher} --nnodes ${spec.nodes} --nproc-per-node ${spec.nproc_per_node} ${spec.entrypoint} ${(spec.args ?? []).join(' ')}`.trim()
+        ],
+        ['Created', formatTime(status.created ?? summary.created)],
+        ['Started / finished', `${formatTime(status.start_time)} / ${formatTime(status.finish_time)}`]
+      ])
+    );
+
+    root.append(section('Replicas'));
+    root.append(
+      table(
+        ['Name', 'Role', 'Index', 'Phase', 'Restarts', 'Exit code', 'Reason', 'Node', 'Started', 'Finished'],
+        status.replicas.map(r => [
+          r.name,
+          r.role,
+          String(r.index),
+          phaseBadge(r.phase),
+          String(r.restarts),
+          r.exit_code === null || r.exit_code === undefined ? '–' : String(r.exit_code),
+          [r.reason, r.message].filter(Boolean).join(': ') || '–',
+          r.node ?? '–',
+          formatTime(r.start_time),
+          formatTime(r.finish_time)
+        ]),
+        'jp-DistTrainDetails-replicas'
+      )
+    );
+
+    if (status.conditions?.length) {
+      root.append(section('Conditions'));
+      root.append(
+        table(
+          ['Type', 'Status', 'Reason', 'Message', 'Since'],
+          status.conditions.map(c => [
+            c.type,
+            c.status,
+            c.reason ?? '–',
+            c.message ?? '–',
+            formatTime(c.last_transition_time)
+          ])
+        )
+      );
+    }
+    if (status.events?.length) {
+      root.append(section('Events'));
+      root.append(
+        table(
+          ['Time', 'Type', 'Reason', 'Object', 'Message', 'Count'],
+          status.events.map(e => [
+            formatTime(e.time),
+            e.type,
+            e.reason,
+            e.object ?? '–',
+            e.message,
+            String(e.count)
+          ]),
+          'jp-DistTrainDetails-events'
+        )
+      );
+    }
+    this._info.node.replaceChildren(root);
+  }
+
+  private _info: Widget;
+  private _script: Widget | null = null;
+  private _job: IJobDetail | null = null;
+  private _poll: Poll;
+}
+
+function section(text: string): HTMLElement {
+  const h = document.createElement('h3');
+  h.className = 'jp-DistTrainDetails-section';
+  h.textContent = text;
+  return h;
+}
+
+function keyValues(rows: [string, string][]): HTMLElement {
+  const dl = document.createElement('dl');
+  dl.className = 'jp-DistTrainDetails-spec';
+  for (const [k, v] of rows) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+  return dl;
+}
+
+function table(head: string[], rows: (string | HTMLElement)[][], className = ''): HTMLElement {
+  const t = document.createElement('table');
+  t.className = `jp-DistTrainDetails-table ${className}`.trim();
+  const tr = document.createElement('tr');
+  for (const h of head) {
+    const th = document.createElement('th');
+    th.scope = 'col';
+    th.textContent = h;
+    tr.append(th);
+  }
+  const thead = document.createElement('thead');
+  thead.append(tr);
+  const tbody = document.createElement('tbody');
+  for (const row of rows) {
+    const r = document.createElement('tr');
+    for (const cell of row) {
+      const td = document.createElement('td');
+      if (typeof cell === 'string') {
+        td.textContent = cell;
+      } else {
+        td.append(cell);
+      }
+      r.append(td);
+    }
+    tbody.append(r);
+  }
+  t.append(thead, tbody);
+  return t;
+}

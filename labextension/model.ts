@@ -1,0 +1,125 @@
+/**
+ * The job list shared by the sidebar, the commands and the notifications: one poll of
+ * `GET jobs`, with backoff on errors and standby while nobody looks.
+ */
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { IJobSummary, TERMINAL_PHASES } from './api';
+
+export interface IPhaseChange {
+  job: IJobSummary;
+  previous: string;
+}
+
+export interface IJobsModelOptions {
+  /** Loads the job list (newest first); `listJobs` in the extension. */
+  fetchJobs: () => Promise<IJobSummary[]>;
+  /** Milliseconds between refreshes. */
+  interval?: number;
+  /** Whether polling may pause (e.g. the panel is hidden and no job is watched). */
+  standby?: () => boolean;
+}
+
+export class JobsModel {
+  constructor(options: IJobsModelOptions) {
+    this._fetch = options.fetchJobs;
+    const standby = options.standby ?? (() => false);
+    this.poll = new Poll({
+      auto: false,
+      factory: () => this.refresh(),
+      frequency: { interval: options.interval ?? 2000, backoff: true, max: 60 * 1000 },
+      name: 'jupyter_disttrain:jobs',
+      // 'when-hidden' pauses while the browser tab is hidden; true pauses outright
+      standby: () => standby() || 'when-hidden'
+    });
+  }
+
+  readonly poll: Poll;
+
+  /** Jobs, newest first. */
+  get jobs(): readonly IJobSummary[] {
+    return this._jobs;
+  }
+
+  /** The last refresh error, cleared by the next success. */
+  get error(): string | null {
+    return this._error;
+  }
+
+  /** Whether at least one refresh has completed. */
+  get loaded(): boolean {
+    return this._loaded;
+  }
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** A job went from a non-terminal phase to a terminal one while we watched. */
+  get finished(): ISignal<this, IPhaseChange> {
+    return this._finished;
+  }
+
+  find(id: string): IJobSummary | undefined {
+    return this._jobs.find(j => j.id === id);
+  }
+
+  setInterval(ms: number): void {
+    this.poll.frequency = { ...this.poll.frequency, interval: ms };
+  }
+
+  /** Start polling. */
+  start(): Promise<void> {
+    return this.poll.start();
+  }
+
+  /** Refresh now (rejects on error so the poll backs off). */
+  async refresh(): Promise<void> {
+    let jobs: IJobSummary[];
+    try {
+      jobs = await this._fetch();
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (message !== this._error) {
+        this._error = message;
+        this._changed.emit();
+      }
+      throw err;
+    }
+    this.set(jobs);
+  }
+
+  /** Replace the list, emitting `finished` for each job that just reached its end. */
+  set(jobs: IJobSummary[]): void {
+    const before = new Map(this._jobs.map(j => [j.id, j.phase as string]));
+    const sorted = [...jobs].sort((a, b) => (b.created ?? '').localeCompare(a.created ?? ''));
+    const wasLoaded = this._loaded;
+    this._jobs = sorted;
+    this._error = null;
+    this._loaded = true;
+    this._changed.emit();
+    for (const job of sorted) {
+      const previous = before.get(job.id);
+      const knownRunning = previous !== undefined && !TERMINAL_PHASES.has(previous);
+      // a job first seen already finished (page load) is not news; one submitted and finished
+      // between two polls is, once the list was loaded.
+      const newAndDone = previous === undefined && wasLoaded;
+      if (TERMINAL_PHASES.has(job.phase) && (knownRunning || newAndDone)) {
+        this._finished.emit({ job, previous: previous ?? 'Pending' });
+      }
+    }
+  }
+
+  dispose(): void {
+    this.poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private _fetch: () => Promise<IJobSummary[]>;
+  private _jobs: IJobSummary[] = [];
+  private _error: string | null = null;
+  private _loaded = false;
+  private _changed = new Signal<this, void>(this);
+  private _finished = new Signal<this, IPhaseChange>(this);
+}
