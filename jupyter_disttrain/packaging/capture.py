@@ -1,0 +1,337 @@
+"""``package_cell``: turn a ``%%distrun`` cell and the notebook's history into a standalone script.
+
+Layout of the script: a docstring (origin, how to run it by hand), the imports, values and
+definitions taken from earlier cells, then the cell itself.
+
+Start methods: DataLoader workers started with ``spawn``/``forkserver`` (the default on macOS, and
+on Linux from Python 3.14) re-import the main module. So the cell's statements run under
+``if __name__ == "__main__":`` and a worker does not start the training again, while imports,
+definitions (a Dataset class, a collate function) and literal constants stay at module level, in
+their original order, so that a worker can unpickle them by name. A definition that needs a value the
+cell computes (``class B(make_base())``) has to stay under the guard; workers cannot see it.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import PackagingError
+from .history import HistoryIndex
+from .pitfalls import Pitfall, check_pitfalls, silenced_codes
+from .resolve import Item, Resolver
+from .scopes import analyze, bound_names
+from .sourcetext import first_line, shift, string_interior_lines
+from .values import ARRAY_FILE, TENSOR_FILE, LibNames, ValueWriter
+
+_GUARD = 'if __name__ == "__main__":'
+
+
+@dataclass
+class PackagedScript:
+    """A cell packaged as a script.
+
+    Attributes:
+        source: the standalone script (readable, runnable with torchrun by hand).
+        files: side files to store next to the script (plain names), e.g. large values.
+        captured: names taken from earlier cells, in script order (for display).
+        pitfalls: warnings on the cell (already filtered by ``ignore``).
+    """
+
+    source: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    captured: list[str] = field(default_factory=list)
+    pitfalls: list[Pitfall] = field(default_factory=list)
+
+
+def package_cell(
+    cell: str,
+    history: Sequence[str],
+    user_ns: Mapping[str, Any],
+    *,
+    ignore: Collection[str] = (),
+    header: str | None = None,
+    max_value_bytes: int = 64 * 2**20,
+) -> PackagedScript:
+    """Package ``cell`` with everything it uses from earlier cells into a standalone script.
+
+    Args:
+        cell: the body of the ``%%distrun`` cell (plain Python).
+        history: earlier executed cells in execution order, as IPython keeps them in ``In[1:]``.
+        user_ns: the kernel namespace (live objects), for values.
+        ignore: pitfall codes not to report.
+        header: extra text for the script's docstring (e.g. the notebook and job name).
+        max_value_bytes: the largest value sent to the job.
+
+    Returns:
+        The script, its side files, the captured names and the pitfall warnings.
+
+    Raises:
+        PackagingError: the cell is empty or invalid, or uses something that cannot be sent.
+    """
+    cell = cell.replace("\r\n", "\n")
+    tree = _parse_cell(cell)
+    use = analyze(cell, tree)
+    writer = ValueWriter(_lib_names(use.bound | set(use.free), user_ns), max_value_bytes)
+    resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer)
+    resolver.require_cell_names(use)
+    items = _ordered(resolver.items)
+    pitfalls = check_pitfalls(cell, ignore)
+    silenced = silenced_codes(cell)
+    for name, line in resolver.missing.items():
+        if "undefined-name" not in ignore and "undefined-name" not in silenced.get(line, set()):
+            pitfalls.append(
+                Pitfall(
+                    "undefined-name",
+                    line,
+                    f"`{name}` is not defined in this cell, in earlier cells or in the kernel: the job would"
+                    " stop with NameError; define or import it",
+                )
+            )
+    pitfalls.sort(key=lambda p: (p.line, p.code))
+    source = _Script(cell, tree, items, writer, header).render()
+    return PackagedScript(source, _side_files(writer), [item.name for item in items], pitfalls)
+
+
+def _parse_cell(cell: str) -> ast.Module:
+    if not cell.strip():
+        raise PackagingError("the cell is empty: write the training code under %%distrun")
+    try:
+        # compile() also reports what parsing alone accepts (`return` or `await` outside a function).
+        compile(cell, "<%%distrun cell>", "exec", dont_inherit=True)
+    except SyntaxError as error:
+        line = error.lineno or 1
+        text = cell.splitlines()[line - 1].strip() if line <= len(cell.splitlines()) else ""
+        hint = ""
+        if text.startswith(("%", "!")):
+            hint = "; magics and ! commands do not run in the job: use plain Python (os, subprocess)"
+        shown = f" in `{text[:60]}`" if text else ""
+        raise PackagingError(f"line {line} of the cell: {error.msg}{shown}{hint}") from None
+    except ValueError as error:  # e.g. a NUL byte
+        raise PackagingError(
+            f"the cell cannot be read as Python ({error}): remove the stray characters"
+        ) from None
+    return ast.parse(cell)
+
+
+def _lib_names(taken: set[str], user_ns: Mapping[str, Any]) -> LibNames:
+    """Names for torch/numpy/pathlib that do not clash with a name the user gives another meaning."""
+
+    def pick(preferred: str, module: str) -> str:
+        clash = preferred in taken or preferred in user_ns
+        if clash and user_ns.get(preferred) is not sys.modules.get(module):
+            return f"_{preferred}"
+        return preferred
+
+    return LibNames(pick("torch", "torch"), pick("np", "numpy"), pick("pathlib", "pathlib"))
+
+
+def _ordered(items: Mapping[str, Item]) -> list[Item]:
+    """Imports, then values, then code; within code, history order unless a definition-time
+    dependency (a base class, a decorator) was redefined later and has to come first."""
+    plain = sorted(
+        (i for i in items.values() if i.section != "code"),
+        key=lambda i: (i.section != "import", i.order, i.name),
+    )
+    code = {i.name: i for i in items.values() if i.section == "code"}
+    done: list[Item] = []
+    placed: set[str] = set()
+
+    def place(item: Item, visiting: set[str]) -> None:
+        if item.name in placed or item.name in visiting:
+            return  # a cycle cannot run in any order; history order is the best guess
+        visiting.add(item.name)
+        for dep in sorted(item.needs_now & code.keys(), key=lambda n: code[n].order):
+            place(code[dep], visiting)
+        placed.add(item.name)
+        done.append(item)
+
+    for item in sorted(code.values(), key=lambda i: (i.order, i.name)):
+        place(item, set())
+    return plain + done
+
+
+def _side_files(writer: ValueWriter) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    if writer.tensors:
+        torch = sys.modules["torch"]
+        buffer = io.BytesIO()
+        torch.save(writer.tensors, buffer)
+        files[TENSOR_FILE] = buffer.getvalue()
+    if writer.arrays:
+        numpy = sys.modules["numpy"]
+        buffer = io.BytesIO()
+        numpy.savez(buffer, **writer.arrays)
+        files[ARRAY_FILE] = buffer.getvalue()
+    return files
+
+
+class _Script:
+    """Writes the script text."""
+
+    def __init__(
+        self, cell: str, tree: ast.Module, items: list[Item], writer: ValueWriter, header: str | None
+    ) -> None:
+        self.cell = cell
+        self.tree = tree
+        self.items = items
+        self.writer = writer
+        self.header = header
+
+    def render(self) -> str:
+        future = [s for s in self.tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
+        parts = [self._docstring()]
+        if future:
+            parts.append("\n".join(ast.get_source_segment(self.cell, s) or "" for s in future))
+        for title, section in (
+            ("Imports from earlier cells", "import"),
+            ("Values from earlier cells", "value"),
+            ("Definitions from earlier cells", "code"),
+        ):
+            block = self._section(section)
+            if block:
+                parts.append(f"# --- {title} ---\n" + "\n".join(block))
+        body = [s for s in self.tree.body if s not in future]
+        after = max((s.end_lineno or s.lineno for s in future), default=0)
+        cell_lines = _cell_text(self.cell, self.tree, body, after)
+        parts.append("# --- The %%distrun cell ---\n" + "\n".join(cell_lines))
+        return "\n\n".join(p for p in parts if p) + "\n"
+
+    def _docstring(self) -> str:
+        lines = [
+            "Training script packaged by jupyter_disttrain from a %%distrun notebook cell.",
+            "",
+            "It holds the cell and what the cell uses from earlier cells (imports, values, functions,",
+            "classes), so it runs on its own. Run it by hand with, for example:",
+            "",
+            "    torchrun --nproc-per-node=2 train.py",
+            "",
+            "(keep the side files named captured_* next to it, if there are any).",
+        ]
+        if self.header:
+            lines += ["", *self.header.strip().splitlines()]
+        text = "\n".join(lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+        return f'"""{text}\n"""'
+
+    def _section(self, section: str) -> list[str]:
+        chosen = [i for i in self.items if i.section == section]
+        out: list[str] = []
+        if section == "value":
+            out += self._value_prelude()
+        seen: set[str] = set()
+        for item in chosen:
+            if section == "import":
+                new = [line for line in item.lines if line not in seen]
+                seen.update(new)
+                out += [f"{line}  # {item.label}" if item.label else line for line in new]
+            elif section == "value":
+                out += [f"{item.lines[0]}  # {item.label}" if item.label else item.lines[0], *item.lines[1:]]
+            else:
+                out += ["", f"# {item.label}" if item.label else "# (from the kernel namespace)", *item.lines]
+        return out if chosen else []
+
+    def _value_prelude(self) -> list[str]:
+        libs, needs = self.writer.libs, set(self.writer.needs)
+        if self.writer.tensors:
+            needs.add("torch")
+        if self.writer.arrays:
+            needs.add("numpy")
+        if self.writer.tensors or self.writer.arrays:
+            needs.add("pathlib")
+        lines = []
+        for module, alias in (("torch", libs.torch), ("numpy", libs.numpy), ("pathlib", libs.pathlib)):
+            if module in needs:
+                lines.append(f"import {module}" if module == alias else f"import {module} as {alias}")
+        here = f"{libs.pathlib}.Path(__file__)"
+        if self.writer.tensors:
+            lines.append(
+                f"_CAPTURED_TENSORS = {libs.torch}.load({here}.with_name({TENSOR_FILE!r}), weights_only=True)"
+            )
+        if self.writer.arrays:
+            lines.append(f"_CAPTURED_ARRAYS = dict({libs.numpy}.load({here}.with_name({ARRAY_FILE!r})))")
+        return lines
+
+
+def _cell_text(cell: str, tree: ast.Module, body: list[ast.stmt], after: int) -> list[str]:
+    """The cell's lines, with statements that must not re-run in spawned workers under the guard."""
+    lines = cell.splitlines()
+    keep = string_interior_lines(tree)
+    chunks = _chunks(body, after, len(lines))
+    hoisted = _hoistable(cell, chunks)
+    out: list[str] = []
+    guarded = False
+    for (start, end, _), up in zip(chunks, hoisted, strict=True):
+        text = lines[start - 1 : end]
+        if up:
+            out += text
+            guarded = False
+            continue
+        if not guarded:
+            out.append(_GUARD)
+            guarded = True
+        out += shift(text, start, keep, indent="    ")
+    return out
+
+
+def _chunks(body: list[ast.stmt], after: int, line_count: int) -> list[tuple[int, int, list[ast.stmt]]]:
+    """Top-level statements grouped by the lines they occupy: (first line, last line, statements).
+
+    Comments and blank lines go with the statement after them; trailing ones with the last statement.
+    """
+    chunks: list[tuple[int, int, list[ast.stmt]]] = []
+    for stmt in body:
+        start, end = first_line(stmt), stmt.end_lineno or stmt.lineno
+        if chunks and start <= chunks[-1][1]:  # `a = 1; b = 2` share a line
+            first, _, stmts = chunks[-1]
+            chunks[-1] = (first, max(end, chunks[-1][1]), [*stmts, stmt])
+        else:
+            previous_end = chunks[-1][1] if chunks else after
+            chunks.append((previous_end + 1, end, [stmt]))
+    if chunks:
+        first, _, stmts = chunks[-1]
+        chunks[-1] = (first, line_count, stmts)
+    return chunks
+
+
+def _hoistable(cell: str, chunks: list[tuple[int, int, list[ast.stmt]]]) -> list[bool]:
+    """Which chunks can stay at module level: imports, literal constants, and defs/classes whose
+    definition-time names are not computed by the guarded part of the cell."""
+    lines = cell.splitlines()
+    candidate = [all(_candidate(s) for s in stmts) for _, _, stmts in chunks]
+    needs_now: list[set[str]] = []
+    binds: list[set[str]] = []
+    for (_, _, stmts), is_candidate in zip(chunks, candidate, strict=True):
+        text = "\n".join(lines[first_line(stmts[0]) - 1 : stmts[-1].end_lineno])
+        use = analyze(text) if is_candidate else None
+        needs_now.append(use.immediate if use else set())
+        binds.append(use.bound if use else _bound(stmts))
+    hoisted = list(candidate)
+    changed = True
+    while changed:  # un-hoisting a def makes its name guarded too, so repeat until stable
+        changed = False
+        guarded_names = set().union(*(b for b, up in zip(binds, hoisted, strict=True) if not up))
+        for i, up in enumerate(hoisted):
+            if up and needs_now[i] & guarded_names:
+                hoisted[i] = False
+                changed = True
+    return hoisted
+
+
+def _candidate(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+        try:
+            ast.literal_eval(stmt.value)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            return False
+        return True
+    return False
+
+
+def _bound(stmts: list[ast.stmt]) -> set[str]:
+    return set().union(*(bound_names(s) for s in stmts))

@@ -1,0 +1,211 @@
+"""Deciding, name by name, what the script must contain for the cell to run: the resolver.
+
+A name the cell needs is looked up in the history (latest definition wins) and then in the live
+namespace. Imports are replayed as written, functions and classes are copied from their cell text
+(and what *they* need is resolved in turn), and everything else is sent by value.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import types
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import PackagingError
+from .history import Definition, HistoryIndex
+from .scopes import IPYTHON_BUILTINS, NameUse, analyze
+from .sourcetext import first_line, shift, statement_lines, string_interior_lines
+from .values import Unsendable, ValueWriter
+
+Section = Literal["import", "value", "code"]
+
+
+@dataclass
+class Item:
+    """One piece of the script that binds a captured name.
+
+    Attributes:
+        name: the captured name.
+        section: ``import`` lines come first, then ``value`` assignments, then ``code`` (definitions).
+        order: position in the history (namespace-only names sort last).
+        lines: the source lines.
+        label: the cell it came from ("In [3]"), or "" when it only exists in the namespace.
+        needs_now: captured names that must be bound before this item runs (base classes, decorators...).
+    """
+
+    name: str
+    section: Section
+    order: int
+    lines: list[str]
+    label: str = ""
+    needs_now: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Resolver:
+    """Collects the items for every name the cell needs, following dependencies transitively.
+
+    Attributes:
+        index: the history's definitions.
+        user_ns: the kernel namespace.
+        cell_binds: names the cell binds itself; functions that read them get them from the cell.
+        writer: renders values.
+        items: name -> item, filled by :meth:`require`.
+        missing: names found nowhere (name -> first line in the cell), for a warning.
+    """
+
+    index: HistoryIndex
+    user_ns: Mapping[str, Any]
+    cell_binds: Collection[str]
+    writer: ValueWriter
+    items: dict[str, Item] = field(default_factory=dict)
+    missing: dict[str, int] = field(default_factory=dict)
+
+    def require_cell_names(self, use: NameUse) -> None:
+        """Resolve every free name of the cell."""
+        for name, line in use.free.items():
+            if name in IPYTHON_BUILTINS and name != "display":
+                raise PackagingError(
+                    f"line {line} of the cell uses `{name}`, which exists only in IPython: write plain Python"
+                    " (subprocess or os instead of magics and ! commands)"
+                )
+            self._require(name, user="", line=line)
+
+    def _require(self, name: str, *, user: str, line: int = 0) -> None:
+        """Resolve ``name``; ``user`` describes the captured definition that needs it ("" for the cell)."""
+        if name in self.items:
+            return
+        if name == "display" and name not in self.user_ns and name not in self.index.defs:
+            self.items[name] = Item(name, "import", sys.maxsize, ["from IPython.display import display"])
+            return
+        definition = self.index.defs.get(name)
+        if definition is not None and definition.kind == "import":
+            lines = [d.text for d in self.index.imports.get(name, [definition])]
+            self.items[name] = Item(name, "import", definition.order, lines, definition.label)
+        elif definition is not None and definition.kind == "source":
+            self._add_source(name, definition, definition.text.splitlines(), definition.use)
+        elif name in self.user_ns:
+            self._add_from_value(name, self.user_ns[name], definition, user)
+        elif not user:
+            self.missing[name] = line
+
+    def _add_source(self, name: str, definition: Definition, lines: list[str], use: NameUse) -> None:
+        item = Item(name, "code", definition.order, lines, definition.label)
+        self.items[name] = item
+        user = f"`{name}` ({definition.label})"
+        for dep in use.free:
+            if dep in IPYTHON_BUILTINS and dep != "display":
+                raise PackagingError(
+                    f"cannot send `{name}` (defined in {definition.label}) to the job: it uses `{dep}`, which"
+                    " exists only in IPython; rewrite it in plain Python or define it inside the cell"
+                )
+            if dep == name:
+                continue
+            if dep in use.immediate:
+                item.needs_now.add(dep)
+            elif dep in self.cell_binds:
+                continue  # the cell binds it before calling the function
+            self._require(dep, user=user)
+
+    def _add_from_value(self, name: str, value: Any, definition: Definition | None, user: str) -> None:
+        where = f"defined in {definition.label}" if definition else "not defined in any cell"
+        if user:
+            where += f", used by {user}"
+        try:
+            if not self._add_reference(name, value, definition):
+                rendered = self.writer.render(name, value)
+                label = definition.label if definition else ""
+                order = definition.order if definition else sys.maxsize
+                self.items[name] = Item(name, "value", order, [f"{name} = {rendered}"], label)
+        except Unsendable as problem:
+            if problem.path:
+                raise PackagingError(
+                    f"cannot send `{name}` ({where}) to the job: `{name}{problem.path}` is {problem.what};"
+                    f" {problem.advice}"
+                ) from None
+            raise PackagingError(
+                f"cannot send `{name}` ({problem.what}, {where}) to the job: {problem.advice}"
+            ) from None
+
+    def _add_reference(self, name: str, value: Any, definition: Definition | None) -> bool:
+        """Bind ``name`` to a module, function or class by reference; False for plain values.
+
+        Raises:
+            Unsendable: a function or class that cannot be reproduced.
+        """
+        order = definition.order if definition else sys.maxsize
+        label = definition.label if definition else ""
+        if isinstance(value, types.ModuleType):
+            module = value.__name__
+            if module == "__main__" or getattr(value, "__spec__", None) is None:
+                raise Unsendable("a module with no importable name", "import it inside the cell")
+            text = f"import {module}" if name == module else f"import {module} as {name}"
+            self.items[name] = Item(name, "import", order, [text], label)
+            return True
+        if not isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+            return False
+        module = getattr(value, "__module__", None) or ""
+        qualname = getattr(value, "__qualname__", "")
+        if module != "__main__":
+            if "." in qualname or "<" in qualname or _lookup(module, qualname) is not value:
+                raise Unsendable(
+                    f"{_kind(value)} that cannot be imported by name", "define or import it inside the cell"
+                )
+            as_part = "" if qualname == name else f" as {name}"
+            text = f"from {module} import {qualname}{as_part}"
+            self.items[name] = Item(name, "import", order, [text], label)
+            return True
+        if getattr(value, "__closure__", None):
+            raise Unsendable("a closure over live state", "define it with def at the top level of a cell")
+        if value.__name__ == "<lambda>":
+            raise Unsendable("a lambda", "define it with def in a cell or inside the %%distrun cell")
+        original = value.__name__
+        if original != name and original in self.index.defs and self.user_ns.get(original) is value:
+            # `g = f`: copy `f` and alias it.
+            self.items[name] = Item(name, "code", order, [f"{name} = {original}"], label, {original})
+            self._require(original, user=f"`{name}`")
+            return True
+        nested = _nested_definition(definition.node, name) if definition and original == name else None
+        if definition is None or nested is None:
+            raise Unsendable(
+                f"{_kind(value)} whose source is not in any cell",
+                "define it in a cell with def/class, or inside the %%distrun cell",
+            )
+        tree = ast.parse(definition.origin)
+        lines = statement_lines(definition.origin, nested)
+        lines = shift(lines, first_line(nested), string_interior_lines(tree), dedent=nested.col_offset)
+        self._add_source(name, definition, lines, analyze("\n".join(lines)))
+        return True
+
+
+def _lookup(module: str, qualname: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), qualname, None)
+    except Exception:  # any import failure just means "not importable by name"
+        return None
+
+
+def _kind(value: Any) -> str:
+    return "a class" if isinstance(value, type) else "a function"
+
+
+def _nested_definition(stmt: ast.stmt | None, name: str) -> ast.stmt | None:
+    """The def/class named ``name`` inside compound statement ``stmt`` (not inside another def)."""
+    if stmt is None:
+        return None
+    pending: list[ast.stmt] = [stmt]
+    found = None
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                found = node  # the last one in the text is the one that ran last, in the usual case
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.stmt, ast.ExceptHandler, ast.match_case)):
+                pending.append(child)  # type: ignore[arg-type]
+    return found
