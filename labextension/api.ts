@@ -7,132 +7,9 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
+import type { IJobDetail, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
 
-export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
-  'Succeeded',
-  'Failed',
-  'Cancelled'
-]);
-
-export interface IJobSummary {
-  id: string;
-  name: string;
-  backend: string;
-  phase: Phase;
-  created: string | null;
-  start_time: string | null;
-  finish_time: string | null;
-  replicas_ready: number;
-  replicas_total: number;
-  nodes: number;
-  nproc_per_node: number;
-  gpus: number;
-  reason: string | null;
-  message: string | null;
-}
-
-export interface IVolume {
-  claim: string;
-  mount_path: string;
-  read_only: boolean;
-  sub_path?: string | null;
-}
-
-export interface IJobSpec {
-  name: string;
-  nodes: number;
-  nproc_per_node: number;
-  backend: string;
-  accelerator: string;
-  cpu: string | null;
-  memory: string | null;
-  image: string | null;
-  volumes: IVolume[];
-  env: Record<string, string>;
-  working_dir: string | null;
-  max_restarts: number;
-  launcher: string;
-  tensorboard_dir: string | null;
-  args: string[];
-  entrypoint: string;
-  options: Record<string, unknown>;
-}
-
-export interface IReplicaStatus {
-  name: string;
-  role: string;
-  index: number;
-  phase: Phase;
-  restarts: number;
-  exit_code: number | null;
-  reason: string | null;
-  message: string | null;
-  node: string | null;
-  start_time: string | null;
-  finish_time: string | null;
-  ready: boolean;
-}
-
-export interface ICondition {
-  type: string;
-  status: string;
-  reason: string | null;
-  message: string | null;
-  last_transition_time: string | null;
-}
-
-export interface IEvent {
-  time: string;
-  type: string;
-  reason: string;
-  message: string;
-  object: string | null;
-  count: number;
-}
-
-export interface IJobStatus {
-  job_id: string;
-  phase: Phase;
-  replicas: IReplicaStatus[];
-  reason: string | null;
-  message: string | null;
-  created: string | null;
-  start_time: string | null;
-  finish_time: string | null;
-  exit_code: number | null;
-  conditions: ICondition[];
-  events: IEvent[];
-}
-
-export interface IJobDetail {
-  id: string;
-  summary: IJobSummary;
-  spec: IJobSpec;
-  request: Record<string, unknown>;
-  status: IJobStatus;
-  deleted: boolean;
-}
-
-export interface ILogLine {
-  text: string;
-  replica: string;
-  rank: number | null;
-  offset: string;
-}
-
-export interface ILogPage {
-  lines: ILogLine[];
-  offset: string;
-  done: boolean;
-}
-
-export interface ILogQuery {
-  replica?: string;
-  offset?: string;
-  tail?: number;
-  limit?: number;
-}
+export * from './types';
 
 /** The server's answer to a failed request, with its one-line message when it sent one. */
 export class ApiError extends Error {
@@ -159,7 +36,7 @@ export function apiUrl(
   return params.length ? `${url}?${params.join('&')}` : url;
 }
 
-/** Where TensorBoard for a job (or `all`) is proxied. */
+/** Where TensorBoard for a job (or `ALL_JOBS`) is proxied. */
 export function tensorboardUrl(
   id: string,
   settings: ServerConnection.ISettings = ServerConnection.makeSettings()
@@ -223,7 +100,7 @@ export async function deleteJob(id: string): Promise<void> {
   await requestAPI(`jobs/${enc(id)}`, { method: 'DELETE' });
 }
 
-/** Start (or find) the TensorBoard of a job, or of all jobs with id `all`. */
+/** Start (or find) the TensorBoard of a job, or of all jobs (`ALL_JOBS`); waits until it serves. */
 export function startTensorBoard(id: string): Promise<Record<string, unknown>> {
   return requestAPI(`tensorboard/${enc(id)}`, { method: 'POST' });
 }

@@ -1,5 +1,5 @@
 /** Small pure helpers for how jobs read on screen. */
-import type { IJobSummary } from './api';
+import type { IJobSummary } from './types';
 
 /** `45s`, `3m 12s`, `2h 05m`, `3d 4h`. */
 export function formatDuration(ms: number): string {

@@ -6,7 +6,7 @@
  * Lines are kept as plain strings (no DOM, no parsed ANSI) so a million of them stay cheap;
  * the view renders only the rows on screen.
  */
-import type { ILogLine } from './api';
+import type { ILogLine } from './types';
 import { stripAnsi } from './ansi';
 
 /** The text a chunk shows: line ending removed and, after `\r` redraws, the last drawing. */

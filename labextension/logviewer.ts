@@ -17,6 +17,7 @@ import { FollowState, isAtBottom, visibleRange } from './virtual';
 
 /** Lines per request when paging through a whole log. */
 export const PAGE = 5000;
+const MAX_LIMIT = 10000; // the server's cap on lines per request
 const ALL = 0; // tail value meaning "from the first line"
 const TAILS = [100, 1000, 10000, 100000, ALL];
 
@@ -88,7 +89,11 @@ export class LogViewer extends Widget {
       if (this._tail === ALL) {
         await this._pageFrom('', generation);
       } else {
-        const page = await getLogs(this.jobId, { replica: this._replica, tail: this._tail });
+        const page = await getLogs(this.jobId, {
+          replica: this._replica,
+          tail: this._tail,
+          limit: Math.min(this._tail, MAX_LIMIT)
+        });
         if (generation !== this._generation) {
           return;
         }
@@ -246,9 +251,10 @@ export class LogViewer extends Widget {
       this._replica = value;
       void this.reload();
     });
+    const tails = TAILS.includes(this._tail) ? TAILS : [...TAILS, this._tail].sort((a, b) => (a || Infinity) - (b || Infinity));
     const tailSelect = select(
       'Tail',
-      TAILS.map(t => [String(t), t === ALL ? 'Whole log' : `Last ${t.toLocaleString()}`]),
+      tails.map(t => [String(t), t === ALL ? 'Whole log' : `Last ${t.toLocaleString()}`]),
       String(this._tail),
       value => {
         this._tail = Number(value);

@@ -5,7 +5,7 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { IJobSummary, TERMINAL_PHASES } from './api';
+import { IJobSummary, TERMINAL_PHASES } from './types';
 
 export interface IPhaseChange {
   job: IJobSummary;

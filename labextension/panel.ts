@@ -14,7 +14,7 @@ import {
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { IJobSummary, TERMINAL_PHASES } from './api';
+import { ALL_JOBS, IJobSummary, TERMINAL_PHASES } from './api';
 import { CommandIDs } from './commands';
 import { jobShape, jobTiming } from './format';
 import { chartIcon, disttrainIcon } from './icons';
@@ -60,7 +60,7 @@ export class JobsPanel extends Widget {
     });
     refresh.classList.add('jp-DistTrainPanel-refresh');
     const tbAll = this._button(chartIcon, 'TensorBoard for all jobs', () => {
-      void this._commands.execute(CommandIDs.tensorboard, { id: 'all' });
+      void this._commands.execute(CommandIDs.tensorboard, { id: ALL_JOBS });
     });
     header.append(h, tbAll, refresh);
 

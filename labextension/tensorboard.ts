@@ -11,14 +11,14 @@ import { MainAreaWidget, Toolbar, ToolbarButton } from '@jupyterlab/apputils';
 import { IFrame, refreshIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { startTensorBoard, tensorboardUrl } from './api';
+import { ALL_JOBS, startTensorBoard, tensorboardUrl } from './api';
 import { chartIcon } from './icons';
 
 /** TensorBoard's reload button (Angular component `app-header-reload`). */
 export const RELOAD_BUTTON_SELECTOR = 'app-header-reload button.reload-button';
 
 export interface ITensorBoardOptions {
-  /** Job id, or `all` for every job's runs side by side. */
+  /** Job id, or `ALL_JOBS` for every job's runs side by side. */
   jobId: string;
   autoReload?: boolean;
   /** Seconds between automatic reloads. */
@@ -92,7 +92,7 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
     super({ content });
     this.id = `jp-disttrain-tensorboard-${options.jobId}`;
     this.addClass('jp-DistTrainTensorBoard');
-    this.title.label = options.jobId === 'all' ? 'TensorBoard: all jobs' : `TensorBoard: ${options.jobId}`;
+    this.title.label = options.jobId === ALL_JOBS ? 'TensorBoard: all jobs' : `TensorBoard: ${options.jobId}`;
     this.title.icon = chartIcon;
     this.title.closable = true;
     this._interval = options.interval ?? 2;

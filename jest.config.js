@@ -1,0 +1,12 @@
+/** Jest: unit tests of the lab extension's pure logic (labextension/__tests__). */
+module.exports = {
+  testEnvironment: 'node',
+  testRegex: 'labextension/.*/.*.spec.ts[x]?$',
+  modulePathIgnorePatterns: ['<rootDir>/jupyter_disttrain', '<rootDir>/lib'],
+  transform: {
+    '^.+\\.tsx?$': [
+      'ts-jest',
+      { tsconfig: { target: 'ES2018', module: 'commonjs', strict: true, types: ['jest'], esModuleInterop: true } }
+    ]
+  }
+};

@@ -1,0 +1,43 @@
+import { formatDuration, jobShape, jobTiming } from '../format';
+import type { IJobSummary } from '../types';
+
+const base: IJobSummary = {
+  id: 'a-aaaaa',
+  name: 'a',
+  backend: 'local',
+  phase: 'Running',
+  created: '2026-11-21T10:00:00.000Z',
+  start_time: '2026-11-21T10:00:05.000Z',
+  finish_time: null,
+  replicas_ready: 2,
+  replicas_total: 2,
+  nodes: 2,
+  nproc_per_node: 4,
+  gpus: 8,
+  reason: null,
+  message: null
+};
+
+describe('format', () => {
+  it('formats durations', () => {
+    expect(formatDuration(45_000)).toBe('45s');
+    expect(formatDuration(192_000)).toBe('3m 12s');
+    expect(formatDuration(2 * 3600_000 + 5 * 60_000)).toBe('2h 05m');
+    expect(formatDuration(3 * 86400_000 + 4 * 3600_000)).toBe('3d 4h');
+    expect(formatDuration(-5)).toBe('0s');
+  });
+
+  it('says how long a job runs or ran', () => {
+    const now = Date.parse('2026-11-21T10:01:05.000Z');
+    expect(jobTiming(base, now)).toBe('running 1m 00s');
+    expect(jobTiming({ ...base, phase: 'Succeeded', finish_time: '2026-11-21T10:00:50.000Z' }, now)).toBe(
+      'ran 45s, 15s ago'
+    );
+    expect(jobTiming({ ...base, phase: 'Pending', start_time: null }, now)).toBe('pending 1m 05s');
+  });
+
+  it('describes the shape', () => {
+    expect(jobShape(base)).toBe('2 × 4 GPUs');
+    expect(jobShape({ ...base, gpus: 0, nodes: 1, nproc_per_node: 1 })).toBe('1 × 1 CPU proc');
+  });
+});

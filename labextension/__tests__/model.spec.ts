@@ -1,0 +1,92 @@
+import { JobsModel } from '../model';
+import type { IJobSummary, Phase } from '../types';
+
+function job(id: string, phase: Phase, created: string): IJobSummary {
+  return {
+    id,
+    name: id.split('-')[0],
+    backend: 'local',
+    phase,
+    created,
+    start_time: created,
+    finish_time: null,
+    replicas_ready: 0,
+    replicas_total: 2,
+    nodes: 1,
+    nproc_per_node: 2,
+    gpus: 0,
+    reason: null,
+    message: null
+  };
+}
+
+/** A server whose answers the test scripts, one list (or error) per request. */
+function scripted(answers: (IJobSummary[] | Error)[]) {
+  let calls = 0;
+  const fetchJobs = async (): Promise<IJobSummary[]> => {
+    const answer = answers[Math.min(calls++, answers.length - 1)];
+    if (answer instanceof Error) {
+      throw answer;
+    }
+    return answer;
+  };
+  return { fetchJobs, calls: () => calls };
+}
+
+describe('JobsModel', () => {
+  it('sorts newest first and notifies only jobs that finish while watched', async () => {
+    const t1 = '2026-11-21T10:00:00.000Z';
+    const t2 = '2026-11-21T11:00:00.000Z';
+    const t3 = '2026-11-21T12:00:00.000Z';
+    const server = scripted([
+      [job('old-aaaaa', 'Succeeded', t1), job('run-bbbbb', 'Running', t2)],
+      [job('old-aaaaa', 'Succeeded', t1), job('run-bbbbb', 'Failed', t2), job('new-ccccc', 'Succeeded', t3)]
+    ]);
+    const model = new JobsModel({ fetchJobs: server.fetchJobs });
+    const finished: string[] = [];
+    model.finished.connect((_, change) => finished.push(`${change.job.id}:${change.previous}->${change.job.phase}`));
+    await model.refresh();
+    expect(model.jobs.map(j => j.id)).toEqual(['run-bbbbb', 'old-aaaaa']);
+    expect(finished).toEqual([]); // already finished at page load: not news
+    await model.refresh();
+    expect(model.jobs.map(j => j.id)).toEqual(['new-ccccc', 'run-bbbbb', 'old-aaaaa']);
+    expect(finished).toEqual(['new-ccccc:Pending->Succeeded', 'run-bbbbb:Running->Failed']);
+    model.dispose();
+  });
+
+  it('keeps the last list on errors, reports them, and the poll backs off then recovers', async () => {
+    const server = scripted([[job('a-aaaaa', 'Running', '2026-01-01T00:00:00Z')], new Error('server down'), new Error('server down'), []]);
+    const model = new JobsModel({ fetchJobs: server.fetchJobs, interval: 5 });
+    const phases: string[] = [];
+    model.poll.ticked.connect((_, state) => phases.push(state.phase));
+    await model.start();
+    // wait for the scripted sequence: ok, error, error, ok
+    while (server.calls() < 4) {
+      await model.poll.tick;
+    }
+    await model.poll.tick;
+    expect(phases).toContain('rejected');
+    expect(phases).toContain('resolved');
+    expect(model.error).toBeNull();
+    expect(model.jobs).toEqual([]);
+    model.dispose();
+  });
+
+  it('stands by when told to and refreshes on demand', async () => {
+    const server = scripted([[]]);
+    let standby = true;
+    const model = new JobsModel({ fetchJobs: server.fetchJobs, interval: 5, standby: () => standby });
+    await model.start();
+    await model.poll.tick;
+    await model.poll.tick;
+    const idle = server.calls();
+    expect(idle).toBe(0);
+    expect(model.poll.state.phase).toBe('standby');
+    standby = false;
+    await model.poll.refresh();
+    await model.poll.tick;
+    expect(server.calls()).toBeGreaterThan(idle);
+    expect(model.loaded).toBe(true);
+    model.dispose();
+  });
+});
