@@ -7,11 +7,14 @@ on first use only, so loading the extension stays fast.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
+# Not ``typing.TYPE_CHECKING``: every training process imports this package (its rank
+# starter lives here), and importing ``typing`` would add to each launch.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .api import Job, get_job, list_jobs, submit
 
 __all__ = ["Job", "__version__", "get_job", "list_jobs", "load_ipython_extension", "submit"]

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import importlib
 import os
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
 
 from ..errors import UnknownBackendError
 
+TYPE_CHECKING = False  # not typing's: the launcher imports this package on its critical path
 if TYPE_CHECKING:
     from ..store import JobStore
     from .base import Backend
@@ -27,9 +26,15 @@ _BUILTIN = {
 _SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
+def _entry_points() -> list:  # type: ignore[type-arg]
+    from importlib.metadata import entry_points  # slow to import; only needed here
+
+    return list(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def backend_names() -> list[str]:
     names = set(_BUILTIN)
-    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+    names.update(ep.name for ep in _entry_points())
     return sorted(names)
 
 
@@ -46,7 +51,7 @@ def default_backend_name() -> str:
 def backend_class(name: str) -> type[Backend]:
     target = _BUILTIN.get(name)
     if target is None:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        for ep in _entry_points():
             if ep.name == name:
                 target = ep.value
                 break

@@ -26,7 +26,7 @@ from .base import Backend
 from .local_supervisor import LAUNCHER_FILE, last_line
 from .torchrun import agent_commands
 
-_SUPERVISOR = "jupyter_disttrain.backends.local_supervisor"
+_LAUNCHER = "jupyter_disttrain.backends.local_launch"
 _LAUNCH_TIMEOUT = 30.0
 _RANK_LOG = re.compile(r"^rank-(\d+)$")
 _OPTIONS = {"grace_period"}
@@ -105,7 +105,7 @@ class LocalBackend(Backend):
         log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", _SUPERVISOR, str(job_dir)],
+                [sys.executable, "-m", _LAUNCHER, str(job_dir)],
                 cwd=job_dir,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

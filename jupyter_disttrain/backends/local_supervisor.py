@@ -1,9 +1,8 @@
-"""The launcher of a local job: starts its torchrun agents and keeps ``status.json`` true.
+"""The supervisor of a local job's torchrun agents: keeps ``status.json`` true.
 
-Started by ``LocalBackend`` as ``python -m jupyter_disttrain.backends.local_supervisor JOB_DIR``
-in a session of its own, so a kernel restart or a closed notebook does not touch it. It
-outlives the kernel, records each rank's phase, exit code and restarts, stops the remaining
-agents when one fails (a dead peer would otherwise leave the others blocked in a collective),
+It runs in the launcher process (``local_launch``), which ``LocalBackend`` starts in a session
+of its own, so a kernel restart or a closed notebook does not touch it. It records each rank's
+phase, exit code and restarts, stops the remaining agents when one fails (a dead peer would otherwise leave the others blocked in a collective),
 and on SIGTERM (cancel) stops every process of the job: TERM, then KILL after the grace period.
 """
 
@@ -13,7 +12,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -26,15 +24,6 @@ from ..store import JobStore, read_json, write_json_atomic
 
 POLL_SECONDS = 0.1
 LAUNCHER_FILE = "launcher.json"
-# Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
-_KERNEL_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL")
-
-
-def clean_env(base: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if k not in _KERNEL_ONLY_ENV}
-    if env.get("MPLBACKEND", "").startswith("module://matplotlib_inline"):
-        del env["MPLBACKEND"]
-    return env
 
 
 def last_line(path: Path) -> str | None:
@@ -50,14 +39,15 @@ def last_line(path: Path) -> str | None:
 
 
 class Supervisor:
-    def __init__(self, job_dir: Path) -> None:
-        self.job_dir = job_dir
-        self.store = JobStore(job_dir.parent)
-        self.job_id = job_dir.name
+    def __init__(self, job_dir: str, agents: list[subprocess.Popen[bytes]], launch_error: str | None) -> None:
+        self.job_dir = Path(job_dir)
+        self.store = JobStore(self.job_dir.parent)
+        self.job_id = self.job_dir.name
         self.record = self.store.read_record(self.job_id)
         self.request: dict[str, Any] = self.record.request
         self.status = self.store.read_status(self.job_id) or JobStatus(job_id=self.job_id)
-        self.agents: list[subprocess.Popen[bytes]] = []
+        self.agents = agents
+        self.launch_error = launch_error
         self.cancel_requested = False
         self._rank_mtimes: dict[str, float] = {}
         self._rank_records: dict[int, dict[str, Any]] = {}
@@ -69,40 +59,20 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         write_json_atomic(self.job_dir / LAUNCHER_FILE, procs.process_identity(os.getpid()))
-        try:
-            self._start_agents()
-        except OSError as exc:
-            self._finish(JobPhase.FAILED, "LaunchFailed", f"could not start torchrun: {exc}")
+        if self.launch_error:
+            self._sweep()
+            self._finish(JobPhase.FAILED, "LaunchFailed", self.launch_error)
             return 1
-        self._watch()
-        return 0
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.cancel_requested = True
-
-    def _start_agents(self) -> None:
-        env = clean_env(dict(os.environ))
-        cwd = self.request.get("cwd") or str(self.job_dir)
-        for agent in self.request["agents"]:
-            out = open(self.job_dir / "logs" / f"agent-{agent['node']}.log", "ab")  # noqa: SIM115
-            try:
-                self.agents.append(
-                    subprocess.Popen(
-                        agent["argv"],
-                        env={**env, **agent["env"]},
-                        cwd=cwd,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
-            finally:
-                out.close()
         self.status.phase = JobPhase.RUNNING
         self.status.start_time = now_iso()
         world = self.record.spec.world_size
         self._event("Normal", "Started", f"started {len(self.agents)} torchrun agent(s), world size {world}")
         self.store.write_status(self.status)
+        self._watch()
+        return 0
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.cancel_requested = True
 
     def _watch(self) -> None:
         failed_node: int | None = None
@@ -251,14 +221,3 @@ class Supervisor:
             self.status.exit_code = 0
         self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
         self.store.write_status(self.status)
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m jupyter_disttrain.backends.local_supervisor JOB_DIR", file=sys.stderr)
-        return 2
-    return Supervisor(Path(argv[0]).resolve()).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

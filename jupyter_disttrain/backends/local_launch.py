@@ -1,0 +1,68 @@
+"""Entry point of a local job's launcher: start the torchrun agents first, then supervise.
+
+``python -m jupyter_disttrain.backends.local_launch JOB_DIR``. The agents are on the critical
+path from "run the cell" to "first line of training code", so this module imports only what
+starting them needs; the supervisor and its imports load while torchrun starts up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
+if TYPE_CHECKING:
+    from typing import Any
+
+# Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
+_KERNEL_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL")
+
+
+def clean_env(base: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in _KERNEL_ONLY_ENV}
+    if env.get("MPLBACKEND", "").startswith("module://matplotlib_inline"):
+        del env["MPLBACKEND"]
+    return env
+
+
+def start_agents(job_dir: str, request: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
+    """One torchrun agent per node, output appended to ``logs/agent-<node>.log``."""
+    env = clean_env(dict(os.environ))
+    cwd = request.get("cwd") or job_dir
+    agents = []
+    for agent in request["agents"]:
+        with open(os.path.join(job_dir, "logs", f"agent-{agent['node']}.log"), "ab") as out:
+            agents.append(
+                subprocess.Popen(
+                    agent["argv"],
+                    env={**env, **agent["env"]},
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    return agents
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m jupyter_disttrain.backends.local_launch JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = os.path.abspath(argv[0])
+    with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
+        request = json.load(f)["request"]
+    try:
+        agents = start_agents(job_dir, request)
+        error = None
+    except OSError as exc:
+        agents, error = [], f"could not start torchrun: {exc}"
+    from .local_supervisor import Supervisor
+
+    return Supervisor(job_dir, agents, error).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

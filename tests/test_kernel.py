@@ -1,0 +1,91 @@
+"""``%%distrun`` in a real IPython kernel: a real 2-rank gloo job, and jobs outliving their kernel."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+from jupyter_disttrain import api
+from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.store import JobStore
+
+CELLS = [
+    "%load_ext jupyter_disttrain",
+    "import torch\nimport torch.distributed as dist",
+    "hparams = {'scale': 3, 'unused': [1, 2]}",
+    "def offset(rank):\n    return rank + 1\n",
+    "def scaled(rank):\n    return offset(rank) * hparams['scale']  # transitive: offset, hparams\n",
+    "class Reporter:\n    def line(self, rank, world, value):\n        return f'rank={rank} world={world} sum={value:.0f}'\n",
+    "def offset(rank):\n    return rank + 10  # redefined: this one wins\n",
+    "%ls\n!echo shell escapes do not break packaging",
+    """%%distrun --gpus 2 --name kernel-test
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(scaled(rank))])
+dist.all_reduce(t)
+print(Reporter().line(rank, world, t.item()))
+dist.destroy_process_group()
+""",
+]
+
+
+@pytest.fixture
+def job_root(tmp_path: Path, monkeypatch) -> Path:
+    root = tmp_path / "jobs"
+    monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(root))  # the kernel inherits it
+    return root
+
+
+def test_magic_runs_a_real_two_rank_job_in_a_real_kernel(tmp_path: Path, job_root: Path) -> None:
+    nb = new_notebook(cells=[new_code_cell(c) for c in CELLS])
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    (record,) = JobStore(job_root).records()
+    job = api.get_job(record.id, JobStore(job_root))
+    assert job.status().phase is JobPhase.SUCCEEDED
+    # (1+10)*3 + (2+10)*3 = 69: the redefined offset(), the hparams dict and the class all made it.
+    lines = sorted(ln.text for ln in job.logs() if ln.rank is not None)
+    assert lines == ["rank=0 world=2 sum=69", "rank=1 world=2 sum=69"]
+    script = job.script
+    assert "import torch.distributed as dist" in script
+    assert "return rank + 10" in script and "return rank + 1\n" not in script
+    # The cell output shows the ranks' lines as they came.
+    shown = nbformat.writes(nb)
+    assert "rank=0 world=2 sum=69" in shown and "Succeeded" in shown
+
+
+def test_a_job_outlives_its_kernel_and_a_fresh_process_reads_it(tmp_path: Path, job_root: Path) -> None:
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        kc.execute(
+            "%load_ext jupyter_disttrain\n",
+        )
+        kc.execute(
+            "%%distrun --gpus 2 --name outlive\n"
+            "import os, time\n"
+            "for i in range(30):\n"
+            "    print(f'tick {i} from {os.environ[\"RANK\"]}', flush=True)\n"
+            "    time.sleep(0.1)\n"
+        )
+        store = JobStore(job_root)
+        deadline = time.monotonic() + 120
+        while not store.ids() or not list((store.root / store.ids()[0] / "logs").glob("rank-*.log")):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)  # the kernel dies mid-job
+    job = api.get_job(JobStore(job_root).ids()[0], JobStore(job_root))
+    status = job.wait(timeout=120)
+    assert status.phase is JobPhase.SUCCEEDED
+    for rank in (0, 1):
+        assert [ln.text for ln in job.logs(f"rank-{rank}")] == [f"tick {i} from {rank}" for i in range(30)]

@@ -1,0 +1,83 @@
+"""``%%distrun`` in an in-process IPython shell: bad input, dry runs, the line magic."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_disttrain.store import JobStore
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch) -> Iterator[InteractiveShell]:
+    monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(tmp_path / "jobs"))
+    monkeypatch.setenv("DISTTRAIN_VIEW", "text")
+    monkeypatch.chdir(tmp_path)
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext jupyter_disttrain", store_history=True)
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+def _jobs(tmp_path: Path) -> list[str]:
+    return JobStore(tmp_path / "jobs").ids(include_deleted=True)
+
+
+BAD_INPUT = [
+    ("--gpus 0", "x = 1", "--gpus takes a whole number of at least 1"),
+    ("--gpus -1", "x = 1", "--gpus"),
+    ("--gpus abc", "x = 1", "--gpus takes a whole number"),
+    ("--nodes 0", "x = 1", "--nodes takes a whole number of at least 1"),
+    ("--frobnicate", "x = 1", "script arguments go after --"),
+    ("--gpus 2 --epochs 3", "x = 1", "script arguments go after --"),
+    ("", "   \n", "the cell is empty"),
+    ("", "x = (\n", "line 1"),
+    ("--backend slurm", "x = 1", "unknown backend 'slurm'; choose one of"),
+    ("--name My_Job", "x = 1", "DNS-1123"),
+    ("--env FOO", "x = 1", "--env takes KEY=VALUE"),
+    ("--max-restarts -1", "x = 1", "--max-restarts"),
+]
+
+
+@pytest.mark.parametrize(("line", "cell", "expected"), BAD_INPUT)
+def test_bad_input_is_one_line_and_launches_nothing(
+    shell: InteractiveShell, tmp_path: Path, line: str, cell: str, expected: str
+) -> None:
+    with pytest.raises(UsageError) as err:
+        shell.run_cell_magic("distrun", line, cell)
+    message = str(err.value)
+    assert expected in message
+    assert "\n" not in message.strip()
+    assert _jobs(tmp_path) == []
+
+
+def test_dry_run_prints_script_and_request_and_runs_nothing(
+    shell: InteractiveShell, tmp_path: Path, capsys
+) -> None:
+    shell.run_cell("import os as operating_system\nfactor = 3", store_history=True)
+    shell.run_cell_magic(
+        "distrun", "--gpus 2 --env NCCL_DEBUG=INFO --dry-run -- --epochs 3", "print(operating_system.getpid() * factor)"
+    )
+    out = capsys.readouterr().out
+    assert "import os as operating_system" in out and "factor = 3" in out
+    assert "--nproc-per-node=2" in out and "NCCL_DEBUG=INFO" in out and "--epochs 3" in out
+    assert _jobs(tmp_path) == []
+
+
+def test_pitfall_warnings_name_the_line_and_can_be_silenced(shell: InteractiveShell, capsys) -> None:
+    cell = "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel = torch.nn.DataParallel(model)\n"
+    shell.run_cell_magic("distrun", "--dry-run", cell)
+    assert "warning: line 3" in capsys.readouterr().out
+    shell.run_cell_magic("distrun", "--dry-run --no-check data-parallel", cell)
+    assert "warning" not in capsys.readouterr().out
+
+
+def test_line_magic_lists_and_reports_unknown_jobs(shell: InteractiveShell, capsys) -> None:
+    shell.run_line_magic("distrun", "list")
+    assert "ID" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="no job 'nope-00000'"):
+        shell.run_line_magic("distrun", "status nope-00000")
