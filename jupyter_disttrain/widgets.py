@@ -8,7 +8,9 @@ where the job stands. Outside a kernel (terminal IPython, scripts) it prints pla
 The buttons "Open logs in the sidebar" and "Open TensorBoard" are plain HTML buttons carrying
 ``data-disttrain-command``/``data-disttrain-job``: the lab extension listens for clicks on them
 and runs its own commands, so they work in JupyterLab and Notebook 7 without a kernel round
-trip (the kernel may be busy). Cancel is a widget button that calls back into the kernel.
+trip. Cancel is a widget button that calls ``cancel`` in the kernel; since ``%%distrun`` keeps
+the kernel busy while it follows the job (so the click would wait until the job ends), the lab
+extension also recognises it by its classes and cancels through the REST API right away.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
 SUMMARY_LINES = 10  # log lines in the plain-text summary
+CANCEL_CLASS = "jp-DistTrain-cellCancel"
+JOB_CLASS_PREFIX = "jp-DistTrain-job-"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 _PHASE_COLOURS = {
@@ -218,6 +222,9 @@ class WidgetView:
             description="Cancel", icon="stop", button_style="danger", tooltip=f"Cancel job {job_id}"
         )
         self.cancel_button.on_click(lambda _b: self._on_cancel())
+        # read by the lab extension (job ids are DNS labels, so they are valid class names)
+        self.cancel_button.add_class(CANCEL_CLASS)
+        self.cancel_button.add_class(JOB_CLASS_PREFIX + job_id)
         self.message = w.HTML()
         self.links = w.HTML(_lab_buttons(job_id))
         self.widget = w.VBox(

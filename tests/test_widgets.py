@@ -102,6 +102,10 @@ def test_widget_view_tracks_status_lines_and_cancel(monkeypatch: pytest.MonkeyPa
     assert 'data-disttrain-command="disttrain:open-logs"' in view.links.value
     assert 'data-disttrain-job="mnist-ddp-k3x9q"' in view.links.value
 
+    assert set(view.cancel_button._dom_classes) >= {
+        "jp-DistTrain-cellCancel",
+        "jp-DistTrain-job-mnist-ddp-k3x9q",
+    }
     view.cancel_button.click()
     assert calls == ["cancel"] and view.cancel_button.disabled
     assert "Cancel requested" in view.message.value

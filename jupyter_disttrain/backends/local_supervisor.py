@@ -2,8 +2,9 @@
 
 It runs in the launcher process (``local_launch``), which ``LocalBackend`` starts in a session
 of its own, so a kernel restart or a closed notebook does not touch it. It records each rank's
-phase, exit code and restarts, stops the remaining agents when one fails (a dead peer would otherwise leave the others blocked in a collective),
-and on SIGTERM (cancel) stops every process of the job: TERM, then KILL after the grace period.
+phase, exit code and restarts; stops the remaining agents when one fails (a dead peer would
+otherwise leave the others blocked in a collective); and on SIGTERM (cancel) stops every
+process of the job: TERM, then KILL after the grace period.
 """
 
 from __future__ import annotations

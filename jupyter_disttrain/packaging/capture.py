@@ -115,7 +115,10 @@ def _parse_cell(cell: str) -> ast.Module:
         raise PackagingError(
             f"the cell cannot be read as Python ({error}): remove the stray characters"
         ) from None
-    return ast.parse(cell)
+    tree = ast.parse(cell)
+    if not tree.body:
+        raise PackagingError("the cell is empty: write the training code under %%distrun")
+    return tree
 
 
 def _lib_names(taken: set[str], user_ns: Mapping[str, Any]) -> LibNames:

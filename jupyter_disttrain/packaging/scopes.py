@@ -60,6 +60,8 @@ def analyze(source: str, tree: ast.Module | None = None) -> NameUse:
     use = NameUse(bound=order.stored | nested_binds)
     first_lines = _first_load_lines(tree)
     for name, line in order.early_loads.items():
+        if name in nested_binds:
+            continue  # set by a function through `global`; assume the cell calls it first
         use.free[name] = line
         use.immediate.add(name)
     for name, in_class_body in nested_refs.items():

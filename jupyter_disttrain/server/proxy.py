@@ -8,6 +8,7 @@ including TensorBoard's POST data endpoints. Jupyter's credentials are not passe
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
@@ -18,10 +19,13 @@ from .tensorboard import LOOPBACK, PROXY_PREFIX
 
 # Headers that carry the user's Jupyter credentials: TensorBoard has no use for them.
 _PRIVATE_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Csrftoken")
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 class TensorBoardProxyHandler(ProxyHandler):
     """Forwards any verb to the TensorBoard for ``tb_id``, starting it first if needed."""
+
+    _upstream_prefix = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("host_allowlist", [LOOPBACK])
@@ -45,13 +49,21 @@ class TensorBoardProxyHandler(ProxyHandler):
             headers.pop(name, None)
         return headers
 
+    def get_client_uri(self, protocol: str, host: str, port: int, proxied_path: str) -> str:
+        # TensorBoard matches its --path_prefix against the decoded path, so the upstream
+        # path is built from the decoded prefix (the base URL may hold %-escapes) and quoted once.
+        path = quote(self._upstream_prefix + proxied_path, safe=_PATH_SAFE)
+        query = f"?{self.request.query}" if self.request.query else ""
+        return f"{protocol}://{host}:{port}{path}{query}"
+
     async def _forward(self, tb_id: str, path: str | None) -> None:
         manager = self.ctx.tensorboard
         with domain_errors():
             inst = await manager.ensure(tb_id)
         manager.touch(tb_id)
         self.proxy_base = f"{PROXY_PREFIX}/{tb_id}"
-        await super().proxy(LOOPBACK, inst.port, path or "")
+        self._upstream_prefix = manager.server_prefix(tb_id)
+        await super().proxy(LOOPBACK, inst.port, path or "/")
 
     @web.authenticated
     async def http_get(self, tb_id: str, path: str | None = None) -> None:

@@ -19,7 +19,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
+from urllib.parse import quote, unquote
 
 from jupyter_server.utils import url_path_join
 
@@ -69,6 +70,7 @@ class TensorBoardInstance:
     prefix: str
     process: SupervisedProcess
     log_path: Path
+    log_file: BinaryIO
     started: float = field(default_factory=time.time)
     last_activity: float = field(default_factory=time.monotonic)
 
@@ -129,6 +131,10 @@ class TensorBoardManager:
     def prefix(self, tb_id: str) -> str:
         """URL path TensorBoard ``tb_id`` is served under (no trailing slash)."""
         return url_path_join(self.base_url, PROXY_PREFIX, tb_id)
+
+    def server_prefix(self, tb_id: str) -> str:
+        """The same path decoded, as TensorBoard compares it (``base_url`` may be %-encoded)."""
+        return unquote(self.prefix(tb_id))
 
     def info(self, tb_id: str) -> dict[str, Any]:
         """What the UI needs: the URL to open and whether it runs now."""
@@ -202,7 +208,7 @@ class TensorBoardManager:
         from simpervisor import SupervisedProcess
 
         port = free_port()
-        prefix = self.prefix(tb_id)
+        prefix = self.server_prefix(tb_id)
         argv = [
             *self.command,
             "--logdir",
@@ -217,8 +223,9 @@ class TensorBoardManager:
             str(max(1, round(self.reload_interval))),
         ]
         log_path = self._log_dir / f"{tb_id}.log"
-        log_file = open(log_path, "ab")  # noqa: SIM115 -- the child keeps it; closed below
-        probe = f"http://{LOOPBACK}:{port}{prefix}/data/plugins_listing"
+        # Open as long as the instance lives: a restart after a crash writes to it again.
+        log_file = open(log_path, "ab")  # noqa: SIM115 -- closed by _stop_instance
+        probe = f"http://{LOOPBACK}:{port}{quote(prefix)}/data/plugins_listing"
 
         async def ready(_proc: Any) -> bool:
             return await _answers(probe)
@@ -235,15 +242,14 @@ class TensorBoardManager:
             stderr=log_file,
             start_new_session=True,
         )
-        inst = TensorBoardInstance(tb_id, logdir, port, prefix, process, log_path)
+        inst = TensorBoardInstance(tb_id, logdir, port, prefix, process, log_path, log_file)
         self.log.info("starting TensorBoard %s on %s:%d for %s", tb_id, LOOPBACK, port, logdir)
         try:
             await process.start()
             is_ready = await process.ready()
         except OSError as exc:
-            raise BackendError(f"could not start TensorBoard ({' '.join(self.command)}): {exc}") from exc
-        finally:
             log_file.close()
+            raise BackendError(f"could not start TensorBoard ({' '.join(self.command)}): {exc}") from exc
         if not is_ready:
             await self._stop_instance(inst)
             raise BackendError(
@@ -255,11 +261,13 @@ class TensorBoardManager:
     async def _stop_instance(self, inst: TensorBoardInstance) -> None:
         from simpervisor import KilledProcessError
 
-        with contextlib.suppress(KilledProcessError, ProcessLookupError):
-            try:
-                await asyncio.wait_for(inst.process.terminate(), timeout=10)
-            except asyncio.TimeoutError:
-                await inst.process.kill()
+        if inst.process.proc is not None:
+            with contextlib.suppress(KilledProcessError, ProcessLookupError):
+                try:
+                    await asyncio.wait_for(inst.process.terminate(), timeout=10)
+                except asyncio.TimeoutError:
+                    await inst.process.kill()
+        inst.log_file.close()
         self.log.info("stopped TensorBoard %s", inst.tb_id)
 
     def _lock(self, tb_id: str) -> asyncio.Lock:
