@@ -191,9 +191,10 @@ class TensorBoardManager:
         if tb_id != ALL_JOBS:
             validate_job_id(tb_id)
         async with self._lock(tb_id):
-            inst = self._instances.pop(tb_id, None)
+            inst = self._instances.get(tb_id)
             if inst is not None:
-                await self._stop_instance(inst)
+                await self._stop_instance(inst)  # listed as running until it has exited
+                self._instances.pop(tb_id, None)
 
     async def stop_all(self) -> None:
         """Stop every instance (server shutdown)."""
