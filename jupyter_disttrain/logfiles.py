@@ -61,8 +61,10 @@ def parse_offset(token: str | int | None, names: list[str]) -> dict[str, int]:
         ) from None
 
 
-def format_offset(offsets: dict[str, int], names: list[str]) -> str:
-    if len(names) == 1:
+def format_offset(offsets: dict[str, int], names: list[str], single: bool = False) -> str:
+    """A bare byte offset when one replica was asked for; ``name:offset,...`` for all of them
+    (more replicas may appear later, so the token must say whose offset is whose)."""
+    if single:
         return str(offsets.get(names[0], 0))
     return ",".join(f"{n}:{offsets.get(n, 0)}" for n in names)
 
@@ -140,7 +142,7 @@ def read_lines(
                 yield LogLine(
                     text=text,
                     replica=s.replica,
-                    offset=format_offset(positions, names),
+                    offset=format_offset(positions, names, single=replica is not None),
                     rank=rank_of(s, text),
                 )
         if not follow or (done and not got_any):

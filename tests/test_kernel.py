@@ -48,15 +48,15 @@ def test_magic_runs_a_real_two_rank_job_in_a_real_kernel(tmp_path: Path, job_roo
     (record,) = JobStore(job_root).records()
     job = api.get_job(record.id, JobStore(job_root))
     assert job.status().phase is JobPhase.SUCCEEDED
-    # (1+10)*3 + (2+10)*3 = 69: the redefined offset(), the hparams dict and the class all made it.
+    # (0+10)*3 + (1+10)*3 = 63: the redefined offset(), the hparams dict and the class all made it.
     lines = sorted(ln.text for ln in job.logs() if ln.rank is not None)
-    assert lines == ["rank=0 world=2 sum=69", "rank=1 world=2 sum=69"]
+    assert lines == ["rank=0 world=2 sum=63", "rank=1 world=2 sum=63"]
     script = job.script
     assert "import torch.distributed as dist" in script
     assert "return rank + 10" in script and "return rank + 1\n" not in script
     # The cell output shows the ranks' lines as they came.
     shown = nbformat.writes(nb)
-    assert "rank=0 world=2 sum=69" in shown and "Succeeded" in shown
+    assert "rank=0 world=2 sum=63" in shown and "Succeeded" in shown
 
 
 def test_a_job_outlives_its_kernel_and_a_fresh_process_reads_it(tmp_path: Path, job_root: Path) -> None:
