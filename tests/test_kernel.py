@@ -21,7 +21,9 @@ CELLS = [
     "hparams = {'scale': 3, 'unused': [1, 2]}",
     "def offset(rank):\n    return rank + 1\n",
     "def scaled(rank):\n    return offset(rank) * hparams['scale']  # transitive: offset, hparams\n",
-    "class Reporter:\n    def line(self, rank, world, value):\n        return f'rank={rank} world={world} sum={value:.0f}'\n",
+    "class Reporter:\n"
+    "    def line(self, rank, world, value):\n"
+    "        return f'rank={rank} world={world} sum={value:.0f}'\n",
     "def offset(rank):\n    return rank + 10  # redefined: this one wins\n",
     "%ls\n!echo shell escapes do not break packaging",
     """%%distrun --gpus 2 --name kernel-test
@@ -44,7 +46,9 @@ def job_root(tmp_path: Path, monkeypatch) -> Path:
 
 def test_magic_runs_a_real_two_rank_job_in_a_real_kernel(tmp_path: Path, job_root: Path) -> None:
     nb = new_notebook(cells=[new_code_cell(c) for c in CELLS])
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     (record,) = JobStore(job_root).records()
     job = api.get_job(record.id, JobStore(job_root))
     assert job.status().phase is JobPhase.SUCCEEDED
@@ -89,3 +93,41 @@ def test_a_job_outlives_its_kernel_and_a_fresh_process_reads_it(tmp_path: Path, 
     assert status.phase is JobPhase.SUCCEEDED
     for rank in (0, 1):
         assert [ln.text for ln in job.logs(f"rank-{rank}")] == [f"tick {i} from {rank}" for i in range(30)]
+
+
+def _stream_text(kc, msg_id: str, until: str, timeout: float = 120) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while until not in seen:
+        assert time.monotonic() < deadline, seen
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            seen += msg["content"]["text"]
+    return seen
+
+
+def test_interrupting_the_cell_stops_following_not_the_job(tmp_path: Path, job_root: Path) -> None:
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path), env={**__import__("os").environ, "DISTTRAIN_VIEW": "text"})
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        kc.execute_interactive("%load_ext jupyter_disttrain", timeout=60)
+        msg_id = kc.execute(
+            "%%distrun --gpus 2 --name interrupted\n"
+            "import time\n"
+            "print('working', flush=True)\n"
+            "time.sleep(600)\n"
+        )
+        _stream_text(kc, msg_id, "working")
+        km.interrupt_kernel()
+        said = _stream_text(kc, msg_id, "keeps running")
+        job_id = JobStore(job_root).ids()[0]
+        assert f"%distrun cancel {job_id}" in said
+        job = api.get_job(job_id, JobStore(job_root))
+        assert job.status().phase is JobPhase.RUNNING
+        assert job.cancel().phase is JobPhase.CANCELLED
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -161,3 +161,17 @@ def test_bad_specs_fail_before_anything_is_created(store: JobStore) -> None:
     with pytest.raises(InvalidSpecError, match="Kubernetes option"):
         api.submit("print(1)", store=store, options={"shm_size": "1Gi"})
     assert store.ids() == []
+
+
+def test_max_restarts_restarts_the_group_and_counts_it(store: JobStore) -> None:
+    script = """
+import os, sys
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+print(f"attempt {attempt} rank {os.environ['RANK']}", flush=True)
+sys.exit(3 if attempt == 0 and os.environ["RANK"] == "1" else 0)
+"""
+    job = api.submit(script, store=store, gpus=2, max_restarts=1)
+    status = job.wait(timeout=120)
+    assert status.phase is JobPhase.SUCCEEDED, status
+    assert [r.restarts for r in status.replicas] == [1, 1]
+    assert [ln.text for ln in job.logs("rank-1")] == ["attempt 0 rank 1", "attempt 1 rank 1"]

@@ -60,7 +60,9 @@ def test_dry_run_prints_script_and_request_and_runs_nothing(
 ) -> None:
     shell.run_cell("import os as operating_system\nfactor = 3", store_history=True)
     shell.run_cell_magic(
-        "distrun", "--gpus 2 --env NCCL_DEBUG=INFO --dry-run -- --epochs 3", "print(operating_system.getpid() * factor)"
+        "distrun",
+        "--gpus 2 --env NCCL_DEBUG=INFO --dry-run -- --epochs 3",
+        "print(operating_system.getpid() * factor)",
     )
     out = capsys.readouterr().out
     assert "import os as operating_system" in out and "factor = 3" in out
