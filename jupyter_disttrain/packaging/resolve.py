@@ -169,7 +169,9 @@ class Resolver:
             self.items[name] = Item(name, "code", order, [f"{name} = {original}"], label, {original})
             self._require(original, user=f"`{name}`")
             return True
-        nested = _nested_definition(definition.node, name) if definition and original == name else None
+        nested = None
+        if definition is not None and original == name:
+            nested = _nested_definition(definition.node, name, getattr(value, "__code__", None))
         if definition is None or nested is None:
             raise Unsendable(
                 f"{_kind(value)} whose source is not in any cell",
@@ -193,19 +195,27 @@ def _kind(value: Any) -> str:
     return "a class" if isinstance(value, type) else "a function"
 
 
-def _nested_definition(stmt: ast.stmt | None, name: str) -> ast.stmt | None:
-    """The def/class named ``name`` inside compound statement ``stmt`` (not inside another def)."""
+def _nested_definition(stmt: ast.stmt | None, name: str, code: types.CodeType | None) -> ast.stmt | None:
+    """The def/class named ``name`` inside compound statement ``stmt`` (not inside another def).
+
+    When several branches define it, a function's code object tells by its first line which one ran;
+    for a class, the last one in the text is taken.
+    """
     if stmt is None:
         return None
-    pending: list[ast.stmt] = [stmt]
-    found = None
+    found: list[ast.stmt] = []
+    pending: list[ast.AST] = [stmt]
     while pending:
         node = pending.pop(0)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name == name:
-                found = node  # the last one in the text is the one that ran last, in the usual case
+                found.append(node)
             continue
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.stmt, ast.ExceptHandler, ast.match_case)):
-                pending.append(child)  # type: ignore[arg-type]
-    return found
+        pending.extend(
+            child
+            for child in ast.iter_child_nodes(node)
+            if isinstance(child, (ast.stmt, ast.ExceptHandler, ast.match_case))
+        )
+    if code is not None:
+        return next((n for n in found if first_line(n) == code.co_firstlineno), None)
+    return max(found, key=lambda n: n.lineno, default=None)

@@ -114,7 +114,7 @@ class _Render:
         self.open: set[int] = set()
 
     def expr(self, value: Any, path: str) -> str:
-        self._check_size(path)
+        self._check_size()
         kind = type(value)
         if value is None or kind in (bool, int):
             self.size += 8
@@ -144,13 +144,12 @@ class _Render:
             return self._numpy(value, numpy, path)
         raise Unsendable(*describe_unsendable(value), path=path)
 
-    def _check_size(self, path: str) -> None:
+    def _check_size(self) -> None:
         # Stop early inside huge containers instead of rendering megabytes of text first.
         if self.size > self.writer.max_bytes:
             raise Unsendable(
                 f"over {human_size(self.writer.max_bytes)} of data",
                 "save it to a file and load it inside the cell",
-                path=path,
             )
 
     def _container(self, value: Any, kind: type, path: str) -> str:
