@@ -44,14 +44,20 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--max-restarts", type=int, default=0)
     r.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--detach", action="store_true", help="return at once")
-    r.add_argument("script_args", nargs=argparse.REMAINDER, help="after --: arguments for the script")
+    r.epilog = "Arguments after -- go to the script."
     return p
 
 
 def run_subcommand(argv: Sequence[str], out: Callable[[str], Any] = print) -> int:
     from .store import JobStore
 
-    args = _parser().parse_args(list(argv))
+    argv = list(argv)
+    script_args: list[str] = []
+    if "--" in argv:  # everything after -- belongs to the script, whatever it looks like
+        script_args = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
+    args = _parser().parse_args(argv)
+    args.script_args = script_args
     store = JobStore(args.root) if args.root else JobStore()
     from . import api
 
@@ -83,7 +89,7 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
     path = Path(args.file)
     if not path.is_file():
         raise DistTrainError(f"no file {args.file!r}")
-    script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
+    script_args = args.script_args
     env = {}
     for item in args.env:
         key, sep, value = item.partition("=")

@@ -1,0 +1,45 @@
+"""``jupyter disttrain`` from a terminal, as its own process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = """
+import os, sys
+print("rank", os.environ["RANK"], "args", sys.argv[1:], flush=True)
+"""
+
+
+def _cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jupyter_disttrain.cli", "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=300,
+    )
+
+
+def test_run_list_status_logs_delete(tmp_path: Path) -> None:
+    script = tmp_path / "my_train.py"
+    script.write_text(SCRIPT)
+    root = tmp_path / "jobs"
+    run = _cli(root, "run", str(script), "--gpus", "2", "--", "--epochs", "1")
+    assert "[rank0] rank 0 args ['--epochs', '1']" in run.stdout
+    assert "[rank1] rank 1 args ['--epochs', '1']" in run.stdout
+    assert "Succeeded" in run.stdout
+    listing = _cli(root, "list").stdout
+    job_id = listing.splitlines()[1].split()[0]
+    assert job_id.startswith("my-train-") and "Succeeded" in listing
+    assert "rank-1" in _cli(root, "status", job_id).stdout
+    assert _cli(root, "logs", job_id, "--replica", "rank-0").stdout == "rank 0 args ['--epochs', '1']\n"
+    assert "files kept" in _cli(root, "delete", job_id).stdout
+    assert job_id not in _cli(root, "list").stdout
+    assert _cli(root, "logs", job_id, "--replica", "rank-1").stdout.startswith("rank 1")  # still readable
+
+
+def test_errors_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
+    bad = _cli(tmp_path / "jobs", "status", "../etc", check=False)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "is not a job id" in bad.stderr
