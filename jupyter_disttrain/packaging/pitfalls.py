@@ -312,18 +312,22 @@ def _hardcoded_rank(code: _Code) -> Iterator[Finding]:
         if _name(call) != "init_process_group":
             continue
         # init_process_group(backend, init_method, timeout, world_size, rank, ...)
+        fixed = []
         for position, keyword in ((3, "world_size"), (4, "rank")):
             value = _keyword(call, keyword)
             if value is None and len(call.args) > position:
                 value = call.args[position]
             if _is_constant(value, int):
-                yield (
-                    "hardcoded-rank",
-                    call,
-                    f"init_process_group({keyword}=<number>) fixes what torchrun sets per process: drop"
-                    f" {keyword}=... (torchrun passes it in the environment) or read"
-                    f" int(os.environ['{keyword.upper()}'])",
-                )
+                fixed.append(keyword)
+        if fixed:
+            names = " and ".join(f"{k}=" for k in fixed)
+            yield (
+                "hardcoded-rank",
+                call,
+                f"init_process_group with a number for {names} fixes what torchrun sets for each"
+                f" process: drop it (torchrun passes it in the environment) or read"
+                f" int(os.environ['{fixed[-1].upper()}'])",
+            )
 
 
 # --- cuda-without-device -----------------------------------------------------------------------

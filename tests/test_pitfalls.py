@@ -1,0 +1,285 @@
+"""DDP pitfall checks: each fires on the bad form (at the right cell line), stays quiet on the
+correct form, and can be silenced by code or by a trailing comment."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from jupyter_disttrain.packaging import Pitfall, check_pitfalls
+from jupyter_disttrain.packaging.pitfalls import CODES
+
+
+def cell(source: str) -> str:
+    return textwrap.dedent(source).lstrip("\n")
+
+
+# (code, bad cell, line of the warning, a correct version of the same cell)
+CASES = [
+    (
+        "sampler-set-epoch",
+        """
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(3):
+            for batch in loader:
+                step(batch)
+        """,
+        3,
+        """
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                step(batch)
+        """,
+    ),
+    (
+        "unguarded-save",
+        """
+        import torch
+        train()
+        torch.save(model.state_dict(), "ckpt.pt")
+        """,
+        3,
+        """
+        import torch
+        train()
+        if dist.get_rank() == 0:
+            torch.save(model.state_dict(), "ckpt.pt")
+        """,
+    ),
+    (
+        "ddp-state-dict",
+        """
+        model = DDP(Net().to(device), device_ids=[local_rank])
+        train(model)
+        if rank == 0:
+            torch.save({"model": model.state_dict()}, "ckpt.pt")
+        """,
+        4,
+        """
+        model = DDP(Net().to(device), device_ids=[local_rank])
+        train(model)
+        if rank == 0:
+            torch.save({"model": model.module.state_dict()}, "ckpt.pt")
+        """,
+    ),
+    (
+        "data-parallel",
+        """
+        import torch.nn as nn
+        model = nn.DataParallel(Net())
+        """,
+        2,
+        """
+        import torch.nn as nn
+        model = nn.parallel.DistributedDataParallel(Net())
+        """,
+    ),
+    (
+        "hardcoded-rank",
+        """
+        import torch.distributed as dist
+        dist.init_process_group("gloo", world_size=2, rank=0)
+        """,
+        2,
+        """
+        import os
+        import torch.distributed as dist
+        dist.init_process_group("gloo", world_size=int(os.environ["WORLD_SIZE"]))
+        """,
+    ),
+    (
+        "cuda-without-device",
+        """
+        model = Net()
+        model.cuda()
+        """,
+        2,
+        """
+        import os, torch
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        model = Net()
+        model.cuda()
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("code", "bad", "line", "good"), CASES, ids=[c[0] for c in CASES])
+def test_fires_on_the_bad_form_at_the_cell_line(code: str, bad: str, line: int, good: str) -> None:
+    found = check_pitfalls(cell(bad))
+    assert [(p.code, p.line) for p in found] == [(code, line)]
+    assert "\n" not in found[0].message and len(found[0].message) > 30
+
+
+@pytest.mark.parametrize(("code", "bad", "line", "good"), CASES, ids=[c[0] for c in CASES])
+def test_quiet_on_the_correct_form(code: str, bad: str, line: int, good: str) -> None:
+    assert check_pitfalls(cell(good)) == []
+
+
+@pytest.mark.parametrize(("code", "bad", "line", "good"), CASES, ids=[c[0] for c in CASES])
+def test_silenced_by_code_or_by_comment(code: str, bad: str, line: int, good: str) -> None:
+    source = cell(bad)
+    assert check_pitfalls(source, ignore={code}) == []
+    lines = source.splitlines()
+    lines[line - 1] += f"  # distrun: ignore[other-code, {code}]"
+    assert check_pitfalls("\n".join(lines)) == []
+    lines[line - 1] = lines[line - 1].replace(code, "not-this-one")
+    assert [p.code for p in check_pitfalls("\n".join(lines))] == [code]
+
+
+def test_every_code_is_covered() -> None:
+    assert sorted(c[0] for c in CASES) == sorted(CODES)
+
+
+def test_messages_say_what_to_write_instead() -> None:
+    messages = {c[0]: check_pitfalls(cell(c[1]))[0].message for c in CASES}
+    assert "set_epoch(epoch)" in messages["sampler-set-epoch"]
+    assert "get_rank() == 0" in messages["unguarded-save"]
+    assert "model.module.state_dict()" in messages["ddp-state-dict"]
+    assert "DistributedDataParallel" in messages["data-parallel"]
+    assert "os.environ" in messages["hardcoded-rank"]
+    assert "set_device" in messages["cuda-without-device"]
+
+
+# --- the variants each check must get right --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # set_epoch in a helper the loop calls
+        """
+        sampler = DistributedSampler(ds)
+        def run_epoch(epoch):
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                step(batch)
+        for epoch in range(3):
+            run_epoch(epoch)
+        """,
+        # no shuffling, so no epoch needed
+        """
+        sampler = DistributedSampler(ds, shuffle=False)
+        for epoch in range(3):
+            for batch in loader:
+                step(batch)
+        """,
+        # a sampler but a single pass
+        """
+        sampler = DistributedSampler(ds)
+        for batch in loader:
+            step(batch)
+        """,
+    ],
+)
+def test_sampler_set_epoch_quiet_variants(source: str) -> None:
+    assert check_pitfalls(cell(source)) == []
+
+
+def test_sampler_set_epoch_called_once_outside_the_loop_still_fires() -> None:
+    source = """
+    sampler = DistributedSampler(ds)
+    sampler.set_epoch(0)
+    for epoch in range(3):
+        for batch in loader:
+            step(batch)
+    """
+    assert [(p.code, p.line) for p in check_pitfalls(cell(source))] == [("sampler-set-epoch", 3)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if int(os.environ['LOCAL_RANK']) == 0:\n    torch.save(sd, 'a.pt')",
+        "if is_main_process():\n    model.save_pretrained('out')",
+        "if trainer.is_global_zero:\n    save_checkpoint(state)",
+        "rank == 0 and torch.save(sd, 'a.pt')",
+        "def save(state):\n    if dist.get_rank() != 0:\n        return\n    torch.save(state, 'a.pt')",
+        "def save(state):\n    torch.save(state, 'a.pt')\nif rank == 0:\n    save(sd)\nelse:\n    pass",
+        "@rank_zero_only\ndef save(state):\n    torch.save(state, 'a.pt')",
+        "model.save_pretrained('out', is_main_process=dist.get_rank() == 0)",
+        "trainer.save_checkpoint('last.ckpt')",
+        "for step in range(10):\n    if step % 5 or rank:\n        continue\n    torch.save(sd, 'a.pt')",
+    ],
+)
+def test_unguarded_save_quiet_variants(source: str) -> None:
+    assert check_pitfalls(source) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ("model.save_pretrained('out')", 1),
+        ("save_checkpoint(state, 'a.pt')", 1),
+        ("def save(state):\n    torch.save(state, 'a.pt')\nsave(sd)\nif rank == 0:\n    save(sd)", 2),
+        ("if __name__ == '__main__':\n    torch.save(sd, 'a.pt')", 2),
+    ],
+)
+def test_unguarded_save_fires_variants(source: str, line: int) -> None:
+    assert [(p.code, p.line) for p in check_pitfalls(source)] == [("unguarded-save", line)]
+
+
+def test_ddp_state_dict_only_for_the_wrapped_name_after_wrapping() -> None:
+    source = cell(
+        """
+        net = Net()
+        sd0 = net.state_dict()
+        ddp_net = DistributedDataParallel(net)
+        sd1 = net.state_dict()
+        sd2 = ddp_net.state_dict()
+        """
+    )
+    assert [(p.code, p.line) for p in check_pitfalls(source)] == [("ddp-state-dict", 5)]
+
+
+def test_hardcoded_rank_positional_and_rank_only() -> None:
+    assert [p.line for p in check_pitfalls("init_process_group('gloo', None, None, 4)")] == [1]
+    assert [p.code for p in check_pitfalls("dist.init_process_group(backend='gloo', rank=1)")] == [
+        "hardcoded-rank"
+    ]
+    assert check_pitfalls("dist.init_process_group(backend='gloo', rank=rank, world_size=ws)") == []
+
+
+@pytest.mark.parametrize(
+    ("source", "count"),
+    [
+        ("x = x.to('cuda')", 1),
+        ("x = x.to(device='cuda')", 1),
+        ("device = torch.device('cuda')", 1),
+        ("x = x.cuda()\ny = y.to('cuda', non_blocking=True)", 2),
+        ("x = x.cuda(local_rank)", 0),
+        ("x = x.to(f'cuda:{local_rank}')", 0),
+        ("device = torch.device('cuda', local_rank)", 0),
+        ("x = x.to('cpu')", 0),
+    ],
+)
+def test_cuda_without_device_variants(source: str, count: int) -> None:
+    assert [p.code for p in check_pitfalls(source)] == ["cuda-without-device"] * count
+
+
+def test_comment_silences_any_line_of_a_multiline_call() -> None:
+    source = "model = nn.DataParallel(\n    Net(),  # distrun: ignore[data-parallel]\n)"
+    assert check_pitfalls(source) == []
+
+
+def test_hash_inside_a_string_does_not_silence() -> None:
+    source = "model = nn.DataParallel(Net(), name='# distrun: ignore[data-parallel]')"
+    assert [p.code for p in check_pitfalls(source)] == ["data-parallel"]
+
+
+def test_a_cell_that_does_not_parse_gives_no_warnings() -> None:
+    assert check_pitfalls("model = nn.DataParallel(") == []
+
+
+def test_warnings_are_ordered_by_line() -> None:
+    source = "a = x.cuda()\nb = nn.DataParallel(a)\ntorch.save(b, 'p')"
+    assert check_pitfalls(source) == [
+        Pitfall("cuda-without-device", 1, check_pitfalls("x.cuda()")[0].message),
+        Pitfall("data-parallel", 2, check_pitfalls("nn.DataParallel(a)")[0].message),
+        Pitfall("unguarded-save", 3, check_pitfalls("torch.save(b, 'p')")[0].message),
+    ]
