@@ -24,7 +24,7 @@ from ..errors import PackagingError
 from .history import HistoryIndex
 from .pitfalls import Pitfall, check_pitfalls, silenced_codes
 from .resolve import Item, Resolver
-from .scopes import analyze, bound_names
+from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
 from .sourcetext import first_line, shift, string_interior_lines
 from .values import ARRAY_FILE, TENSOR_FILE, LibNames, ValueWriter
 
@@ -63,7 +63,7 @@ def package_cell(
         cell: the body of the ``%%distrun`` cell (plain Python).
         history: earlier executed cells in execution order, as IPython keeps them in ``In[1:]``.
         user_ns: the kernel namespace (live objects), for values.
-        ignore: pitfall codes not to report.
+        ignore: pitfall codes not to report (``"*"``: none).
         header: extra text for the script's docstring (e.g. the notebook and job name).
         max_value_bytes: the largest value sent to the job.
 
@@ -83,7 +83,7 @@ def package_cell(
     pitfalls = check_pitfalls(cell, ignore)
     silenced = silenced_codes(cell)
     for name, line in resolver.missing.items():
-        if "undefined-name" not in ignore and "undefined-name" not in silenced.get(line, set()):
+        if not {"undefined-name", "*"} & set(ignore) and "undefined-name" not in silenced.get(line, set()):
             pitfalls.append(
                 Pitfall(
                     "undefined-name",
@@ -264,7 +264,7 @@ def _cell_text(cell: str, tree: ast.Module, body: list[ast.stmt], after: int) ->
     lines = cell.splitlines()
     keep = string_interior_lines(tree)
     chunks = _chunks(body, after, len(lines))
-    hoisted = _hoistable(cell, chunks)
+    hoisted = _hoistable(cell, tree, chunks)
     out: list[str] = []
     guarded = False
     for (start, end, _), up in zip(chunks, hoisted, strict=True):
@@ -300,25 +300,29 @@ def _chunks(body: list[ast.stmt], after: int, line_count: int) -> list[tuple[int
     return chunks
 
 
-def _hoistable(cell: str, chunks: list[tuple[int, int, list[ast.stmt]]]) -> list[bool]:
-    """Which chunks can stay at module level: imports, literal constants, and defs/classes whose
-    definition-time names are not computed by the guarded part of the cell."""
+def _hoistable(cell: str, tree: ast.Module, chunks: list[tuple[int, int, list[ast.stmt]]]) -> list[bool]:
+    """Which chunks can stay at module level: imports; defs/classes whose definition-time names are
+    not computed by the guarded part of the cell; literal constants that those definitions read."""
     lines = cell.splitlines()
-    candidate = [all(_candidate(s) for s in stmts) for _, _, stmts in chunks]
-    needs_now: list[set[str]] = []
-    binds: list[set[str]] = []
-    for (_, _, stmts), is_candidate in zip(chunks, candidate, strict=True):
+    prefix = "from __future__ import annotations\n" if has_lazy_annotations(tree) else ""
+    uses: list[NameUse | None] = []
+    for _, _, stmts in chunks:
         text = "\n".join(lines[first_line(stmts[0]) - 1 : stmts[-1].end_lineno])
-        use = analyze(text) if is_candidate else None
-        needs_now.append(use.immediate if use else set())
-        binds.append(use.bound if use else _bound(stmts))
-    hoisted = list(candidate)
+        uses.append(analyze(prefix + text) if all(_candidate(s) for s in stmts) else None)
+    binds = [use.bound if use else _bound(stmts) for use, (_, _, stmts) in zip(uses, chunks, strict=True)]
+    constant = [all(isinstance(s, ast.Assign) for s in stmts) for _, _, stmts in chunks]
+    hoisted = [use is not None for use in uses]
     changed = True
-    while changed:  # un-hoisting a def makes its name guarded too, so repeat until stable
+    while changed:  # un-hoisting one chunk can un-hoist others, so repeat until stable
         changed = False
         guarded_names = set().union(*(b for b, up in zip(binds, hoisted, strict=True) if not up))
-        for i, up in enumerate(hoisted):
-            if up and needs_now[i] & guarded_names:
+        read_by_defs = set().union(
+            *(u.free for u, up, c in zip(uses, hoisted, constant, strict=True) if u and up and not c)
+        )
+        for i, use in enumerate(uses):
+            if not hoisted[i] or use is None:
+                continue
+            if use.immediate & guarded_names or (constant[i] and not binds[i] & read_by_defs):
                 hoisted[i] = False
                 changed = True
     return hoisted

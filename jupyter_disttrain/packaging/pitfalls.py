@@ -59,7 +59,7 @@ def check_pitfalls(source: str, ignore: Collection[str] = ()) -> list[Pitfall]:
 
     Args:
         source: the cell's code.
-        ignore: codes not to report.
+        ignore: codes not to report (``"*"``: none at all).
 
     Returns:
         The warnings, ordered by line.
@@ -74,7 +74,7 @@ def check_pitfalls(source: str, ignore: Collection[str] = ()) -> list[Pitfall]:
     for check in _CHECKS:
         for name, node, message in check(code):
             lines = range(getattr(node, "lineno", 1), (getattr(node, "end_lineno", None) or 1) + 1)
-            if name in ignore or any(name in silenced.get(line, ()) for line in lines):
+            if name in ignore or "*" in ignore or any(name in silenced.get(line, ()) for line in lines):
                 continue
             found.append(Pitfall(name, getattr(node, "lineno", 1), message))
     return sorted(found, key=lambda p: (p.line, p.code))

@@ -53,7 +53,7 @@ def analyze(source: str, tree: ast.Module | None = None) -> NameUse:
         The free, immediate and bound names.
     """
     tree = tree if tree is not None else ast.parse(source)
-    order = _ModuleOrder()
+    order = _ModuleOrder(lazy_annotations=has_lazy_annotations(tree))
     for stmt in tree.body:
         order.visit(stmt)
     nested_refs, nested_binds = _nested_globals(symtable.symtable(source, "<cell>", "exec"))
@@ -74,6 +74,16 @@ def analyze(source: str, tree: ast.Module | None = None) -> NameUse:
             del use.free[name]
             use.immediate.discard(name)
     return use
+
+
+def has_lazy_annotations(tree: ast.Module) -> bool:
+    """Whether the module starts with ``from __future__ import annotations`` (annotations not run)."""
+    return any(
+        isinstance(stmt, ast.ImportFrom)
+        and stmt.module == "__future__"
+        and any(alias.name == "annotations" for alias in stmt.names)
+        for stmt in tree.body
+    )
 
 
 def bound_names(stmt: ast.stmt) -> set[str]:
@@ -119,7 +129,8 @@ class _ModuleOrder(ast.NodeVisitor):
     (decorators, defaults, annotations, base classes, a comprehension's first iterable).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, lazy_annotations: bool = False) -> None:
+        self.lazy_annotations = lazy_annotations
         self.stored: set[str] = set()
         self.early_loads: dict[str, int] = {}
 
@@ -144,6 +155,8 @@ class _ModuleOrder(ast.NodeVisitor):
     def _signature_parts(self, args: ast.arguments) -> Iterator[ast.expr | None]:
         yield from args.defaults
         yield from args.kw_defaults
+        if self.lazy_annotations:
+            return
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
             if arg is not None:
                 yield arg.annotation
@@ -151,7 +164,8 @@ class _ModuleOrder(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._visit_all(node.decorator_list)
         self._visit_all(self._signature_parts(node.args))
-        self._visit_all([node.returns])
+        if not self.lazy_annotations:
+            self._visit_all([node.returns])
         self._store(node.name)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -183,7 +197,7 @@ class _ModuleOrder(ast.NodeVisitor):
         self.visit(node.target)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._visit_all([node.value, node.annotation])
+        self._visit_all([node.value, None if self.lazy_annotations else node.annotation])
         # `x: int` alone annotates without binding.
         if node.value is not None or not isinstance(node.target, ast.Name):
             self.visit(node.target)
