@@ -13,8 +13,9 @@ from traitlets import Float, Int, List, TraitError, Unicode, default, validate
 
 from ..backends import default_backend_name
 from ..errors import InvalidSpecError
-from ..store import ROOT_ENV, JobStore
+from ..store import ROOT_ENV
 from . import routes
+from .cache import CachingJobStore
 from .context import SETTINGS_KEY, ServerContext
 from .jobs import JobService
 from .tensorboard import TensorBoardManager, check_command
@@ -112,7 +113,7 @@ class DistTrainApp(ExtensionApp):
     def initialize_settings(self) -> None:
         root = self.resolved_job_root()
         os.environ[ROOT_ENV] = str(root)  # kernels and terminals started from now on agree
-        store = JobStore(root)
+        store = CachingJobStore(root)
         base_url = self.serverapp.base_url if self.serverapp is not None else "/"
         self._context = ServerContext(
             service=JobService(store, self.default_backend),

@@ -1,0 +1,95 @@
+"""A job store for the long-lived server: each ``job.json`` is parsed once per version.
+
+The server lists every job on each poll of the UI, and the backend interface reads a job's
+record several times per listing. Records change rarely (written at submit, now and then a
+backend adds to ``backend_state``), so they are cached against the file's identity (inode,
+mtime, size): every write goes through an atomic rename, which changes it, so a cached
+record is never stale. ``status.json`` is cached the same way: each read still sees the
+latest state written, at the cost of one ``stat`` instead of a parse.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+from ..errors import UnknownJobError
+from ..specs import JobStatus, validate_job_id
+from ..store import JobRecord, JobStore, read_json
+
+
+class CachingJobStore(JobStore):
+    """``JobStore`` with parsed records kept in memory while their file is unchanged."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(root)
+        self._root = str(self.root)
+        self._records: dict[str, tuple[tuple[int, int, int], JobRecord]] = {}
+        self._statuses: dict[str, tuple[tuple[int, int, int], JobStatus]] = {}
+
+    def read_record(self, job_id: str) -> JobRecord:
+        validate_job_id(job_id)
+        path = os.path.join(self._root, job_id, "job.json")
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise UnknownJobError(job_id) from None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        hit = self._records.get(job_id)
+        if hit is not None and hit[0] == key:
+            record = hit[1]
+        else:
+            # Replaced between stat and read? Then the next stat differs and it is read again.
+            record = JobRecord.from_dict(read_json(Path(path)))
+            self._records[job_id] = (key, record)
+        # Callers may add to backend_state before writing the record back: give them their own.
+        mine = copy.copy(record)
+        mine.backend_state = dict(record.backend_state)
+        return mine
+
+    def read_status(self, job_id: str) -> JobStatus | None:
+        validate_job_id(job_id)
+        job_dir = os.path.join(self._root, job_id)
+        path = os.path.join(job_dir, "status.json")
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            if not os.path.isfile(os.path.join(job_dir, "job.json")):
+                raise UnknownJobError(job_id) from None
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        hit = self._statuses.get(job_id)
+        if hit is not None and hit[0] == key:
+            return _copy_status(hit[1])
+        try:
+            status = JobStatus.from_dict(read_json(Path(path)))
+        except FileNotFoundError:
+            return None
+        self._statuses[job_id] = (key, status)
+        return _copy_status(status)
+
+    def records(self, include_deleted: bool = False) -> list[JobRecord]:
+        out = super().records(include_deleted)
+        if not include_deleted:
+            # Forget purged jobs (deleted ones are kept: they are still readable by id).
+            present = {r.id for r in out}
+            for job_id in [j for j in self._records if j not in present]:
+                if not os.path.isdir(os.path.join(self._root, job_id)):
+                    self._records.pop(job_id, None)
+                    self._statuses.pop(job_id, None)
+        return out
+
+    def purge(self, job_id: str) -> None:
+        super().purge(job_id)
+        self._records.pop(job_id, None)
+        self._statuses.pop(job_id, None)
+
+
+def _copy_status(status: JobStatus) -> JobStatus:
+    """An independent copy (backends update statuses in place before writing them)."""
+    out = copy.copy(status)
+    out.replicas = [copy.copy(r) for r in status.replicas]
+    out.conditions = [copy.copy(c) for c in status.conditions]
+    out.events = [copy.copy(e) for e in status.events]
+    return out
