@@ -111,8 +111,10 @@ class KubeClient:
         if not has_kubeconfig():
             return None
         try:
-            api = config.new_client_from_config()
-            _, active = config.list_kube_config_contexts()
+            # The client reads $KUBECONFIG once at import; pass it so a changed value counts.
+            path = os.environ.get("KUBECONFIG") or None
+            api = config.new_client_from_config(config_file=path)
+            _, active = config.list_kube_config_contexts(config_file=path)
             ns = (active or {}).get("context", {}).get("namespace")
         except Exception as exc:  # a broken kubeconfig: say which file to fix
             raise BackendError(f"cannot load the kubeconfig ({exc}); fix it or set KUBECONFIG") from exc

@@ -159,6 +159,10 @@ def build_status(
     phase, reason, message = _phase(flavor, status.conditions, wst, status.replicas)
     status.phase, status.reason, status.message = phase, reason, message
     if phase.is_terminal:
+        for rep in status.replicas:  # e.g. stopped by the Job controller once rank 0 succeeded
+            if not rep.phase.is_terminal:
+                rep.phase, rep.reason = JobPhase.CANCELLED, rep.reason or "Stopped"
+                rep.message = rep.message or "the job ended before this replica did"
         status.finish_time = status.finish_time or wst.get("completionTime") or now_iso()
         failed = next((r for r in status.replicas if r.phase is JobPhase.FAILED), None)
         status.exit_code = 0 if phase is JobPhase.SUCCEEDED else (failed.exit_code if failed else 1)

@@ -1,0 +1,610 @@
+"""A fake Kubernetes API server that keeps the real protocol, for the real ``kubernetes`` client.
+
+Stdlib only. What it serves, as the API server does:
+
+* discovery: ``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>/<version>``;
+* namespaced create (409 on a taken name), get, list and delete of pods, services, configmaps,
+  events, batch Jobs and (when installed) PyTorchJobs / T9k jobs, with uid, resourceVersion and
+  creationTimestamp; delete cascades to dependents by ownerReferences unless ``Orphan``;
+* list/watch with ``resourceVersion`` (watch from it; ``410 Gone`` as an ERROR event once the
+  history before it is compacted), ``labelSelector`` (=, ==, !=, exists, !, in, notin),
+  ``fieldSelector`` (dotted paths, = and !=), ``timeoutSeconds`` and bookmarks;
+* ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
+* RBAC denials (403 with the API server's message) and dropped watches, for failure tests.
+
+It counts every request, so tests and the bench can say how many calls a refresh costs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.version}/{self.plural}"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+CORE = [
+    ResourceType("", "v1", "pods", "Pod"),
+    ResourceType("", "v1", "services", "Service"),
+    ResourceType("", "v1", "configmaps", "ConfigMap"),
+    ResourceType("", "v1", "events", "Event"),
+]
+BATCH_JOBS = ResourceType("batch", "v1", "jobs", "Job")
+PYTORCHJOBS = ResourceType("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+T9KJOBS = ResourceType("batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs", "PyTorchTrainingJob")
+OPTIONAL = {"pytorchjob": PYTORCHJOBS, "t9k": T9KJOBS}
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class ApiStatus(Exception):
+    """An error answer: becomes a ``Status`` object with this code."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+
+
+# -- selectors ---------------------------------------------------------------------------------
+_SET_EXPR = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
+
+
+def _split_selector(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def label_matcher(text: str | None) -> Callable[[dict[str, str]], bool]:
+    """A Kubernetes label selector as a predicate over a labels dict."""
+    if not text:
+        return lambda labels: True
+    tests: list[Callable[[dict[str, str]], bool]] = []
+    for part in _split_selector(text):
+        m = _SET_EXPR.match(part)
+        if m:
+            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}
+            if op == "in":
+                tests.append(lambda lb, k=key, vs=values: lb.get(k) in vs)
+            else:
+                tests.append(lambda lb, k=key, vs=values: lb.get(k) not in vs)
+        elif "!=" in part:
+            key, value = part.split("!=", 1)
+            tests.append(lambda lb, k=key.strip(), v=value.strip(): lb.get(k) != v)
+        elif "=" in part:
+            key, value = re.split(r"==?", part, maxsplit=1)
+            tests.append(lambda lb, k=key.strip(), v=value.strip(): lb.get(k) == v)
+        elif part.startswith("!"):
+            tests.append(lambda lb, k=part[1:].strip(): k not in lb)
+        else:
+            tests.append(lambda lb, k=part: k in lb)
+    return lambda labels: all(t(labels) for t in tests)
+
+
+def field_matcher(text: str | None) -> Callable[[dict[str, Any]], bool]:
+    """A field selector (``involvedObject.name=x,status.phase!=Running``) as a predicate."""
+    if not text:
+        return lambda obj: True
+    tests = []
+    for part in _split_selector(text):
+        neg = "!=" in part
+        path, value = re.split(r"!=|==?", part, maxsplit=1)
+        tests.append((path.strip().split("."), value.strip(), neg))
+
+    def match(obj: dict[str, Any]) -> bool:
+        for path, value, neg in tests:
+            cur: Any = obj
+            for p in path:
+                cur = cur.get(p) if isinstance(cur, dict) else None
+            if (str(cur if cur is not None else "") == value) == neg:
+                return False
+        return True
+
+    return match
+
+
+# -- the store -----------------------------------------------------------------------------------
+@dataclass
+class PodLog:
+    lines: list[tuple[float, bytes]] = field(default_factory=list)
+    closed: bool = False
+
+
+class FakeCluster:
+    """Objects, history and logs of a fake cluster; thread-safe."""
+
+    def __init__(self, version: tuple[int, int] = (1, 33), install: tuple[str, ...] = ()) -> None:
+        self.version = version
+        self.types = {t.key: t for t in [*CORE, BATCH_JOBS, *(OPTIONAL[i] for i in install)]}
+        self.cond = threading.Condition(threading.RLock())
+        self.rv = 100
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.history: list[tuple[int, str, str, dict[str, Any]]] = []
+        self.oldest_rv = 0
+        self.watch_epoch = 0
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.denied: set[tuple[str, str]] = set()
+        self.service_account = "system:serviceaccount:team-a:default-editor"
+        self.logs: dict[tuple[str, str], PodLog] = {}
+        self.on_delete: list[Callable[[str, dict[str, Any]], None]] = []
+
+    def type_of(self, kind: str) -> ResourceType:
+        return next(t for t in self.types.values() if t.kind == kind)
+
+    # -- writes -----------------------------------------------------------------------------------
+    def _record(self, key: str, kind: str, obj: dict[str, Any]) -> None:
+        self.history.append((self.rv, key, kind, copy.deepcopy(obj)))
+        self.cond.notify_all()
+
+    def create(self, key: str, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        t = self.types[key]
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        name = meta.get("name")
+        if not name:
+            raise ApiStatus(422, "Invalid", f"{t.kind} is invalid: metadata.name: Required value")
+        if meta.get("namespace", ns) != ns:
+            raise ApiStatus(400, "BadRequest", "the namespace of the object does not match the namespace of the URL")
+        with self.cond:
+            if (key, ns, name) in self.objects:
+                raise ApiStatus(409, "AlreadyExists", f'{t.plural}{"." + t.group if t.group else ""} "{name}" already exists')
+            self.rv += 1
+            meta.update(
+                namespace=ns,
+                uid=str(uuid.uuid4()),
+                resourceVersion=str(self.rv),
+                creationTimestamp=now(),
+                generation=1,
+            )
+            obj.setdefault("apiVersion", t.api_version)
+            obj.setdefault("kind", t.kind)
+            self.objects[(key, ns, name)] = obj
+            self._record(key, "ADDED", obj)
+            return copy.deepcopy(obj)
+
+    def update(self, key: str, ns: str, name: str, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+        with self.cond:
+            obj = self.objects.get((key, ns, name))
+            if obj is None:
+                return None
+            new = copy.deepcopy(obj)
+            mutate(new)
+            if new == obj:
+                return obj
+            self.rv += 1
+            new["metadata"]["resourceVersion"] = str(self.rv)
+            self.objects[(key, ns, name)] = new
+            self._record(key, "MODIFIED", new)
+            return new
+
+    def delete(self, key: str, ns: str, name: str, propagation: str = "Background") -> dict[str, Any]:
+        with self.cond:
+            obj = self.objects.pop((key, ns, name), None)
+            if obj is None:
+                t = self.types[key]
+                raise ApiStatus(404, "NotFound", f'{t.plural}{"." + t.group if t.group else ""} "{name}" not found')
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            obj["metadata"]["deletionTimestamp"] = now()
+            self._record(key, "DELETED", obj)
+            if propagation != "Orphan":
+                uid = obj["metadata"]["uid"]
+                for (k2, ns2, n2), dep in list(self.objects.items()):
+                    refs = dep["metadata"].get("ownerReferences", [])
+                    if ns2 == ns and any(r.get("uid") == uid for r in refs):
+                        self.delete(k2, ns2, n2, propagation)
+        for hook in self.on_delete:
+            hook(key, obj)
+        return obj
+
+    def get(self, key: str, ns: str, name: str) -> dict[str, Any] | None:
+        with self.cond:
+            obj = self.objects.get((key, ns, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def items(self, key: str, ns: str | None = None) -> list[dict[str, Any]]:
+        with self.cond:
+            return [copy.deepcopy(o) for (k, n, _), o in self.objects.items() if k == key and ns in (None, n)]
+
+    def record_event(self, involved: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        meta = involved["metadata"]
+        ev = {
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "kind": involved.get("kind"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "apiVersion": involved.get("apiVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "count": 1,
+            "firstTimestamp": now(),
+            "lastTimestamp": now(),
+            "source": {"component": "fake-cluster"},
+        }
+        self.create("/v1/events", meta["namespace"], ev)
+
+    # -- failure injection --------------------------------------------------------------------------
+    def compact(self) -> None:
+        """Forget the history: watches from an older resourceVersion now get 410 Gone."""
+        with self.cond:
+            self.rv += 1
+            self.oldest_rv = self.rv
+            self.history.clear()
+            self.cond.notify_all()
+
+    def drop_watches(self) -> None:
+        """End every open watch stream, as a load balancer or an API server restart would."""
+        with self.cond:
+            self.watch_epoch += 1
+            self.cond.notify_all()
+
+    # -- logs -------------------------------------------------------------------------------------
+    def append_log(self, ns: str, pod: str, line: bytes) -> None:
+        with self.cond:
+            self.logs.setdefault((ns, pod), PodLog()).lines.append((time.time(), line))
+            self.cond.notify_all()
+
+    def close_log(self, ns: str, pod: str) -> None:
+        with self.cond:
+            self.logs.setdefault((ns, pod), PodLog()).closed = True
+            self.cond.notify_all()
+
+    def open_log(self, ns: str, pod: str) -> None:
+        with self.cond:
+            self.logs.setdefault((ns, pod), PodLog()).closed = False
+            self.cond.notify_all()
+
+    # -- request bookkeeping --------------------------------------------------------------------------
+    def count(self, method: str | None = None, path_contains: str = "") -> int:
+        with self.cond:
+            return sum(1 for m, p, _ in self.requests if method in (None, m) and path_contains in p)
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+_NS_PATH = re.compile(
+    r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
+    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    cluster: FakeCluster
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _json(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _start_stream(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _body(self) -> Any:
+        n = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(n)) if n else None
+
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        c = self.cluster
+        with c.cond:
+            c.requests.append((method, url.path, query))
+        try:
+            body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
+            self._route(method, url.path, query, body)
+        except ApiStatus as st:
+            self._json(st.code, st.body())
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    # -- routes -----------------------------------------------------------------------------------
+    def _route(self, method: str, path: str, query: dict[str, str], body: Any) -> None:
+        c = self.cluster
+        if path == "/version":
+            major, minor = c.version
+            return self._json(200, {"major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.0"})
+        if path == "/api":
+            return self._json(200, {"kind": "APIVersions", "versions": ["v1"]})
+        if path == "/apis":
+            groups: dict[str, list[str]] = {}
+            for t in c.types.values():
+                if t.group:
+                    groups.setdefault(t.group, []).append(t.version)
+            return self._json(
+                200,
+                {
+                    "kind": "APIGroupList",
+                    "apiVersion": "v1",
+                    "groups": [
+                        {
+                            "name": g,
+                            "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in sorted(set(vs))],
+                            "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+                        }
+                        for g, vs in sorted(groups.items())
+                    ],
+                },
+            )
+        m = re.match(r"^/(?:api/(v1)|apis/([^/]+)/([^/]+))/?$", path)
+        if m:
+            group, version = (m.group(2) or ""), (m.group(1) or m.group(3))
+            found = [t for t in c.types.values() if t.group == group and t.version == version]
+            if not found:
+                raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+            return self._json(
+                200,
+                {
+                    "kind": "APIResourceList",
+                    "groupVersion": found[0].api_version,
+                    "resources": [
+                        {"name": t.plural, "kind": t.kind, "namespaced": True, "verbs": ["create", "delete", "get", "list", "watch"]}
+                        for t in found
+                    ],
+                },
+            )
+        m = _NS_PATH.match(path)
+        if not m:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        group, version = (m.group("g") or ""), (m.group("cv") or m.group("v"))
+        key = f"{group}/{version}/{m.group('plural')}"
+        if key not in c.types:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        ns, name, sub = m.group("ns"), m.group("name"), m.group("sub")
+        t = c.types[key]
+        verb = {"POST": "create", "DELETE": "delete"}.get(method) or (
+            "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
+        )
+        resource = t.plural + (f"/{sub}" if sub else "")
+        if (verb, resource) in c.denied:
+            raise ApiStatus(
+                403,
+                "Forbidden",
+                f'{resource}{"." + group if group else ""} is forbidden: User "{c.service_account}" cannot {verb} '
+                f'resource "{resource}" in API group "{group}" in the namespace "{ns}"',
+            )
+        if sub == "log" and t.plural == "pods" and method == "GET":
+            return self._pod_log(ns, name or "", query)
+        if sub:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        if method == "POST" and not name:
+            return self._json(201, c.create(key, ns, body or {}))
+        if method == "DELETE" and name:
+            policy = (body or {}).get("propagationPolicy") or query.get("propagationPolicy") or "Background"
+            c.delete(key, ns, name, policy)
+            return self._json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}})
+        if method == "GET" and name:
+            obj = c.get(key, ns, name)
+            if obj is None:
+                raise ApiStatus(404, "NotFound", f'{t.plural}{"." + group if group else ""} "{name}" not found')
+            return self._json(200, obj)
+        if method == "GET" and verb == "watch":
+            return self._watch(key, ns, query)
+        if method == "GET":
+            labels, fields = label_matcher(query.get("labelSelector")), field_matcher(query.get("fieldSelector"))
+            with c.cond:
+                items = [
+                    copy.deepcopy(o)
+                    for (k, n, _), o in sorted(c.objects.items())
+                    if k == key and n == ns and labels(o["metadata"].get("labels", {})) and fields(o)
+                ]
+                rv = str(c.rv)
+            return self._json(
+                200, {"kind": f"{t.kind}List", "apiVersion": t.api_version, "metadata": {"resourceVersion": rv}, "items": items}
+            )
+        raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _watch(self, key: str, ns: str, query: dict[str, str]) -> None:
+        c = self.cluster
+        labels, fields = label_matcher(query.get("labelSelector")), field_matcher(query.get("fieldSelector"))
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        start = query.get("resourceVersion")
+
+        def wanted(k: str, obj: dict[str, Any]) -> bool:
+            meta = obj["metadata"]
+            return k == key and meta.get("namespace") == ns and labels(meta.get("labels", {})) and fields(obj)
+
+        self._start_stream("application/json")
+        with c.cond:
+            epoch = c.watch_epoch
+            if start in (None, "", "0"):
+                initial = [("ADDED", copy.deepcopy(o)) for (k, _, _), o in sorted(c.objects.items()) if wanted(k, o)]
+                cursor = c.rv
+            elif int(start) < c.oldest_rv:
+                gone = ApiStatus(410, "Expired", f"too old resource version: {start} ({c.oldest_rv})").body()
+                initial, cursor = [("ERROR", gone)], -1
+            else:
+                initial, cursor = [], int(start)
+        for kind, obj in initial:
+            self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+        if cursor < 0:
+            return self._end_stream()
+        last_sent = time.monotonic()
+        while time.monotonic() < deadline:
+            with c.cond:
+                c.cond.wait_for(
+                    lambda: (c.history and c.history[-1][0] > cursor) or c.watch_epoch != epoch or c.oldest_rv > cursor,
+                    timeout=0.5,
+                )
+                if c.watch_epoch != epoch:
+                    break
+                if c.oldest_rv > cursor:
+                    gone = ApiStatus(410, "Expired", f"too old resource version: {cursor} ({c.oldest_rv})").body()
+                    batch: list[tuple[str, dict[str, Any]]] = [("ERROR", gone)]
+                    cursor = -1
+                else:
+                    batch = [(kind, obj) for rv, k, kind, obj in c.history if rv > cursor and wanted(k, obj)]
+                    cursor = c.rv
+            for kind, obj in batch:
+                self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                last_sent = time.monotonic()
+            if cursor < 0:
+                break
+            if bookmarks and time.monotonic() - last_sent > 1.0:
+                mark = {"kind": c.types[key].kind, "apiVersion": c.types[key].api_version, "metadata": {"resourceVersion": str(cursor)}}
+                self._chunk(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
+                last_sent = time.monotonic()
+        self._end_stream()
+
+    def _pod_log(self, ns: str, name: str, query: dict[str, str]) -> None:
+        c = self.cluster
+        pod = c.get("/v1/pods", ns, name)
+        if pod is None:
+            raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
+        container = query.get("container") or pod["spec"]["containers"][0]["name"]
+        if container not in [x["name"] for x in pod["spec"]["containers"]]:
+            raise ApiStatus(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        with c.cond:
+            log = c.logs.get((ns, name))
+            if log is None:
+                raise ApiStatus(
+                    400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+                )
+            lines = list(log.lines)
+        since = float(query["sinceSeconds"]) if "sinceSeconds" in query else None
+        if since is not None:
+            lines = [ln for ln in lines if ln[0] >= time.time() - since]
+        if "tailLines" in query:
+            lines = lines[-int(query["tailLines"]) :] if int(query["tailLines"]) > 0 else []
+        stamp = query.get("timestamps") == "true"
+
+        def fmt(ts: float, line: bytes) -> bytes:
+            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)).encode() + b"Z " if stamp else b""
+            return prefix + line + b"\n"
+
+        if query.get("follow") != "true":
+            data = b"".join(fmt(ts, ln) for ts, ln in lines)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self._start_stream("text/plain")
+        for ts, ln in lines:
+            self._chunk(fmt(ts, ln))
+        with c.cond:
+            sent = len(c.logs[(ns, name)].lines)
+        while True:
+            with c.cond:
+                log = c.logs[(ns, name)]
+                c.cond.wait_for(lambda: len(log.lines) > sent or log.closed or c.get("/v1/pods", ns, name) is None, 0.5)
+                new, sent = log.lines[sent:], len(log.lines)
+                finished = log.closed or ("/v1/pods", ns, name) not in c.objects
+            for ts, ln in new:
+                self._chunk(fmt(ts, ln))
+            if finished and not new:
+                break
+        self._end_stream()
+
+
+class FakeApiServer:
+    """``FakeCluster`` served over HTTP on 127.0.0.1 (a random free port)."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        handler = type("Handler", (_Handler,), {"cluster": cluster})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+
+    def __enter__(self) -> FakeApiServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cluster.drop_watches()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def kubeconfig(self, namespace: str = "team-a") -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
+            "current-context": "fake",
+        }
+

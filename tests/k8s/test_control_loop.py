@@ -1,0 +1,161 @@
+"""The control loop through the real ``kubernetes`` client over HTTP against the toy cluster:
+submit, watch, status with reasons, events, logs (PVC files and pods/log), cancel, delete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jupyter_disttrain.backends.kubernetes import KubernetesBackend
+from jupyter_disttrain.backends.kubernetes.informer import all_informers
+from jupyter_disttrain.errors import BackendError
+from jupyter_disttrain.specs import JobPhase
+
+from .conftest import DDP_SCRIPT, ddp_spec, wait_for
+from .toycluster import PODS, SERVICES, ToyCluster
+
+
+def test_indexed_job_runs_torchrun_end_to_end(toy: ToyCluster, backend: KubernetesBackend, workspace: Path) -> None:
+    job_id = backend.submit(ddp_spec(workspace, options={"flavor": "job"}), DDP_SCRIPT)
+    status = wait_for(backend, job_id, lambda s: s.is_terminal)
+    assert status.phase is JobPhase.SUCCEEDED, status.message
+    node0, node1 = status.replicas
+    assert (node0.name, node0.phase, node0.exit_code, node0.node) == ("node-0", JobPhase.SUCCEEDED, 0, "fake-node-1")
+    # successPolicy: the Job is done when rank 0 is; node-1 may be stopped before it reports.
+    assert node1.name == "node-1" and node1.phase in (JobPhase.SUCCEEDED, JobPhase.CANCELLED)
+    assert any(c.type == "Complete" and c.status == "True" for c in status.conditions)
+    reasons = {(e.reason, (e.object or "").split("/")[0]) for e in status.events}
+    assert {("Submitted", ""), ("SuccessfulCreate", "Job"), ("Scheduled", "Pod"), ("Completed", "Job")} <= reasons
+    # The status on disk is what the Jupyter server (another process) reads.
+    assert backend.store.read_status(job_id).phase is JobPhase.SUCCEEDED  # type: ignore[union-attr]
+
+    # Logs were written by each pod to the job dir on the shared volume, per replica, rank-prefixed.
+    lines = list(backend.logs(job_id))
+    texts = {(ln.replica, ln.rank, ln.text.split(" sum")[0]) for ln in lines if " sum=" in ln.text}
+    assert texts == {("node-0", 0, "[rank0]:rank 0/2"), ("node-1", 1, "[rank1]:rank 1/2")}
+    assert any(f"cwd={workspace / 'project'}" in ln.text for ln in lines)
+    tb = backend.store.tensorboard_dir(job_id)
+    assert any(f"tb={tb}" in ln.text for ln in lines)
+    # The same output from pods/log, tagged by replica (node-1's pod may already be removed by
+    # the Job controller: that is why each pod also writes its log file on the shared volume).
+    pod_lines = list(backend.pod_logs(job_id, "node-0"))
+    assert [ln.text for ln in pod_lines if " sum=3 " in ln.text] == [f"[rank0]:rank 0/2 sum=3 job={job_id}"]
+    tail = list(backend.pod_logs(job_id, "node-0", tail=1))
+    assert len(tail) == 1 and tail[0].replica == "node-0" and tail[0].text == pod_lines[-1].text
+
+    # Delete removes the workload, its pods and the Service; the files stay.
+    backend.delete(job_id)
+    c = toy.cluster
+    assert not [p for p in c.items(PODS) if p["metadata"]["labels"].get("disttrain.io/job-id") == job_id]
+    assert c.get(SERVICES, "team-a", job_id) is None and c.get("batch/v1/jobs", "team-a", job_id) is None
+    assert backend.store.is_deleted(job_id)
+    assert len(list(backend.logs(job_id))) == len(lines)
+
+
+def test_pytorchjob_is_discovered_and_runs(
+    toy_kubeflow: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
+    info = backend.dryrun(ddp_spec(workspace))
+    assert info.request["flavor"] == "pytorchjob"  # found by API discovery
+    job_id = backend.submit(ddp_spec(workspace), DDP_SCRIPT)
+    status = wait_for(backend, job_id, lambda s: s.is_terminal)
+    assert status.phase is JobPhase.SUCCEEDED, status.message
+    assert [r.name for r in status.replicas] == ["master-0", "worker-0"]
+    assert any(c.type == "Succeeded" and c.reason == "PyTorchJobSucceeded" for c in status.conditions)
+    ranks = {ln.replica: ln.rank for ln in backend.logs(job_id) if " sum=3 " in ln.text}
+    assert ranks == {"master-0": 0, "worker-0": 1}
+
+
+def test_failed_rank_fails_the_job_with_its_exit_code(
+    toy: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
+    spec = ddp_spec(workspace, env={"FAIL_RANK": "1"}, options={"flavor": "job"})
+    job_id = backend.submit(spec, DDP_SCRIPT)
+    status = wait_for(backend, job_id, lambda s: s.is_terminal)
+    assert status.phase is JobPhase.FAILED
+    assert status.reason == "BackoffLimitExceeded"
+    bad = next(r for r in status.replicas if r.name == "node-1")
+    assert bad.phase is JobPhase.FAILED and bad.reason == "Error" and bad.exit_code not in (None, 0)
+    assert "replica node-1 failed" in (status.message or "")
+
+
+def test_pending_reasons_are_verbatim(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path) -> None:
+    from .conftest import start_toy
+
+    gen = start_toy(monkeypatch, tmp_path, gpus=1, bad_images=("registry.example/missing:1",))
+    toy = next(gen)
+    try:
+        backend = KubernetesBackend(backend_store(workspace))
+        pull = backend.submit(ddp_spec(workspace, image="registry.example/missing:1", options={"flavor": "job"}), "")
+        big = backend.submit(ddp_spec(workspace, nproc_per_node=4, options={"flavor": "job"}), "")
+        st = wait_for(backend, pull, lambda s: s.reason == "ImagePullBackOff")
+        assert st.phase is JobPhase.PENDING and all(r.reason == "ImagePullBackOff" for r in st.replicas)
+        assert any(e.reason == "Failed" and "Failed to pull image" in e.message for e in st.events)
+        st = wait_for(backend, big, lambda s: s.reason == "Unschedulable")
+        assert "Insufficient nvidia.com/gpu" in (st.message or "")
+        assert any(e.reason == "FailedScheduling" for e in st.events)
+        # Cancel removes what exists; a cancelled job stays cancelled.
+        assert backend.cancel(big).phase is JobPhase.CANCELLED
+        assert backend.describe(big).phase is JobPhase.CANCELLED
+        assert not [p for p in toy.cluster.items(PODS) if p["metadata"]["labels"].get("disttrain.io/job-id") == big]
+    finally:
+        gen.close()
+
+
+def backend_store(workspace: Path):  # type: ignore[no-untyped-def]
+    from jupyter_disttrain.store import JobStore
+
+    return JobStore(workspace / ".disttrain" / "jobs")
+
+
+SLOW_SCRIPT = """\
+import time
+for i in range(600):
+    print(f"tick {i}", flush=True)
+    time.sleep(0.2)
+"""
+
+
+def test_follow_logs_cancel_and_watch_recovery(toy: ToyCluster, backend: KubernetesBackend, workspace: Path) -> None:
+    spec = ddp_spec(workspace, nodes=1, options={"flavor": "job"})
+    job_id = backend.submit(spec, SLOW_SCRIPT)
+    wait_for(backend, job_id, lambda s: s.phase is JobPhase.RUNNING)
+    follow = backend.logs(job_id, follow=True)
+    seen = [next(follow).text for _ in range(3)]
+    assert any("tick" in t for t in seen)
+    live = backend.pod_logs(job_id, follow=True, tail=1)  # pods/log with follow, replica-tagged
+    first, second = next(live), next(live)
+    assert first.replica == second.replica == "node-0" and "]:tick " in second.text
+    live.close()
+
+    pods_inf = next(i for i in all_informers() if i.res.plural == "pods")
+    lists, watches = pods_inf.lists, pods_inf.watches
+    toy.cluster.drop_watches()  # a dropped watch resumes from its resourceVersion, no re-list
+    wait_for(backend, job_id, lambda s: pods_inf.watches > watches)
+    assert pods_inf.lists == lists
+    toy.cluster.compact()  # history gone: 410 Gone, the informer lists again
+    toy.cluster.drop_watches()
+    wait_for(backend, job_id, lambda s: pods_inf.lists > lists)
+
+    status = backend.cancel(job_id)
+    assert status.phase is JobPhase.CANCELLED
+    assert any(e.reason == "Cancelled" for e in status.events)
+    rest = list(follow)  # follow ends once the job has ended and everything was read
+    ticks = [int(t.rsplit(" ", 1)[1]) for t in [*seen, *(ln.text for ln in rest)] if "]:tick " in t]
+    assert ticks == list(range(len(ticks))) and len(ticks) > 3  # no line lost or repeated
+    assert toy.cluster.get("batch/v1/jobs", "team-a", job_id) is None
+
+
+def test_missing_permission_names_verb_and_resource(
+    toy: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
+    toy.cluster.denied.add(("create", "jobs"))
+    with pytest.raises(BackendError) as err:
+        backend.submit(ddp_spec(workspace, options={"flavor": "job"}), DDP_SCRIPT)
+    assert "may not create jobs.batch in namespace 'team-a'" in str(err.value)
+    assert "deploy/rbac.yaml" in str(err.value)
+    (job_id,) = backend.store.ids()
+    assert backend.store.read_status(job_id).reason == "SubmitFailed"  # type: ignore[union-attr]
+    # The Service created before the refusal was rolled back.
+    assert toy.cluster.get(SERVICES, "team-a", job_id) is None

@@ -1,0 +1,531 @@
+"""Toy controllers for the fake API server: Indexed Job, PyTorchJob, and a kubelet that runs
+each pod's container command as a LOCAL PROCESS with the pod's environment.
+
+The controllers follow the real ones where the backend can see it: pod names, hostnames, labels,
+annotations and injected env (``JOB_COMPLETION_INDEX``; the Kubeflow operator's ``PET_*``,
+``MASTER_*``, ``WORLD_SIZE``, ``RANK``), job conditions and counters, events, ownerReferences.
+
+The kubelet ignores GPU requests as long as they fit its fake node (``gpus`` per node; more
+is ``Unschedulable`` with the scheduler's message), so a ``--gpus 1`` job runs CPU torchrun
+processes. Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
+127.0.0.1 and each job's port to a free local one. Volumes: PVC mounts must be host paths
+(the tests mount tmp dirs at the same paths, as a shared PVC would be); emptyDir and configMap
+mounts are materialised in a per-pod sandbox and their paths rewritten in argv, env and cwd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .fakeapi import BATCH_JOBS, PYTORCHJOBS, FakeCluster, now
+
+PODS = "/v1/pods"
+SERVICES = "/v1/services"
+CONFIGMAPS = "/v1/configmaps"
+_FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _owned_by(pod: dict[str, Any], owner: dict[str, Any]) -> bool:
+    return any(r.get("uid") == owner["metadata"]["uid"] for r in pod["metadata"].get("ownerReferences", []))
+
+
+def _set_condition(conds: list[dict[str, Any]], type_: str, status: str, reason: str, message: str = "") -> None:
+    for c in conds:
+        if c["type"] == type_:
+            if c["status"] != status:
+                c.update(status=status, reason=reason, message=message, lastTransitionTime=now())
+            c["lastUpdateTime"] = now()
+            return
+    conds.append(
+        {"type": type_, "status": status, "reason": reason, "message": message,
+         "lastTransitionTime": now(), "lastUpdateTime": now()}
+    )  # fmt: skip
+
+
+class Loop:
+    """A thread that calls ``reconcile`` whenever the cluster changes (and every 100 ms)."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        seen = -1
+        while not self._stop.is_set():
+            with self.cluster.cond:
+                self.cluster.cond.wait_for(lambda: self.cluster.rv != seen or self._stop.is_set(), 0.1)
+                seen = self.cluster.rv
+            try:
+                self.reconcile()
+            except Exception as exc:  # keep the toy running; tests see the effect
+                print(f"{type(self).__name__}: {exc!r}", file=sys.stderr)
+
+    def reconcile(self) -> None:
+        raise NotImplementedError
+
+
+def _pod_from_template(owner: dict[str, Any], template: dict[str, Any], name: str) -> dict[str, Any]:
+    import copy
+
+    meta = copy.deepcopy(template.get("metadata", {}))
+    meta.update(name=name, namespace=owner["metadata"]["namespace"], ownerReferences=[_owner(owner)])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template["spec"]),
+            "status": {"phase": "Pending"}}  # fmt: skip
+
+
+class IndexedJobController(Loop):
+    """batch/v1 Job with completionMode Indexed: pods, counters, Complete/Failed conditions."""
+
+    def reconcile(self) -> None:
+        c = self.cluster
+        pods = c.items(PODS)
+        for job in c.items(BATCH_JOBS.key):
+            if job["spec"].get("suspend"):
+                continue
+            ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+            mine = [p for p in pods if _owned_by(p, job)]
+            conds = job.get("status", {}).get("conditions", [])
+            finished = any(x["type"] in ("Complete", "Failed") and x["status"] == "True" for x in conds)
+            completions = job["spec"]["completions"]
+            backoff = job["spec"].get("backoffLimit", 6)
+            failed = sum(1 for p in mine if p["status"].get("phase") == "Failed")
+            done_idx = {int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+                        for p in mine if p["status"].get("phase") == "Succeeded"}  # fmt: skip
+            active = [p for p in mine if p["status"].get("phase") in ("Pending", "Running")]
+            if not finished and failed <= backoff:
+                for idx in range(completions):
+                    live = [p for p in active if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == str(idx)]
+                    if idx in done_idx or live:
+                        continue
+                    pod = self._make_pod(job, idx)
+                    c.create(PODS, ns, pod)
+                    c.record_event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+            rules = job["spec"].get("successPolicy", {}).get("rules", [])
+            success = len(done_idx) == completions or any(
+                r.get("succeededIndexes") and {int(i) for i in r["succeededIndexes"].split(",")} <= done_idx for r in rules
+            )
+
+            def status(obj: dict[str, Any]) -> None:
+                st = obj.setdefault("status", {})
+                st.setdefault("startTime", now())
+                st["active"] = len(active)
+                st["ready"] = sum(1 for p in active if p["status"].get("phase") == "Running")
+                st["succeeded"] = len(done_idx)
+                st["failed"] = failed
+                st["completedIndexes"] = ",".join(map(str, sorted(done_idx)))
+                cs = st.setdefault("conditions", [])
+                if finished:
+                    return
+                if failed > backoff:
+                    _set_condition(cs, "FailureTarget", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+                    _set_condition(cs, "Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+                elif success:
+                    _set_condition(cs, "SuccessCriteriaMet", "True", "CompletionsReached", "Reached expected number of succeeded pods")
+                    _set_condition(cs, "Complete", "True", "CompletionsReached", "Reached expected number of succeeded pods")
+                    st["completionTime"] = now()
+
+            new = c.update(BATCH_JOBS.key, ns, name, status)
+            now_finished = new is not None and any(
+                x["type"] in ("Complete", "Failed") and x["status"] == "True" for x in new["status"].get("conditions", [])
+            )
+            if now_finished and not finished:
+                reason = "Completed" if success and failed <= backoff else "BackoffLimitExceeded"
+                kind = "Normal" if reason == "Completed" else "Warning"
+                c.record_event(job, kind, reason, "Job completed" if kind == "Normal" else "Job has reached the specified backoff limit")
+                for p in active:  # the Job controller removes what is still running
+                    with contextlib.suppress(Exception):
+                        c.delete(PODS, ns, p["metadata"]["name"])
+
+    @staticmethod
+    def _make_pod(job: dict[str, Any], idx: int) -> dict[str, Any]:
+        name = job["metadata"]["name"]
+        pod = _pod_from_template(job, job["spec"]["template"], f"{name}-{idx}-{secrets.token_hex(3)[:5]}")
+        labels = pod["metadata"].setdefault("labels", {})
+        uid = job["metadata"]["uid"]
+        labels.update({
+            "batch.kubernetes.io/job-name": name, "job-name": name,
+            "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
+            "batch.kubernetes.io/job-completion-index": str(idx),
+        })  # fmt: skip
+        pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(idx)
+        pod["spec"]["hostname"] = f"{name}-{idx}"
+        for ctr in pod["spec"]["containers"]:
+            ctr.setdefault("env", []).insert(0, {"name": "JOB_COMPLETION_INDEX", "value": str(idx)})
+        return pod
+
+
+class PyTorchJobController(Loop):
+    """kubeflow.org/v1 PyTorchJob (training operator v1 behaviour, the parts the backend sees)."""
+
+    def reconcile(self) -> None:
+        c = self.cluster
+        pods = c.items(PODS)
+        for pj in c.items(PYTORCHJOBS.key):
+            ns, name = pj["metadata"]["namespace"], pj["metadata"]["name"]
+            mine = {p["metadata"]["name"]: p for p in pods if _owned_by(p, pj)}
+            specs = pj["spec"]["pytorchReplicaSpecs"]
+            conds = pj.get("status", {}).get("conditions", [])
+            finished = any(x["type"] in ("Succeeded", "Failed") and x["status"] == "True" for x in conds)
+            total = sum(r.get("replicas", 1) for r in specs.values())
+            if not finished and not mine:
+                for rtype, rspec in sorted(specs.items()):
+                    for i in range(rspec.get("replicas", 1)):
+                        self._create_replica(pj, rtype, i, rspec, total)
+                c.record_event(pj, "Normal", "PyTorchJobCreated", f"PyTorchJob {name} is created.")
+                continue
+            phases = {n: p["status"].get("phase") for n, p in mine.items()}
+            master = phases.get(f"{name}-master-0")
+            failed = [n for n, ph in phases.items() if ph == "Failed"]
+
+            def status(obj: dict[str, Any]) -> None:
+                st = obj.setdefault("status", {})
+                cs = st.setdefault("conditions", [])
+                _set_condition(cs, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.")
+                st["replicaStatuses"] = {
+                    rt: {
+                        "active": sum(1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph in ("Pending", "Running")),
+                        "succeeded": sum(1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph == "Succeeded"),
+                        "failed": sum(1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph == "Failed"),
+                    }
+                    for rt in specs
+                }
+                if finished:
+                    return
+                if phases and all(ph == "Running" for ph in phases.values()):
+                    st.setdefault("startTime", now())
+                    _set_condition(cs, "Running", "True", "PyTorchJobRunning", f"PyTorchJob {name} is running.")
+                if master == "Succeeded":
+                    _set_condition(cs, "Running", "False", "PyTorchJobSucceeded", "")
+                    _set_condition(cs, "Succeeded", "True", "PyTorchJobSucceeded", f"PyTorchJob {name} is successfully completed.")
+                    st["completionTime"] = now()
+                elif failed:
+                    rtype = "Master" if f"{name}-master-0" in failed else "Worker"
+                    _set_condition(cs, "Running", "False", "PyTorchJobFailed", "")
+                    _set_condition(
+                        cs, "Failed", "True", "PyTorchJobFailed",
+                        f"PyTorchJob {name} is failed because {len(failed)} {rtype} replica(s) failed.",
+                    )  # fmt: skip
+                    st["completionTime"] = now()
+
+            c.update(PYTORCHJOBS.key, ns, name, status)
+
+    def _create_replica(self, pj: dict[str, Any], rtype: str, index: int, rspec: dict[str, Any], total: int) -> None:
+        c = self.cluster
+        name, ns = pj["metadata"]["name"], pj["metadata"]["namespace"]
+        rt = rtype.lower()
+        pod = _pod_from_template(pj, rspec["template"], f"{name}-{rt}-{index}")
+        labels = pod["metadata"].setdefault("labels", {})
+        labels.update({
+            "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            "training.kubeflow.org/replica-type": rt, "training.kubeflow.org/replica-index": str(index),
+        })  # fmt: skip
+        if rt == "master":
+            labels["training.kubeflow.org/job-role"] = "master"
+        restart = rspec.get("restartPolicy", "OnFailure")
+        pod["spec"]["restartPolicy"] = "Never" if restart == "ExitCode" else restart
+        nproc = pj["spec"].get("nprocPerNode", "auto")
+        port = 23456
+        for ctr in pod["spec"]["containers"]:
+            for p in ctr.get("ports", []):
+                if p.get("name") == "pytorchjob-port":
+                    port = p["containerPort"]
+        rank = 0 if rt == "master" else index + 1
+        env = [
+            ("PET_NNODES", str(total)), ("PET_NPROC_PER_NODE", nproc), ("PET_NODE_RANK", str(rank)),
+            ("PET_MASTER_ADDR", f"{name}-master-0"), ("PET_MASTER_PORT", str(port)),
+            ("MASTER_ADDR", f"{name}-master-0"), ("MASTER_PORT", str(port)),
+            ("WORLD_SIZE", str(total * (int(nproc) if nproc.isdigit() else 1))), ("RANK", str(rank)),
+            ("PYTHONUNBUFFERED", "1"),
+        ]  # fmt: skip
+        for ctr in pod["spec"]["containers"]:
+            if ctr["name"] == "pytorch":
+                have = {e["name"] for e in ctr.get("env", [])}
+                ctr.setdefault("env", []).extend({"name": k, "value": v} for k, v in env if k not in have)
+        c.create(PODS, ns, pod)
+        svc = {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{name}-{rt}-{index}", "ownerReferences": [_owner(pj)], "labels": dict(labels)},
+            "spec": {"clusterIP": "None", "selector": dict(labels), "ports": [{"name": "pytorchjob-port", "port": port}]},
+        }  # fmt: skip
+        c.create(SERVICES, ns, svc)
+        c.record_event(pj, "Normal", "SuccessfulCreatePod", f"Created pod: {pod['metadata']['name']}")
+
+
+class ProcessKubelet(Loop):
+    """Schedules pods onto one fake node and runs their containers as local processes."""
+
+    def __init__(self, cluster: FakeCluster, gpus: int = 8, bad_images: tuple[str, ...] = ()) -> None:
+        super().__init__(cluster)
+        self.gpus = gpus
+        self.bad_images = set(bad_images)
+        self.node = "fake-node-1"
+        self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        self.handled: set[tuple[str, str]] = set()
+        self.ports: dict[tuple[str, str], int] = {}
+        self._port_lock = threading.Lock()
+        self.sandbox = Path(tempfile.mkdtemp(prefix="fake-kubelet-"))
+        cluster.on_delete.append(self._deleted)
+
+    def stop(self) -> None:
+        super().stop()
+        for proc in list(self.procs.values()):
+            self._kill(proc)
+
+    def reconcile(self) -> None:
+        for pod in self.cluster.items(PODS):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if key in self.handled:
+                continue
+            if self._try_start(pod):
+                self.handled.add(key)
+
+    # -- a pod's life ------------------------------------------------------------------------------
+    def _update(self, pod: dict[str, Any], fn: Any) -> None:
+        self.cluster.update(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"], fn)
+
+    def _once(self, pod: dict[str, Any], tag: str) -> bool:
+        """True the first time ``tag`` is seen for this pod (events are recorded once)."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"], tag)
+        seen = getattr(self, "_seen", set())
+        self._seen = seen
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    def _try_start(self, pod: dict[str, Any]) -> bool:
+        c = self.cluster
+        ctr = pod["spec"]["containers"][0]
+        gpus = int(ctr.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", "0"))
+        if gpus > self.gpus:
+            msg = (
+                "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
+                "1 No preemption victims found for incoming pod."
+            )
+            if self._once(pod, "unschedulable"):
+                self._update(pod, lambda p: p["status"].update(
+                    phase="Pending",
+                    conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+                                 "lastTransitionTime": now()}],
+                ))  # fmt: skip
+                c.record_event(pod, "Warning", "FailedScheduling", msg)
+            return False
+        if self._once(pod, "scheduled"):
+            def bind(p: dict[str, Any]) -> None:
+                p["spec"]["nodeName"] = self.node
+                p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}]
+
+            self._update(pod, bind)
+            ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            c.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {self.node}")
+        if ctr["image"] in self.bad_images:
+            if self._once(pod, "pull"):
+                msg = f'Back-off pulling image "{ctr["image"]}"'
+                self._update(pod, lambda p: p["status"].update(
+                    containerStatuses=[self._cstatus(ctr, {"waiting": {"reason": "ImagePullBackOff", "message": msg}})]
+                ))  # fmt: skip
+                c.record_event(pod, "Warning", "Failed", f'Failed to pull image "{ctr["image"]}": not found')
+                c.record_event(pod, "Normal", "BackOff", msg)
+            return False
+        for vol in pod["spec"].get("volumes", []):
+            cm = vol.get("configMap")
+            if cm and c.get(CONFIGMAPS, pod["metadata"]["namespace"], cm["name"]) is None:
+                if self._once(pod, "mount"):
+                    c.record_event(pod, "Warning", "FailedMount", f'configmap "{cm["name"]}" not found')
+                return False
+        threading.Thread(target=self._run_pod, args=(pod,), daemon=True).start()
+        return True
+
+    @staticmethod
+    def _cstatus(ctr: dict[str, Any], state: dict[str, Any], restarts: int = 0, last: dict[str, Any] | None = None) -> dict[str, Any]:
+        # client 37 insists on image, imageID, ready and restartCount.
+        return {
+            "name": ctr["name"], "image": ctr["image"], "imageID": f"fake://{ctr['image']}",
+            "ready": "running" in state, "restartCount": restarts, "state": state, "lastState": last or {},
+            "started": "running" in state,
+        }  # fmt: skip
+
+    def _volumes(self, pod: dict[str, Any], ctr: dict[str, Any]) -> dict[str, str]:
+        """Mount path → host path for emptyDir and configMap volumes (PVCs are host paths)."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        vols = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+        out: dict[str, str] = {}
+        for m in ctr.get("volumeMounts", []):
+            vol = vols[m["name"]]
+            if m["mountPath"] == "/dev/shm":
+                continue
+            if "emptyDir" in vol or "configMap" in vol:
+                host = self.sandbox / ns / name / m["name"]
+                host.mkdir(parents=True, exist_ok=True)
+                if "configMap" in vol:
+                    cm = self.cluster.get(CONFIGMAPS, ns, vol["configMap"]["name"]) or {}
+                    for fname, text in cm.get("data", {}).items():
+                        (host / fname).write_text(text)
+                out[m["mountPath"]] = str(host)
+            elif "persistentVolumeClaim" in vol and not Path(m["mountPath"]).is_dir():
+                raise RuntimeError(f"PVC mount {m['mountPath']} is not a local directory")
+        return out
+
+    def _env(self, pod: dict[str, Any], ctr: dict[str, Any]) -> dict[str, str]:
+        meta = pod["metadata"]
+        env = {
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "HOSTNAME": pod["spec"].get("hostname") or meta["name"],
+        }
+        for item in ctr.get("env", []):
+            if "value" in item:
+                env[item["name"]] = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), item["value"])
+                continue
+            path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "")
+            fm = _FIELD.match(path)
+            if fm:
+                env[item["name"]] = meta.get(fm.group(1), {}).get(fm.group(2), "")
+            else:
+                env[item["name"]] = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
+                                     "spec.nodeName": self.node, "status.podIP": "127.0.0.1"}.get(path, "")  # fmt: skip
+        for addr, port in (("PET_MASTER_ADDR", "PET_MASTER_PORT"), ("MASTER_ADDR", "MASTER_PORT")):
+            if addr in env:
+                key = (meta["namespace"], env[addr])
+                with self._port_lock:  # pods start in parallel threads: one port per job
+                    if key not in self.ports:
+                        with socket.socket() as s:
+                            s.bind(("127.0.0.1", 0))
+                            self.ports[key] = s.getsockname()[1]
+                env[addr], env[port] = "127.0.0.1", str(self.ports[key])
+        return env
+
+    def _run_pod(self, pod: dict[str, Any]) -> None:
+        c = self.cluster
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        ctr = pod["spec"]["containers"][0]
+        mounts = self._volumes(pod, ctr)
+
+        def rewrite(text: str) -> str:
+            for mount, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+                if text == mount or text.startswith(mount + "/"):
+                    return host + text[len(mount):]
+            return text
+
+        env = {k: rewrite(v) for k, v in self._env(pod, ctr).items()}
+        argv = [rewrite(a) for a in [*ctr.get("command", []), *ctr.get("args", [])]]
+        cwd = rewrite(ctr.get("workingDir") or str(self.sandbox))
+        os.makedirs(cwd, exist_ok=True)
+        policy = pod["spec"].get("restartPolicy", "Always")
+        restarts = 0
+        last: dict[str, Any] = {}
+        while True:
+            if c.get(PODS, ns, name) is None:
+                return
+            c.record_event(pod, "Normal", "Started", f"Started container {ctr['name']}")
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # fmt: skip
+            self.procs[(ns, name)] = proc
+            c.open_log(ns, name)
+            started = now()
+            self._update(pod, lambda p, r=restarts, s=started, lt=last: p["status"].update(
+                phase="Running", startTime=p["status"].get("startTime") or s, hostIP="127.0.0.1", podIP="127.0.0.1",
+                conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "True"}],
+                containerStatuses=[self._cstatus(ctr, {"running": {"startedAt": s}}, r, lt)],
+            ))  # fmt: skip
+            assert proc.stdout is not None
+            for line in iter(proc.stdout.readline, b""):
+                c.append_log(ns, name, line.rstrip(b"\n"))
+            code = proc.wait()
+            code = 128 - code if code < 0 else code  # killed by a signal: 128 + signal number
+            c.close_log(ns, name)
+            term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started, "finishedAt": now()}
+            if c.get(PODS, ns, name) is None:
+                return
+            if (policy == "Always") or (policy == "OnFailure" and code != 0):
+                restarts += 1
+                last = {"terminated": term}
+                c.record_event(pod, "Warning", "BackOff", f"Back-off restarting failed container {ctr['name']}")
+                time.sleep(0.2)
+                continue
+            phase = "Succeeded" if code == 0 else "Failed"
+            self._update(pod, lambda p, t=term, r=restarts, lt=last: p["status"].update(
+                phase=phase,
+                conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "False"}],
+                containerStatuses=[self._cstatus(ctr, {"terminated": t}, r, lt)],
+            ))  # fmt: skip
+            return
+
+    def _deleted(self, key: str, obj: dict[str, Any]) -> None:
+        if key != PODS:
+            return
+        proc = self.procs.pop((obj["metadata"]["namespace"], obj["metadata"]["name"]), None)
+        if proc is not None:
+            threading.Thread(target=self._kill, args=(proc,), daemon=True).start()
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the pod's process group, SIGKILL after a short grace period."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(3)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class ToyCluster:
+    """Fake API server + controllers + process kubelet, as a context manager."""
+
+    def __init__(self, version: tuple[int, int] = (1, 33), install: tuple[str, ...] = (), **kubelet: Any) -> None:
+        from .fakeapi import FakeApiServer
+
+        self.cluster = FakeCluster(version, install)
+        self.server = FakeApiServer(self.cluster)
+        self.loops: list[Loop] = [IndexedJobController(self.cluster), ProcessKubelet(self.cluster, **kubelet)]
+        if "pytorchjob" in install:
+            self.loops.append(PyTorchJobController(self.cluster))
+
+    @property
+    def kubelet(self) -> ProcessKubelet:
+        return next(loop for loop in self.loops if isinstance(loop, ProcessKubelet))
+
+    def __enter__(self) -> ToyCluster:
+        self.server.__enter__()
+        for loop in self.loops:
+            loop.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for loop in self.loops:
+            loop.stop()
+        self.server.__exit__(*exc)
