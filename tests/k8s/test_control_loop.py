@@ -159,3 +159,33 @@ def test_missing_permission_names_verb_and_resource(
     assert backend.store.read_status(job_id).reason == "SubmitFailed"  # type: ignore[union-attr]
     # The Service created before the refusal was rolled back.
     assert toy.cluster.get(SERVICES, "team-a", job_id) is None
+
+
+def test_configmap_ships_the_script_when_the_job_dir_is_not_shared(
+    toy: ToyCluster, workspace: Path, tmp_path: Path
+) -> None:
+    from jupyter_disttrain.errors import InvalidSpecError
+    from jupyter_disttrain.store import JobStore
+
+    backend = KubernetesBackend(JobStore(tmp_path / "local-jobs"))  # not under the mounted workspace
+    spec = ddp_spec(workspace, nodes=1, options={"flavor": "job"})
+    job_id = backend.submit(spec, DDP_SCRIPT, files={"labels.txt": b"cat\ndog\n"})
+    cm = toy.cluster.get("/v1/configmaps", "team-a", f"{job_id}-code")
+    assert cm is not None and cm["data"] == {"labels.txt": "cat\ndog\n", "train.py": DDP_SCRIPT}
+    status = wait_for(backend, job_id, lambda s: s.is_terminal)
+    assert status.phase is JobPhase.SUCCEEDED, status.message
+    lines = [ln for ln in backend.logs(job_id) if " sum=" in ln.text]  # from pods/log
+    assert [(ln.replica, ln.text) for ln in lines] == [("node-0", f"[rank0]:rank 0/1 sum=1 job={job_id}")]
+    backend.delete(job_id)
+    assert toy.cluster.get("/v1/configmaps", "team-a", f"{job_id}-code") is None
+
+    with pytest.raises(InvalidSpecError, match="ConfigMap limit"):
+        backend.submit(spec, DDP_SCRIPT, files={"weights.bin": bytes(1_100_000)})
+    assert not toy.cluster.items("/v1/configmaps") and not toy.cluster.items("batch/v1/jobs")
+
+
+def test_missing_list_permission_is_named(toy: ToyCluster, backend: KubernetesBackend, workspace: Path) -> None:
+    job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), "print('hi')\n")
+    toy.cluster.denied.add(("list", "pods"))
+    with pytest.raises(BackendError, match="may not list pods in namespace 'team-a'"):
+        backend.describe(job_id)

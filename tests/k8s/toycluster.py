@@ -308,6 +308,9 @@ class ProcessKubelet(Loop):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
             if key in self.handled:
                 continue
+            if not pod["metadata"].get("ownerReferences"):
+                self.handled.add(key)  # a bare pod (the notebook's own): its container is not ours to run
+                continue
             if self._try_start(pod):
                 self.handled.add(key)
 
