@@ -112,7 +112,10 @@ class LogTail:
         for entry in reversed(self._lines):
             if entry[0] == line.replica:
                 if entry[2]:
-                    entry[1], entry[2] = text, pending
+                    # like a terminal: a bare newline after a bar leaves the bar as drawn
+                    if _ANSI.sub("", line.text).strip("\r\n"):
+                        entry[1] = text
+                    entry[2] = pending
                     return
                 break
         self._lines.append([line.replica, text, pending])

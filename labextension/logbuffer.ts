@@ -64,12 +64,16 @@ export class LogBuffer {
   append(lines: ILogLine[], offset?: string): number {
     let first = this._texts.length;
     for (const chunk of lines) {
-      const text = (this.prefix ? linePrefix(chunk) : '') + displayText(chunk.text);
+      const shown = displayText(chunk.text);
+      const text = (this.prefix ? linePrefix(chunk) : '') + shown;
       const provisional = chunk.text.endsWith('\r');
       const at = this._pending.get(chunk.replica);
       if (at !== undefined) {
-        this._texts[at] = text;
-        first = Math.min(first, at);
+        // like a terminal: an empty chunk (the bar's closing newline) leaves the bar as drawn
+        if (shown !== '') {
+          this._texts[at] = text;
+          first = Math.min(first, at);
+        }
         if (!provisional) {
           this._pending.delete(chunk.replica);
         }

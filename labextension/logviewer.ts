@@ -76,6 +76,7 @@ export class LogViewer extends Widget {
   /** Load (again) from the current replica/tail and follow. */
   async reload(): Promise<void> {
     const generation = ++this._generation;
+    this._loading = true;
     await this._poll.stop();
     this._buffer = new LogBuffer(this._replica === '');
     this._view = new FilteredView(this._buffer, this._filter.value);
@@ -102,6 +103,13 @@ export class LogViewer extends Widget {
       }
     } catch (err) {
       this._setStatus(`Cannot load the log: ${err instanceof Error ? err.message : err}`, true);
+      return;
+    } finally {
+      if (generation === this._generation) {
+        this._loading = false;
+      }
+    }
+    if (generation !== this._generation) {
       return;
     }
     if (!this._done) {
@@ -191,6 +199,9 @@ export class LogViewer extends Widget {
   }
 
   private async _fetchMore(): Promise<void> {
+    if (this._loading) {
+      return; // the first page is on its way; following starts from its offset
+    }
     if (this._done) {
       await this._poll.stop();
       return;
@@ -415,6 +426,7 @@ export class LogViewer extends Widget {
   private _follow = new FollowState(true);
   private _poll: Poll;
   private _done = false;
+  private _loading = false;
   private _generation = 0;
   private _frame = 0;
   private _measured = 0;

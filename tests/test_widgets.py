@@ -38,6 +38,14 @@ def test_log_tail_collapses_progress_bars_per_replica_and_strips_ansi() -> None:
     assert tail.lines() == ["[rank0] start", "[rank0] 100%|####|", "[rank1] 90%|###|", "[rank0] after"]
 
 
+def test_log_tail_keeps_a_bar_when_only_its_newline_follows() -> None:
+    tail = widgets.LogTail()
+    tail.add(_line("50%\r"))
+    tail.add(_line(""))
+    tail.add(_line("next"))
+    assert tail.lines() == ["[rank0] 50%", "[rank0] next"]
+
+
 def test_log_tail_keeps_last_segment_of_a_multi_redraw_chunk_and_drops_oldest() -> None:
     tail = widgets.LogTail(size=2)
     tail.add(_line("a"))

@@ -44,6 +44,12 @@ describe('LogBuffer', () => {
     expect(b.line(2)).toBe('[rank1] after');
   });
 
+  it('keeps a bar as drawn when the next chunk only ends its line', () => {
+    const b = new LogBuffer(false);
+    b.append([line('50%\r', 0), line('', 0), line('next', 0)]);
+    expect([b.length, b.line(0), b.line(1)]).toEqual([2, '50%', 'next']);
+  });
+
   it('tracks the resume token of the last chunk or the page', () => {
     const b = new LogBuffer(false);
     expect(b.offset).toBe('');

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Browser tests of the JupyterLab UI (Galata/Playwright in Debian's Chromium).
+# Installs what is missing (chromium via apt-get, the test's node packages with no browser
+# download, the built lab extension), then starts a real JupyterLab and runs tests/*.spec.ts.
+# Usage: tests/ui/run.sh [playwright args...]   (e.g. -g "cancel")
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+
+if ! command -v "${CHROMIUM:-/usr/bin/chromium}" >/dev/null 2>&1; then
+  echo "== installing chromium (apt-get)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+if [ ! -d "$HERE/node_modules/@jupyterlab/galata" ]; then
+  echo "== jlpm install (tests/ui)"
+  (cd "$HERE" && jlpm install)
+fi
+
+# Use the installed package if there is one, else this checkout (server, kernels and page).
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/disttrain-ui.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+if ! jupyter labextension list 2>&1 | grep -q "jupyter_disttrain"; then
+  if [ ! -f "$ROOT/jupyter_disttrain/labextension/package.json" ]; then
+    echo "== building the lab extension"
+    (cd "$ROOT" && jlpm install && jlpm build)
+  fi
+  mkdir -p "$WORK/labextensions"
+  ln -s "$ROOT/jupyter_disttrain/labextension" "$WORK/labextensions/jupyter_disttrain"
+  export DISTTRAIN_LABEXTENSIONS="$WORK/labextensions"
+  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+export DISTTRAIN_JOB_ROOT="$WORK/jobs"
+export DISTTRAIN_BACKEND="${DISTTRAIN_BACKEND:-local}"
+export SCREENSHOT_DIR="${SCREENSHOT_DIR:-$ROOT/docs/screenshots}"
+export JLAB_PORT="${JLAB_PORT:-$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
+export JLAB_TOKEN="${JLAB_TOKEN:-$(python -c 'import secrets; print(secrets.token_hex(24))')}"
+mkdir -p "$DISTTRAIN_JOB_ROOT" "$SCREENSHOT_DIR"
+cd "$HERE"
+npx playwright test "$@"

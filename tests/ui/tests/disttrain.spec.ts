@@ -1,0 +1,167 @@
+/**
+ * The UI end to end: a real JupyterLab, a real `%%distrun --gpus 2` job (local backend, two
+ * CPU ranks under torchrun), real TensorBoard behind the server's proxy.
+ */
+import { expect, galata, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { execFileSync } from 'child_process';
+import * as path from 'path';
+
+const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
+const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
+
+test.describe.configure({ mode: 'serial' });
+test.use({ autoGoto: true });
+
+function notebook(cells: string[]): string {
+  return JSON.stringify({
+    cells: cells.map(source => ({
+      cell_type: 'code',
+      execution_count: null,
+      metadata: {},
+      outputs: [],
+      source
+    })),
+    metadata: {
+      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' },
+      language_info: { name: 'python' }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  });
+}
+
+const TRAIN = `%%distrun --gpus 2 --name uitest
+import os
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+print(f"hello from rank {rank} of {dist.get_world_size()}", flush=True)
+for pct in range(0, 101, 5):  # drawn like tqdm: "\\r" + bar, a newline when done
+    print(f"\\rprogress {pct}%", end="", flush=True)
+print("", flush=True)
+if rank == 0:
+    from torch.utils.tensorboard import SummaryWriter
+    writer = SummaryWriter(os.environ["DISTTRAIN_TENSORBOARD_DIR"])
+    for step in range(5):
+        writer.add_scalar("train/loss", 1.0 / (step + 1), step)
+    writer.close()
+dist.barrier()
+dist.destroy_process_group()
+print(f"rank {rank} done", flush=True)`;
+
+// Writes one more point, under a new tag, into a job's TensorBoard dir (as training would).
+const WRITE_POINT = `
+import sys
+from torch.utils.tensorboard import SummaryWriter
+w = SummaryWriter(sys.argv[1])
+w.add_scalar("eval/accuracy", 0.9, 5)
+w.close()
+`;
+
+async function openPanel(page: IJupyterLabPageFixture) {
+  const panel = page.locator('#jp-disttrain-sidebar');
+  if (!(await panel.isVisible())) {
+    await page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]').click();
+  }
+  await expect(panel).toBeVisible();
+  return panel;
+}
+
+async function runNotebook(page: IJupyterLabPageFixture, tmpPath: string, name: string, cells: string[]) {
+  await page.contents.uploadContent(notebook(cells), 'text', `${tmpPath}/${name}`);
+  await page.notebook.openByPath(`${tmpPath}/${name}`);
+  await page.notebook.activate(name);
+  return page.notebook.run();
+}
+
+test('a %%distrun job shows in the panel, logs, details and TensorBoard', async ({ page, tmpPath }) => {
+  // the cell follows the job until it ends, so run() returns once it has succeeded
+  await runNotebook(page, tmpPath, 'train.ipynb', ['%load_ext jupyter_disttrain', TRAIN]);
+  const cellView = page.locator('.jp-DistTrainCellView');
+  await expect(cellView).toContainText('Succeeded');
+  await expect(cellView).toContainText('[rank1] rank 1 done');
+  await page.screenshot({ path: path.join(SHOTS, 'cell.png') });
+
+  // --- sidebar
+  const panel = await openPanel(page);
+  const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uitest' });
+  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Succeeded');
+  await expect(row.locator('.jp-DistTrainPanel-meta')).toContainText('local');
+  const jobId = (await row.getAttribute('data-job-id'))!;
+  expect(jobId).toMatch(/^uitest-/);
+  await page.screenshot({ path: path.join(SHOTS, 'panel.png') });
+
+  // --- logs: both ranks, prefixed; each progress bar is one line, not 21
+  await row.locator('button[data-action="logs"]').click();
+  const log = page.locator('.jp-DistTrainLog');
+  await expect(log.locator('.jp-DistTrainLog-row', { hasText: '[rank0] hello from rank 0 of 2' })).toBeVisible();
+  await expect(log.locator('.jp-DistTrainLog-row', { hasText: '[rank1] hello from rank 1 of 2' })).toBeVisible();
+  await expect(log.locator('.jp-DistTrainLog-row', { hasText: 'progress' })).toHaveCount(2);
+  await expect(log.locator('.jp-DistTrainLog-row', { hasText: 'progress 100%' })).toHaveCount(2);
+  await page.screenshot({ path: path.join(SHOTS, 'logs.png') });
+  await log.locator('.jp-DistTrainLog-filter').fill('done');
+  await expect(log.locator('.jp-DistTrainLog-row')).toHaveCount(2);
+  await expect(log.locator('.jp-DistTrainLog-status')).toContainText('2 of');
+
+  // --- details: replicas and the packaged script in JupyterLab's editor
+  await row.locator('button[data-action="details"]').click();
+  const details = page.locator('.jp-DistTrainDetails');
+  await expect(details.locator('.jp-DistTrainDetails-replicas tbody tr')).toHaveCount(2);
+  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toContainText('hello from rank');
+  await expect(details).toContainText('--nproc-per-node 2');
+  await page.screenshot({ path: path.join(SHOTS, 'details.png') });
+
+  // --- TensorBoard through the proxy, then a new point shows up with no click
+  await row.locator('button[data-action="tensorboard"]').click();
+  const tab = page.locator('.jp-DistTrainTensorBoard');
+  await expect(tab.locator('.jp-DistTrainTensorBoard-auto input[type="checkbox"]')).toBeChecked();
+  const frame = page.frameLocator('.jp-DistTrainTensorBoard iframe');
+  await expect(frame.getByText('train/loss').first()).toBeVisible();
+  await page.screenshot({ path: path.join(SHOTS, 'tensorboard.png') });
+
+  const written = Date.now();
+  execFileSync('python', ['-c', WRITE_POINT, path.join(JOB_ROOT, jobId, 'tensorboard')]);
+  // TensorBoard lists the new tag's group (collapsed) once its data was reloaded
+  const group = frame.getByText('eval', { exact: true });
+  await expect(group).toBeVisible();
+  // a figure, not an assertion (timing belongs to bench/): how long until it was on screen
+  console.log(`new TensorBoard point visible ${((Date.now() - written) / 1000).toFixed(1)} s after it was written`);
+  await group.click();
+  await expect(frame.getByText('eval/accuracy').first()).toBeVisible();
+});
+
+test('a running job is cancelled from the panel', async ({ page, tmpPath }) => {
+  await runNotebook(page, tmpPath, 'long.ipynb', [
+    '%load_ext jupyter_disttrain',
+    '%%distrun --gpus 2 --name uicancel --detach\nimport time\nprint("sleeping", flush=True)\ntime.sleep(600)'
+  ]);
+  const panel = await openPanel(page);
+  const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uicancel' });
+  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Running');
+  await row.locator('button[data-action="cancel"]').click();
+  const dialog = page.locator('.jp-Dialog');
+  await expect(dialog).toContainText('logs and files are kept');
+  await dialog.locator('.jp-Dialog-button.jp-mod-warn').click();
+  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Cancelled');
+  await expect(row.locator('button[data-action="cancel"]')).toHaveCount(0);
+
+  // delete: the confirmation says the files stay; the job leaves the list
+  await row.locator('button[data-action="delete"]').click();
+  await expect(dialog).toContainText('are kept on disk');
+  await dialog.locator('.jp-Dialog-button.jp-mod-warn').click();
+  await expect(row).toHaveCount(0);
+});
+
+test('the Cancel button under a running cell cancels at once', async ({ page, tmpPath }) => {
+  const run = runNotebook(page, tmpPath, 'incell.ipynb', [
+    '%load_ext jupyter_disttrain',
+    '%%distrun --gpus 2 --name uicell\nimport time\nprint("sleeping", flush=True)\ntime.sleep(600)'
+  ]);
+  const cellView = page.locator('.jp-DistTrainCellView');
+  await expect(cellView).toContainText('Running');
+  await cellView.locator('.jp-DistTrain-cellCancel').click();
+  await page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-warn').click();
+  await run; // the cell stops following once the job has ended
+  await expect(cellView).toContainText('Cancelled');
+  expect(galata).toBeDefined();
+});
