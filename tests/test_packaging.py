@@ -443,3 +443,53 @@ def test_no_torch_or_numpy_import_for_plain_values(shell: InteractiveShell) -> N
     run(shell, "n = 3")
     source = package(shell, "print(n)").source
     assert "import torch" not in source and "import numpy" not in source
+
+
+# --- details of the script layout ----------------------------------------------------------------
+
+
+def test_lazy_annotations_are_not_taken_as_needed_names(shell: InteractiveShell) -> None:
+    cell = (
+        "from __future__ import annotations\ndef f(x: Tensor) -> Model:\n    y: Other = x\n    return y\nf(1)"
+    )
+    packaged = package(shell, cell)
+    assert packaged.pitfalls == [] and packaged.captured == []
+    assert packaged.source.split('"""\n\n', 1)[1].startswith("from __future__ import annotations\n")
+    compile(packaged.source, "train.py", "exec")
+
+
+def test_annotations_that_run_are_needed(shell: InteractiveShell) -> None:
+    run(shell, "Vector = list")
+    assert package(shell, "def norm(v: Vector) -> float:\n    return 0.0").captured == ["Vector"]
+
+
+def test_constants_stay_at_module_level_only_when_definitions_read_them(shell: InteractiveShell) -> None:
+    cell = "SCALE = 3\ncount = 0\ndef scaled(x):\n    return x * SCALE\nprint(scaled(2), count)\n"
+    body = package(shell, cell).source.split("# --- The %%distrun cell ---\n")[1]
+    assert body == (
+        "SCALE = 3\n"
+        'if __name__ == "__main__":\n    count = 0\n'
+        "def scaled(x):\n    return x * SCALE\n"
+        'if __name__ == "__main__":\n    print(scaled(2), count)\n'
+    )
+
+
+def test_definitions_that_need_computed_values_stay_guarded(shell: InteractiveShell, tmp_path: Path) -> None:
+    cell = "Base = type('Base', (), {'v': 7})\nclass Child(Base):\n    pass\nprint(Child.v)\n"
+    packaged = package(shell, cell)
+    assert "\n    class Child(Base):\n        pass\n" in packaged.source
+    assert run_script(packaged, tmp_path) == "7\n"
+
+
+def test_star_imports_and_ipython_display(shell: InteractiveShell) -> None:
+    run(shell, "from math import *")
+    source = package(shell, "display(sqrt(4.0), pi)").source
+    assert "from math import sqrt  # (" not in source
+    assert "from math import sqrt\n" in source and "pi = 3.141592653589793\n" in source
+    assert "from IPython.display import display\n" in source
+
+
+def test_ignore_star_silences_every_warning(shell: InteractiveShell) -> None:
+    cell = "m = nn.DataParallel(net)\nprint(nowhere)"
+    assert [p.code for p in package(shell, cell).pitfalls] == ["data-parallel", *["undefined-name"] * 3]
+    assert package(shell, cell, ignore={"*"}).pitfalls == []
