@@ -257,13 +257,15 @@ def test_references_to_library_objects_and_aliases(shell: InteractiveShell, tmp_
         "import importlib, json\nenc = importlib.import_module('json')\ndumps = json.dumps",
         "def shout(s):\n    return s.upper()",
         "yell = shout",
+        "import numpy\nroot = numpy.sqrt",
     )
-    packaged = package(shell, "print(enc.loads('[1]'), dumps({'a': 1}), yell('hi'))")
+    packaged = package(shell, "print(enc.loads('[1]'), dumps({'a': 1}), yell('hi'), root(9.0))")
     assert "import json as enc" in packaged.source
     assert "from json import dumps  # (from the kernel namespace)" not in packaged.source
     assert "from json import dumps" in packaged.source
     assert "yell = shout" in packaged.source
-    assert run_script(packaged, tmp_path) == '[1] {"a": 1} HI\n'
+    assert "from numpy import sqrt as root" in packaged.source
+    assert run_script(packaged, tmp_path) == '[1] {"a": 1} HI 3.0\n'
 
 
 def test_definitions_inside_if_blocks_and_lambda_assignments(shell: InteractiveShell, tmp_path: Path) -> None:

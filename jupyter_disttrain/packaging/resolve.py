@@ -8,7 +8,6 @@ namespace. Imports are replayed as written, functions and classes are copied fro
 from __future__ import annotations
 
 import ast
-import importlib
 import sys
 import types
 from collections.abc import Collection, Mapping
@@ -146,12 +145,15 @@ class Resolver:
             text = f"import {module}" if name == module else f"import {module} as {name}"
             self.items[name] = Item(name, "import", order, [text], label)
             return True
-        if not isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
-            return False
         module = getattr(value, "__module__", None) or ""
         qualname = getattr(value, "__qualname__", "")
+        if not isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+            # Other named library objects (numpy ufuncs...) are imported when their name leads back to them.
+            found = isinstance(module, str) and isinstance(qualname, str) and module != "__main__"
+            if not (found and qualname and _lookup(module, qualname) is value):
+                return False
         if module != "__main__":
-            if "." in qualname or "<" in qualname or _lookup(module, qualname) is not value:
+            if _lookup(module, qualname) is not value:
                 raise Unsendable(
                     f"{_kind(value)} that cannot be imported by name", "define or import it inside the cell"
                 )
@@ -185,10 +187,10 @@ class Resolver:
 
 
 def _lookup(module: str, qualname: str) -> Any:
-    try:
-        return getattr(importlib.import_module(module), qualname, None)
-    except Exception:  # any import failure just means "not importable by name"
+    """``module.qualname`` if that module is loaded (nothing is imported here), else None."""
+    if "." in qualname or "<" in qualname:
         return None
+    return getattr(sys.modules.get(module), qualname, None)
 
 
 def _kind(value: Any) -> str:
