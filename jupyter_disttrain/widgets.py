@@ -317,7 +317,9 @@ def _reason(status: JobStatus | None) -> str:
     if status is None or not (status.reason or status.message):
         return ""
     text = ": ".join(x for x in (status.reason, status.message) if x)
-    return f'<span style="color:var(--jp-error-color1,#d32f2f)">{html.escape(text)}</span>'
+    failed = status.phase is JobPhase.FAILED
+    colour = "var(--jp-error-color1,#d32f2f)" if failed else "var(--jp-ui-font-color2,#666)"
+    return f'<span style="color:{colour}">{html.escape(text)}</span>'
 
 
 def _pre(lines: list[str]) -> str:

@@ -118,6 +118,7 @@ export class JobDetails extends Panel {
     if (status.reason || status.message) {
       const why = document.createElement('div');
       why.className = 'jp-DistTrainDetails-reason';
+      why.classList.toggle('jp-mod-failed', status.phase === 'Failed');
       why.textContent = [status.reason, status.message].filter(Boolean).join(': ');
       root.append(why);
     }

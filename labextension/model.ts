@@ -1,6 +1,7 @@
 /**
  * The job list shared by the sidebar, the commands and the notifications: one poll of
- * `GET jobs`, with backoff on errors and standby while nobody looks.
+ * `GET jobs`, with backoff on errors, a slow pace while nobody looks and nothing runs, and
+ * standby while the browser tab is hidden.
  */
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
@@ -15,23 +16,27 @@ export interface IPhaseChange {
 export interface IJobsModelOptions {
   /** Loads the job list (newest first); `listJobs` in the extension. */
   fetchJobs: () => Promise<IJobSummary[]>;
-  /** Milliseconds between refreshes. */
+  /** Milliseconds between refreshes while someone looks or a job runs. */
   interval?: number;
-  /** Whether polling may pause (e.g. the panel is hidden and no job is watched). */
-  standby?: () => boolean;
+  /** Milliseconds between refreshes while idle (still polled: a cell may start a job). */
+  idleInterval?: number;
+  /** Whether nobody is looking (e.g. the panel is hidden); with no job running, poll slowly. */
+  unwatched?: () => boolean;
 }
 
 export class JobsModel {
   constructor(options: IJobsModelOptions) {
     this._fetch = options.fetchJobs;
-    const standby = options.standby ?? (() => false);
+    this._interval = options.interval ?? 2000;
+    this._idleInterval = Math.max(this._interval, options.idleInterval ?? 10000);
+    this._unwatched = options.unwatched ?? (() => false);
     this.poll = new Poll({
       auto: false,
       factory: () => this.refresh(),
-      frequency: { interval: options.interval ?? 2000, backoff: true, max: 60 * 1000 },
+      frequency: { interval: this._interval, backoff: true, max: 60 * 1000 },
       name: 'jupyter_disttrain:jobs',
-      // 'when-hidden' pauses while the browser tab is hidden; true pauses outright
-      standby: () => standby() || 'when-hidden'
+      // pause while the browser tab is hidden; refreshes when it is shown again
+      standby: 'when-hidden'
     });
   }
 
@@ -66,7 +71,21 @@ export class JobsModel {
   }
 
   setInterval(ms: number): void {
-    this.poll.frequency = { ...this.poll.frequency, interval: ms };
+    this._interval = ms;
+    this._idleInterval = Math.max(ms, this._idleInterval);
+    this._pace();
+  }
+
+  /** Whether the model polls at the slow, idle pace (nobody looks, nothing runs). */
+  get idle(): boolean {
+    return this._unwatched() && this._jobs.every(j => TERMINAL_PHASES.has(j.phase));
+  }
+
+  private _pace(): void {
+    const interval = this.idle ? this._idleInterval : this._interval;
+    if (this.poll.frequency.interval !== interval) {
+      this.poll.frequency = { ...this.poll.frequency, interval };
+    }
   }
 
   /** Start polling. */
@@ -88,6 +107,7 @@ export class JobsModel {
       throw err;
     }
     this.set(jobs);
+    this._pace();
   }
 
   /** Replace the list, emitting `finished` for each job that just reached its end. */
@@ -117,6 +137,9 @@ export class JobsModel {
   }
 
   private _fetch: () => Promise<IJobSummary[]>;
+  private _interval: number;
+  private _idleInterval: number;
+  private _unwatched: () => boolean;
   private _jobs: IJobSummary[] = [];
   private _error: string | null = null;
   private _loaded = false;

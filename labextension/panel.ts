@@ -153,6 +153,7 @@ export class JobsPanel extends Widget {
     if (job.reason || job.message) {
       const why = document.createElement('div');
       why.className = 'jp-DistTrainPanel-reason';
+      why.classList.toggle('jp-mod-failed', job.phase === 'Failed');
       why.textContent = [job.reason, job.message].filter(Boolean).join(': ');
       li.append(why);
     }

@@ -72,21 +72,28 @@ describe('JobsModel', () => {
     model.dispose();
   });
 
-  it('stands by when told to and refreshes on demand', async () => {
-    const server = scripted([[]]);
-    let standby = true;
-    const model = new JobsModel({ fetchJobs: server.fetchJobs, interval: 5, standby: () => standby });
-    await model.start();
-    await model.poll.tick;
-    await model.poll.tick;
-    const idle = server.calls();
-    expect(idle).toBe(0);
-    expect(model.poll.state.phase).toBe('standby');
-    standby = false;
-    await model.poll.refresh();
-    await model.poll.tick;
-    expect(server.calls()).toBeGreaterThan(idle);
-    expect(model.loaded).toBe(true);
+  it('slows down while unwatched and idle, speeds up when a job runs or someone looks', async () => {
+    const running = [job('r-rrrrr', 'Running', '2026-01-01T00:00:00Z')];
+    const done = [job('r-rrrrr', 'Succeeded', '2026-01-01T00:00:00Z')];
+    const server = scripted([done, running, done]);
+    let unwatched = true;
+    const model = new JobsModel({
+      fetchJobs: server.fetchJobs,
+      interval: 1000,
+      idleInterval: 9000,
+      unwatched: () => unwatched
+    });
+    await model.refresh();
+    expect([model.idle, model.poll.frequency.interval]).toEqual([true, 9000]);
+    await model.refresh();
+    expect([model.idle, model.poll.frequency.interval]).toEqual([false, 1000]);
+    await model.refresh();
+    expect(model.poll.frequency.interval).toBe(9000);
+    unwatched = false;
+    await model.refresh();
+    expect([model.idle, model.poll.frequency.interval]).toEqual([false, 1000]);
+    model.setInterval(500);
+    expect(model.poll.frequency.interval).toBe(500);
     model.dispose();
   });
 });

@@ -82,6 +82,12 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await expect(cellView).toContainText('[rank1] rank 1 done');
   await page.screenshot({ path: path.join(SHOTS, 'cell.png') });
 
+  // --- a notification says it succeeded; its action opens the logs
+  const toast = page.locator('.Toastify__toast').filter({ hasText: 'Job uitest succeeded' });
+  await expect(toast).toBeVisible();
+  await toast.getByRole('button', { name: 'Open logs' }).click();
+  await expect(page.locator('.jp-DistTrainLog')).toBeVisible();
+
   // --- sidebar
   const panel = await openPanel(page);
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uitest' });
@@ -92,7 +98,7 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await page.screenshot({ path: path.join(SHOTS, 'panel.png') });
 
   // --- logs: both ranks, prefixed; each progress bar is one line, not 21
-  await row.locator('button[data-action="logs"]').click();
+  await row.locator('button[data-action="logs"]').click(); // the tab opened above, brought to front
   const log = page.locator('.jp-DistTrainLog');
   await expect(log.locator('.jp-DistTrainLog-row', { hasText: '[rank0] hello from rank 0 of 2' })).toBeVisible();
   await expect(log.locator('.jp-DistTrainLog-row', { hasText: '[rank1] hello from rank 1 of 2' })).toBeVisible();
@@ -117,10 +123,9 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await expect(tab.locator('.jp-DistTrainTensorBoard-auto input[type="checkbox"]')).toBeChecked();
   const frame = page.frameLocator('.jp-DistTrainTensorBoard iframe');
   await expect(frame.getByText('train/loss').first()).toBeVisible();
-  await page.screenshot({ path: path.join(SHOTS, 'tensorboard.png') });
 
-  const written = Date.now();
   execFileSync('python', ['-c', WRITE_POINT, path.join(JOB_ROOT, jobId, 'tensorboard')]);
+  const written = Date.now(); // the writer has closed its file
   // TensorBoard lists the new tag's group (collapsed) once its data was reloaded
   const group = frame.getByText('eval', { exact: true });
   await expect(group).toBeVisible();
@@ -128,6 +133,7 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   console.log(`new TensorBoard point visible ${((Date.now() - written) / 1000).toFixed(1)} s after it was written`);
   await group.click();
   await expect(frame.getByText('eval/accuracy').first()).toBeVisible();
+  await page.screenshot({ path: path.join(SHOTS, 'tensorboard.png') });
 });
 
 test('a running job is cancelled from the panel', async ({ page, tmpPath }) => {
