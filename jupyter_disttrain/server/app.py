@@ -17,7 +17,7 @@ from ..store import ROOT_ENV
 from . import routes
 from .cache import CachingJobStore
 from .context import SETTINGS_KEY, ServerContext
-from .jobs import JobService
+from .jobs import MAX_LOG_LIMIT, JobService
 from .tensorboard import TensorBoardManager, check_command
 
 
@@ -74,7 +74,8 @@ class DistTrainApp(ExtensionApp):
     ).tag(config=True)
 
     log_batch_lines = Int(
-        2000, help="Most lines sent in one log-stream event (one bounded read of the log files)."
+        5000,
+        help="Most lines sent in one log-stream event (one bounded read of the log files; at most 10000).",
     ).tag(config=True)
 
     worker_threads = Int(
@@ -95,6 +96,12 @@ class DistTrainApp(ExtensionApp):
             return check_command(list(proposal["value"]))
         except InvalidSpecError as exc:
             raise TraitError(str(exc)) from None
+
+    @validate("log_batch_lines")
+    def _check_batch(self, proposal: Any) -> int:
+        if not 1 <= proposal["value"] <= MAX_LOG_LIMIT:
+            raise TraitError(f"log_batch_lines must be between 1 and {MAX_LOG_LIMIT}")
+        return int(proposal["value"])
 
     @validate("tensorboard_reload_interval", "log_poll_interval")
     def _check_positive(self, proposal: Any) -> float:

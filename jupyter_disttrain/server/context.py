@@ -21,5 +21,5 @@ class ServerContext:
     executor: ThreadPoolExecutor
     tensorboard: TensorBoardManager
     log_poll_interval: float = 0.05
-    log_batch_lines: int = 2000
+    log_batch_lines: int = 5000
     keepalive_interval: float = 15.0

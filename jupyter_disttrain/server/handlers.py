@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from jupyter_server.base.handlers import APIHandler
@@ -27,6 +28,7 @@ from ..errors import (
     UnknownJobError,
 )
 from .context import SETTINGS_KEY, ServerContext
+from .jobs import JobService
 
 _T = TypeVar("_T")
 
@@ -190,7 +192,7 @@ class LogStreamHandler(DistTrainHandler):
         offset = self.request.headers.get("Last-Event-ID") or self.get_argument("offset", None) or None
         tail = None if offset else self.int_argument("tail")
         # The first read happens before any header is sent, so bad input is still a JSON 4xx.
-        chunk = await self.call(service.read_logs, job_id, replica, offset, tail, ctx.log_batch_lines)
+        batch = await self.call(_read_batch, service, job_id, replica, offset, tail, ctx.log_batch_lines)
         self.set_header("Content-Type", "text/event-stream; charset=utf-8")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -198,24 +200,25 @@ class LogStreamHandler(DistTrainHandler):
         last_sent = loop.time()
         try:
             while not self._closed:
-                lines = chunk["lines"]
-                offset = chunk["offset"] or offset
-                if lines:
-                    self.write(_sse("lines", {"lines": lines, "offset": offset}, event_id=offset))
+                offset = batch.offset or offset
+                if batch.event:
+                    self.write(batch.event)
                     await self.flush()
                     last_sent = loop.time()
-                if chunk["done"]:
+                if batch.done:
                     phase = await self.call(service.phase, job_id)
                     self.write(_sse("end", {"phase": phase, "offset": offset}, event_id=offset))
                     break
-                if len(lines) < ctx.log_batch_lines:
+                if batch.count < ctx.log_batch_lines:
                     if loop.time() - last_sent >= ctx.keepalive_interval:
                         self.write(": keep-alive\n\n")  # also finds out that a client went away
                         await self.flush()
                         last_sent = loop.time()
                     await asyncio.sleep(ctx.log_poll_interval)
                 # After the first read the position is carried by the token, never by tail.
-                chunk = await self.call(service.read_logs, job_id, replica, offset, None, ctx.log_batch_lines)
+                batch = await self.call(
+                    _read_batch, service, job_id, replica, offset, None, ctx.log_batch_lines
+                )
         except StreamClosedError:
             return
         except web.HTTPError as exc:  # headers are out: report it as an event, not a status
@@ -223,6 +226,24 @@ class LogStreamHandler(DistTrainHandler):
             self.write(_sse("error", {"message": message, "status": exc.status_code}))
         if not self._closed:
             self.finish()
+
+
+@dataclass
+class _Batch:
+    event: str | None  # the encoded ``lines`` event, None when there were no new lines
+    offset: str
+    count: int
+    done: bool
+
+
+def _read_batch(
+    service: JobService, job_id: str, replica: str | None, offset: str | None, tail: int | None, limit: int
+) -> _Batch:
+    """One bounded read, encoded as an event in the worker thread to spare the event loop."""
+    chunk = service.read_logs(job_id, replica, offset, tail, limit)
+    lines, token = chunk["lines"], chunk["offset"]
+    event = _sse("lines", {"lines": lines, "offset": token}, event_id=token) if lines else None
+    return _Batch(event, token, len(lines), chunk["done"])
 
 
 def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:
