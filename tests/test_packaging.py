@@ -157,14 +157,16 @@ def test_packaged_script_runs_standalone(shell: InteractiveShell, tmp_path: Path
     run(
         shell,
         "import json\nfrom collections import Counter as C",
-        "config = {'words': ['a', 'b', 'a'], 'sep': '-', 'raw': b'\\x00'}",
+        "config = {'words': ['a', 'b', 'a'], 'sep': '-', 'raw': b'\\x00', 'buf': bytearray(b'z')}",
         "def count(ws):\n    return C(ws).most_common(1)[0]",
         "class Report:\n    def __init__(self, top):\n        self.top = top\n"
         "    def text(self):\n        return json.dumps(self.top)",
     )
-    cell = "top = count(config['words'])\nprint(Report(top).text(), config['sep'], config['raw'])\n"
+    cell = (
+        "top = count(config['words'])\nprint(Report(top).text(), config['sep'], config['raw'], config['buf'])"
+    )
     out = run_script(package(shell, cell), tmp_path)
-    assert out == "[\"a\", 2] - b'\\x00'\n"
+    assert out == "[\"a\", 2] - b'\\x00' bytearray(b'z')\n"
 
 
 def test_script_with_tensors_and_arrays_runs(shell: InteractiveShell, tmp_path: Path) -> None:

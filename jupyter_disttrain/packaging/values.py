@@ -125,7 +125,7 @@ class _Render:
         if kind is complex:
             self.size += 16
             return f"complex({_float(value.real)}, {_float(value.imag)})"
-        if kind in (str, bytes):
+        if kind in (str, bytes, bytearray):
             self.size += len(value)
             return repr(value)
         if kind in (range, slice) or value is Ellipsis:
