@@ -21,7 +21,7 @@ from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
 from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient, in_cluster
-from .informer import informer
+from .informer import Informer, informer
 from .options import KubeOptions, parse_options, parse_quantity
 from .podlogs import pod_log_lines
 from .status import build_status
@@ -217,8 +217,8 @@ class KubernetesBackend(Backend):
             return status  # nothing to ask; show the last known status
         ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
         workloads = informer(client, WORKLOADS[flavor], ns, mf.OUR_SELECTOR)
-        pods = informer(client, PODS, ns, mf.OUR_SELECTOR)
-        events = informer(client, EVENTS, ns, None)
+        pods = pods_informer(client, ns)
+        events = informer(client, EVENTS, ns, None, index=_event_subject)
         for inf in (workloads, pods, events):
             inf.wait_synced()
         workload = workloads.get(mf.object_name(record.id))
@@ -231,10 +231,10 @@ class KubernetesBackend(Backend):
                 status.finish_time = now_iso()
                 self.store.write_status(status)
                 return status
-        own_pods = [
-            p for p in pods.items() if p["metadata"].get("labels", {}).get(mf.JOB_ID_LABEL) == record.id
-        ]
-        new = build_status(status, flavor, record.id, workload, own_pods, events.items())
+        own_pods = pods.indexed(record.id)
+        subjects = [record.id, mf.configmap_name(record.id), *(p["metadata"]["name"] for p in own_pods)]
+        own_events = [e for name in subjects for e in events.indexed(name)]
+        new = build_status(status, flavor, record.id, workload, own_pods, own_events)
         if _comparable(new) != _comparable(status):
             self.store.write_status(new)
         return new
@@ -271,7 +271,7 @@ class KubernetesBackend(Backend):
         client = self.client()
         assert client is not None
         ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
-        pods = informer(client, PODS, ns, mf.OUR_SELECTOR)
+        pods = pods_informer(client, ns)
         pods.wait_synced()
         return pod_log_lines(
             client,
@@ -328,6 +328,21 @@ class KubernetesBackend(Backend):
             client.delete(BY_KIND[kind], namespace, name)
         except ApiError:
             pass
+
+
+def pods_informer(client: KubeClient, namespace: str) -> Informer:
+    """Our pods in ``namespace``, indexed by job id."""
+    return informer(client, PODS, namespace, mf.OUR_SELECTOR, index=_job_of)
+
+
+def _job_of(obj: dict[str, Any]) -> str | None:
+    labels: dict[str, str] = obj.get("metadata", {}).get("labels", {})
+    return labels.get(mf.JOB_ID_LABEL)
+
+
+def _event_subject(event: dict[str, Any]) -> str | None:
+    name: str | None = event.get("involvedObject", {}).get("name")
+    return name
 
 
 def _ns_only(namespace: str) -> mf.Placement:

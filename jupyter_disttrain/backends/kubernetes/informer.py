@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ...errors import BackendError
@@ -23,8 +24,17 @@ _RETRY_MAX = 10.0
 class Informer:
     """The latest copy of every object of one kind in one namespace (optionally label-filtered)."""
 
-    def __init__(self, client: KubeClient, res: Resource, namespace: str, label_selector: str | None) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        res: Resource,
+        namespace: str,
+        label_selector: str | None,
+        index: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> None:
         self.client = client
+        self._index_fn = index
+        self._index: dict[str, set[str]] = {}
         self.res = res
         self.namespace = namespace
         self.label_selector = label_selector
@@ -62,6 +72,21 @@ class Informer:
         with self._changed:
             return list(self._objects.values())
 
+    def indexed(self, key: str) -> list[dict[str, Any]]:
+        """Objects whose index key (e.g. the job id label) is ``key``: no scan of the rest."""
+        with self._changed:
+            return [self._objects[n] for n in sorted(self._index.get(key, ())) if n in self._objects]
+
+    def _put(self, name: str, obj: dict[str, Any] | None) -> None:
+        old = self._objects.pop(name, None)
+        if old is not None and self._index_fn is not None:
+            self._index.get(self._index_fn(old) or "", set()).discard(name)
+        if obj is not None:
+            self._objects[name] = obj
+            key = self._index_fn(obj) if self._index_fn is not None else None
+            if key is not None:
+                self._index.setdefault(key, set()).add(name)
+
     def wait_change(self, generation: int, timeout: float) -> int:
         """Wait until something changed after ``generation``; return the new generation."""
         with self._changed:
@@ -98,9 +123,10 @@ class Informer:
 
     def _list(self) -> None:
         data = self.client.list(self.res, self.namespace, self.label_selector)
-        objects = {o["metadata"]["name"]: o for o in data.get("items", [])}
         with self._changed:
-            self._objects = objects
+            self._objects, self._index = {}, {}
+            for obj in data.get("items", []):
+                self._put(obj["metadata"]["name"], obj)
             self.resource_version = data.get("metadata", {}).get("resourceVersion") or "0"
             self.lists += 1
             self._bump()
@@ -136,9 +162,9 @@ class Informer:
             with self._changed:
                 name = obj.get("metadata", {}).get("name")
                 if kind in ("ADDED", "MODIFIED") and name:
-                    self._objects[name] = obj
+                    self._put(name, obj)
                 elif kind == "DELETED" and name:
-                    self._objects.pop(name, None)
+                    self._put(name, None)
                 if rv:
                     self.resource_version = rv
                 if kind != "BOOKMARK":
@@ -153,13 +179,22 @@ _lock = threading.Lock()
 _informers: dict[tuple[str, str, str, str | None], Informer] = {}
 
 
-def informer(client: KubeClient, res: Resource, namespace: str, label_selector: str | None) -> Informer:
-    """The process-wide informer for this server, namespace, kind and selector (started once)."""
+def informer(
+    client: KubeClient,
+    res: Resource,
+    namespace: str,
+    label_selector: str | None,
+    index: Callable[[dict[str, Any]], str | None] | None = None,
+) -> Informer:
+    """The process-wide informer for this server, namespace, kind and selector (started once).
+
+    ``index`` (fixed by the first caller) maps an object to a key for ``Informer.indexed``.
+    """
     key = (client.host, namespace, res.rbac_name, label_selector)
     with _lock:
         inf = _informers.get(key)
         if inf is None or inf._stop.is_set():
-            inf = _informers[key] = Informer(client, res, namespace, label_selector)
+            inf = _informers[key] = Informer(client, res, namespace, label_selector, index)
         return inf
 
 

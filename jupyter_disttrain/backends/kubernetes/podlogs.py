@@ -26,9 +26,7 @@ _RETRY = 0.5
 def _job_pods(pods: Informer, record: JobRecord, flavor: str) -> dict[str, dict[str, Any]]:
     """Newest pod per replica name."""
     out: dict[str, dict[str, Any]] = {}
-    for pod in pods.items():
-        if pod["metadata"].get("labels", {}).get(mf.JOB_ID_LABEL) != record.id:
-            continue
+    for pod in pods.indexed(record.id):
         name = replica_name(flavor, record.id, pod)[0]
         old = out.get(name)
         if old is None or old["metadata"].get("creationTimestamp", "") <= pod["metadata"].get(
