@@ -16,8 +16,8 @@ import { FilteredView, LogBuffer, rawText } from './logbuffer';
 import { FollowState, isAtBottom, visibleRange } from './virtual';
 
 /** Lines per request when paging through a whole log. */
-export const PAGE = 5000;
-const MAX_LIMIT = 10000; // the server's cap on lines per request
+export const PAGE = 10000;
+const MAX_LIMIT = PAGE; // the server caps lines per request at 10,000
 const ALL = 0; // tail value meaning "from the first line"
 const TAILS = [100, 1000, 10000, 100000, ALL];
 
