@@ -171,6 +171,9 @@ class FakeCluster:
         self.watch_epoch = 0
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.denied: set[tuple[str, str]] = set()
+        # When set, only these (apiGroup, resource, verb) are allowed, as an RBAC Role would.
+        self.grants: set[tuple[str, str, str]] | None = None
+        self.refusals: list[tuple[str, str, str]] = []
         self.service_account = "system:serviceaccount:team-a:default-editor"
         self.logs: dict[tuple[str, str], PodLog] = {}
         self.on_delete: list[Callable[[str, dict[str, Any]], None]] = []
@@ -308,6 +311,16 @@ class FakeCluster:
             self.cond.notify_all()
 
     # -- request bookkeeping --------------------------------------------------------------------------
+    def grant_role(self, role: dict[str, Any]) -> None:
+        """Allow exactly what an RBAC Role's rules allow (everything else: 403)."""
+        self.grants = {
+            (g, r, v)
+            for rule in role["rules"]
+            for g in rule.get("apiGroups", [])
+            for r in rule.get("resources", [])
+            for v in rule.get("verbs", [])
+        }
+
     def count(self, method: str | None = None, path_contains: str = "") -> int:
         with self.cond:
             return sum(1 for m, p, _ in self.requests if method in (None, m) and path_contains in p)
@@ -435,7 +448,9 @@ class _Handler(BaseHTTPRequestHandler):
             "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
         )
         resource = t.plural + (f"/{sub}" if sub else "")
-        if (verb, resource) in c.denied:
+        refused = c.grants is not None and (group, resource, verb) not in c.grants
+        if (verb, resource) in c.denied or refused:
+            c.refusals.append((group, resource, verb))
             raise ApiStatus(
                 403,
                 "Forbidden",

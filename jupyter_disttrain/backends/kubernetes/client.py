@@ -214,10 +214,13 @@ class KubeClient:
             message, reason = raw.decode("utf-8", "replace")[:300], ""
         if status == 403 and resource is not None:
             verb = _verb(method, name, query)
+            what = resource.rbac_name
+            if name and not path.endswith("/" + name):  # a subresource such as pods/log
+                what = f"{resource.plural}/{path.rsplit('/', 1)[1]}" + (f".{resource.group}" if resource.group else "")
             where = f" in namespace {namespace!r}" if namespace else ""
             return ApiError(
-                f"permission denied: this service account may not {verb} {resource.rbac_name}{where}; "
-                f"ask an admin to apply deploy/rbac.yaml (the Role needs verb {verb!r} on {resource.rbac_name!r})",
+                f"permission denied: this service account may not {verb} {what}{where}; "
+                f"ask an admin to apply deploy/rbac.yaml (the Role needs verb {verb!r} on {what!r})",
                 403,
                 "Forbidden",
             )
