@@ -108,9 +108,7 @@ class JobService:
         backend_error = None
         try:
             status = self.backend(record.backend).describe(job_id)
-        except Exception as exc:
-            if not isinstance(exc, (ImportError, DistTrainError, OSError)):
-                raise
+        except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
             backend_error = str(exc)
             status = self._stored_status(record)
         out = {

@@ -67,6 +67,10 @@ class TensorBoardProxyHandler(ProxyHandler):
 
     @web.authenticated
     async def http_get(self, tb_id: str, path: str | None = None) -> None:
+        if not path:  # TensorBoard's page uses relative URLs: they need the trailing slash
+            query = f"?{self.request.query}" if self.request.query else ""
+            self.redirect(f"{self.request.path}/{query}")
+            return
         await self._forward(tb_id, path)
 
     async def open(self, tb_id: str, path: str | None = None) -> None:

@@ -1,0 +1,49 @@
+"""The extension's settings: the store it exports to kernels, and the checks on its config."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+from traitlets import TraitError
+
+from jupyter_disttrain.server.app import DistTrainApp
+from jupyter_disttrain.store import ROOT_ENV
+
+
+async def test_info_and_the_exported_job_root(jp_fetch: Any, job_root: Path) -> None:
+    info = json.loads((await jp_fetch("disttrain", "api", "info")).body)
+    assert info["job_root"] == str(job_root.resolve())
+    assert info["default_backend"] == "local" and "local" in info["backends"]
+    # Kernels and terminals the server starts inherit this, so they submit to the same store.
+    assert os.environ[ROOT_ENV] == str(job_root.resolve())
+    assert json.loads((await jp_fetch("disttrain", "api", "jobs")).body) == {"jobs": []}
+
+
+async def test_tensorboard_root_without_slash_redirects(jp_fetch: Any) -> None:
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("disttrain", "tensorboard", "_all", follow_redirects=False)
+    assert info.value.code == 302
+    assert info.value.response is not None
+    assert info.value.response.headers["Location"].endswith("/disttrain/tensorboard/_all/")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["tensorboard", "--host", "0.0.0.0"], ["tensorboard", "--bind_all"], ["tensorboard", "--port=6006"]],
+)
+def test_tensorboard_command_cannot_move_tensorboard_off_loopback(command: list[str]) -> None:
+    with pytest.raises(TraitError):
+        DistTrainApp(tensorboard_command=command)
+
+
+def test_intervals_and_batches_are_checked() -> None:
+    with pytest.raises(TraitError):
+        DistTrainApp(tensorboard_reload_interval=0)
+    with pytest.raises(TraitError):
+        DistTrainApp(log_batch_lines=0)
+    assert DistTrainApp(tensorboard_command=["tensorboard", "--samples_per_plugin", "scalars=500"])
