@@ -497,3 +497,11 @@ def test_ignore_star_silences_every_warning(shell: InteractiveShell) -> None:
     cell = "m = nn.DataParallel(net)\nprint(nowhere)"
     assert [p.code for p in package(shell, cell).pitfalls] == ["data-parallel", *["undefined-name"] * 3]
     assert package(shell, cell, ignore={"*"}).pitfalls == []
+
+
+def test_long_dependency_chains_do_not_hit_the_recursion_limit() -> None:
+    depth = sys.getrecursionlimit() + 200
+    history = ["def f0(x):\n    return x"]
+    history += [f"def f{i}(x):\n    return f{i - 1}(x) + 1" for i in range(1, depth)]
+    packaged = package_cell(f"print(f{depth - 1}(0))", history, {})
+    assert packaged.captured == [f"f{i}" for i in range(depth)]

@@ -63,18 +63,26 @@ class Resolver:
     writer: ValueWriter
     items: dict[str, Item] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
+    # (name, who needs it, cell line): a work list, since dependency chains can be longer than the stack.
+    _pending: list[tuple[str, str, int]] = field(default_factory=list)
 
     def require_cell_names(self, use: NameUse) -> None:
-        """Resolve every free name of the cell."""
+        """Resolve every free name of the cell, and what those need in turn."""
         for name, line in use.free.items():
             if name in IPYTHON_BUILTINS and name != "display":
                 raise PackagingError(
                     f"line {line} of the cell uses `{name}`, which exists only in IPython: write plain Python"
                     " (subprocess or os instead of magics and ! commands)"
                 )
-            self._require(name, user="", line=line)
+        self._pending = [(name, "", line) for name, line in reversed(use.free.items())]
+        while self._pending:
+            name, user, line = self._pending.pop()
+            self._resolve(name, user=user, line=line)
 
-    def _require(self, name: str, *, user: str, line: int = 0) -> None:
+    def _require(self, name: str, *, user: str) -> None:
+        self._pending.append((name, user, 0))
+
+    def _resolve(self, name: str, *, user: str, line: int) -> None:
         """Resolve ``name``; ``user`` describes the captured definition that needs it ("" for the cell)."""
         if name in self.items:
             return
