@@ -1,7 +1,7 @@
 """API requests per status refresh of the Kubernetes backend, as the number of jobs grows.
 
 A fake cluster (tests/k8s/fakeapi.py, the real HTTP protocol, the real ``kubernetes`` client)
-holds up to 200 jobs × 8 pods. A "refresh" is what the Jupyter server does to draw the job list:
+holds up to 200 jobs x 8 pods. A "refresh" is what the Jupyter server does to draw the job list:
 ``backend.list()``, the status of every job. Statuses come from the shared informers (one watch
 per namespace and kind), so the requests per refresh must not grow with the number of jobs.
 
@@ -37,14 +37,20 @@ def add_pods(cluster: FakeCluster, job_id: str, pods: int, phase: str) -> None:
     assert job is not None
     for idx in range(pods):
         labels = dict(job["spec"]["template"]["metadata"]["labels"])
-        labels.update({"batch.kubernetes.io/job-completion-index": str(idx), "batch.kubernetes.io/job-name": job_id})
+        labels.update(
+            {"batch.kubernetes.io/job-completion-index": str(idx), "batch.kubernetes.io/job-name": job_id}
+        )
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_id, "uid": job["metadata"]["uid"]}
         pod = {
-            "metadata": {"name": f"{job_id}-{idx}-abcde", "labels": labels, "ownerReferences": [owner],
-                         "annotations": {"batch.kubernetes.io/job-completion-index": str(idx)}},
+            "metadata": {
+                "name": f"{job_id}-{idx}-abcde",
+                "labels": labels,
+                "ownerReferences": [owner],
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(idx)},
+            },
             "spec": job["spec"]["template"]["spec"],
             "status": {"phase": phase},
-        }  # fmt: skip
+        }
         cluster.create("/v1/pods", NS, pod)
 
 
@@ -72,9 +78,14 @@ def main() -> None:
         ws.mkdir()
         backend = KubernetesBackend(JobStore(ws / ".disttrain" / "jobs"))
         spec = JobSpec(
-            name="scale", backend="kubernetes", nodes=args.pods, nproc_per_node=8, image="pytorch:2.13",
-            volumes=[Volume("workspace", str(ws))], options={"flavor": "job", "namespace": NS},
-        )  # fmt: skip
+            name="scale",
+            backend="kubernetes",
+            nodes=args.pods,
+            nproc_per_node=8,
+            image="pytorch:2.13",
+            volumes=[Volume("workspace", str(ws))],
+            options={"flavor": "job", "namespace": NS},
+        )
         print(f"fake cluster at {server.url}; {args.jobs} jobs x {args.pods} pods; requests per refresh:")
         print(f"{'jobs':>6} {'pods':>6} {'requests':>9} {'naive':>7} {'ms/refresh':>11} {'running':>8}")
         sizes = sorted({n for n in (1, 25, 50, 100, args.jobs) if n <= args.jobs})
@@ -95,10 +106,13 @@ def main() -> None:
         informers = all_informers()
         print(
             f"watches: {len(informers)} informers ({', '.join(sorted(i.res.plural for i in informers))}), "
-            f"{sum(i.lists for i in informers)} lists and {sum(i.watches for i in informers)} watch requests in total"
+            f"{sum(i.lists for i in informers)} lists and "
+            f"{sum(i.watches for i in informers)} watch requests in total"
         )
-        print(f"requests per refresh, smallest vs largest job count: {rows[0]} vs {rows[-1]} (ratio "
-              f"{(rows[-1] / rows[0]) if rows[0] else float(rows[-1] == 0):.2f}; 1.00 or 0 requests = flat)")  # fmt: skip
+        print(
+            f"requests per refresh, smallest vs largest job count: {rows[0]} vs {rows[-1]} (ratio "
+            f"{(rows[-1] / rows[0]) if rows[0] else float(rows[-1] == 0):.2f}; 1.00 or 0 requests = flat)"
+        )
         stop_all()
 
 

@@ -66,12 +66,18 @@ def _diagnose() -> str:
     out = []
     for toy in _current:
         for p in toy.cluster.items("/v1/pods"):
-            out.append(f"pod {p['metadata']['name']} {p['status'].get('phase')} rv={p['metadata']['resourceVersion']}")
-        for (ns, pod), log in toy.cluster.logs.items():
+            out.append(
+                f"pod {p['metadata']['name']} {p['status'].get('phase')} "
+                f"rv={p['metadata']['resourceVersion']}"
+            )
+        for (_, pod), log in toy.cluster.logs.items():
             out.append(f"log {pod}: {[ln[1][-120:] for ln in log.lines[-4:]]} closed={log.closed}")
         out.append(f"cluster rv={toy.cluster.rv}")
     for inf in all_informers():
-        out.append(f"informer {inf.res.plural} rv={inf.resource_version} lists={inf.lists} watches={inf.watches} err={inf.last_error!r}")
+        out.append(
+            f"informer {inf.res.plural} rv={inf.resource_version} lists={inf.lists} "
+            f"watches={inf.watches} err={inf.last_error!r}"
+        )
     return "\n".join(out)
 
 

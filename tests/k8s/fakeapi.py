@@ -116,13 +116,14 @@ def label_matcher(text: str | None) -> Callable[[dict[str, str]], bool]:
             else:
                 tests.append(lambda lb, k=key, vs=values: lb.get(k) not in vs)
         elif "!=" in part:
-            key, value = part.split("!=", 1)
-            tests.append(lambda lb, k=key.strip(), v=value.strip(): lb.get(k) != v)
+            key, value = (x.strip() for x in part.split("!=", 1))
+            tests.append(lambda lb, k=key, v=value: lb.get(k) != v)
         elif "=" in part:
-            key, value = re.split(r"==?", part, maxsplit=1)
-            tests.append(lambda lb, k=key.strip(), v=value.strip(): lb.get(k) == v)
+            key, value = (x.strip() for x in re.split(r"==?", part, maxsplit=1))
+            tests.append(lambda lb, k=key, v=value: lb.get(k) == v)
         elif part.startswith("!"):
-            tests.append(lambda lb, k=part[1:].strip(): k not in lb)
+            absent = part[1:].strip()
+            tests.append(lambda lb, k=absent: k not in lb)
         else:
             tests.append(lambda lb, k=part: k in lb)
     return lambda labels: all(t(labels) for t in tests)
@@ -196,10 +197,16 @@ class FakeCluster:
         if not name:
             raise ApiStatus(422, "Invalid", f"{t.kind} is invalid: metadata.name: Required value")
         if meta.get("namespace", ns) != ns:
-            raise ApiStatus(400, "BadRequest", "the namespace of the object does not match the namespace of the URL")
+            raise ApiStatus(
+                400, "BadRequest", "the namespace of the object does not match the namespace of the URL"
+            )
         with self.cond:
             if (key, ns, name) in self.objects:
-                raise ApiStatus(409, "AlreadyExists", f'{t.plural}{"." + t.group if t.group else ""} "{name}" already exists')
+                raise ApiStatus(
+                    409,
+                    "AlreadyExists",
+                    f'{t.plural}{"." + t.group if t.group else ""} "{name}" already exists',
+                )
             self.rv += 1
             meta.update(
                 namespace=ns,
@@ -214,7 +221,9 @@ class FakeCluster:
             self._record(key, "ADDED", obj)
             return copy.deepcopy(obj)
 
-    def update(self, key: str, ns: str, name: str, mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+    def update(
+        self, key: str, ns: str, name: str, mutate: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any] | None:
         with self.cond:
             obj = self.objects.get((key, ns, name))
             if obj is None:
@@ -234,7 +243,9 @@ class FakeCluster:
             obj = self.objects.pop((key, ns, name), None)
             if obj is None:
                 t = self.types[key]
-                raise ApiStatus(404, "NotFound", f'{t.plural}{"." + t.group if t.group else ""} "{name}" not found')
+                raise ApiStatus(
+                    404, "NotFound", f'{t.plural}{"." + t.group if t.group else ""} "{name}" not found'
+                )
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
             obj["metadata"]["deletionTimestamp"] = now()
@@ -395,7 +406,9 @@ class _Handler(BaseHTTPRequestHandler):
         c = self.cluster
         if path == "/version":
             major, minor = c.version
-            return self._json(200, {"major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.0"})
+            return self._json(
+                200, {"major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.0"}
+            )
         if path == "/api":
             return self._json(200, {"kind": "APIVersions", "versions": ["v1"]})
         if path == "/apis":
@@ -430,7 +443,12 @@ class _Handler(BaseHTTPRequestHandler):
                     "kind": "APIResourceList",
                     "groupVersion": found[0].api_version,
                     "resources": [
-                        {"name": t.plural, "kind": t.kind, "namespaced": True, "verbs": ["create", "delete", "get", "list", "watch"]}
+                        {
+                            "name": t.plural,
+                            "kind": t.kind,
+                            "namespaced": True,
+                            "verbs": ["create", "delete", "get", "list", "watch"],
+                        }
                         for t in found
                     ],
                 },
@@ -454,7 +472,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiStatus(
                 403,
                 "Forbidden",
-                f'{resource}{"." + group if group else ""} is forbidden: User "{c.service_account}" cannot {verb} '
+                f"{resource}{'.' + group if group else ''} is forbidden: "
+                f'User "{c.service_account}" cannot {verb} '
                 f'resource "{resource}" in API group "{group}" in the namespace "{ns}"',
             )
         if sub == "log" and t.plural == "pods" and method == "GET":
@@ -466,16 +485,23 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "DELETE" and name:
             policy = (body or {}).get("propagationPolicy") or query.get("propagationPolicy") or "Background"
             c.delete(key, ns, name, policy)
-            return self._json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}})
+            return self._json(
+                200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
+            )
         if method == "GET" and name:
             obj = c.get(key, ns, name)
             if obj is None:
-                raise ApiStatus(404, "NotFound", f'{t.plural}{"." + group if group else ""} "{name}" not found')
+                raise ApiStatus(
+                    404, "NotFound", f'{t.plural}{"." + group if group else ""} "{name}" not found'
+                )
             return self._json(200, obj)
         if method == "GET" and verb == "watch":
             return self._watch(key, ns, query)
         if method == "GET":
-            labels, fields = label_matcher(query.get("labelSelector")), field_matcher(query.get("fieldSelector"))
+            labels, fields = (
+                label_matcher(query.get("labelSelector")),
+                field_matcher(query.get("fieldSelector")),
+            )
             with c.cond:
                 items = [
                     copy.deepcopy(o)
@@ -484,7 +510,13 @@ class _Handler(BaseHTTPRequestHandler):
                 ]
                 rv = str(c.rv)
             return self._json(
-                200, {"kind": f"{t.kind}List", "apiVersion": t.api_version, "metadata": {"resourceVersion": rv}, "items": items}
+                200,
+                {
+                    "kind": f"{t.kind}List",
+                    "apiVersion": t.api_version,
+                    "metadata": {"resourceVersion": rv},
+                    "items": items,
+                },
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
 
@@ -503,7 +535,9 @@ class _Handler(BaseHTTPRequestHandler):
         with c.cond:
             epoch = c.watch_epoch
             if start in (None, "", "0"):
-                initial = [("ADDED", copy.deepcopy(o)) for (k, _, _), o in sorted(c.objects.items()) if wanted(k, o)]
+                initial = [
+                    ("ADDED", copy.deepcopy(o)) for (k, _, _), o in sorted(c.objects.items()) if wanted(k, o)
+                ]
                 cursor = c.rv
             elif int(start) < c.oldest_rv:
                 gone = ApiStatus(410, "Expired", f"too old resource version: {start} ({c.oldest_rv})").body()
@@ -518,13 +552,17 @@ class _Handler(BaseHTTPRequestHandler):
         while time.monotonic() < deadline:
             with c.cond:
                 c.cond.wait_for(
-                    lambda: (c.history and c.history[-1][0] > cursor) or c.watch_epoch != epoch or c.oldest_rv > cursor,
+                    lambda cur=cursor: (
+                        (c.history and c.history[-1][0] > cur) or c.watch_epoch != epoch or c.oldest_rv > cur
+                    ),
                     timeout=0.5,
                 )
                 if c.watch_epoch != epoch:
                     break
                 if c.oldest_rv > cursor:
-                    gone = ApiStatus(410, "Expired", f"too old resource version: {cursor} ({c.oldest_rv})").body()
+                    gone = ApiStatus(
+                        410, "Expired", f"too old resource version: {cursor} ({c.oldest_rv})"
+                    ).body()
                     batch: list[tuple[str, dict[str, Any]]] = [("ERROR", gone)]
                     cursor = -1
                 else:
@@ -536,7 +574,11 @@ class _Handler(BaseHTTPRequestHandler):
             if cursor < 0:
                 break
             if bookmarks and time.monotonic() - last_sent > 1.0:
-                mark = {"kind": c.types[key].kind, "apiVersion": c.types[key].api_version, "metadata": {"resourceVersion": str(cursor)}}
+                mark = {
+                    "kind": c.types[key].kind,
+                    "apiVersion": c.types[key].api_version,
+                    "metadata": {"resourceVersion": str(cursor)},
+                }
                 self._chunk(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
                 last_sent = time.monotonic()
         self._end_stream()
@@ -553,7 +595,9 @@ class _Handler(BaseHTTPRequestHandler):
             log = c.logs.get((ns, name))
             if log is None:
                 raise ApiStatus(
-                    400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+                    400,
+                    "BadRequest",
+                    f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating',
                 )
             lines = list(log.lines)
         since = float(query["sinceSeconds"]) if "sinceSeconds" in query else None
@@ -583,7 +627,12 @@ class _Handler(BaseHTTPRequestHandler):
         while True:
             with c.cond:
                 log = c.logs[(ns, name)]
-                c.cond.wait_for(lambda: len(log.lines) > sent or log.closed or c.get("/v1/pods", ns, name) is None, 0.5)
+                c.cond.wait_for(
+                    lambda lg=log, n=sent: (
+                        len(lg.lines) > n or lg.closed or c.get("/v1/pods", ns, name) is None
+                    ),
+                    0.5,
+                )
                 new, sent = log.lines[sent:], len(log.lines)
                 finished = log.closed or ("/v1/pods", ns, name) not in c.objects
             for ts, ln in new:
@@ -602,7 +651,9 @@ class FakeApiServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
 
     def __enter__(self) -> FakeApiServer:
         self._thread.start()
@@ -619,7 +670,8 @@ class FakeApiServer:
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
+            ],
             "current-context": "fake",
         }
-

@@ -21,9 +21,9 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 def strictify(node: Any) -> Any:
     """additionalProperties: false wherever properties are listed (the API server would prune)."""
     if isinstance(node, dict):
-        if "properties" in node and "additionalProperties" not in node:
-            if not node.get("x-kubernetes-preserve-unknown-fields"):
-                node["additionalProperties"] = False
+        open_ended = "additionalProperties" in node or node.get("x-kubernetes-preserve-unknown-fields")
+        if "properties" in node and not open_ended:
+            node["additionalProperties"] = False
         for v in node.values():
             strictify(v)
     elif isinstance(node, list):
@@ -47,7 +47,8 @@ def schema_errors(obj: dict[str, Any], k8s: str) -> list[str]:
     key = (obj["apiVersion"], obj["kind"])
     if key in CRDS:
         return [
-            f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in crd_validator(*CRDS[key]).iter_errors(obj)
+            f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in crd_validator(*CRDS[key]).iter_errors(obj)
         ]
     try:
         kubernetes_validate.validate(obj, k8s, strict=True)

@@ -16,17 +16,29 @@ from .conftest import DDP_SCRIPT, ddp_spec, wait_for
 from .toycluster import PODS, SERVICES, ToyCluster
 
 
-def test_indexed_job_runs_torchrun_end_to_end(toy: ToyCluster, backend: KubernetesBackend, workspace: Path) -> None:
+def test_indexed_job_runs_torchrun_end_to_end(
+    toy: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
     job_id = backend.submit(ddp_spec(workspace, options={"flavor": "job"}), DDP_SCRIPT)
     status = wait_for(backend, job_id, lambda s: s.is_terminal)
     assert status.phase is JobPhase.SUCCEEDED, status.message
     node0, node1 = status.replicas
-    assert (node0.name, node0.phase, node0.exit_code, node0.node) == ("node-0", JobPhase.SUCCEEDED, 0, "fake-node-1")
+    assert (node0.name, node0.phase, node0.exit_code, node0.node) == (
+        "node-0",
+        JobPhase.SUCCEEDED,
+        0,
+        "fake-node-1",
+    )
     # successPolicy: the Job is done when rank 0 is; node-1 may be stopped before it reports.
     assert node1.name == "node-1" and node1.phase in (JobPhase.SUCCEEDED, JobPhase.CANCELLED)
     assert any(c.type == "Complete" and c.status == "True" for c in status.conditions)
     reasons = {(e.reason, (e.object or "").split("/")[0]) for e in status.events}
-    assert {("Submitted", ""), ("SuccessfulCreate", "Job"), ("Scheduled", "Pod"), ("Completed", "Job")} <= reasons
+    assert {
+        ("Submitted", ""),
+        ("SuccessfulCreate", "Job"),
+        ("Scheduled", "Pod"),
+        ("Completed", "Job"),
+    } <= reasons
     # The status on disk is what the Jupyter server (another process) reads.
     assert backend.store.read_status(job_id).phase is JobPhase.SUCCEEDED  # type: ignore[union-attr]
 
@@ -80,14 +92,18 @@ def test_failed_rank_fails_the_job_with_its_exit_code(
     assert "replica node-1 failed" in (status.message or "")
 
 
-def test_pending_reasons_are_verbatim(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path) -> None:
+def test_pending_reasons_are_verbatim(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path
+) -> None:
     from .conftest import start_toy
 
     gen = start_toy(monkeypatch, tmp_path, gpus=1, bad_images=("registry.example/missing:1",))
     toy = next(gen)
     try:
         backend = KubernetesBackend(backend_store(workspace))
-        pull = backend.submit(ddp_spec(workspace, image="registry.example/missing:1", options={"flavor": "job"}), "")
+        pull = backend.submit(
+            ddp_spec(workspace, image="registry.example/missing:1", options={"flavor": "job"}), ""
+        )
         big = backend.submit(ddp_spec(workspace, nproc_per_node=4, options={"flavor": "job"}), "")
         st = wait_for(backend, pull, lambda s: s.reason == "ImagePullBackOff")
         assert st.phase is JobPhase.PENDING and all(r.reason == "ImagePullBackOff" for r in st.replicas)
@@ -98,7 +114,9 @@ def test_pending_reasons_are_verbatim(monkeypatch: pytest.MonkeyPatch, tmp_path:
         # Cancel removes what exists; a cancelled job stays cancelled.
         assert backend.cancel(big).phase is JobPhase.CANCELLED
         assert backend.describe(big).phase is JobPhase.CANCELLED
-        assert not [p for p in toy.cluster.items(PODS) if p["metadata"]["labels"].get("disttrain.io/job-id") == big]
+        assert not [
+            p for p in toy.cluster.items(PODS) if p["metadata"]["labels"].get("disttrain.io/job-id") == big
+        ]
     finally:
         gen.close()
 
@@ -117,7 +135,9 @@ for i in range(600):
 """
 
 
-def test_follow_logs_cancel_and_watch_recovery(toy: ToyCluster, backend: KubernetesBackend, workspace: Path) -> None:
+def test_follow_logs_cancel_and_watch_recovery(
+    toy: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
     spec = ddp_spec(workspace, nodes=1, options={"flavor": "job"})
     job_id = backend.submit(spec, SLOW_SCRIPT)
     wait_for(backend, job_id, lambda s: s.phase is JobPhase.RUNNING)
@@ -184,7 +204,9 @@ def test_configmap_ships_the_script_when_the_job_dir_is_not_shared(
     assert not toy.cluster.items("/v1/configmaps") and not toy.cluster.items("batch/v1/jobs")
 
 
-def test_missing_list_permission_is_named(toy: ToyCluster, backend: KubernetesBackend, workspace: Path) -> None:
+def test_missing_list_permission_is_named(
+    toy: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
     job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), "print('hi')\n")
     toy.cluster.denied.add(("list", "pods"))
     with pytest.raises(BackendError, match="may not list pods in namespace 'team-a'"):

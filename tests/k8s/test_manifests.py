@@ -41,7 +41,10 @@ def make_spec(tmp_path: Path, flavor: str, version: str = "1.33", **kw: object) 
         image="nvcr.io/nvidia/pytorch:24.05-py3",
         cpu="16",
         memory="64Gi",
-        volumes=[Volume("shared-workspace", str(tmp_path / "ws")), Volume("datasets", "/data", read_only=True)],
+        volumes=[
+            Volume("shared-workspace", str(tmp_path / "ws")),
+            Volume("datasets", "/data", read_only=True),
+        ],
         working_dir=str(tmp_path / "ws" / "project"),
         env={"NCCL_DEBUG": "WARN", "ODD": "$(HOME) stays literal"},
         max_restarts=0,
@@ -68,7 +71,10 @@ def test_every_object_passes_schema_and_semantic_checks(
     objects = info.request["manifests"]
     assert list(yaml.safe_load_all(info.text)) == objects  # the printed YAML is exactly the request
     kinds = [o["kind"] for o in objects]
-    assert kinds == {"job": ["Service", "Job"], "pytorchjob": ["PyTorchJob"], "t9k": ["PyTorchTrainingJob"]}[flavor]
+    assert (
+        kinds
+        == {"job": ["Service", "Job"], "pytorchjob": ["PyTorchJob"], "t9k": ["PyTorchTrainingJob"]}[flavor]
+    )
     for obj in objects:
         assert semantic_errors(obj) == [], obj["kind"]
         if obj["kind"] != "PyTorchTrainingJob":  # T9k publishes no CRD: semantic checks only
@@ -113,7 +119,11 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     assert env["DISTTRAIN_JOB_DIR"] == job_dir and env["DISTTRAIN_JOB_ID"] == "mnist-ddp-ab12c"
     assert env["DISTTRAIN_TENSORBOARD_DIR"] == job_dir + "/tensorboard"
     assert env["PYTHONUNBUFFERED"] == "1" and env["PET_NNODES"] == "3" and env["PET_NPROC_PER_NODE"] == "4"
-    assert env["PET_MASTER_ADDR"] == "mnist-ddp-ab12c-0.mnist-ddp-ab12c" == f"{job['metadata']['name']}-0.{svc['metadata']['name']}"
+    assert (
+        env["PET_MASTER_ADDR"]
+        == "mnist-ddp-ab12c-0.mnist-ddp-ab12c"
+        == f"{job['metadata']['name']}-0.{svc['metadata']['name']}"
+    )
     assert env["ODD"] == "$$(HOME) stays literal"  # the kubelet would expand $(HOME) otherwise
     assert c["resources"]["limits"] == {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}
     assert c["resources"]["requests"] == c["resources"]["limits"]
@@ -122,10 +132,15 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "32768Mi"}  # half of 64Gi
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
     claims = [v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
-    assert claims == [{"claimName": "shared-workspace", "readOnly": False}, {"claimName": "datasets", "readOnly": True}]
+    assert claims == [
+        {"claimName": "shared-workspace", "readOnly": False},
+        {"claimName": "datasets", "readOnly": True},
+    ]
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
     assert pod["nodeSelector"] == {"gpu-type": "a100"} and pod["priorityClassName"] == "high"
-    assert {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     # The user's values reach the pod as argv of a constant wrapper, never inside a shell string.
     assert c["command"][:4] == ["python", "-u", "-c", mf.POD_WRAPPER]

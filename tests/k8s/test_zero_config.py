@@ -33,7 +33,10 @@ def notebook_pod(workspace: Path, data: Path) -> dict[str, Any]:
                         {"name": "home", "mountPath": str(workspace)},
                         {"name": "datasets", "mountPath": str(data), "readOnly": True},
                         {"name": "dshm", "mountPath": "/dev/shm"},
-                        {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"},
+                        {
+                            "name": "kube-api-access",
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        },
                     ],
                 }
             ],
@@ -54,7 +57,11 @@ def old_toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ToyClus
 
 @pytest.mark.parametrize("cluster", ["toy", "old_toy"])
 def test_job_inherits_the_notebook_pod(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path, cluster: str
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    workspace: Path,
+    tmp_path: Path,
+    cluster: str,
 ) -> None:
     toy: ToyCluster = request.getfixturevalue(cluster)
     data = tmp_path / "data"
@@ -74,7 +81,9 @@ def test_job_inherits_the_notebook_pod(
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
     mounts = {m["mountPath"]: (m["readOnly"]) for m in c["volumeMounts"] if m["name"].startswith("pvc-")}
     assert mounts == {str(workspace): False, str(data): True}
-    claims = sorted(v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v)
+    claims = sorted(
+        v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v
+    )
     assert claims == ["imagenet", "workspace-alice"]
     assert info.request["logs_on_pvc"] is True and c["workingDir"] == str(workspace)
     version = "1.33" if cluster == "toy" else "1.29"
@@ -88,7 +97,9 @@ def test_job_inherits_the_notebook_pod(
     spec.volumes = [Volume("imagenet-v2", str(data), read_only=True)]
     c = backend.dryrun(spec).request["manifests"][1]["spec"]["template"]["spec"]
     assert c["containers"][0]["image"] == "pytorch:2.13"
-    assert sorted(v["persistentVolumeClaim"]["claimName"] for v in c["volumes"] if "persistentVolumeClaim" in v) == [
+    assert sorted(
+        v["persistentVolumeClaim"]["claimName"] for v in c["volumes"] if "persistentVolumeClaim" in v
+    ) == [
         "imagenet-v2",
         "workspace-alice",
     ]

@@ -53,7 +53,9 @@ def _owned_by(pod: dict[str, Any], owner: dict[str, Any]) -> bool:
     return any(r.get("uid") == owner["metadata"]["uid"] for r in pod["metadata"].get("ownerReferences", []))
 
 
-def _set_condition(conds: list[dict[str, Any]], type_: str, status: str, reason: str, message: str = "") -> None:
+def _set_condition(
+    conds: list[dict[str, Any]], type_: str, status: str, reason: str, message: str = ""
+) -> None:
     for c in conds:
         if c["type"] == type_:
             if c["status"] != status:
@@ -61,9 +63,15 @@ def _set_condition(conds: list[dict[str, Any]], type_: str, status: str, reason:
             c["lastUpdateTime"] = now()
             return
     conds.append(
-        {"type": type_, "status": status, "reason": reason, "message": message,
-         "lastTransitionTime": now(), "lastUpdateTime": now()}
-    )  # fmt: skip
+        {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now(),
+            "lastUpdateTime": now(),
+        }
+    )
 
 
 class Loop:
@@ -85,7 +93,7 @@ class Loop:
         seen = -1
         while not self._stop.is_set():
             with self.cluster.cond:
-                self.cluster.cond.wait_for(lambda: self.cluster.rv != seen or self._stop.is_set(), 0.1)
+                self.cluster.cond.wait_for(lambda s=seen: self.cluster.rv != s or self._stop.is_set(), 0.1)
                 seen = self.cluster.rv
             try:
                 self.reconcile()
@@ -101,72 +109,117 @@ def _pod_from_template(owner: dict[str, Any], template: dict[str, Any], name: st
 
     meta = copy.deepcopy(template.get("metadata", {}))
     meta.update(name=name, namespace=owner["metadata"]["namespace"], ownerReferences=[_owner(owner)])
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template["spec"]),
-            "status": {"phase": "Pending"}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": copy.deepcopy(template["spec"]),
+        "status": {"phase": "Pending"},
+    }
 
 
 class IndexedJobController(Loop):
     """batch/v1 Job with completionMode Indexed: pods, counters, Complete/Failed conditions."""
 
     def reconcile(self) -> None:
+        pods = self.cluster.items(PODS)
+        for job in self.cluster.items(BATCH_JOBS.key):
+            if not job["spec"].get("suspend"):
+                self._sync(job, pods)
+
+    def _sync(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         c = self.cluster
-        pods = c.items(PODS)
-        for job in c.items(BATCH_JOBS.key):
-            if job["spec"].get("suspend"):
-                continue
-            ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-            mine = [p for p in pods if _owned_by(p, job)]
-            conds = job.get("status", {}).get("conditions", [])
-            finished = any(x["type"] in ("Complete", "Failed") and x["status"] == "True" for x in conds)
-            completions = job["spec"]["completions"]
-            backoff = job["spec"].get("backoffLimit", 6)
-            failed = sum(1 for p in mine if p["status"].get("phase") == "Failed")
-            done_idx = {int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
-                        for p in mine if p["status"].get("phase") == "Succeeded"}  # fmt: skip
-            active = [p for p in mine if p["status"].get("phase") in ("Pending", "Running")]
-            if not finished and failed <= backoff:
-                for idx in range(completions):
-                    live = [p for p in active if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == str(idx)]
-                    if idx in done_idx or live:
-                        continue
-                    pod = self._make_pod(job, idx)
-                    c.create(PODS, ns, pod)
-                    c.record_event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
-            rules = job["spec"].get("successPolicy", {}).get("rules", [])
-            success = len(done_idx) == completions or any(
-                r.get("succeededIndexes") and {int(i) for i in r["succeededIndexes"].split(",")} <= done_idx for r in rules
-            )
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        mine = [p for p in pods if _owned_by(p, job)]
+        conds = job.get("status", {}).get("conditions", [])
+        finished = any(x["type"] in ("Complete", "Failed") and x["status"] == "True" for x in conds)
+        completions = job["spec"]["completions"]
+        backoff = job["spec"].get("backoffLimit", 6)
+        failed = sum(1 for p in mine if p["status"].get("phase") == "Failed")
+        done_idx = {
+            int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+            for p in mine
+            if p["status"].get("phase") == "Succeeded"
+        }
+        active = [p for p in mine if p["status"].get("phase") in ("Pending", "Running")]
+        if not finished and failed <= backoff:
+            for idx in range(completions):
+                live = [
+                    p
+                    for p in active
+                    if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == str(idx)
+                ]
+                if idx in done_idx or live:
+                    continue
+                pod = self._make_pod(job, idx)
+                c.create(PODS, ns, pod)
+                c.record_event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+        rules = job["spec"].get("successPolicy", {}).get("rules", [])
+        success = len(done_idx) == completions or any(
+            r.get("succeededIndexes") and {int(i) for i in r["succeededIndexes"].split(",")} <= done_idx
+            for r in rules
+        )
 
-            def status(obj: dict[str, Any]) -> None:
-                st = obj.setdefault("status", {})
-                st.setdefault("startTime", now())
-                st["active"] = len(active)
-                st["ready"] = sum(1 for p in active if p["status"].get("phase") == "Running")
-                st["succeeded"] = len(done_idx)
-                st["failed"] = failed
-                st["completedIndexes"] = ",".join(map(str, sorted(done_idx)))
-                cs = st.setdefault("conditions", [])
-                if finished:
-                    return
-                if failed > backoff:
-                    _set_condition(cs, "FailureTarget", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
-                    _set_condition(cs, "Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
-                elif success:
-                    _set_condition(cs, "SuccessCriteriaMet", "True", "CompletionsReached", "Reached expected number of succeeded pods")
-                    _set_condition(cs, "Complete", "True", "CompletionsReached", "Reached expected number of succeeded pods")
-                    st["completionTime"] = now()
+        def status(obj: dict[str, Any]) -> None:
+            st = obj.setdefault("status", {})
+            st.setdefault("startTime", now())
+            st["active"] = len(active)
+            st["ready"] = sum(1 for p in active if p["status"].get("phase") == "Running")
+            st["succeeded"] = len(done_idx)
+            st["failed"] = failed
+            st["completedIndexes"] = ",".join(map(str, sorted(done_idx)))
+            cs = st.setdefault("conditions", [])
+            if finished:
+                return
+            if failed > backoff:
+                _set_condition(
+                    cs,
+                    "FailureTarget",
+                    "True",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                )
+                _set_condition(
+                    cs,
+                    "Failed",
+                    "True",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                )
+            elif success:
+                _set_condition(
+                    cs,
+                    "SuccessCriteriaMet",
+                    "True",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                )
+                _set_condition(
+                    cs,
+                    "Complete",
+                    "True",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                )
+                st["completionTime"] = now()
 
-            new = c.update(BATCH_JOBS.key, ns, name, status)
-            now_finished = new is not None and any(
-                x["type"] in ("Complete", "Failed") and x["status"] == "True" for x in new["status"].get("conditions", [])
+        new = c.update(BATCH_JOBS.key, ns, name, status)
+        now_finished = new is not None and any(
+            x["type"] in ("Complete", "Failed") and x["status"] == "True"
+            for x in new["status"].get("conditions", [])
+        )
+        if now_finished and not finished:
+            reason = "Completed" if success and failed <= backoff else "BackoffLimitExceeded"
+            kind = "Normal" if reason == "Completed" else "Warning"
+            c.record_event(
+                job,
+                kind,
+                reason,
+                "Job completed" if kind == "Normal" else "Job has reached the specified backoff limit",
             )
-            if now_finished and not finished:
-                reason = "Completed" if success and failed <= backoff else "BackoffLimitExceeded"
-                kind = "Normal" if reason == "Completed" else "Warning"
-                c.record_event(job, kind, reason, "Job completed" if kind == "Normal" else "Job has reached the specified backoff limit")
-                for p in active:  # the Job controller removes what is still running
-                    with contextlib.suppress(Exception):
-                        c.delete(PODS, ns, p["metadata"]["name"])
+            for p in active:  # the Job controller removes what is still running
+                with contextlib.suppress(Exception):
+                    c.delete(PODS, ns, p["metadata"]["name"])
 
     @staticmethod
     def _make_pod(job: dict[str, Any], idx: int) -> dict[str, Any]:
@@ -174,11 +227,15 @@ class IndexedJobController(Loop):
         pod = _pod_from_template(job, job["spec"]["template"], f"{name}-{idx}-{secrets.token_hex(3)[:5]}")
         labels = pod["metadata"].setdefault("labels", {})
         uid = job["metadata"]["uid"]
-        labels.update({
-            "batch.kubernetes.io/job-name": name, "job-name": name,
-            "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
-            "batch.kubernetes.io/job-completion-index": str(idx),
-        })  # fmt: skip
+        labels.update(
+            {
+                "batch.kubernetes.io/job-name": name,
+                "job-name": name,
+                "batch.kubernetes.io/controller-uid": uid,
+                "controller-uid": uid,
+                "batch.kubernetes.io/job-completion-index": str(idx),
+            }
+        )
         pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(idx)
         pod["spec"]["hostname"] = f"{name}-{idx}"
         for ctr in pod["spec"]["containers"]:
@@ -190,67 +247,91 @@ class PyTorchJobController(Loop):
     """kubeflow.org/v1 PyTorchJob (training operator v1 behaviour, the parts the backend sees)."""
 
     def reconcile(self) -> None:
+        pods = self.cluster.items(PODS)
+        for pj in self.cluster.items(PYTORCHJOBS.key):
+            self._sync(pj, pods)
+
+    def _sync(self, pj: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         c = self.cluster
-        pods = c.items(PODS)
-        for pj in c.items(PYTORCHJOBS.key):
-            ns, name = pj["metadata"]["namespace"], pj["metadata"]["name"]
-            mine = {p["metadata"]["name"]: p for p in pods if _owned_by(p, pj)}
-            specs = pj["spec"]["pytorchReplicaSpecs"]
-            conds = pj.get("status", {}).get("conditions", [])
-            finished = any(x["type"] in ("Succeeded", "Failed") and x["status"] == "True" for x in conds)
-            total = sum(r.get("replicas", 1) for r in specs.values())
-            if not finished and not mine:
-                for rtype, rspec in sorted(specs.items()):
-                    for i in range(rspec.get("replicas", 1)):
-                        self._create_replica(pj, rtype, i, rspec, total)
-                c.record_event(pj, "Normal", "PyTorchJobCreated", f"PyTorchJob {name} is created.")
-                continue
-            phases = {n: p["status"].get("phase") for n, p in mine.items()}
-            master = phases.get(f"{name}-master-0")
-            failed = [n for n, ph in phases.items() if ph == "Failed"]
+        ns, name = pj["metadata"]["namespace"], pj["metadata"]["name"]
+        mine = {p["metadata"]["name"]: p for p in pods if _owned_by(p, pj)}
+        specs = pj["spec"]["pytorchReplicaSpecs"]
+        conds = pj.get("status", {}).get("conditions", [])
+        finished = any(x["type"] in ("Succeeded", "Failed") and x["status"] == "True" for x in conds)
+        total = sum(r.get("replicas", 1) for r in specs.values())
+        if not finished and not mine:
+            for rtype, rspec in sorted(specs.items()):
+                for i in range(rspec.get("replicas", 1)):
+                    self._create_replica(pj, rtype, i, rspec, total)
+            c.record_event(pj, "Normal", "PyTorchJobCreated", f"PyTorchJob {name} is created.")
+            return
+        phases = {n: p["status"].get("phase") for n, p in mine.items()}
+        master = phases.get(f"{name}-master-0")
+        failed = [n for n, ph in phases.items() if ph == "Failed"]
 
-            def status(obj: dict[str, Any]) -> None:
-                st = obj.setdefault("status", {})
-                cs = st.setdefault("conditions", [])
-                _set_condition(cs, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.")
-                st["replicaStatuses"] = {
-                    rt: {
-                        "active": sum(1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph in ("Pending", "Running")),
-                        "succeeded": sum(1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph == "Succeeded"),
-                        "failed": sum(1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph == "Failed"),
-                    }
-                    for rt in specs
+        def status(obj: dict[str, Any]) -> None:
+            st = obj.setdefault("status", {})
+            cs = st.setdefault("conditions", [])
+            _set_condition(cs, "Created", "True", "PyTorchJobCreated", f"PyTorchJob {name} is created.")
+            st["replicaStatuses"] = {
+                rt: {
+                    "active": sum(
+                        1
+                        for n, ph in phases.items()
+                        if f"-{rt.lower()}-" in n and ph in ("Pending", "Running")
+                    ),
+                    "succeeded": sum(
+                        1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph == "Succeeded"
+                    ),
+                    "failed": sum(1 for n, ph in phases.items() if f"-{rt.lower()}-" in n and ph == "Failed"),
                 }
-                if finished:
-                    return
-                if phases and all(ph == "Running" for ph in phases.values()):
-                    st.setdefault("startTime", now())
-                    _set_condition(cs, "Running", "True", "PyTorchJobRunning", f"PyTorchJob {name} is running.")
-                if master == "Succeeded":
-                    _set_condition(cs, "Running", "False", "PyTorchJobSucceeded", "")
-                    _set_condition(cs, "Succeeded", "True", "PyTorchJobSucceeded", f"PyTorchJob {name} is successfully completed.")
-                    st["completionTime"] = now()
-                elif failed:
-                    rtype = "Master" if f"{name}-master-0" in failed else "Worker"
-                    _set_condition(cs, "Running", "False", "PyTorchJobFailed", "")
-                    _set_condition(
-                        cs, "Failed", "True", "PyTorchJobFailed",
-                        f"PyTorchJob {name} is failed because {len(failed)} {rtype} replica(s) failed.",
-                    )  # fmt: skip
-                    st["completionTime"] = now()
+                for rt in specs
+            }
+            if finished:
+                return
+            if phases and all(ph == "Running" for ph in phases.values()):
+                st.setdefault("startTime", now())
+                _set_condition(cs, "Running", "True", "PyTorchJobRunning", f"PyTorchJob {name} is running.")
+            if master == "Succeeded":
+                _set_condition(cs, "Running", "False", "PyTorchJobSucceeded", "")
+                _set_condition(
+                    cs,
+                    "Succeeded",
+                    "True",
+                    "PyTorchJobSucceeded",
+                    f"PyTorchJob {name} is successfully completed.",
+                )
+                st["completionTime"] = now()
+            elif failed:
+                rtype = "Master" if f"{name}-master-0" in failed else "Worker"
+                _set_condition(cs, "Running", "False", "PyTorchJobFailed", "")
+                _set_condition(
+                    cs,
+                    "Failed",
+                    "True",
+                    "PyTorchJobFailed",
+                    f"PyTorchJob {name} is failed because {len(failed)} {rtype} replica(s) failed.",
+                )
+                st["completionTime"] = now()
 
-            c.update(PYTORCHJOBS.key, ns, name, status)
+        c.update(PYTORCHJOBS.key, ns, name, status)
 
-    def _create_replica(self, pj: dict[str, Any], rtype: str, index: int, rspec: dict[str, Any], total: int) -> None:
+    def _create_replica(
+        self, pj: dict[str, Any], rtype: str, index: int, rspec: dict[str, Any], total: int
+    ) -> None:
         c = self.cluster
         name, ns = pj["metadata"]["name"], pj["metadata"]["namespace"]
         rt = rtype.lower()
         pod = _pod_from_template(pj, rspec["template"], f"{name}-{rt}-{index}")
         labels = pod["metadata"].setdefault("labels", {})
-        labels.update({
-            "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "pytorchjob-controller",
-            "training.kubeflow.org/replica-type": rt, "training.kubeflow.org/replica-index": str(index),
-        })  # fmt: skip
+        labels.update(
+            {
+                "training.kubeflow.org/job-name": name,
+                "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                "training.kubeflow.org/replica-type": rt,
+                "training.kubeflow.org/replica-index": str(index),
+            }
+        )
         if rt == "master":
             labels["training.kubeflow.org/job-role"] = "master"
         restart = rspec.get("restartPolicy", "OnFailure")
@@ -263,22 +344,36 @@ class PyTorchJobController(Loop):
                     port = p["containerPort"]
         rank = 0 if rt == "master" else index + 1
         env = [
-            ("PET_NNODES", str(total)), ("PET_NPROC_PER_NODE", nproc), ("PET_NODE_RANK", str(rank)),
-            ("PET_MASTER_ADDR", f"{name}-master-0"), ("PET_MASTER_PORT", str(port)),
-            ("MASTER_ADDR", f"{name}-master-0"), ("MASTER_PORT", str(port)),
-            ("WORLD_SIZE", str(total * (int(nproc) if nproc.isdigit() else 1))), ("RANK", str(rank)),
+            ("PET_NNODES", str(total)),
+            ("PET_NPROC_PER_NODE", nproc),
+            ("PET_NODE_RANK", str(rank)),
+            ("PET_MASTER_ADDR", f"{name}-master-0"),
+            ("PET_MASTER_PORT", str(port)),
+            ("MASTER_ADDR", f"{name}-master-0"),
+            ("MASTER_PORT", str(port)),
+            ("WORLD_SIZE", str(total * (int(nproc) if nproc.isdigit() else 1))),
+            ("RANK", str(rank)),
             ("PYTHONUNBUFFERED", "1"),
-        ]  # fmt: skip
+        ]
         for ctr in pod["spec"]["containers"]:
             if ctr["name"] == "pytorch":
                 have = {e["name"] for e in ctr.get("env", [])}
                 ctr.setdefault("env", []).extend({"name": k, "value": v} for k, v in env if k not in have)
         c.create(PODS, ns, pod)
         svc = {
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": f"{name}-{rt}-{index}", "ownerReferences": [_owner(pj)], "labels": dict(labels)},
-            "spec": {"clusterIP": "None", "selector": dict(labels), "ports": [{"name": "pytorchjob-port", "port": port}]},
-        }  # fmt: skip
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": f"{name}-{rt}-{index}",
+                "ownerReferences": [_owner(pj)],
+                "labels": dict(labels),
+            },
+            "spec": {
+                "clusterIP": "None",
+                "selector": dict(labels),
+                "ports": [{"name": "pytorchjob-port", "port": port}],
+            },
+        }
         c.create(SERVICES, ns, svc)
         c.record_event(pj, "Normal", "SuccessfulCreatePod", f"Created pod: {pod['metadata']['name']}")
 
@@ -334,21 +429,35 @@ class ProcessKubelet(Loop):
         gpus = int(ctr.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", "0"))
         if gpus > self.gpus:
             msg = (
-                "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
+                "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. "
+                "preemption: 0/1 nodes are available: "
                 "1 No preemption victims found for incoming pod."
             )
             if self._once(pod, "unschedulable"):
-                self._update(pod, lambda p: p["status"].update(
-                    phase="Pending",
-                    conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
-                                 "lastTransitionTime": now()}],
-                ))  # fmt: skip
+                self._update(
+                    pod,
+                    lambda p: p["status"].update(
+                        phase="Pending",
+                        conditions=[
+                            {
+                                "type": "PodScheduled",
+                                "status": "False",
+                                "reason": "Unschedulable",
+                                "message": msg,
+                                "lastTransitionTime": now(),
+                            }
+                        ],
+                    ),
+                )
                 c.record_event(pod, "Warning", "FailedScheduling", msg)
             return False
         if self._once(pod, "scheduled"):
+
             def bind(p: dict[str, Any]) -> None:
                 p["spec"]["nodeName"] = self.node
-                p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}]
+                p["status"]["conditions"] = [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}
+                ]
 
             self._update(pod, bind)
             ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -356,9 +465,14 @@ class ProcessKubelet(Loop):
         if ctr["image"] in self.bad_images:
             if self._once(pod, "pull"):
                 msg = f'Back-off pulling image "{ctr["image"]}"'
-                self._update(pod, lambda p: p["status"].update(
-                    containerStatuses=[self._cstatus(ctr, {"waiting": {"reason": "ImagePullBackOff", "message": msg}})]
-                ))  # fmt: skip
+                self._update(
+                    pod,
+                    lambda p: p["status"].update(
+                        containerStatuses=[
+                            self._cstatus(ctr, {"waiting": {"reason": "ImagePullBackOff", "message": msg}})
+                        ]
+                    ),
+                )
                 c.record_event(pod, "Warning", "Failed", f'Failed to pull image "{ctr["image"]}": not found')
                 c.record_event(pod, "Normal", "BackOff", msg)
             return False
@@ -372,13 +486,20 @@ class ProcessKubelet(Loop):
         return True
 
     @staticmethod
-    def _cstatus(ctr: dict[str, Any], state: dict[str, Any], restarts: int = 0, last: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _cstatus(
+        ctr: dict[str, Any], state: dict[str, Any], restarts: int = 0, last: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         # client 37 insists on image, imageID, ready and restartCount.
         return {
-            "name": ctr["name"], "image": ctr["image"], "imageID": f"fake://{ctr['image']}",
-            "ready": "running" in state, "restartCount": restarts, "state": state, "lastState": last or {},
+            "name": ctr["name"],
+            "image": ctr["image"],
+            "imageID": f"fake://{ctr['image']}",
+            "ready": "running" in state,
+            "restartCount": restarts,
+            "state": state,
+            "lastState": last or {},
             "started": "running" in state,
-        }  # fmt: skip
+        }
 
     def _volumes(self, pod: dict[str, Any], ctr: dict[str, Any]) -> dict[str, str]:
         """Mount path → host path for emptyDir and configMap volumes (PVCs are host paths)."""
@@ -410,15 +531,21 @@ class ProcessKubelet(Loop):
         }
         for item in ctr.get("env", []):
             if "value" in item:
-                env[item["name"]] = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), item["value"])
+                env[item["name"]] = _VAR.sub(
+                    lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), item["value"]
+                )
                 continue
             path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "")
             fm = _FIELD.match(path)
             if fm:
                 env[item["name"]] = meta.get(fm.group(1), {}).get(fm.group(2), "")
             else:
-                env[item["name"]] = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
-                                     "spec.nodeName": self.node, "status.podIP": "127.0.0.1"}.get(path, "")  # fmt: skip
+                env[item["name"]] = {
+                    "metadata.name": meta["name"],
+                    "metadata.namespace": meta["namespace"],
+                    "spec.nodeName": self.node,
+                    "status.podIP": "127.0.0.1",
+                }.get(path, "")
         for addr, port in (("PET_MASTER_ADDR", "PET_MASTER_PORT"), ("MASTER_ADDR", "MASTER_PORT")):
             if addr in env:
                 key = (meta["namespace"], env[addr])
@@ -439,7 +566,7 @@ class ProcessKubelet(Loop):
         def rewrite(text: str) -> str:
             for mount, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
                 if text == mount or text.startswith(mount + "/"):
-                    return host + text[len(mount):]
+                    return host + text[len(mount) :]
             return text
 
         env = {k: rewrite(v) for k, v in self._env(pod, ctr).items()}
@@ -453,37 +580,59 @@ class ProcessKubelet(Loop):
             if c.get(PODS, ns, name) is None:
                 return
             c.record_event(pod, "Normal", "Started", f"Started container {ctr['name']}")
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             self.procs[(ns, name)] = proc
             c.open_log(ns, name)
             started = now()
-            self._update(pod, lambda p, r=restarts, s=started, lt=last: p["status"].update(
-                phase="Running", startTime=p["status"].get("startTime") or s, hostIP="127.0.0.1", podIP="127.0.0.1",
-                conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "True"}],
-                containerStatuses=[self._cstatus(ctr, {"running": {"startedAt": s}}, r, lt)],
-            ))  # fmt: skip
+            self._update(
+                pod,
+                lambda p, r=restarts, s=started, lt=last: p["status"].update(
+                    phase="Running",
+                    startTime=p["status"].get("startTime") or s,
+                    hostIP="127.0.0.1",
+                    podIP="127.0.0.1",
+                    conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "True"}],
+                    containerStatuses=[self._cstatus(ctr, {"running": {"startedAt": s}}, r, lt)],
+                ),
+            )
             assert proc.stdout is not None
             for line in iter(proc.stdout.readline, b""):
                 c.append_log(ns, name, line.rstrip(b"\n"))
             code = proc.wait()
             code = 128 - code if code < 0 else code  # killed by a signal: 128 + signal number
             c.close_log(ns, name)
-            term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started, "finishedAt": now()}
+            term = {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "startedAt": started,
+                "finishedAt": now(),
+            }
             if c.get(PODS, ns, name) is None:
                 return
             if (policy == "Always") or (policy == "OnFailure" and code != 0):
                 restarts += 1
                 last = {"terminated": term}
-                c.record_event(pod, "Warning", "BackOff", f"Back-off restarting failed container {ctr['name']}")
+                c.record_event(
+                    pod, "Warning", "BackOff", f"Back-off restarting failed container {ctr['name']}"
+                )
                 time.sleep(0.2)
                 continue
             phase = "Succeeded" if code == 0 else "Failed"
-            self._update(pod, lambda p, t=term, r=restarts, lt=last: p["status"].update(
-                phase=phase,
-                conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "False"}],
-                containerStatuses=[self._cstatus(ctr, {"terminated": t}, r, lt)],
-            ))  # fmt: skip
+            self._update(
+                pod,
+                lambda p, t=term, r=restarts, lt=last, ph=phase: p["status"].update(
+                    phase=ph,
+                    conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "False"}],
+                    containerStatuses=[self._cstatus(ctr, {"terminated": t}, r, lt)],
+                ),
+            )
             return
 
     def _deleted(self, key: str, obj: dict[str, Any]) -> None:
@@ -509,7 +658,9 @@ class ProcessKubelet(Loop):
 class ToyCluster:
     """Fake API server + controllers + process kubelet, as a context manager."""
 
-    def __init__(self, version: tuple[int, int] = (1, 33), install: tuple[str, ...] = (), **kubelet: Any) -> None:
+    def __init__(
+        self, version: tuple[int, int] = (1, 33), install: tuple[str, ...] = (), **kubelet: Any
+    ) -> None:
         from .fakeapi import FakeApiServer
 
         self.cluster = FakeCluster(version, install)

@@ -7,6 +7,7 @@ informers (one watch per namespace and kind), logs from the shared PVC or ``pods
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
@@ -140,7 +141,9 @@ class KubernetesBackend(Backend):
             f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
         )
         if place.pvc_for_job_dir is None:
-            header += "# the job dir is not on a mounted PVC: the script ships in the ConfigMap, logs via pods/log\n"
+            header += (
+                "# the job dir is not on a mounted PVC: the script ships in a ConfigMap, logs via pods/log\n"
+            )
         text = header + yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=110)
         request = {
             "manifests": objects,
@@ -203,8 +206,8 @@ class KubernetesBackend(Backend):
         size = mf.configmap_size(filled)
         if size > mf.CONFIGMAP_LIMIT:
             raise InvalidSpecError(
-                f"the script and side files are {size} bytes, over the {mf.CONFIGMAP_LIMIT}-byte ConfigMap limit; "
-                "put the job dir on a shared PVC (run from a mounted volume or pass --pvc) to ship larger code"
+                f"the script and side files are {size} bytes, over the {mf.CONFIGMAP_LIMIT}-byte "
+                "ConfigMap limit; put the job dir on a shared PVC (run from a mounted volume or pass --pvc)"
             )
         return filled
 
@@ -324,10 +327,8 @@ class KubernetesBackend(Backend):
     def _delete_quietly(client: KubeClient, kind: str, namespace: str, name: str) -> None:
         from .client import BY_KIND
 
-        try:
+        with contextlib.suppress(ApiError):
             client.delete(BY_KIND[kind], namespace, name)
-        except ApiError:
-            pass
 
 
 def pods_informer(client: KubeClient, namespace: str) -> Informer:

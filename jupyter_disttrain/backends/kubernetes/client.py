@@ -216,7 +216,9 @@ class KubeClient:
             verb = _verb(method, name, query)
             what = resource.rbac_name
             if name and not path.endswith("/" + name):  # a subresource such as pods/log
-                what = f"{resource.plural}/{path.rsplit('/', 1)[1]}" + (f".{resource.group}" if resource.group else "")
+                what = f"{resource.plural}/{path.rsplit('/', 1)[1]}" + (
+                    f".{resource.group}" if resource.group else ""
+                )
             where = f" in namespace {namespace!r}" if namespace else ""
             return ApiError(
                 f"permission denied: this service account may not {verb} {what}{where}; "
@@ -267,7 +269,9 @@ class KubeClient:
                 return False
             raise
 
-    def list(self, res: Resource, namespace: str, label_selector: str | None = None) -> dict[str, Any]:
+    def list_objects(
+        self, res: Resource, namespace: str, label_selector: str | None = None
+    ) -> dict[str, Any]:
         out: dict[str, Any] = self.request(
             "GET",
             res.path(namespace),

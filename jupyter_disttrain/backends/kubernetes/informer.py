@@ -122,7 +122,7 @@ class Informer:
                 delay = min(delay * 2, _RETRY_MAX)
 
     def _list(self) -> None:
-        data = self.client.list(self.res, self.namespace, self.label_selector)
+        data = self.client.list_objects(self.res, self.namespace, self.label_selector)
         with self._changed:
             self._objects, self._index = {}, {}
             for obj in data.get("items", []):

@@ -193,7 +193,7 @@ def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
 def indexed_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
     """Plain ``batch/v1`` Indexed Job: one pod per node, node rank = completion index."""
     name = object_name(job_id)
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": "PET_NNODES", "value": str(spec.nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": str(spec.nproc_per_node)},
         {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
@@ -222,7 +222,12 @@ def indexed_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement)
         job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
     if opts.queue:
         job_spec["suspend"] = True  # Kueue admits (un-suspends) queued Jobs
-    obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(job_id, place), "spec": job_spec}
+    obj: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(job_id, place),
+        "spec": job_spec,
+    }
     if opts.queue:
         obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = opts.queue
     return obj
