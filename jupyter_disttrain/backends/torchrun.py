@@ -65,6 +65,9 @@ def agent_commands(
     # Imports next to the notebook keep working: the script runs from the job dir.
     pythonpath = os.environ.get("PYTHONPATH")
     base_env["PYTHONPATH"] = working_dir + (os.pathsep + pythonpath if pythonpath else "")
+    if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in spec.env:
+        # torchrun's own default, said once here instead of in a banner at the top of every log.
+        base_env["OMP_NUM_THREADS"] = "1"
     commands = []
     for node in range(spec.nodes):
         argv = [python, "-m", "torch.distributed.run"]
