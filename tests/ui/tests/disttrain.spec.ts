@@ -134,6 +134,16 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await group.click();
   await expect(frame.getByText('eval/accuracy').first()).toBeVisible();
   await page.screenshot({ path: path.join(SHOTS, 'tensorboard.png') });
+
+  // --- reloading JupyterLab restores the sidebar and the tabs, TensorBoard included
+  await page.reload({ waitForIsReady: false }); // the restored tab, not the launcher, is in front
+  await expect(page.locator('#jupyterlab-splash')).toHaveCount(0);
+  const tabs = page.locator('.jp-mod-left, .lm-DockPanel-tabBar').locator('.lm-TabBar-tab');
+  await expect(tabs.filter({ hasText: `TensorBoard: ${jobId}` })).toHaveCount(1);
+  await expect(tabs.filter({ hasText: 'Logs: uitest' })).toHaveCount(1);
+  await expect(tabs.filter({ hasText: 'Job: uitest' })).toHaveCount(1);
+  await expect(page.locator('#jp-disttrain-sidebar')).toBeVisible();
+  await expect(frame.getByText('train/loss').first()).toBeVisible();
 });
 
 test('a running job is cancelled from the panel', async ({ page, tmpPath }) => {
