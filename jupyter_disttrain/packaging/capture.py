@@ -214,6 +214,10 @@ class _Script:
             "    torchrun --nproc-per-node=2 train.py",
             "",
             "(keep the side files named captured_* next to it, if there are any).",
+            "",
+            'The cell\'s statements run under `if __name__ == "__main__":` so that DataLoader workers',
+            "started with spawn/forkserver, which re-import this file, do not run them again; its",
+            "imports and definitions stay at module level so that those workers can find them.",
         ]
         if self.header:
             lines += ["", *self.header.strip().splitlines()]
