@@ -57,8 +57,9 @@ class Informer:
         """Block until the first list arrived; raise the API's error if it cannot."""
         deadline = time.monotonic() + timeout
         while not self._synced.wait(0.05):
-            if isinstance(self.last_error, ApiError) and self.last_error.status in (401, 403):
-                raise self.last_error
+            err = self.last_error
+            if isinstance(err, ApiError) and 400 <= err.status < 500 and err.status not in (410, 429):
+                raise err  # refused (RBAC, CRD not installed...): retrying will not help this call
             if time.monotonic() > deadline:
                 if self.last_error is not None:
                     raise BackendError(str(self.last_error))
