@@ -74,7 +74,8 @@ class CachingJobStore(JobStore):
         if not include_deleted:
             # Forget purged jobs (deleted ones are kept: they are still readable by id).
             present = {r.id for r in out}
-            for job_id in [j for j in self._records if j not in present]:
+            # list() copies the keys in one step: other worker threads may be adding to it.
+            for job_id in [j for j in list(self._records) if j not in present]:
                 if not os.path.isdir(os.path.join(self._root, job_id)):
                     self._records.pop(job_id, None)
                     self._statuses.pop(job_id, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -74,10 +75,20 @@ class JobService:
     def __init__(self, store: JobStore, default_backend: str) -> None:
         self.store = store
         self.default_backend = default_backend
+        self._backends: dict[str, Backend] = {}
+        self._lock = threading.Lock()
 
     def backend(self, name: str) -> Backend:
-        """The backend called ``name`` over this service's store (import errors included)."""
-        return get_backend(name, self.store)
+        """The backend called ``name`` over this service's store, made once and kept.
+
+        A backend that cannot be made (not installed, no cluster config) raises each time,
+        so installing or configuring it later works without restarting the server.
+        """
+        with self._lock:
+            backend = self._backends.get(name)
+            if backend is None:
+                backend = self._backends[name] = get_backend(name, self.store)
+            return backend
 
     # -- reading -------------------------------------------------------------------------------
     def list_jobs(self) -> list[dict[str, Any]]:
