@@ -64,6 +64,10 @@ class TensorBoardProxyHandler(ProxyHandler):
         self.proxy_base = f"{PROXY_PREFIX}/{tb_id}"
         self._upstream_prefix = manager.server_prefix(tb_id)
         await super().proxy(LOOPBACK, inst.port, path or "/")
+        if not self._headers_written:
+            # The proxy replaced Jupyter's headers with TensorBoard's; put Jupyter's policy
+            # back beside TensorBoard's own, so only Jupyter's pages may frame TensorBoard.
+            self.add_header("Content-Security-Policy", self.content_security_policy)
 
     @web.authenticated
     async def http_get(self, tb_id: str, path: str | None = None) -> None:

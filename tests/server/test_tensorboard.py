@@ -75,6 +75,7 @@ async def test_new_points_show_up_through_the_proxy(jp_fetch: Any, job_root: Pat
 
     page = await jp_fetch("disttrain", "tensorboard", f"{job_id}/", request_timeout=60)
     assert page.code == 200 and b"<tb-webapp>" in page.body
+    assert "frame-ancestors 'self'" in " ".join(page.headers.get_list("Content-Security-Policy"))
     assert await tb_json(jp_fetch, job_id, "data", "plugin", "scalars", "tags") == {}
     # Written after TensorBoard started: picked up by its reload, no restart.
     run_dir = job_root / job_id / "tensorboard" / "run1"
