@@ -505,3 +505,28 @@ def test_long_dependency_chains_do_not_hit_the_recursion_limit() -> None:
     history += [f"def f{i}(x):\n    return f{i - 1}(x) + 1" for i in range(1, depth)]
     packaged = package_cell(f"print(f{depth - 1}(0))", history, {})
     assert packaged.captured == [f"f{i}" for i in range(depth)]
+
+
+def test_dataclasses_enums_and_namespaces_are_rebuilt(shell: InteractiveShell, tmp_path: Path) -> None:
+    run(
+        shell,
+        "import argparse, enum, types\nfrom dataclasses import dataclass, field",
+        "class Mode(enum.Enum):\n    TRAIN = 1\n    EVAL = 2",
+        "@dataclass\nclass Config:\n    lr: float = 0.1\n    layers: list = field(default_factory=list)\n"
+        "    mode: Mode = Mode.TRAIN",
+        "cfg = Config(lr=0.5, layers=[1, 2], mode=Mode.EVAL)\n"
+        "args = argparse.Namespace(epochs=3)\nns = types.SimpleNamespace(a='x')",
+    )
+    packaged = package(shell, "print(cfg, args, ns)")
+    assert "# In [4]\ncfg = Config(lr=0.5, layers=[1, 2], mode=Mode.EVAL)\n" in packaged.source
+    assert packaged.source.index("class Config:") < packaged.source.index("cfg = Config(")
+    expected = "Config(lr=0.5, layers=[1, 2], mode=<Mode.EVAL: 2>) Namespace(epochs=3) namespace(a='x')\n"
+    assert run_script(packaged, tmp_path) == expected
+
+
+def test_instances_of_classes_not_in_any_cell_are_refused(shell: InteractiveShell) -> None:
+    run(shell, "from dataclasses import make_dataclass\nPoint = make_dataclass('Point', ['x'])\np = Point(1)")
+    with pytest.raises(
+        PackagingError, match=r"^cannot send `p` \(a Point object whose class is not in any cell"
+    ):
+        package(shell, "print(p)")

@@ -130,7 +130,13 @@ def _lib_names(taken: set[str], user_ns: Mapping[str, Any]) -> LibNames:
             return f"_{preferred}"
         return preferred
 
-    return LibNames(pick("torch", "torch"), pick("np", "numpy"), pick("pathlib", "pathlib"))
+    return LibNames(
+        pick("torch", "torch"),
+        pick("np", "numpy"),
+        pick("pathlib", "pathlib"),
+        pick("types", "types"),
+        pick("argparse", "argparse"),
+    )
 
 
 def _ordered(items: Mapping[str, Item]) -> list[Item]:
@@ -239,7 +245,7 @@ class _Script:
                 out += [f"{item.lines[0]}  # {item.label}" if item.label else item.lines[0], *item.lines[1:]]
             else:
                 out += ["", f"# {item.label}" if item.label else "# (from the kernel namespace)", *item.lines]
-        return out if chosen else []
+        return out
 
     def _value_prelude(self) -> list[str]:
         libs, needs = self.writer.libs, set(self.writer.needs)
@@ -250,7 +256,8 @@ class _Script:
         if self.writer.tensors or self.writer.arrays:
             needs.add("pathlib")
         lines = []
-        for module, alias in (("torch", libs.torch), ("numpy", libs.numpy), ("pathlib", libs.pathlib)):
+        for module in ("torch", "numpy", "pathlib", "types", "argparse"):
+            alias = getattr(libs, module)
             if module in needs:
                 lines.append(f"import {module}" if module == alias else f"import {module} as {alias}")
         here = f"{libs.pathlib}.Path(__file__)"

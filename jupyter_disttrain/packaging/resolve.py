@@ -124,10 +124,16 @@ class Resolver:
             where += f", used by {user}"
         try:
             if not self._add_reference(name, value, definition):
+                self.writer.class_name = self._class_name
                 rendered = self.writer.render(name, value)
                 label = definition.label if definition else ""
                 order = definition.order if definition else sys.maxsize
-                self.items[name] = Item(name, "value", order, [f"{name} = {rendered}"], label)
+                classes = set(self.writer.last_classes)
+                # A value built from a notebook class (Config(lr=...)) has to follow that class's definition.
+                section: Section = "code" if classes else "value"
+                self.items[name] = Item(name, section, order, [f"{name} = {rendered}"], label, classes)
+                for cls in classes:
+                    self._require(cls, user=f"`{name}`")
         except Unsendable as problem:
             if problem.path:
                 raise PackagingError(
@@ -137,6 +143,20 @@ class Resolver:
             raise PackagingError(
                 f"cannot send `{name}` ({problem.what}, {where}) to the job: {problem.advice}"
             ) from None
+
+    def _class_name(self, cls: type) -> str | None:
+        """The script's name for ``cls``: a class from a cell (copied) or from a loaded module (imported)."""
+        name = cls.__name__
+        if name in self.cell_binds or self.user_ns.get(name, cls) is not cls:
+            return None  # the name means something else
+        if cls.__module__ == "__main__":
+            definition = self.index.defs.get(name)
+            return name if definition is not None and definition.kind == "source" else None
+        if _lookup(cls.__module__, cls.__qualname__) is not cls:
+            return None
+        if name not in self.items and name not in self.user_ns:
+            self.items[name] = Item(name, "import", sys.maxsize, [f"from {cls.__module__} import {name}"])
+        return name
 
     def _add_reference(self, name: str, value: Any, definition: Definition | None) -> bool:
         """Bind ``name`` to a module, function or class by reference; False for plain values.

@@ -9,6 +9,8 @@ a tensor if torch is already loaded in the kernel.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import enum
 import io
 import math
 import pathlib
@@ -16,6 +18,7 @@ import socket
 import sys
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +70,12 @@ class LibNames:
     torch: str = "torch"
     numpy: str = "np"
     pathlib: str = "pathlib"
+    types: str = "types"
+    argparse: str = "argparse"
+
+
+def _no_class_names(cls: type) -> str | None:
+    return None
 
 
 @dataclass
@@ -78,7 +87,10 @@ class ValueWriter:
         max_bytes: the largest captured value accepted, in bytes.
         tensors: side-file entries saved with ``torch.save`` (key -> tensor).
         arrays: side-file entries saved with ``numpy.savez`` (key -> array).
-        needs: libraries the rendered source uses ("torch", "numpy", "pathlib").
+        needs: libraries the rendered source uses ("torch", "numpy", "pathlib", "types", "argparse").
+        class_name: the name under which the script will have a class (for dataclass instances and enum
+            members), or None when the class cannot be put in the script.
+        last_classes: the class names the last rendered value uses.
     """
 
     libs: LibNames
@@ -86,6 +98,8 @@ class ValueWriter:
     tensors: dict[str, Any] = field(default_factory=dict)
     arrays: dict[str, Any] = field(default_factory=dict)
     needs: set[str] = field(default_factory=set)
+    class_name: Callable[[type], str | None] = _no_class_names
+    last_classes: set[str] = field(default_factory=set)
 
     def render(self, name: str, value: Any) -> str:
         """Python source that rebuilds ``value`` (the value of variable ``name``).
@@ -93,6 +107,7 @@ class ValueWriter:
         Raises:
             Unsendable: the value (or something inside it) cannot be sent, or it is too large.
         """
+        self.last_classes = set()
         state = _Render(self, name)
         source = state.expr(value, "")
         if state.size > self.max_bytes:
@@ -142,7 +157,35 @@ class _Render:
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
             return self._numpy(value, numpy, path)
+        if isinstance(value, enum.Enum):
+            return f"{self._class(kind, path)}.{value.name}"
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = [f.name for f in dataclasses.fields(value) if f.init]
+            return f"{self._class(kind, path)}({self._keywords(value, fields, path)})"
+        if kind is types.SimpleNamespace or (kind.__module__, kind.__name__) == ("argparse", "Namespace"):
+            module = kind.__module__
+            self.writer.needs.add(module)
+            alias = getattr(self.writer.libs, module)
+            return f"{alias}.{kind.__name__}({self._keywords(value, list(vars(value)), path)})"
         raise Unsendable(*describe_unsendable(value), path=path)
+
+    def _class(self, kind: type, path: str) -> str:
+        name = self.writer.class_name(kind)
+        if name is None:
+            raise Unsendable(
+                f"{_article(kind.__qualname__)} {kind.__qualname__} object whose class is not in any cell",
+                "define the class with class in a cell, or create the object inside the cell",
+                path=path,
+            )
+        self.writer.last_classes.add(name)
+        return name
+
+    def _keywords(self, value: Any, names: list[str], path: str) -> str:
+        if not all(n.isidentifier() for n in names):
+            raise Unsendable(
+                "an object with attribute names that are not identifiers", "build it inside the cell"
+            )
+        return ", ".join(f"{n}={self.expr(getattr(value, n), f'{path}.{n}')}" for n in names)
 
     def _check_size(self) -> None:
         # Stop early inside huge containers instead of rendering megabytes of text first.
@@ -263,8 +306,12 @@ def describe_unsendable(value: Any) -> tuple[str, str]:
     if isinstance(value, collections.defaultdict):
         return "a defaultdict", "convert it with dict(...) in a cell, or build it inside the cell"
     kind = type(value)
-    article = "an" if kind.__name__[:1].lower() in "aeiou" else "a"
     return (
-        f"{article} {kind.__qualname__} object",
-        "create it inside the cell (only plain values, numpy arrays and CPU tensors are sent by value)",
+        f"{_article(kind.__qualname__)} {kind.__qualname__} object",
+        "create it inside the cell (plain data, arrays, CPU tensors, dataclasses and namespaces are sent"
+        " by value)",
     )
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
