@@ -14,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.errors import PackagingError
 from jupyter_disttrain.packaging import PackagedScript, package_cell
+from jupyter_disttrain.packaging.scopes import analyze
 
 
 @pytest.fixture
@@ -530,3 +531,31 @@ def test_instances_of_classes_not_in_any_cell_are_refused(shell: InteractiveShel
         PackagingError, match=r"^cannot send `p` \(a Point object whose class is not in any cell"
     ):
         package(shell, "print(p)")
+
+
+@pytest.mark.parametrize(
+    ("source", "free"),
+    [
+        ("ys = [last := x for x in xs]\nprint(last)", {"xs"}),
+        (
+            "match cmd:\n    case {'a': va, **rest}:\n        print(va, rest)\n    case Point(x=px) as pt:\n"
+            "        print(px, pt)",
+            {"cmd", "Point"},
+        ),
+        ("try:\n    pass\nexcept ValueError as err:\n    print(err)", set()),
+        ("with open(f) as fh, ctx() as (a, b):\n    print(fh, a, b)", {"f", "ctx"}),
+        ("class A:\n    x = 1\n    y = [x for _ in range(3)]", {"x"}),  # class scope is not visible there
+        (
+            "def g():\n    v = 1\n    def h():\n        nonlocal v\n        return v + outer\n    return h",
+            {"outer"},
+        ),
+        ("import a.b.c\nprint(a)", set()),
+        ("x: int\nprint(x)", {"x"}),
+        ("f = lambda q=default: q + free_in_lambda", {"default", "free_in_lambda"}),
+        ("async def co():\n    async for i in src():\n        await thing(i)", {"src", "thing"}),
+        ("n += 1\nobj.attr = val\ndel gone", {"n", "obj", "val", "gone"}),
+        ("print(__name__, __file__, len, display)", {"display"}),
+    ],
+)
+def test_free_names_follow_python_scoping(source: str, free: set[str]) -> None:
+    assert set(analyze(source).free) == free
