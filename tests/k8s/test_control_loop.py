@@ -10,7 +10,7 @@ import pytest
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.informer import all_informers
 from jupyter_disttrain.errors import BackendError
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.specs import JobPhase, JobStatus
 
 from .conftest import DDP_SCRIPT, ddp_spec, wait_for
 from .toycluster import PODS, SERVICES, ToyCluster
@@ -77,6 +77,14 @@ def test_pytorchjob_is_discovered_and_runs(
     assert any(c.type == "Succeeded" and c.reason == "PyTorchJobSucceeded" for c in status.conditions)
     ranks = {ln.replica: ln.rank for ln in backend.logs(job_id) if " sum=3 " in ln.text}
     assert ranks == {"master-0": 0, "worker-0": 1}
+    # Everything above came from one watch per kind in the namespace, each listed once.
+    assert sorted((i.res.plural, i.namespace, i.lists) for i in all_informers()) == [
+        ("events", "team-a", 1),
+        ("pods", "team-a", 1),
+        ("pytorchjobs", "team-a", 1),
+    ]
+    since = list(backend.pod_logs(job_id, "master-0", since=3600))
+    assert any(" sum=3 " in ln.text for ln in since)
 
 
 def test_failed_rank_fails_the_job_with_its_exit_code(
@@ -165,6 +173,12 @@ def test_follow_logs_cancel_and_watch_recovery(
     ticks = [int(t.rsplit(" ", 1)[1]) for t in [*seen, *(ln.text for ln in rest)] if "]:tick " in t]
     assert ticks == list(range(len(ticks))) and len(ticks) > 3  # no line lost or repeated
     assert toy.cluster.get("batch/v1/jobs", "team-a", job_id) is None
+    # Another process (the Jupyter server) that read the status before the cancel does not
+    # overwrite the ended record with what it saw.
+    other = KubernetesBackend(backend.store)
+    stale = JobStatus(job_id=job_id, phase=JobPhase.RUNNING)
+    assert other._reconcile(backend.store.read_record(job_id), stale).phase is JobPhase.CANCELLED
+    assert backend.store.read_status(job_id).phase is JobPhase.CANCELLED  # type: ignore[union-attr]
 
 
 def test_missing_permission_names_verb_and_resource(

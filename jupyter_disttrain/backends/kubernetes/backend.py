@@ -232,15 +232,23 @@ class KubernetesBackend(Backend):
                 status.phase, status.reason = JobPhase.FAILED, "WorkloadDeleted"
                 status.message = f"the {WORKLOADS[flavor].kind} {record.id} is gone from namespace {ns}"
                 status.finish_time = now_iso()
-                self.store.write_status(status)
-                return status
+                return self._write_unless_ended(status)
         own_pods = pods.indexed(record.id)
         subjects = [record.id, mf.configmap_name(record.id), *(p["metadata"]["name"] for p in own_pods)]
         own_events = [e for name in subjects for e in events.indexed(name)]
         new = build_status(status, flavor, record.id, workload, own_pods, own_events)
         if _comparable(new) != _comparable(status):
-            self.store.write_status(new)
+            return self._write_unless_ended(new)
         return new
+
+    def _write_unless_ended(self, status: JobStatus) -> JobStatus:
+        """Store ``status`` unless another process (a cancel in the kernel, say) ended the job
+        since we read it: an ended job's record is final."""
+        current = self.store.read_status(status.job_id)
+        if current is not None and current.is_terminal:
+            return current
+        self.store.write_status(status)
+        return status
 
     def logs(
         self,
