@@ -111,7 +111,7 @@ class TensorBoardManager:
         self._instances: dict[str, TensorBoardInstance] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaper: asyncio.Task[None] | None = None
-        self._log_dir = Path(tempfile.mkdtemp(prefix="disttrain-tensorboard-"))
+        self._log_dir: Path | None = None  # TensorBoards' output, made on first start
 
     # -- naming ----------------------------------------------------------------------------------
     def logdir(self, tb_id: str) -> Path:
@@ -203,7 +203,9 @@ class TensorBoardManager:
             self._reaper = None
         for tb_id in list(self._instances):
             await self.stop(tb_id)
-        shutil.rmtree(self._log_dir, ignore_errors=True)
+        if self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self._log_dir = None
 
     async def _start(self, tb_id: str, logdir: Path) -> TensorBoardInstance:
         from simpervisor import SupervisedProcess
@@ -223,12 +225,24 @@ class TensorBoardManager:
             "--reload_interval",
             str(max(1, round(self.reload_interval))),
         ]
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="disttrain-tensorboard-"))
         log_path = self._log_dir / f"{tb_id}.log"
         # Open as long as the instance lives: a restart after a crash writes to it again.
         log_file = open(log_path, "ab")  # noqa: SIM115 -- closed by _stop_instance
         probe = f"http://{LOOPBACK}:{port}{quote(prefix)}/data/plugins_listing"
 
-        async def ready(_proc: Any) -> bool:
+        pids: set[int] = set()
+
+        async def ready(proc: Any) -> bool:
+            # The supervisor restarts a process that exits, so a command that cannot run
+            # shows up as ever new pids: give up after a few instead of waiting for the timeout.
+            if proc.running and proc.pid is not None:
+                pids.add(proc.pid)
+            if len(pids) > 3:
+                raise BackendError(
+                    f"TensorBoard for {tb_id} keeps exiting at start; its output: {_tail(log_path)}"
+                )
             return await _answers(probe)
 
         process = SupervisedProcess(
@@ -251,6 +265,9 @@ class TensorBoardManager:
         except OSError as exc:
             log_file.close()
             raise BackendError(f"could not start TensorBoard ({' '.join(self.command)}): {exc}") from exc
+        except BackendError:
+            await self._stop_instance(inst)
+            raise
         if not is_ready:
             await self._stop_instance(inst)
             raise BackendError(

@@ -47,3 +47,18 @@ def test_intervals_and_batches_are_checked() -> None:
     with pytest.raises(TraitError):
         DistTrainApp(log_batch_lines=0)
     assert DistTrainApp(tensorboard_command=["tensorboard", "--samples_per_plugin", "scalars=500"])
+
+
+async def test_a_tensorboard_that_cannot_start_is_a_clear_502(jp_fetch: Any, jp_serverapp: Any) -> None:
+    import sys
+
+    manager = jp_serverapp.web_app.settings["jupyter_disttrain"].tensorboard
+    manager.command = [sys.executable, "-c", "import sys; sys.exit('no tensorboard in this env')"]
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("disttrain", "api", "tensorboard", "_all", method="POST", body="", request_timeout=60)
+    assert info.value.code == 502
+    assert info.value.response is not None
+    message = json.loads(info.value.response.body)["message"]
+    assert "no tensorboard in this env" in message
+    listed = json.loads((await jp_fetch("disttrain", "api", "tensorboard", "_all")).body)
+    assert listed["running"] is False
