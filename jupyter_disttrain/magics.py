@@ -209,7 +209,10 @@ class DistTrainMagics(Magics):
 
         ignore = {"*"} if "all" in args.no_check else set(args.no_check)
         history = list(self.shell.user_ns.get("In", [""]))[1:-1] if self.shell else []
-        packaged = package_cell(cell, history, self.shell.user_ns if self.shell else {}, ignore=ignore)
+        user_ns = self.shell.user_ns if self.shell else {}
+        notebook = user_ns.get("__session__")  # ipykernel sets it to the notebook's path
+        header = f"Notebook: {notebook}" if isinstance(notebook, str) and notebook else None
+        packaged = package_cell(cell, history, user_ns, ignore=ignore, header=header)
         spec = self._spec(args, script_args)
         from . import api
 
@@ -218,6 +221,8 @@ class DistTrainMagics(Magics):
         if args.dry_run:
             info = api.dryrun(packaged.source, spec)
             print(f"# ---- {spec.entrypoint} (job {info.job_id}, not launched) ----")
+            if packaged.captured:
+                print(f"# from earlier cells: {', '.join(packaged.captured)}")
             print(packaged.source)
             for name in sorted(packaged.files):
                 print(f"# side file: {name} ({len(packaged.files[name])} bytes)")
