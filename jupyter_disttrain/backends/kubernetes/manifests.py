@@ -51,7 +51,8 @@ for chunk in iter(lambda: child.stdout.read1(65536), b""):
     sys.stdout.buffer.flush()
     if out:
         out.write(chunk)
-sys.exit(child.wait())
+code = child.wait()
+sys.exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N, as a shell reports it
 """
 
 
