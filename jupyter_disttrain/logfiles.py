@@ -106,6 +106,31 @@ def rank_of(source: LogSource, text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+class _Token:
+    """Byte positions per replica, and the resume token naming them, kept up to date cheaply
+    (one part changes per line, so only that part is rebuilt)."""
+
+    def __init__(self, positions: dict[str, int], names: list[str], single: bool) -> None:
+        self.positions = positions
+        self.single = single
+        self.index: dict[str, int] = {}
+        self.parts: list[str] = []
+        for name in names:
+            self.add(name)
+
+    def add(self, name: str) -> None:
+        if name not in self.index:
+            self.index[name] = len(self.parts)
+            self.parts.append(f"{name}:{self.positions.get(name, 0)}")
+
+    def moved(self, name: str) -> str:
+        pos = self.positions[name]
+        if self.single:
+            return str(pos)
+        self.parts[self.index[name]] = f"{name}:{pos}"
+        return ",".join(self.parts)
+
+
 def read_lines(
     sources: Callable[[], list[LogSource]],
     *,
@@ -118,32 +143,31 @@ def read_lines(
 ) -> Iterator[LogLine]:
     """Yield lines of the given sources, interleaved in the order they are found.
 
-    ``sources`` is called again while following, because replicas appear as they start.
-    Without ``follow`` the iterator ends at the current end of the files; with it, once
-    ``is_done()`` is true and everything written has been read.
+    ``sources`` is called again while following, because replicas appear as they start (a
+    replica that has written nothing yet simply has no lines). Without ``follow`` the
+    iterator ends at the current end of the files; with it, once ``is_done()`` is true and
+    everything written has been read.
     """
     initial = _pick(sources(), replica)
-    names = [s.replica for s in initial]
-    if replica is not None and not names:
-        raise InvalidSpecError(f"no replica {replica!r} in this job")
+    names = [replica] if replica is not None else [s.replica for s in initial]
     positions = parse_offset(offset, names)
     if offset in (None, "") and tail is not None:
         positions = {s.replica: tail_start(s.path, tail) for s in initial}
+    token = _Token(positions, names, single=replica is not None)
     while True:
         done = is_done()  # read before draining: output written before "done" is never missed
         current = _pick(sources(), replica) if follow else initial
-        for s in current:
-            if s.replica not in names:
-                names.append(s.replica)
         got_any = False
         for s in current:
+            token.add(s.replica)
+            known_rank = s.rank
             for text in _drain(s, positions, final=done):
                 got_any = True
                 yield LogLine(
                     text=text,
                     replica=s.replica,
-                    offset=format_offset(positions, names, single=replica is not None),
-                    rank=rank_of(s, text),
+                    offset=token.moved(s.replica),
+                    rank=known_rank if known_rank is not None else rank_of(s, text),
                 )
         if not follow or (done and not got_any):
             return

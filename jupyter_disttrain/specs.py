@@ -8,6 +8,7 @@ how the job store keeps them on disk and how the REST API serves them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -265,9 +266,14 @@ class DryRun:
 _T = TypeVar("_T")
 
 
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
 def _known_fields(cls: type[_T], data: dict[str, Any]) -> dict[str, Any]:
     """Drop keys a newer writer may have added, so old readers keep working."""
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    names = _field_names(cls)  # type: ignore[arg-type]
     return {k: v for k, v in data.items() if k in names}
 
 

@@ -175,3 +175,10 @@ sys.exit(3 if attempt == 0 and os.environ["RANK"] == "1" else 0)
     assert status.phase is JobPhase.SUCCEEDED, status
     assert [r.restarts for r in status.replicas] == [1, 1]
     assert [ln.text for ln in job.logs("rank-1")] == ["attempt 0 rank 1", "attempt 1 rank 1"]
+
+
+def test_logs_of_an_unknown_replica_say_which_exist(store: JobStore) -> None:
+    job = api.submit("print('hi')", store=store, gpus=1)
+    job.wait(timeout=120)
+    with pytest.raises(InvalidSpecError, match="has no replica 'rank-7'; it has: agent-0, rank-0"):
+        list(job.logs("rank-7"))

@@ -44,13 +44,21 @@ def test_single_replica_offset_is_a_byte_offset(tmp_path: Path) -> None:
     assert [ln.text for ln in read_lines(_sources(a), replica="rank-0", offset=6)] == ["world"]
 
 
-def test_bad_offset_and_replica_are_refused(tmp_path: Path) -> None:
+def test_bad_offsets_are_refused_and_a_silent_replica_has_no_lines(tmp_path: Path) -> None:
     a = tmp_path / "rank-0.log"
     a.write_text("x\n")
     with pytest.raises(InvalidSpecError, match="resume token"):
         parse_offset("rank-0:abc", ["rank-0"])
-    with pytest.raises(InvalidSpecError, match="no replica"):
-        list(read_lines(_sources(a), replica="rank-9"))
+    assert list(read_lines(_sources(a), replica="rank-9")) == []
+
+
+def test_tokens_from_before_a_replica_appeared_still_resume(tmp_path: Path) -> None:
+    a, b = tmp_path / "rank-0.log", tmp_path / "rank-1.log"
+    a.write_text("a0\na1\n")
+    first = list(read_lines(_sources(a)))
+    b.write_text("b0\n")
+    rest = [ln.text for ln in read_lines(_sources(a, b), offset=first[0].offset)]
+    assert rest == ["a1", "b0"]
 
 
 def test_partial_line_waits_and_progress_bars_come_out_at_carriage_returns(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from ..errors import UnknownBackendError
 
 TYPE_CHECKING = False  # not typing's: the launcher imports this package on its critical path
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from ..store import JobStore
     from .base import Backend
 
@@ -26,7 +28,7 @@ _BUILTIN = {
 _SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
-def _entry_points() -> list:  # type: ignore[type-arg]
+def _entry_points() -> list[EntryPoint]:
     from importlib.metadata import entry_points  # slow to import; only needed here
 
     return list(entry_points(group=ENTRY_POINT_GROUP))

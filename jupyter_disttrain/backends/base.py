@@ -93,6 +93,12 @@ class Backend(abc.ABC):
         the job has ended and all its output has been read.
         """
         record = self.store.read_record(job_id)
+        if replica is not None:
+            known = {r.name for r in self.describe(job_id).replicas}
+            known.update(s.replica for s in self._log_sources(record))
+            if replica not in known:
+                have = ", ".join(sorted(known)) or "none yet"
+                raise InvalidSpecError(f"job {job_id} has no replica {replica!r}; it has: {have}")
 
         def done() -> bool:
             return self.describe(job_id).is_terminal
@@ -165,4 +171,8 @@ class Backend(abc.ABC):
     # Last in the class: as a method name, ``list`` would shadow the builtin in later annotations.
     def list(self) -> list[JobStatus]:
         """Status of every (not deleted) job of this backend, newest first."""
-        return [self.describe(r.id) for r in self.store.records() if r.spec.backend == self.name]
+        return [
+            self._reconcile(r, self.store.read_status(r.id) or JobStatus(job_id=r.id, created=r.created))
+            for r in self.store.records()
+            if r.spec.backend == self.name
+        ]
