@@ -168,19 +168,11 @@ class JobService:
                 lines.append(line)
                 if len(lines) >= limit:
                     break
-        except InvalidSpecError:
-            # A replica the job has but that has not written anything yet: no lines so far.
-            if replica is None or replica not in {r.name for r in status.replicas}:
-                raise
         finally:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
         token = lines[-1].offset if lines else (offset or "")
-        if replica is None and lines and ":" not in token:
-            # A bare number stands for the only replica seen so far; name it, so the token
-            # still means the same once more replicas have started.
-            token = f"{lines[-1].replica}:{token}"
         return {
             "lines": [_line_json(line) for line in lines],
             "offset": token,
