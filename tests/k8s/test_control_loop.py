@@ -87,6 +87,25 @@ def test_pytorchjob_is_discovered_and_runs(
     assert any(" sum=3 " in ln.text for ln in since)
 
 
+def test_t9k_is_discovered_and_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path) -> None:
+    from .conftest import start_toy
+
+    gen = start_toy(monkeypatch, tmp_path, install=("t9k",))
+    next(gen)
+    try:
+        backend = KubernetesBackend(backend_store(workspace))
+        job_id = backend.submit(ddp_spec(workspace), DDP_SCRIPT)
+        assert backend.store.read_record(job_id).request["flavor"] == "t9k"
+        status = wait_for(backend, job_id, lambda s: s.is_terminal)
+        assert status.phase is JobPhase.SUCCEEDED, status.message
+        assert [r.name for r in status.replicas] == ["worker-0", "worker-1"]
+        # T9k runs torchrun itself (no wrapper): the output comes from pods/log.
+        lines = {(ln.replica, ln.rank) for ln in backend.logs(job_id) if " sum=3 " in ln.text}
+        assert lines == {("worker-0", 0), ("worker-1", 1)}
+    finally:
+        gen.close()
+
+
 def test_failed_rank_fails_the_job_with_its_exit_code(
     toy: ToyCluster, backend: KubernetesBackend, workspace: Path
 ) -> None:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .fakeapi import BATCH_JOBS, PYTORCHJOBS, FakeCluster, now
+from .fakeapi import BATCH_JOBS, PYTORCHJOBS, T9KJOBS, FakeCluster, now
 
 PODS = "/v1/pods"
 SERVICES = "/v1/services"
@@ -378,6 +378,76 @@ class PyTorchJobController(Loop):
         c.record_event(pj, "Normal", "SuccessfulCreatePod", f"Created pod: {pod['metadata']['name']}")
 
 
+class T9kJobController(Loop):
+    """An approximation of T9k's PyTorchTrainingJob controller (no public source): one pod per
+    replica, ``<job>-<type>-<i>``, running ``torchrun <extraOptions> <args>`` itself with the
+    ``PET_*`` rendezvous settings (first replica = master); ``status.phase`` and conditions."""
+
+    def reconcile(self) -> None:
+        pods = self.cluster.items(PODS)
+        for tj in self.cluster.items(T9KJOBS.key):
+            self._sync(tj, pods)
+
+    def _sync(self, tj: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+        c = self.cluster
+        ns, name = tj["metadata"]["namespace"], tj["metadata"]["name"]
+        mine = [p for p in pods if _owned_by(p, tj)]
+        if tj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        if not mine:
+            replicas = tj["spec"]["replicaSpecs"]
+            total = sum(r.get("replicas", 1) for r in replicas)
+            trc = tj["spec"].get("torchrunConfig", {})
+            rank = 0
+            for rspec in replicas:
+                for i in range(rspec.get("replicas", 1)):
+                    pod = _pod_from_template(tj, rspec["template"], f"{name}-{rspec['type']}-{i}")
+                    pod["spec"]["restartPolicy"] = "Never"
+                    ctr = pod["spec"]["containers"][0]
+                    ctr["command"] = ["torchrun", *trc.get("extraOptions", [])]
+                    ctr["env"] = [
+                        *ctr.get("env", []),
+                        *(
+                            {"name": k, "value": v}
+                            for k, v in (
+                                ("PET_NNODES", str(total)),
+                                ("PET_NPROC_PER_NODE", str(trc.get("procPerNode", "1"))),
+                                ("PET_NODE_RANK", str(rank)),
+                                ("PET_MASTER_ADDR", f"{name}-{replicas[0]['type']}-0"),
+                                ("PET_MASTER_PORT", "29500"),
+                                ("PET_MAX_RESTARTS", str(trc.get("maxRestarts", 0))),
+                            )
+                        ),
+                    ]
+                    c.create(PODS, ns, pod)
+                    rank += 1
+            c.update(T9KJOBS.key, ns, name, lambda o: o.setdefault("status", {}).update(phase="Pending"))
+            return
+        phases = [p["status"].get("phase") for p in mine]
+        phase = (
+            "Failed"
+            if "Failed" in phases
+            else "Succeeded"
+            if all(ph == "Succeeded" for ph in phases)
+            else "Running"
+            if any(ph == "Running" for ph in phases)
+            else "Pending"
+        )
+
+        def status(obj: dict[str, Any]) -> None:
+            st = obj.setdefault("status", {})
+            st["phase"] = phase
+            cs = st.setdefault("conditions", [])
+            if phase == "Running":
+                _set_condition(cs, "Running", "True", "AllReplicasRunning")
+            elif phase == "Succeeded":
+                _set_condition(cs, "Completed", "True", "Succeeded", "all replicas succeeded")
+            elif phase == "Failed":
+                _set_condition(cs, "Failed", "True", "ReplicaFailed", "a replica failed")
+
+        c.update(T9KJOBS.key, ns, name, status)
+
+
 class ProcessKubelet(Loop):
     """Schedules pods onto one fake node and runs their containers as local processes."""
 
@@ -668,6 +738,8 @@ class ToyCluster:
         self.loops: list[Loop] = [IndexedJobController(self.cluster), ProcessKubelet(self.cluster, **kubelet)]
         if "pytorchjob" in install:
             self.loops.append(PyTorchJobController(self.cluster))
+        if "t9k" in install:
+            self.loops.append(T9kJobController(self.cluster))
 
     @property
     def kubelet(self) -> ProcessKubelet:

@@ -150,7 +150,8 @@ class KubernetesBackend(Backend):
             "flavor": place.flavor,
             "namespace": place.namespace,
             "k8s_version": f"{place.k8s_version[0]}.{place.k8s_version[1]}",
-            "logs_on_pvc": place.pvc_for_job_dir is not None,
+            # T9k runs torchrun itself, without our wrapper: its output is in pods/log only.
+            "logs_on_pvc": place.pvc_for_job_dir is not None and place.flavor != "t9k",
         }
         return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.name, request=request, text=text)
 
@@ -328,7 +329,7 @@ class KubernetesBackend(Backend):
         client.delete(WORKLOADS[flavor], ns, name, propagation="Foreground")
         if flavor == "job":
             client.delete(SERVICES, ns, name)
-        if not record.request.get("logs_on_pvc"):
+        if any(o.get("kind") == "ConfigMap" for o in record.request.get("manifests", [])):
             client.delete(CONFIGMAPS, ns, mf.configmap_name(record.id))
 
     @staticmethod
