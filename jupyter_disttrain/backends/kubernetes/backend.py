@@ -117,11 +117,8 @@ class KubernetesBackend(Backend):
         assert client is not None
         groups = client.api_groups()
         for flavor in ("pytorchjob", "t9k"):
-            res = WORKLOADS[flavor]
-            if res.version in groups.get(res.group, []):
-                found = client.request("GET", f"/apis/{res.group}/{res.version}")
-                if any(r.get("name") == res.plural for r in found.get("resources", [])):
-                    return flavor
+            if client.has_resource(WORKLOADS[flavor], groups):
+                return flavor
         return "job"
 
     @staticmethod
@@ -202,8 +199,7 @@ class KubernetesBackend(Backend):
             for p in sorted(job_dir.iterdir())
             if p.is_file() and p.name not in _STORE_FILES
         }
-        place_ns = obj["metadata"]["namespace"]
-        filled = mf.configmap(record.spec, record.id, _ns_only(place_ns), files)
+        filled = mf.configmap(record.id, obj["metadata"]["namespace"], files)
         size = mf.configmap_size(filled)
         if size > mf.CONFIGMAP_LIMIT:
             raise InvalidSpecError(
@@ -353,10 +349,6 @@ def _job_of(obj: dict[str, Any]) -> str | None:
 def _event_subject(event: dict[str, Any]) -> str | None:
     name: str | None = event.get("involvedObject", {}).get("name")
     return name
-
-
-def _ns_only(namespace: str) -> mf.Placement:
-    return mf.Placement(namespace=namespace, image="", flavor="job", k8s_version=(1, 0), job_dir="/")
 
 
 def _pod_volumes(pod_spec: dict[str, Any], container: dict[str, Any]) -> list[Volume]:

@@ -291,8 +291,9 @@ class KubeClient:
         info = self.request("GET", "/apis")
         return {g["name"]: [v["version"] for v in g.get("versions", [])] for g in info.get("groups", [])}
 
-    def has_resource(self, res: Resource) -> bool:
-        groups = self.api_groups()
+    def has_resource(self, res: Resource, groups: dict[str, list[str]] | None = None) -> bool:
+        """Whether the server serves ``res`` (``groups``: an ``api_groups()`` answer to reuse)."""
+        groups = self.api_groups() if groups is None else groups
         if res.version not in groups.get(res.group, []):
             return False
         found = self.request("GET", f"/apis/{res.group}/{res.version}")

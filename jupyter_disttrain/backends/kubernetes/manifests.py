@@ -8,8 +8,9 @@ same command, the same ``PET_*``/``DISTTRAIN_*`` environment and the same volume
 
 from __future__ import annotations
 
+import base64
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...errors import InvalidSpecError
@@ -67,7 +68,6 @@ class Placement:
     job_dir: str
     volumes: tuple[Volume, ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -110,7 +110,7 @@ def build_manifests(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placem
     _check_fit(spec, job_id, opts, place)
     objects: list[dict[str, Any]] = []
     if place.pvc_for_job_dir is None:
-        objects.append(configmap(spec, job_id, place, {spec.entrypoint: SCRIPT_PLACEHOLDER}))
+        objects.append(configmap(job_id, place.namespace, {spec.entrypoint: SCRIPT_PLACEHOLDER}))
     if place.flavor == "job":
         objects += [headless_service(job_id, place), indexed_job(spec, job_id, opts, place)]
     elif place.flavor == "pytorchjob":
@@ -141,16 +141,14 @@ def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) 
             raise InvalidSpecError(f"--pvc {v.claim}:{v.mount_path}: choose another mount path")
 
 
-def metadata(job_id: str, place: Placement, name: str | None = None) -> dict[str, Any]:
-    return {"name": name or object_name(job_id), "namespace": place.namespace, "labels": labels(job_id)}
+def metadata(job_id: str, namespace: str, name: str | None = None) -> dict[str, Any]:
+    return {"name": name or object_name(job_id), "namespace": namespace, "labels": labels(job_id)}
 
 
-def configmap(spec: JobSpec, job_id: str, place: Placement, files: dict[str, bytes | str]) -> dict[str, Any]:
+def configmap(job_id: str, namespace: str, files: dict[str, bytes | str]) -> dict[str, Any]:
     """The script (and side files) for a job whose dir is not on a shared volume."""
     data: dict[str, str] = {}
     binary: dict[str, str] = {}
-    import base64
-
     for name, content in sorted(files.items()):
         if isinstance(content, str):
             data[name] = content
@@ -162,7 +160,7 @@ def configmap(spec: JobSpec, job_id: str, place: Placement, files: dict[str, byt
     obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata(job_id, place, configmap_name(job_id)),
+        "metadata": metadata(job_id, namespace, configmap_name(job_id)),
         "data": data,
     }
     if binary:
@@ -181,7 +179,7 @@ def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(job_id, place),
+        "metadata": metadata(job_id, place.namespace),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -226,7 +224,7 @@ def indexed_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement)
     obj: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(job_id, place),
+        "metadata": metadata(job_id, place.namespace),
         "spec": job_spec,
     }
     if opts.queue:
@@ -254,7 +252,7 @@ def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) 
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": metadata(job_id, place),
+        "metadata": metadata(job_id, place.namespace),
         "spec": {
             "nprocPerNode": str(spec.nproc_per_node),
             "runPolicy": run_policy,
@@ -272,7 +270,7 @@ def t9k_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> 
     obj: dict[str, Any] = {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "PyTorchTrainingJob",
-        "metadata": metadata(job_id, place),
+        "metadata": metadata(job_id, place.namespace),
         "spec": {
             "torchrunConfig": {
                 "enabled": True,
