@@ -16,7 +16,6 @@ from typing import Any
 import yaml
 
 from ...errors import BackendError, InvalidSpecError
-from ...logfiles import LogSource
 from ...specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, ReplicaStatus, Volume, now_iso
 from ...store import JobRecord, JobStore
 from ..base import Backend
@@ -293,10 +292,6 @@ class KubernetesBackend(Backend):
             since=since,
             is_done=lambda: self.describe(job_id).is_terminal,
         )
-
-    def _log_sources(self, record: JobRecord) -> list[LogSource]:
-        logs = self.store.logs_dir(record.id)
-        return [LogSource(p.stem, p) for p in sorted(logs.glob("*.log"))]
 
     # -- stop ------------------------------------------------------------------------------
     def _cancel_existing(self, record: JobRecord) -> None:
