@@ -20,7 +20,7 @@ from typing import Any
 from .backends import default_backend_name, get_backend
 from .backends.base import Backend
 from .errors import DistTrainError
-from .specs import JobSpec, JobStatus, LogLine
+from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
 
@@ -129,13 +129,17 @@ def submit(
 
 
 def dryrun(
-    script: str, spec: JobSpec | None = None, *, store: JobStore | None = None, **spec_fields: Any
-) -> Any:
+    script: str,
+    spec: JobSpec | None = None,
+    *,
+    store: JobStore | None = None,
+    files: dict[str, bytes] | None = None,
+    **spec_fields: Any,
+) -> DryRun:
     """The exact request ``submit`` would make, with nothing created or launched."""
     store = store or JobStore()
     spec = spec or make_spec(**spec_fields)
-    del script  # the request does not depend on the script's text
-    return _backend(spec.backend, str(store.root)).dryrun(spec)
+    return _backend(spec.backend, str(store.root)).dryrun(spec, script=script, files=files)
 
 
 def get_job(job_id: str, store: JobStore | None = None) -> Job:

@@ -219,7 +219,7 @@ class DistTrainMagics(Magics):
         for pit in packaged.pitfalls:
             print(f"warning: line {pit.line}: {pit.message}  [silence: --no-check {pit.code}]")
         if args.dry_run:
-            info = api.dryrun(packaged.source, spec)
+            info = api.dryrun(packaged.source, spec, files=packaged.files)
             print(f"# ---- {spec.entrypoint} (job {info.job_id}, not launched) ----")
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..errors import BackendError, DistTrainError, InvalidSpecError
 from ..logfiles import LogSource, read_lines
@@ -28,17 +28,29 @@ class Backend(abc.ABC):
         self.store = store or JobStore()
 
     # -- submit ------------------------------------------------------------------------------
-    def dryrun(self, spec: JobSpec, job_id: str | None = None) -> DryRun:
+    def dryrun(
+        self,
+        spec: JobSpec,
+        job_id: str | None = None,
+        *,
+        script: str | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> DryRun:
         """Validate ``spec`` and return the exact request ``submit`` would carry out.
 
-        Nothing is created or launched. Raises ``InvalidSpecError`` with a one-line reason.
+        Nothing is created or launched. Given the script (and side files), a backend that
+        ships code inside its request (a Kubernetes ConfigMap) shows and checks it as well.
+        Raises ``InvalidSpecError`` with a one-line reason.
         """
         spec.validate()
         if spec.backend != self.name:
             raise InvalidSpecError(f"spec is for backend {spec.backend!r}, not {self.name!r}")
         self._validate(spec)
         job_id = job_id or self.store.new_job_id(spec.name)
-        return self._dryrun(spec, job_id)
+        payload: dict[str, bytes] = {}
+        if script is not None:
+            payload = {**(files or {}), spec.entrypoint: script.encode("utf-8")}
+        return self._dryrun(spec, job_id, payload)
 
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
         """Create the job's directory, write the script, launch; return the job id.
@@ -46,14 +58,14 @@ class Backend(abc.ABC):
         If launching fails the job stays in the store as Failed with the reason, so nothing
         the user submitted is lost.
         """
-        info = self.dryrun(spec)
+        info = self.dryrun(spec, script=script, files=files)
         record = JobRecord(id=info.job_id, spec=spec, request=info.request)
         self.store.create(record, script, files)
         status = JobStatus(
             job_id=record.id,
             phase=JobPhase.PENDING,
             created=record.created,
-            replicas=self._initial_replicas(spec),
+            replicas=self._initial_replicas(spec, info.request),
             events=[Event(now_iso(), "Normal", "Submitted", f"submitted to the {self.name} backend")],
         )
         self.store.write_status(status)
@@ -142,14 +154,18 @@ class Backend(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def _dryrun(self, spec: JobSpec, job_id: str) -> DryRun:
-        """Build the native request for ``spec`` as ``job_id``, without side effects."""
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
+        """Build the native request for ``spec`` as ``job_id``, without side effects.
+
+        ``payload`` is the script and side files by file name (empty when not known yet).
+        """
 
     @abc.abstractmethod
     def _schedule(self, record: JobRecord) -> None:
         """Carry out ``record.request``; return once the job is launched."""
 
-    def _initial_replicas(self, spec: JobSpec) -> list[ReplicaStatus]:
+    def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
+        """The replicas a new job will have, all Pending, as the request lays them out."""
         return []
 
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:

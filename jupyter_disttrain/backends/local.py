@@ -77,7 +77,7 @@ class LocalBackend(Backend):
                 f"machine has {len(gpus)}: lower --gpus, or use --backend kubernetes"
             )
 
-    def _dryrun(self, spec: JobSpec, job_id: str) -> DryRun:
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
         job_dir = self.store.job_dir(job_id)
         gpus = None if spec.accelerator == "cpu" else (visible_gpus() or None)
         agents = agent_commands(
@@ -97,7 +97,7 @@ class LocalBackend(Backend):
         }
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
-    def _initial_replicas(self, spec: JobSpec) -> list[ReplicaStatus]:
+    def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
         return [ReplicaStatus(name=f"rank-{r}", role="worker", index=r) for r in range(spec.world_size)]
 
     def _schedule(self, record: JobRecord) -> None:

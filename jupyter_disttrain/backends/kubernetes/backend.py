@@ -29,7 +29,6 @@ from .status import build_status
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
 DEFAULT_K8S_VERSION = (1, 29)
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_STORE_FILES = {"job.json", "status.json", "deleted"}
 
 
 class KubernetesBackend(Backend):
@@ -41,7 +40,6 @@ class KubernetesBackend(Backend):
         super().__init__(store)
         self._client = client
         self._client_loaded = client is not None
-        self._last_flavor: str | None = None
 
     # -- the cluster -----------------------------------------------------------------------
     def client(self, required: bool = True) -> KubeClient | None:
@@ -127,11 +125,10 @@ class KubernetesBackend(Backend):
         except ApiError:
             return None
 
-    def _dryrun(self, spec: JobSpec, job_id: str) -> DryRun:
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
         opts = parse_options(spec.options)
         place = self.placement(spec, job_id, opts)
-        objects = mf.build_manifests(spec, job_id, opts, place)
-        self._last_flavor = place.flavor
+        objects = mf.build_manifests(spec, job_id, opts, place, dict(payload))
         header = (
             f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
             f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
@@ -151,8 +148,8 @@ class KubernetesBackend(Backend):
         }
         return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.name, request=request, text=text)
 
-    def _initial_replicas(self, spec: JobSpec) -> list[ReplicaStatus]:
-        flavor = self._last_flavor or spec.options.get("flavor") or "job"
+    def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
+        flavor = request["flavor"]
         if flavor == "job":
             return [ReplicaStatus(name=f"node-{i}", role="node", index=i) for i in range(spec.nodes)]
         if flavor == "pytorchjob":
@@ -165,10 +162,7 @@ class KubernetesBackend(Backend):
     def _schedule(self, record: JobRecord) -> None:
         client = self.client()
         assert client is not None
-        objects = [dict(o) for o in record.request["manifests"]]
-        for i, obj in enumerate(objects):
-            if obj["kind"] == "ConfigMap":
-                objects[i] = self._filled_configmap(record, obj)
+        objects = record.request["manifests"]
         created: list[dict[str, Any]] = []
         try:
             for obj in objects:
@@ -189,23 +183,6 @@ class KubernetesBackend(Backend):
             }
         )
         self.store.write_record(record)
-
-    def _filled_configmap(self, record: JobRecord, obj: dict[str, Any]) -> dict[str, Any]:
-        """The dry run's ConfigMap with the packaged script and side files in it, size-checked."""
-        job_dir = self.store.job_dir(record.id)
-        files: dict[str, bytes | str] = {
-            p.name: p.read_bytes()
-            for p in sorted(job_dir.iterdir())
-            if p.is_file() and p.name not in _STORE_FILES
-        }
-        filled = mf.configmap(record.id, obj["metadata"]["namespace"], files)
-        size = mf.configmap_size(filled)
-        if size > mf.CONFIGMAP_LIMIT:
-            raise InvalidSpecError(
-                f"the script and side files are {size} bytes, over the {mf.CONFIGMAP_LIMIT}-byte "
-                "ConfigMap limit; put the job dir on a shared PVC (run from a mounted volume or pass --pvc)"
-            )
-        return filled
 
     # -- observe ---------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:

@@ -28,7 +28,7 @@ CODE_DIR = "/disttrain/code"
 SCRATCH_ROOT = "/disttrain/jobs"
 # A ConfigMap is at most 1 MiB including its metadata; keep room for the latter.
 CONFIGMAP_LIMIT = 1_000_000
-SCRIPT_PLACEHOLDER = "# the packaged script and side files are put here at submit\n"
+SCRIPT_PLACEHOLDER = "# the packaged script goes here (dry run without a script)\n"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RANK_PREFIX = "[rank${rank}]:"
 
@@ -105,12 +105,29 @@ def labels(job_id: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, JOB_ID_LABEL: job_id}
 
 
-def build_manifests(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> list[dict[str, Any]]:
-    """Every object the job needs, in the order ``kubectl apply`` should create them."""
+def build_manifests(
+    spec: JobSpec,
+    job_id: str,
+    opts: KubeOptions,
+    place: Placement,
+    payload: dict[str, bytes | str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every object the job needs, in the order ``kubectl apply`` should create them.
+
+    ``payload`` (script and side files) goes into a ConfigMap when the job dir is not on a
+    shared volume; without it the ConfigMap holds a placeholder (a dry run before packaging).
+    """
     _check_fit(spec, job_id, opts, place)
     objects: list[dict[str, Any]] = []
     if place.pvc_for_job_dir is None:
-        objects.append(configmap(job_id, place.namespace, {spec.entrypoint: SCRIPT_PLACEHOLDER}))
+        cm = configmap(job_id, place.namespace, payload or {spec.entrypoint: SCRIPT_PLACEHOLDER})
+        size = configmap_size(cm)
+        if size > CONFIGMAP_LIMIT:
+            raise InvalidSpecError(
+                f"the script and side files are {size} bytes, over the {CONFIGMAP_LIMIT}-byte "
+                "ConfigMap limit; put the job dir on a shared PVC (run from a mounted volume or pass --pvc)"
+            )
+        objects.append(cm)
     if place.flavor == "job":
         objects += [headless_service(job_id, place), indexed_job(spec, job_id, opts, place)]
     elif place.flavor == "pytorchjob":
