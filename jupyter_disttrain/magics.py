@@ -126,7 +126,7 @@ class DistTrainMagics(Magics):
         "--max-restarts",
         type=_non_negative,
         default=0,
-        help="torchrun --max-restarts: restarts of the worker group on failure",
+        help="restarts on failure (local: torchrun --max-restarts; Kubernetes: the backoff limit)",
     )
     @argument(
         "--env",
