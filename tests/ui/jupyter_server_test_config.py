@@ -24,3 +24,4 @@ if os.environ.get("DISTTRAIN_LABEXTENSIONS"):
     galata_path = c.LabServerApp.extra_labextensions_path  # noqa: F821  (a str, set by galata)
     paths = [galata_path] if isinstance(galata_path, str) else list(galata_path)
     c.LabServerApp.extra_labextensions_path = [*paths, os.environ["DISTTRAIN_LABEXTENSIONS"]]  # noqa: F821
+c.JupyterNotebookApp.expose_app_in_browser = True  # noqa: F821  (window.jupyterapp in Notebook 7 too)

@@ -181,3 +181,31 @@ test('the Cancel button under a running cell cancels at once', async ({ page, tm
   await expect(cellView).toContainText('Cancelled');
   expect(galata).toBeDefined();
 });
+
+test('the panel and the log viewer follow the dark theme', async ({ page }) => {
+  await page.theme.setDarkTheme();
+  const panel = await openPanel(page);
+  const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uitest' });
+  await row.locator('button[data-action="logs"]').click();
+  await expect(page.locator('.jp-DistTrainLog-row').first()).toBeVisible();
+  const colours = await page.evaluate(() => {
+    const probe = document.createElement('div');
+    probe.style.background = 'var(--jp-layout-color1)';
+    probe.style.color = 'var(--jp-content-font-color1)';
+    document.body.append(probe);
+    const theme = getComputedStyle(probe);
+    const result = {
+      themeBackground: theme.backgroundColor,
+      themeText: theme.color,
+      panel: getComputedStyle(document.querySelector('.jp-DistTrainPanel')!).backgroundColor,
+      logText: getComputedStyle(document.querySelector('.jp-DistTrainLog')!).color
+    };
+    probe.remove();
+    return result;
+  });
+  expect(colours.panel).toBe(colours.themeBackground);
+  expect(colours.logText).toBe(colours.themeText);
+  expect(colours.panel).not.toBe('rgb(255, 255, 255)');
+  await page.screenshot({ path: path.join(SHOTS, 'dark.png') });
+  await page.theme.setLightTheme();
+});
