@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -213,6 +215,11 @@ class TensorBoardManager:
         port = free_port()
         prefix = self.server_prefix(tb_id)
         argv = [
+            # Through tb_exec, so that TensorBoard ends even if the server is killed outright.
+            sys.executable,
+            "-m",
+            "jupyter_disttrain.server.tb_exec",
+            str(os.getpid()),
             *self.command,
             "--logdir",
             str(logdir),
