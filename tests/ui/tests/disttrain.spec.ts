@@ -4,6 +4,7 @@
  */
 import { expect, galata, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import { execFileSync } from 'child_process';
+import * as fs from 'fs';
 import * as path from 'path';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
@@ -105,6 +106,14 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await expect(log.locator('.jp-DistTrainLog-row', { hasText: 'progress' })).toHaveCount(2);
   await expect(log.locator('.jp-DistTrainLog-row', { hasText: 'progress 100%' })).toHaveCount(2);
   await page.screenshot({ path: path.join(SHOTS, 'logs.png') });
+  // the download holds the full raw log of both ranks
+  const download = page.waitForEvent('download');
+  await log.locator('.jp-DistTrainLog-download').click();
+  const file = await (await download).path();
+  const text = fs.readFileSync(file, 'utf-8');
+  expect(text).toContain('hello from rank 0 of 2\n');
+  expect(text).toContain('hello from rank 1 of 2\n');
+  expect(text).toContain('progress 100%');
   await log.locator('.jp-DistTrainLog-filter').fill('done');
   await expect(log.locator('.jp-DistTrainLog-row')).toHaveCount(2);
   await expect(log.locator('.jp-DistTrainLog-status')).toContainText('2 of');
@@ -113,9 +122,14 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await row.locator('button[data-action="details"]').click();
   const details = page.locator('.jp-DistTrainDetails');
   await expect(details.locator('.jp-DistTrainDetails-replicas tbody tr')).toHaveCount(2);
-  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toContainText('hello from rank');
   await expect(details).toContainText('--nproc-per-node 2');
+  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toHaveAttribute('aria-readonly', 'true');
   await page.screenshot({ path: path.join(SHOTS, 'details.png') });
+  // CodeMirror draws the lines in view: scroll its scroller down to the cell's code
+  await details.locator('.jp-DistTrainDetails-script .cm-scroller').evaluate(el => {
+    el.scrollTop = el.scrollHeight;
+  });
+  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toContainText('hello from rank');
 
   // --- TensorBoard through the proxy, then a new point shows up with no click
   await row.locator('button[data-action="tensorboard"]').click();
@@ -144,6 +158,11 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await expect(tabs.filter({ hasText: 'Job: uitest' })).toHaveCount(1);
   await expect(page.locator('#jp-disttrain-sidebar')).toBeVisible();
   await expect(frame.getByText('train/loss').first()).toBeVisible();
+
+  // --- TensorBoard of all jobs: this job's run is listed by its id
+  await panel.locator('.jp-DistTrainPanel-header button[aria-label="TensorBoard for all jobs"]').click();
+  const all = page.frameLocator('#jp-disttrain-tensorboard-_all iframe');
+  await expect(all.getByText(jobId).first()).toBeVisible();
 });
 
 test('a running job is cancelled from the panel', async ({ page, tmpPath }) => {
@@ -182,11 +201,20 @@ test('the Cancel button under a running cell cancels at once', async ({ page, tm
   expect(galata).toBeDefined();
 });
 
-test('the panel and the log viewer follow the dark theme', async ({ page }) => {
+test('the panel works from the keyboard and follows the dark theme', async ({ page }) => {
   await page.theme.setDarkTheme();
   const panel = await openPanel(page);
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uitest' });
-  await row.locator('button[data-action="logs"]').click();
+  // Enter on a job opens its details; Tab reaches its action buttons
+  await row.focus();
+  await page.keyboard.press('Enter');
+  await expect(page.locator('.jp-DistTrainDetails h2')).toHaveText('uitest');
+  await row.focus();
+  await page.keyboard.press('Tab');
+  await expect(row.locator('button[data-action="details"]')).toBeFocused();
+  await page.keyboard.press('Tab');
+  await expect(row.locator('button[data-action="logs"]')).toBeFocused();
+  await page.keyboard.press('Enter');
   await expect(page.locator('.jp-DistTrainLog-row').first()).toBeVisible();
   const colours = await page.evaluate(() => {
     const probe = document.createElement('div');
