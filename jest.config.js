@@ -6,7 +6,15 @@ module.exports = {
   transform: {
     '^.+\\.tsx?$': [
       'ts-jest',
-      { tsconfig: { target: 'ES2018', module: 'commonjs', strict: true, types: ['jest'], esModuleInterop: true } }
+      {
+        tsconfig: {
+          target: 'ES2018',
+          module: 'commonjs',
+          strict: true,
+          types: ['jest'],
+          esModuleInterop: true
+        }
+      }
     ]
   }
 };

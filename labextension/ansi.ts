@@ -21,7 +21,8 @@ export interface IAnsiSegment {
 
 // CSI ... final byte, or OSC ... BEL/ST
 // eslint-disable-next-line no-control-regex
-const ESCAPE = /\x1b\[([0-9;?]*)([A-Za-z])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]/g;
+const ESCAPE =
+  /\x1b\[([0-9;?]*)([A-Za-z])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]/g;
 
 /** Remove every escape sequence. */
 export function stripAnsi(text: string): string {

@@ -146,14 +146,28 @@ export class JobDetails extends Panel {
           `${spec.launcher} --nnodes ${spec.nodes} --nproc-per-node ${spec.nproc_per_node} ${spec.entrypoint} ${(spec.args ?? []).join(' ')}`.trim()
         ],
         ['Created', formatTime(status.created ?? summary.created)],
-        ['Started / finished', `${formatTime(status.start_time)} / ${formatTime(status.finish_time)}`]
+        [
+          'Started / finished',
+          `${formatTime(status.start_time)} / ${formatTime(status.finish_time)}`
+        ]
       ])
     );
 
     root.append(section('Replicas'));
     root.append(
       table(
-        ['Name', 'Role', 'Index', 'Phase', 'Restarts', 'Exit code', 'Reason', 'Node', 'Started', 'Finished'],
+        [
+          'Name',
+          'Role',
+          'Index',
+          'Phase',
+          'Restarts',
+          'Exit code',
+          'Reason',
+          'Node',
+          'Started',
+          'Finished'
+        ],
         status.replicas.map(r => [
           r.name,
           r.role,

@@ -262,7 +262,9 @@ export class LogViewer extends Widget {
       this._replica = value;
       void this.reload();
     });
-    const tails = TAILS.includes(this._tail) ? TAILS : [...TAILS, this._tail].sort((a, b) => (a || Infinity) - (b || Infinity));
+    const tails = TAILS.includes(this._tail)
+      ? TAILS
+      : [...TAILS, this._tail].sort((a, b) => (a || Infinity) - (b || Infinity));
     const tailSelect = select(
       'Tail',
       tails.map(t => [String(t), t === ALL ? 'Whole log' : `Last ${t.toLocaleString()}`]),

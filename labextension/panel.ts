@@ -118,7 +118,9 @@ export class JobsPanel extends Widget {
     const items = jobs.map(job => this._row(job, now));
     this._list.replaceChildren(...items);
     if (focusKey) {
-      const again = this._list.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(focusKey)}"]`);
+      const again = this._list.querySelector<HTMLElement>(
+        `[data-focus-key="${CSS.escape(focusKey)}"]`
+      );
       again?.focus();
     }
   }

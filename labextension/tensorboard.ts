@@ -92,7 +92,8 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
     super({ content });
     this.id = `jp-disttrain-tensorboard-${options.jobId}`;
     this.addClass('jp-DistTrainTensorBoard');
-    this.title.label = options.jobId === ALL_JOBS ? 'TensorBoard: all jobs' : `TensorBoard: ${options.jobId}`;
+    this.title.label =
+      options.jobId === ALL_JOBS ? 'TensorBoard: all jobs' : `TensorBoard: ${options.jobId}`;
     this.title.icon = chartIcon;
     this.title.closable = true;
     this._interval = options.interval ?? 2;

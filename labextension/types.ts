@@ -2,11 +2,7 @@
 
 export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
 
-export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
-  'Succeeded',
-  'Failed',
-  'Cancelled'
-]);
+export const TERMINAL_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
 export interface IJobSummary {
   id: string;
@@ -129,4 +125,3 @@ export interface ILogQuery {
 
 /** TensorBoard id meaning every job's runs side by side (not a valid job id). */
 export const ALL_JOBS = '_all';
-

@@ -35,6 +35,9 @@ describe('parseAnsi', () => {
 
   it('treats an empty parameter list as reset', () => {
     expect(applySgr({ fg: 'ansi-1', bold: true }, '')).toEqual({});
-    expect(applySgr({ bold: true, underline: true }, '22;24')).toEqual({ bold: false, underline: false });
+    expect(applySgr({ bold: true, underline: true }, '22;24')).toEqual({
+      bold: false,
+      underline: false
+    });
   });
 });

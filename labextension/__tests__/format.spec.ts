@@ -30,9 +30,9 @@ describe('format', () => {
   it('says how long a job runs or ran', () => {
     const now = Date.parse('2026-11-21T10:01:05.000Z');
     expect(jobTiming(base, now)).toBe('running 1m 00s');
-    expect(jobTiming({ ...base, phase: 'Succeeded', finish_time: '2026-11-21T10:00:50.000Z' }, now)).toBe(
-      'ran 45s, 15s ago'
-    );
+    expect(
+      jobTiming({ ...base, phase: 'Succeeded', finish_time: '2026-11-21T10:00:50.000Z' }, now)
+    ).toBe('ran 45s, 15s ago');
     expect(jobTiming({ ...base, phase: 'Pending', start_time: null }, now)).toBe('pending 1m 05s');
   });
 

@@ -21,7 +21,11 @@ describe('LogBuffer', () => {
   it('prefixes ranks and named replicas when replicas are interleaved', () => {
     const b = new LogBuffer(true);
     b.append([line('hello', 0), line('world', 1), line('pod up', null, 'worker-1')]);
-    expect([b.line(0), b.line(1), b.line(2)]).toEqual(['[rank0] hello', '[rank1] world', '[worker-1] pod up']);
+    expect([b.line(0), b.line(1), b.line(2)]).toEqual([
+      '[rank0] hello',
+      '[rank1] world',
+      '[worker-1] pod up'
+    ]);
     expect(linePrefix(line('x', 3))).toBe('[rank3] ');
   });
 
@@ -64,7 +68,12 @@ describe('LogBuffer', () => {
     const b = new LogBuffer(true);
     const page: ILogLine[] = [];
     for (let i = 0; i < 1_000_000; i++) {
-      page.push({ text: `step ${i} loss 0.${i % 97}`, replica: `rank${i % 2}`, rank: i % 2, offset: String(i) });
+      page.push({
+        text: `step ${i} loss 0.${i % 97}`,
+        replica: `rank${i % 2}`,
+        rank: i % 2,
+        offset: String(i)
+      });
     }
     b.append(page);
     expect(b.length).toBe(1_000_000);

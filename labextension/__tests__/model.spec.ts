@@ -40,11 +40,17 @@ describe('JobsModel', () => {
     const t3 = '2026-11-21T12:00:00.000Z';
     const server = scripted([
       [job('old-aaaaa', 'Succeeded', t1), job('run-bbbbb', 'Running', t2)],
-      [job('old-aaaaa', 'Succeeded', t1), job('run-bbbbb', 'Failed', t2), job('new-ccccc', 'Succeeded', t3)]
+      [
+        job('old-aaaaa', 'Succeeded', t1),
+        job('run-bbbbb', 'Failed', t2),
+        job('new-ccccc', 'Succeeded', t3)
+      ]
     ]);
     const model = new JobsModel({ fetchJobs: server.fetchJobs });
     const finished: string[] = [];
-    model.finished.connect((_, change) => finished.push(`${change.job.id}:${change.previous}->${change.job.phase}`));
+    model.finished.connect((_, change) =>
+      finished.push(`${change.job.id}:${change.previous}->${change.job.phase}`)
+    );
     await model.refresh();
     expect(model.jobs.map(j => j.id)).toEqual(['run-bbbbb', 'old-aaaaa']);
     expect(finished).toEqual([]); // already finished at page load: not news
@@ -55,7 +61,12 @@ describe('JobsModel', () => {
   });
 
   it('keeps the last list on errors, reports them, and the poll backs off then recovers', async () => {
-    const server = scripted([[job('a-aaaaa', 'Running', '2026-01-01T00:00:00Z')], new Error('server down'), new Error('server down'), []]);
+    const server = scripted([
+      [job('a-aaaaa', 'Running', '2026-01-01T00:00:00Z')],
+      new Error('server down'),
+      new Error('server down'),
+      []
+    ]);
     const model = new JobsModel({ fetchJobs: server.fetchJobs, interval: 5 });
     const phases: string[] = [];
     model.poll.ticked.connect((_, state) => phases.push(state.phase));

@@ -16,8 +16,16 @@ dist.destroy_process_group()`;
 
 async function runCells(page: IJupyterLabPageFixture, tmpPath: string, cells: string[]) {
   const nb = {
-    cells: cells.map(source => ({ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source })),
-    metadata: { kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' } },
+    cells: cells.map(source => ({
+      cell_type: 'code',
+      execution_count: null,
+      metadata: {},
+      outputs: [],
+      source
+    })),
+    metadata: {
+      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
+    },
     nbformat: 4,
     nbformat_minor: 5
   };
@@ -27,7 +35,10 @@ async function runCells(page: IJupyterLabPageFixture, tmpPath: string, cells: st
   await page.notebook.run();
 }
 
-test('a 1,000,000-line log renders only what is visible and loads by offset', async ({ page, tmpPath }) => {
+test('a 1,000,000-line log renders only what is visible and loads by offset', async ({
+  page,
+  tmpPath
+}) => {
   await runCells(page, tmpPath, ['%load_ext jupyter_disttrain', BIG]);
   await page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]').click();
   const row = page.locator('.jp-DistTrainPanel-job', { hasText: 'uibig' });

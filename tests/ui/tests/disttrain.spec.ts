@@ -68,14 +68,22 @@ async function openPanel(page: IJupyterLabPageFixture) {
   return panel;
 }
 
-async function runNotebook(page: IJupyterLabPageFixture, tmpPath: string, name: string, cells: string[]) {
+async function runNotebook(
+  page: IJupyterLabPageFixture,
+  tmpPath: string,
+  name: string,
+  cells: string[]
+) {
   await page.contents.uploadContent(notebook(cells), 'text', `${tmpPath}/${name}`);
   await page.notebook.openByPath(`${tmpPath}/${name}`);
   await page.notebook.activate(name);
   return page.notebook.run();
 }
 
-test('a %%distrun job shows in the panel, logs, details and TensorBoard', async ({ page, tmpPath }) => {
+test('a %%distrun job shows in the panel, logs, details and TensorBoard', async ({
+  page,
+  tmpPath
+}) => {
   // the cell follows the job until it ends, so run() returns once it has succeeded
   await runNotebook(page, tmpPath, 'train.ipynb', ['%load_ext jupyter_disttrain', TRAIN]);
   const cellView = page.locator('.jp-DistTrainCellView');
@@ -101,8 +109,12 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   // --- logs: both ranks, prefixed; each progress bar is one line, not 21
   await row.locator('button[data-action="logs"]').click(); // the tab opened above, brought to front
   const log = page.locator('.jp-DistTrainLog');
-  await expect(log.locator('.jp-DistTrainLog-row', { hasText: '[rank0] hello from rank 0 of 2' })).toBeVisible();
-  await expect(log.locator('.jp-DistTrainLog-row', { hasText: '[rank1] hello from rank 1 of 2' })).toBeVisible();
+  await expect(
+    log.locator('.jp-DistTrainLog-row', { hasText: '[rank0] hello from rank 0 of 2' })
+  ).toBeVisible();
+  await expect(
+    log.locator('.jp-DistTrainLog-row', { hasText: '[rank1] hello from rank 1 of 2' })
+  ).toBeVisible();
   await expect(log.locator('.jp-DistTrainLog-row', { hasText: 'progress' })).toHaveCount(2);
   await expect(log.locator('.jp-DistTrainLog-row', { hasText: 'progress 100%' })).toHaveCount(2);
   await page.screenshot({ path: path.join(SHOTS, 'logs.png') });
@@ -123,13 +135,18 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   const details = page.locator('.jp-DistTrainDetails');
   await expect(details.locator('.jp-DistTrainDetails-replicas tbody tr')).toHaveCount(2);
   await expect(details).toContainText('--nproc-per-node 2');
-  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toHaveAttribute('aria-readonly', 'true');
+  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toHaveAttribute(
+    'aria-readonly',
+    'true'
+  );
   await page.screenshot({ path: path.join(SHOTS, 'details.png') });
   // CodeMirror draws the lines in view: scroll its scroller down to the cell's code
   await details.locator('.jp-DistTrainDetails-script .cm-scroller').evaluate(el => {
     el.scrollTop = el.scrollHeight;
   });
-  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toContainText('hello from rank');
+  await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toContainText(
+    'hello from rank'
+  );
 
   // --- TensorBoard through the proxy, then a new point shows up with no click
   await row.locator('button[data-action="tensorboard"]').click();
@@ -144,7 +161,9 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   const group = frame.getByText('eval', { exact: true });
   await expect(group).toBeVisible();
   // a figure, not an assertion (timing belongs to bench/): how long until it was on screen
-  console.log(`new TensorBoard point visible ${((Date.now() - written) / 1000).toFixed(1)} s after it was written`);
+  console.log(
+    `new TensorBoard point visible ${((Date.now() - written) / 1000).toFixed(1)} s after it was written`
+  );
   await group.click();
   await expect(frame.getByText('eval/accuracy').first()).toBeVisible();
   await page.screenshot({ path: path.join(SHOTS, 'tensorboard.png') });
@@ -160,7 +179,9 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await expect(frame.getByText('train/loss').first()).toBeVisible();
 
   // --- TensorBoard of all jobs: this job's run is listed by its id
-  await panel.locator('.jp-DistTrainPanel-header button[aria-label="TensorBoard for all jobs"]').click();
+  await panel
+    .locator('.jp-DistTrainPanel-header button[aria-label="TensorBoard for all jobs"]')
+    .click();
   const all = page.frameLocator('#jp-disttrain-tensorboard-_all iframe');
   await expect(all.getByText(jobId).first()).toBeVisible();
 });

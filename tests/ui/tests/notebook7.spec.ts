@@ -14,10 +14,23 @@ print(f"notebook seven says hi from rank {dist.get_rank()}", flush=True)
 dist.destroy_process_group()`
 ];
 
-test('the cell view works in Notebook 7 and opens the logs', async ({ context, baseURL, tmpPath, page }) => {
+test('the cell view works in Notebook 7 and opens the logs', async ({
+  context,
+  baseURL,
+  tmpPath,
+  page
+}) => {
   const nb = {
-    cells: CELLS.map(source => ({ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source })),
-    metadata: { kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' } },
+    cells: CELLS.map(source => ({
+      cell_type: 'code',
+      execution_count: null,
+      metadata: {},
+      outputs: [],
+      source
+    })),
+    metadata: {
+      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
+    },
     nbformat: 4,
     nbformat_minor: 5
   };
@@ -44,8 +57,12 @@ test('the cell view works in Notebook 7 and opens the logs', async ({ context, b
   await view.getByRole('button', { name: 'Open logs in the sidebar' }).click();
   const log = nb7.locator('.jp-DistTrainLog');
   await expect(log).toBeVisible();
-  await expect(log.locator('.jp-DistTrainLog-row', { hasText: '[rank0] notebook seven says hi from rank 0' })).toBeVisible();
+  await expect(
+    log.locator('.jp-DistTrainLog-row', { hasText: '[rank0] notebook seven says hi from rank 0' })
+  ).toBeVisible();
   await expect(nb7.locator('#jp-disttrain-sidebar')).toBeVisible();
-  await nb7.screenshot({ path: path.join(process.env.SCREENSHOT_DIR ?? 'test-results', 'notebook7.png') });
+  await nb7.screenshot({
+    path: path.join(process.env.SCREENSHOT_DIR ?? 'test-results', 'notebook7.png')
+  });
   await nb7.close();
 });
