@@ -208,6 +208,28 @@ test('a running job is cancelled from the panel', async ({ page, tmpPath }) => {
   await expect(row).toHaveCount(0);
 });
 
+test('a failed job is flagged with its reason and a notification with its logs', async ({
+  page,
+  tmpPath
+}) => {
+  await runNotebook(page, tmpPath, 'fail.ipynb', [
+    '%load_ext jupyter_disttrain',
+    '%%distrun --gpus 2 --name uifail --detach\nimport sys\nprint("about to fail", flush=True)\nsys.exit(3)'
+  ]);
+  const toast = page.locator('.Toastify__toast').filter({ hasText: 'Job uifail failed' });
+  await expect(toast).toBeVisible();
+  const panel = await openPanel(page);
+  const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uifail' });
+  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Failed');
+  await expect(row.locator('.jp-DistTrainPanel-reason.jp-mod-failed')).toBeVisible();
+  await toast.getByRole('button', { name: 'Open logs' }).click();
+  await expect(
+    page.locator('.jp-DistTrainLog-row', { hasText: '[rank1] about to fail' })
+  ).toBeVisible();
+  await row.locator('button[data-action="details"]').click();
+  await expect(page.locator('.jp-DistTrainDetails-replicas')).toContainText('3');
+});
+
 test('the Cancel button under a running cell cancels at once', async ({ page, tmpPath }) => {
   const run = runNotebook(page, tmpPath, 'incell.ipynb', [
     '%load_ext jupyter_disttrain',
