@@ -145,7 +145,9 @@ export class JobsPanel extends Widget {
     meta.className = 'jp-DistTrainPanel-meta';
     const parts = [
       job.backend,
-      `${job.replicas_ready}/${job.replicas_total} ready`,
+      TERMINAL_PHASES.has(job.phase)
+        ? `${job.replicas_total} replica${job.replicas_total === 1 ? '' : 's'}`
+        : `${job.replicas_ready}/${job.replicas_total} ready`,
       job.gpus > 0 ? `${job.gpus} GPU${job.gpus === 1 ? '' : 's'}` : jobShape(job),
       jobTiming(job, now)
     ];
