@@ -198,7 +198,8 @@ def _drain(source: LogSource, positions: dict[str, int], final: bool) -> Iterato
             for line in lines:
                 pos += len(line) + 1
                 positions[source.replica] = pos
-                yield line.decode("utf-8", "replace")
+                # "\r\n" ends a line like "\n": only a chunk still waiting for more ends in "\r".
+                yield line.removesuffix(b"\r").decode("utf-8", "replace")
             if len(carry) >= _MAX_LINE:
                 pos += len(carry)
                 positions[source.replica] = pos

@@ -70,6 +70,12 @@ def test_partial_line_waits_and_progress_bars_come_out_at_carriage_returns(tmp_p
     assert finished[-1].endswith(" 3")
 
 
+def test_a_finished_progress_bar_or_crlf_line_does_not_end_in_carriage_return(tmp_path: Path) -> None:
+    a = tmp_path / "rank-0.log"
+    a.write_bytes(b"progress 0%\rprogress 100%\r\nwindows line\r\n")
+    assert [ln.text for ln in read_lines(_sources(a))] == ["progress 0%\rprogress 100%", "windows line"]
+
+
 def test_follow_sees_lines_written_later_and_stops_when_done(tmp_path: Path) -> None:
     a = tmp_path / "rank-0.log"
     a.write_text("")
