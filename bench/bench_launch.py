@@ -133,7 +133,8 @@ def main() -> None:
     med = statistics.median
     print(f"torchrun:  launch {med(t_launch):.3f}s  throughput {med(t_sps):.1f} steps/s")
     print(f"%%distrun: launch {med(d_launch):.3f}s  throughput {med(d_sps):.1f} steps/s")
-    print(f"launch_ratio (distrun/torchrun, lower is better, target <= 1.05): {med(d_launch) / med(t_launch):.3f}")
+    launch_ratio = med(d_launch) / med(t_launch)
+    print(f"launch_ratio (distrun/torchrun, lower is better, target <= 1.05): {launch_ratio:.3f}")
     print(f"throughput_ratio (distrun/torchrun, target >= 0.98): {med(d_sps) / med(t_sps):.3f}")
 
 

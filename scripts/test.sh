@@ -7,8 +7,12 @@ source "$(dirname "$0")/env.sh"
 rm -rf jupyter_disttrain/labextension lib tsconfig.tsbuildinfo
 pip_install "$TORCH_SPEC" ".[test]"
 
-echo "== ruff"; ruff check . && ruff format --check .
-echo "== mypy"; mypy
+# One command per line: under `set -e` a failure inside an && list would not stop the run.
+echo "== ruff"
+ruff check .
+ruff format --check .
+echo "== mypy"
+mypy
 echo "== lab extension: prettier, tsc, jest"
 jlpm install >/dev/null
 jlpm lint:check

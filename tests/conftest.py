@@ -1,4 +1,5 @@
-"""Shared fixtures. Server tests (tests/server) load pytest-jupyter's plugin themselves."""
+"""Shared fixtures. pytest-jupyter's server fixtures (``jp_fetch``, ``jp_serverapp``) are
+loaded here: pytest takes plugins only from the top-level conftest."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.store import JobStore
+
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 
 @pytest.fixture

@@ -17,8 +17,6 @@ from .conftest import DDP_SCRIPT, ddp_spec
 from .test_control_loop import SLOW_SCRIPT
 from .toycluster import ToyCluster
 
-pytest_plugins = ("pytest_jupyter.jupyter_server",)
-
 
 @pytest.fixture
 def jp_server_config(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:

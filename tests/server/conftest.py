@@ -15,8 +15,6 @@ import pytest
 from jupyter_disttrain.api import Job, submit
 from jupyter_disttrain.store import ROOT_ENV, JobStore
 
-pytest_plugins = ("pytest_jupyter.jupyter_server",)
-
 # Each rank prints LINES numbered lines; the tests check every one arrives once and in order.
 LINES = 40
 RANK_SCRIPT = textwrap.dedent(
