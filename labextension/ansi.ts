@@ -20,8 +20,8 @@ export interface IAnsiSegment {
 }
 
 // CSI ... final byte, or OSC ... BEL/ST
-// eslint-disable-next-line no-control-regex
 const ESCAPE =
+  // eslint-disable-next-line no-control-regex -- terminal escape sequences start with ESC (0x1b)
   /\x1b\[([0-9;?]*)([A-Za-z])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]/g;
 
 /** Remove every escape sequence. */

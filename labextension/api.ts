@@ -44,6 +44,15 @@ export function tensorboardUrl(
   return URLExt.join(settings.baseUrl, 'disttrain', 'tensorboard', encodeURIComponent(id), '/');
 }
 
+/** The `message` (Jupyter's JSON errors) or `reason` of an error body, if it has either. */
+function errorReason(data: unknown): unknown {
+  if (!data || typeof data !== 'object') {
+    return undefined;
+  }
+  const body = data as { message?: unknown; reason?: unknown };
+  return body.message || body.reason;
+}
+
 /** Call the API; JSON in and out; throws `ApiError` carrying the server's message. */
 export async function requestAPI<T>(
   path: string,
@@ -58,7 +67,7 @@ export async function requestAPI<T>(
     throw new ApiError(`cannot reach the Jupyter server: ${err}`, 0);
   }
   const text = await response.text();
-  let data: any = null;
+  let data: unknown = null;
   if (text) {
     try {
       data = JSON.parse(text);
@@ -67,8 +76,7 @@ export async function requestAPI<T>(
     }
   }
   if (!response.ok) {
-    const message =
-      (data && (data.message || data.reason)) || `${response.status} ${response.statusText}`;
+    const message = errorReason(data) || `${response.status} ${response.statusText}`;
     throw new ApiError(String(message), response.status);
   }
   return data as T;

@@ -176,7 +176,7 @@ export class LogViewer extends Widget {
     this._scheduleRender();
   }
 
-  protected onActivateRequest(msg: Message): void {
+  protected onActivateRequest(): void {
     this._viewport.focus();
   }
 

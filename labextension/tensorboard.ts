@@ -69,7 +69,9 @@ export class TensorBoardFrame extends IFrame {
       try {
         this.iframe.contentWindow!.location.reload(); // keeps TensorBoard's state in its URL
       } catch {
-        this.url = this.url; // cross-origin error page: navigate afresh
+        // cross-origin error page: setting the same src again makes the browser navigate afresh
+        const url = this.url;
+        this.url = url;
       }
       return 'page';
     }

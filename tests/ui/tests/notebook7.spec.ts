@@ -5,6 +5,13 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+/** The part of the page's notebook panel read to know its kernel is ready. */
+interface INotebookSession {
+  sessionContext?: {
+    session?: { kernel?: { connectionStatus: string; status: string } | null } | null;
+  };
+}
+
 const CELLS = [
   '%load_ext jupyter_disttrain',
   `%%distrun --gpus 2 --name nbseven
@@ -41,13 +48,13 @@ test('the cell view works in Notebook 7 and opens the logs', async ({
   await expect(nb7.locator('.jp-NotebookPanel')).toBeVisible();
   // run once the notebook's kernel is connected and idle (earlier, Run All would be lost)
   await nb7.waitForFunction(() => {
-    const panel = (window as any).jupyterapp?.shell?.currentWidget;
+    const panel = window.jupyterapp?.shell?.currentWidget as INotebookSession | null | undefined;
     const kernel = panel?.sessionContext?.session?.kernel;
     return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
   });
   // not awaited inside the page: the command resolves only when every cell has run
   await nb7.evaluate(() => {
-    void (window as any).jupyterapp.commands.execute('notebook:run-all-cells');
+    void window.jupyterapp.commands.execute('notebook:run-all-cells');
   });
 
   const view = nb7.locator('.jp-DistTrainCellView');
