@@ -136,10 +136,9 @@ def summary(name: str, job_id: str, status: JobStatus | None) -> str:
     """One line about the job: name, id, phase, replicas ready, reason."""
     if status is None:
         return f"distrun {name} ({job_id}): submitted"
-    text = (
-        f"distrun {name} ({job_id}): {status.phase.value}, "
-        f"{status.replicas_ready}/{len(status.replicas)} replicas ready"
-    )
+    text = f"distrun {name} ({job_id}): {status.phase.value}"
+    if not status.is_terminal:  # once it has ended, "0/2 ready" says nothing useful
+        text += f", {status.replicas_ready}/{len(status.replicas)} replicas ready"
     if status.reason or status.message:
         text += " - " + ": ".join(x for x in (status.reason, status.message) if x)
     return text
