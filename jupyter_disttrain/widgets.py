@@ -234,7 +234,9 @@ class WidgetView:
         )
         self.widget.add_class("jp-DistTrainCellView")
         self._render()
-        self._handle: DisplayHandle | None = display(self._bundle(), raw=True, display_id=True)
+        first = self._bundle()
+        self._sent_text: str = first["text/plain"]
+        self._handle: DisplayHandle | None = display(first, raw=True, display_id=True)
 
     def update(self, status: JobStatus) -> None:
         with self._lock:
@@ -299,8 +301,12 @@ class WidgetView:
         return bundle
 
     def _refresh_text(self) -> None:
+        # The magic polls several times a second: send an update only when the text changed.
         if self._handle is not None:
-            self._handle.update(self._bundle(), raw=True)
+            bundle = self._bundle()
+            if bundle["text/plain"] != self._sent_text:
+                self._sent_text = bundle["text/plain"]
+                self._handle.update(bundle, raw=True)
 
 
 def _badge(phase: JobPhase, label: str | None = None, title: str | None = None) -> str:
