@@ -5,7 +5,8 @@ rank 0, against ``torchrun --standalone --nproc-per-node=2`` started from a shel
 on the very same generated script; (b) training steps per second of that job under both.
 Runs alternate between the two, back to back and in alternating order, so each %%distrun run
 has a torchrun run next to it under the same machine conditions: the ratio of each pair is
-taken and the median of those ratios is the result. On a shared VM, CPU steal makes single runs vary by up to 2x; the share
+taken and the median of those ratios is the result. On a shared VM, CPU steal makes single
+runs vary by up to 2x; the share
 of CPU time stolen during the benchmark is printed so the figures can be judged.
 
     python bench/bench_launch.py [--runs 12] [--steps 2000]

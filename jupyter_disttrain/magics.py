@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,8 @@ if TYPE_CHECKING:
     from .api import Job
     from .specs import JobSpec
 
-FOLLOW_POLL_SECONDS = 0.1
+# New output shows within 0.1 s while it flows, within a second while the job is quiet.
+_FOLLOW = (0.1, 1.0)
 
 
 def _count(flag: str) -> Callable[[str], int]:
@@ -273,8 +273,12 @@ class DistTrainMagics(Magics):
         def cancel() -> None:
             job.cancel()
 
+        from .polling import Backoff
+
         view = make_view(job.id, str(job.dir), cancel)
         offset: str | None = None
+        poll = Backoff(*_FOLLOW)
+        last_phase = None
         try:
             while True:
                 status = job.status()  # before reading: output written before the end is never missed
@@ -287,8 +291,8 @@ class DistTrainMagics(Magics):
                     view.append(rank_lines)
                 if status.is_terminal and not lines:
                     break
-                if not lines:
-                    time.sleep(FOLLOW_POLL_SECONDS)
+                poll.wait(active=bool(lines) or status.phase != last_phase)
+                last_phase = status.phase
         except KeyboardInterrupt:
             if cancel_on_interrupt:
                 view.update(job.cancel())

@@ -20,10 +20,13 @@ from typing import Any
 
 from .. import procs
 from ..logfiles import tail_start
+from ..polling import Backoff
 from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, now_iso
 from ..store import JobStore, read_json, write_json_atomic
 
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.1  # while stopping processes
+# Status changes reach status.json within half a second; quieter while nothing changes.
+_WATCH = (0.05, 0.5)
 LAUNCHER_FILE = "launcher.json"
 
 
@@ -77,6 +80,7 @@ class Supervisor:
 
     def _watch(self) -> None:
         failed_node: int | None = None
+        poll = Backoff(*_WATCH)
         while True:
             if self.cancel_requested:
                 self._event("Normal", "Cancelling", "cancel requested: stopping all processes")
@@ -102,7 +106,7 @@ class Supervisor:
                 break
             if changed:
                 self.store.write_status(self.status)
-            time.sleep(POLL_SECONDS)
+            poll.wait(active=changed)
         self._sweep()
         self._update_replicas(final=True)
         codes = [a.returncode for a in self.agents]
