@@ -120,9 +120,7 @@ def test_widget_view_tracks_status_lines_and_cancel(monkeypatch: pytest.MonkeyPa
 
     view.update(_status(JobPhase.CANCELLED, JobPhase.CANCELLED, JobPhase.CANCELLED, reason="Cancelled"))
     view.close()
-    assert view.text().splitlines()[0] == (
-        "distrun mnist-ddp-k3x9q (mnist-ddp-k3x9q): Cancelled - Cancelled"
-    )
+    assert view.text().splitlines()[0] == ("distrun mnist-ddp-k3x9q (mnist-ddp-k3x9q): Cancelled - Cancelled")
 
 
 def test_widget_view_reports_a_failed_cancel_and_allows_retry(monkeypatch: pytest.MonkeyPatch) -> None:
