@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install jupyter_disttrain with its test tools and run every check and test:
-# ruff and mypy; prettier, tsc and Jest for the lab extension; the browser tests (Galata in
+# ruff and mypy; prettier, ESLint, tsc and Jest for the lab extension; the browser tests (Galata in
 # Debian's Chromium, installed if missing); then pytest (real torchrun, kernels, servers).
 source "$(dirname "$0")/env.sh"
 # A stale build would be reused by the build hook: always build the lab extension afresh.
@@ -13,7 +13,7 @@ ruff check .
 ruff format --check .
 echo "== mypy"
 mypy
-echo "== lab extension: prettier, tsc, jest"
+echo "== lab extension: prettier, eslint, tsc, jest"
 jlpm install >/dev/null
 jlpm lint:check
 jlpm test --silent
