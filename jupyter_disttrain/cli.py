@@ -139,9 +139,9 @@ def format_table(statuses: list[JobStatus], store: Any) -> str:
     rows = [("ID", "BACKEND", "PHASE", "REPLICAS", "AGE")]
     for st in statuses:
         backend = store.read_record(st.job_id).backend
-        rows.append(
-            (st.job_id, backend, st.phase.value, f"{st.replicas_ready}/{len(st.replicas)}", _age(st.created))
-        )
+        # ready/total while it runs; once it has ended, how many replicas it had
+        replicas = str(len(st.replicas)) if st.is_terminal else f"{st.replicas_ready}/{len(st.replicas)}"
+        rows.append((st.job_id, backend, st.phase.value, replicas, _age(st.created)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
