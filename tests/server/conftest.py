@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import textwrap
@@ -82,3 +83,15 @@ def parse_sse(text: str) -> list[tuple[str, str | None, Any]]:
 
 
 PYTHON = sys.executable
+
+
+async def poll(check: Any, what: str, deadline: float = 90.0, every: float = 0.2) -> Any:
+    """Await ``check()`` until it returns something truthy; fail after ``deadline`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while loop.time() < end:
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(every)
+    raise AssertionError(f"gave up waiting for {what}")

@@ -13,7 +13,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_disttrain.specs import JobSpec, JobStatus
 from jupyter_disttrain.store import JobRecord, JobStore
 
-from .conftest import LINES, parse_sse, submit_job
+from .conftest import LINES, parse_sse, poll, submit_job
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +38,6 @@ def finished_job(shared_root: Path) -> str:
 async def get_json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
     response = await jp_fetch("disttrain", "api", *parts, **kwargs)
     return json.loads(response.body)
-
-
-async def poll(check: Any, what: str, deadline: float = 90.0) -> Any:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline
-    while loop.time() < end:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def assert_every_line_once_in_order(texts_by_rank: dict[int, list[str]], world: int = 2) -> None:

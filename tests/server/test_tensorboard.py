@@ -18,6 +18,8 @@ from jupyter_disttrain.server.context import SETTINGS_KEY
 from jupyter_disttrain.specs import JobSpec
 from jupyter_disttrain.store import JobRecord, JobStore
 
+from .conftest import poll
+
 TAG = "train/loss"
 
 
@@ -42,17 +44,6 @@ def write_scalars(logdir: Path, steps: range) -> None:
 async def tb_json(jp_fetch: Any, tb_id: str, *path: str, **kwargs: Any) -> Any:
     response = await jp_fetch("disttrain", "tensorboard", tb_id, *path, request_timeout=60, **kwargs)
     return json.loads(response.body)
-
-
-async def poll(check: Any, what: str, deadline: float = 60.0) -> Any:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline
-    while loop.time() < end:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def listening_addresses(pid: int) -> set[str]:
