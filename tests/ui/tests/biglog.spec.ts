@@ -4,6 +4,8 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 
+import { notebook } from './notebook';
+
 const BIG = `%%distrun --gpus 2 --name uibig --detach
 import sys
 import torch.distributed as dist
@@ -15,21 +17,7 @@ dist.barrier()
 dist.destroy_process_group()`;
 
 async function runCells(page: IJupyterLabPageFixture, tmpPath: string, cells: string[]) {
-  const nb = {
-    cells: cells.map(source => ({
-      cell_type: 'code',
-      execution_count: null,
-      metadata: {},
-      outputs: [],
-      source
-    })),
-    metadata: {
-      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  };
-  await page.contents.uploadContent(JSON.stringify(nb), 'text', `${tmpPath}/big.ipynb`);
+  await page.contents.uploadContent(notebook(cells), 'text', `${tmpPath}/big.ipynb`);
   await page.notebook.openByPath(`${tmpPath}/big.ipynb`);
   await page.notebook.activate('big.ipynb');
   await page.notebook.run();

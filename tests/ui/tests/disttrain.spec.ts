@@ -7,29 +7,13 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { notebook } from './notebook';
+
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
 
 test.describe.configure({ mode: 'serial' });
 test.use({ autoGoto: true });
-
-function notebook(cells: string[]): string {
-  return JSON.stringify({
-    cells: cells.map(source => ({
-      cell_type: 'code',
-      execution_count: null,
-      metadata: {},
-      outputs: [],
-      source
-    })),
-    metadata: {
-      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' },
-      language_info: { name: 'python' }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  });
-}
 
 const TRAIN = `%%distrun --gpus 2 --name uitest
 import os

@@ -5,6 +5,8 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { notebook } from './notebook';
+
 /** The part of the page's notebook panel read to know its kernel is ready. */
 interface INotebookSession {
   sessionContext?: {
@@ -27,21 +29,7 @@ test('the cell view works in Notebook 7 and opens the logs', async ({
   tmpPath,
   page
 }) => {
-  const nb = {
-    cells: CELLS.map(source => ({
-      cell_type: 'code',
-      execution_count: null,
-      metadata: {},
-      outputs: [],
-      source
-    })),
-    metadata: {
-      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  };
-  await page.contents.uploadContent(JSON.stringify(nb), 'text', `${tmpPath}/nb7.ipynb`);
+  await page.contents.uploadContent(notebook(CELLS), 'text', `${tmpPath}/nb7.ipynb`);
 
   const nb7 = await context.newPage();
   await nb7.goto(`${baseURL}/notebooks/${tmpPath}/nb7.ipynb`);
