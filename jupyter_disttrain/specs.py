@@ -249,6 +249,23 @@ class LogLine:
 
 
 @dataclass
+class LogRun:
+    """Consecutive lines of one replica and rank, as a bulk reader hands them out.
+
+    Reading in runs spares a follower one object and one resume token per line; ``offset``
+    is the resume token after the run's last line.
+    """
+
+    replica: str
+    rank: int | None
+    lines: list[str]
+    offset: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"replica": self.replica, "rank": self.rank, "lines": self.lines, "offset": self.offset}
+
+
+@dataclass
 class DryRun:
     """The exact request a backend would carry out, before anything runs.
 

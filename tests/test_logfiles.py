@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.logfiles import LogSource, parse_offset, read_lines, tail_start
+from jupyter_disttrain.logfiles import LogSource, group_runs, parse_offset, read_lines, read_runs, tail_start
+from jupyter_disttrain.specs import LogLine
 
 
 def _sources(*paths: Path):
@@ -103,3 +104,97 @@ def test_rank_prefix_is_parsed_when_the_file_holds_several_ranks(tmp_path: Path)
     pod.write_text("[rank3]: hi\nplain\n")
     lines = list(read_lines(lambda: [LogSource("worker-0", pod)]))
     assert [(ln.rank, ln.text) for ln in lines] == [(3, "[rank3]: hi"), (None, "plain")]
+
+
+def _awkward_logs(tmp_path: Path) -> list[LogSource]:
+    """Files with every kind of line a reader must get right, spanning many read blocks."""
+    a, b, pod = tmp_path / "rank-0.log", tmp_path / "rank-1.log", tmp_path / "worker-0.log"
+    a.write_bytes(
+        b"".join(f"a{i} {'x' * (i % 97)}\n".encode() for i in range(20_000)) + b"crlf\r\n 5%\r 9%\r"
+    )
+    b.write_bytes(b"caf\xc3\xa9\nbroken \xc3\n\xff\xfe\n" + b"y" * 200_000 + b"\nlast")
+    pod.write_bytes(b"[rank2]: p0\n[rank2]: p1\n[rank3]: q0\nplain\n[rank3]: q1\n")
+    return [LogSource("rank-0", a, 0), LogSource("rank-1", b, 1), LogSource("worker-0", pod)]
+
+
+def _part(token: str, replica: str) -> str:
+    return dict(p.rsplit(":", 1) for p in token.split(","))[replica]
+
+
+@pytest.mark.parametrize("final", [True, False])
+def test_runs_hold_the_same_lines_and_offsets_as_read_lines(tmp_path: Path, final: bool) -> None:
+    sources = _awkward_logs(tmp_path)
+    lines = list(read_lines(lambda: sources, is_done=lambda: final))
+    runs = read_runs(sources, max_lines=10**6, final=final)
+    by_replica = {s.replica: [ln for ln in lines if ln.replica == s.replica] for s in sources}
+    for replica, want in by_replica.items():
+        mine = [r for r in runs if r.replica == replica]
+        assert [t for r in mine for t in r.lines] == [ln.text for ln in want]
+    # A pod's file holds several ranks: its runs split where the rank changes.
+    assert [(r.rank, len(r.lines)) for r in runs if r.replica == "worker-0"] == [
+        (2, 2),
+        (3, 1),
+        (None, 1),
+        (3, 1),
+    ]
+    # Each run ends where read_lines says its last line ends.
+    offsets = {(ln.replica, ln.text): ln.offset for ln in lines}
+    for run in runs:
+        assert _part(run.offset, run.replica) == _part(offsets[run.replica, run.lines[-1]], run.replica)
+    assert ("last" in [t for r in runs for t in r.lines]) is final
+
+
+def test_runs_resumed_from_their_offsets_give_each_line_once(tmp_path: Path) -> None:
+    sources = _awkward_logs(tmp_path)
+    want = {
+        s.replica: [ln.text for ln in read_lines(lambda: sources) if ln.replica == s.replica] for s in sources
+    }
+    got: dict[str, list[str]] = {s.replica: [] for s in sources}
+    token = None
+    reads = 0
+    while True:
+        runs = read_runs(sources, offset=token, max_lines=777)
+        if not runs:
+            break
+        reads += 1
+        assert sum(len(r.lines) for r in runs) <= 777
+        for run in runs:
+            got[run.replica] += run.lines
+        token = runs[-1].offset
+    assert got == want
+    assert reads > 20_000 // 777
+
+
+def test_runs_let_every_replica_have_a_turn(tmp_path: Path) -> None:
+    busy, quiet = tmp_path / "rank-0.log", tmp_path / "rank-1.log"
+    busy.write_text("".join(f"busy {i}\n" for i in range(100_000)))
+    quiet.write_text("quiet 0\nquiet 1\n")
+    runs = read_runs([LogSource("rank-0", busy, 0), LogSource("rank-1", quiet, 1)], max_lines=5000)
+    assert [r.lines for r in runs if r.replica == "rank-1"] == [["quiet 0", "quiet 1"]]
+    assert sum(len(r.lines) for r in runs) == 5000
+
+
+def test_runs_of_one_replica_carry_a_byte_offset(tmp_path: Path) -> None:
+    sources = _awkward_logs(tmp_path)
+    runs = read_runs(sources, replica="rank-1", tail=2)
+    assert [t for r in runs for t in r.lines][-1] == "last"
+    assert runs[-1].offset == str(sources[1].path.stat().st_size)
+
+
+def test_lines_read_one_by_one_are_grouped_into_runs_and_the_reader_is_closed() -> None:
+    closed = []
+
+    def pod_lines():  # as pods/log hands them out: a line at a time, tagged per replica
+        try:
+            for i, (replica, rank) in enumerate([("w-0", 0), ("w-0", 0), ("w-0", 1), ("w-1", 2), ("w-0", 0)]):
+                yield LogLine(text=f"t{i}", replica=replica, offset=f"tok{i}", rank=rank)
+        finally:
+            closed.append(True)
+
+    runs = group_runs(pod_lines(), max_lines=4)
+    assert [(r.replica, r.rank, r.lines, r.offset) for r in runs] == [
+        ("w-0", 0, ["t0", "t1"], "tok1"),
+        ("w-0", 1, ["t2"], "tok2"),
+        ("w-1", 2, ["t3"], "tok3"),
+    ]
+    assert closed == [True]
