@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -43,14 +42,19 @@ for i in range(n):
             time.sleep(ahead)
     print(f"L {{rank}} {{i}} {{time.time():.6f}}", flush=True)
 """
-_LINE = re.compile(r"L (\d+) (\d+) (\d+\.\d+)$")
 
 
 class SseFollower:
-    """Reads the event stream as it arrives and checks each line against what was printed."""
+    """Takes the event stream as it arrives, then checks each line against what was printed.
+
+    While the stream runs it only cuts the bytes into events and stamps each with its arrival
+    time; parsing and checking wait until the end, so that the client's own bookkeeping does
+    not hold back reading the socket (and so inflate the latency it measures).
+    """
 
     def __init__(self, ranks: int) -> None:
-        self.buffer = ""
+        self.pending = b""
+        self.arrived: list[tuple[float, bytes]] = []
         self.next_index = [0] * ranks
         self.latencies: list[float] = []
         self.duplicates = self.out_of_order = self.events = 0
@@ -58,27 +62,33 @@ class SseFollower:
 
     def feed(self, chunk: bytes) -> None:
         now = time.time()
-        self.buffer += chunk.decode("utf-8")
-        *blocks, self.buffer = self.buffer.split("\n\n")
-        for block in blocks:
+        self.pending += chunk
+        if b"\n\n" in self.pending:
+            *blocks, self.pending = self.pending.split(b"\n\n")
+            self.arrived += [(now, block) for block in blocks]
+
+    def check(self) -> None:
+        """Parse the events that arrived and check every line in them."""
+        for now, block in self.arrived:
             kind = data = None
-            for field in block.split("\n"):
+            for field in block.decode("utf-8").split("\n"):
                 if field.startswith("event: "):
                     kind = field[7:]
                 elif field.startswith("data: "):
                     data = json.loads(field[6:])
             if kind == "lines" and data is not None:
                 self.events += 1
-                for line in data["lines"]:
-                    self._check(line["text"], now)
+                for run in data["runs"]:
+                    for text in run["lines"]:
+                        self._check(text, now)
             elif kind == "end" and data is not None:
                 self.end = data
 
     def _check(self, text: str, now: float) -> None:
-        m = _LINE.search(text)
-        if m is None:
+        parts = text.split(" ")
+        if len(parts) != 4 or parts[0] != "L":
             return  # launcher notes, warnings: not ours to count
-        rank, index, printed = int(m.group(1)), int(m.group(2)), float(m.group(3))
+        rank, index, printed = int(parts[1]), int(parts[2]), float(parts[3])
         expected = self.next_index[rank]
         if index < expected:
             self.duplicates += 1
@@ -117,6 +127,7 @@ def run_once(
     t0 = time.monotonic()
     asyncio.run(follow(server, job.id, follower))
     elapsed = time.monotonic() - t0
+    follower.check()
     stop.set()
     sampler.join()
     got = len(follower.latencies)

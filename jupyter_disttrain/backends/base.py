@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from ..errors import BackendError, DistTrainError, InvalidSpecError
-from ..logfiles import LogSource, read_lines
-from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, ReplicaStatus, now_iso
+from ..logfiles import LogSource, read_lines, read_runs
+from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 
 
@@ -105,12 +105,7 @@ class Backend(abc.ABC):
         the job has ended and all its output has been read.
         """
         record = self.store.read_record(job_id)
-        if replica is not None:
-            known = {r.name for r in self.describe(job_id).replicas}
-            known.update(s.replica for s in self._log_sources(record))
-            if replica not in known:
-                have = ", ".join(sorted(known)) or "none yet"
-                raise InvalidSpecError(f"job {job_id} has no replica {replica!r}; it has: {have}")
+        self._check_replica(record, replica)
 
         def done() -> bool:
             return self.describe(job_id).is_terminal
@@ -123,6 +118,35 @@ class Backend(abc.ABC):
             is_done=done,
             replica=replica,
         )
+
+    def log_runs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        *,
+        tail: int | None = None,
+        offset: str | int | None = None,
+        max_lines: int = 5000,
+        final: bool = True,
+    ) -> list[LogRun]:
+        """Up to ``max_lines`` of the output there is now, in runs of consecutive lines.
+
+        The same lines and resume tokens as ``logs`` without ``follow``, read in bulk: what a
+        poller (the server's log stream) calls. ``final``: the job has ended, so a last line
+        without a newline is complete (pass the status read *before* this call).
+        """
+        record = self.store.read_record(job_id)
+        self._check_replica(record, replica)
+        sources = self._log_sources(record)
+        return read_runs(sources, offset=offset, tail=tail, replica=replica, max_lines=max_lines, final=final)
+
+    def _check_replica(self, record: JobRecord, replica: str | None) -> None:
+        if replica is not None:
+            known = {r.name for r in self.describe(record.id).replicas}
+            known.update(s.replica for s in self._log_sources(record))
+            if replica not in known:
+                have = ", ".join(sorted(known)) or "none yet"
+                raise InvalidSpecError(f"job {record.id} has no replica {replica!r}; it has: {have}")
 
     # -- stop --------------------------------------------------------------------------------
     def cancel(self, job_id: str) -> JobStatus:

@@ -240,10 +240,10 @@ def _read_batch(
     service: JobService, job_id: str, replica: str | None, offset: str | None, tail: int | None, limit: int
 ) -> _Batch:
     """One bounded read, encoded as an event in the worker thread to spare the event loop."""
-    chunk = service.read_logs(job_id, replica, offset, tail, limit)
-    lines, token = chunk["lines"], chunk["offset"]
-    event = _sse("lines", {"lines": lines, "offset": token}, event_id=token) if lines else None
-    return _Batch(event, token, len(lines), chunk["done"])
+    chunk = service.read_runs(job_id, replica, offset, tail, limit)
+    runs, token = chunk["runs"], chunk["offset"]
+    event = _sse("lines", {"runs": runs, "offset": token}, event_id=token) if runs else None
+    return _Batch(event, token, chunk["count"], chunk["done"])
 
 
 def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:

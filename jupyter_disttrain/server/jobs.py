@@ -151,16 +151,7 @@ class JobService:
         ``offset`` in the answer resumes after the last line returned; ``done`` is true once
         the job has ended and every line has been returned.
         """
-        validate_job_id(job_id)
-        replica = validate_replica(replica)
-        if tail is not None and tail < 1:
-            raise InvalidSpecError("tail must be 1 or more; to get only new lines, pass the last offset")
-        if not 1 <= limit <= MAX_LOG_LIMIT:
-            raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
-        backend = self.backend(self.store.read_record(job_id).backend)
-        # Read "ended" before the lines: output written before the end is then never missed.
-        status = backend.describe(job_id)
-        ended = status.is_terminal
+        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
         lines: list[LogLine] = []
         iterator = backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None)
         try:
@@ -172,12 +163,46 @@ class JobService:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
-        token = lines[-1].offset if lines else (offset or "")
         return {
             "lines": [_line_json(line) for line in lines],
-            "offset": token,
+            "offset": lines[-1].offset if lines else (offset or ""),
             "done": ended and len(lines) < limit,
         }
+
+    def read_runs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        offset: str | None = None,
+        tail: int | None = None,
+        limit: int = 5000,
+    ) -> dict[str, Any]:
+        """``read_logs`` in bulk, for the log stream: ``{"runs": [LogRun], "offset", "done", "count"}``."""
+        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+        runs = backend.log_runs(
+            job_id, replica, tail=tail, offset=offset or None, max_lines=limit, final=ended
+        )
+        count = sum(len(run.lines) for run in runs)
+        return {
+            "runs": [run.to_dict() for run in runs],
+            "offset": runs[-1].offset if runs else (offset or ""),
+            "done": ended and count < limit,
+            "count": count,
+        }
+
+    def _log_reader(
+        self, job_id: str, replica: str | None, tail: int | None, limit: int
+    ) -> tuple[Backend, str | None, bool]:
+        """Check a log read's arguments; the job's backend, the replica, and whether the job
+        has ended, read *before* the lines so that output written before the end is never missed."""
+        validate_job_id(job_id)
+        replica = validate_replica(replica)
+        if tail is not None and tail < 1:
+            raise InvalidSpecError("tail must be 1 or more; to get only new lines, pass the last offset")
+        if not 1 <= limit <= MAX_LOG_LIMIT:
+            raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
+        backend = self.backend(self.store.read_record(job_id).backend)
+        return backend, replica, backend.describe(job_id).is_terminal
 
     def phase(self, job_id: str) -> str:
         record = self.store.read_record(job_id)

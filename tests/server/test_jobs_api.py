@@ -46,6 +46,11 @@ def assert_every_line_once_in_order(texts_by_rank: dict[int, list[str]], world: 
         assert texts == [f"r{rank} line {i}" for i in range(LINES)], f"rank {rank}"
 
 
+def run_lines(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines of the stream's runs, one dict each as the chunk API gives them."""
+    return [{"text": t, "replica": r["replica"], "rank": r["rank"]} for r in runs for t in r["lines"]]
+
+
 def by_rank(lines: list[dict[str, Any]]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for line in lines:
@@ -110,7 +115,9 @@ async def test_follow_stream_of_a_running_job(jp_fetch: Any, shared_root: Path) 
     assert len(batches) > 1
     for kind, event_id, data in events:
         assert event_id == data["offset"], kind
-    assert_every_line_once_in_order(by_rank([x for b in batches for x in b["lines"]]))
+    for batch in batches:  # a run ends where the next resumes: its offset, then the event's
+        assert batch["runs"][-1]["offset"] == batch["offset"]
+    assert_every_line_once_in_order(by_rank(run_lines([r for b in batches for r in b["runs"]])))
 
 
 async def _first_event_then_hang_up(port: int, path: str, auth: str) -> tuple[str, list[dict[str, Any]]]:
@@ -127,7 +134,7 @@ async def _first_event_then_hang_up(port: int, path: str, auth: str) -> tuple[st
     body = raw.partition(b"\r\n\r\n")[2].decode()
     ((kind, event_id, data),) = parse_sse(body)
     assert kind == "lines" and event_id
-    return event_id, data["lines"]
+    return event_id, run_lines(data["runs"])
 
 
 async def test_stream_cut_and_resumed_yields_each_line_once(
@@ -148,7 +155,9 @@ async def test_stream_cut_and_resumed_yields_each_line_once(
         headers={"Last-Event-ID": last_id},
         request_timeout=120,
     )
-    rest = [x for kind, _, d in parse_sse(response.body.decode()) if kind == "lines" for x in d["lines"]]
+    rest = run_lines(
+        [r for kind, _, d in parse_sse(response.body.decode()) if kind == "lines" for r in d["runs"]]
+    )
     assert_every_line_once_in_order(by_rank(first + rest))
 
 

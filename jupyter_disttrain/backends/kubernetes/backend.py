@@ -16,7 +16,19 @@ from typing import Any
 import yaml
 
 from ...errors import BackendError, InvalidSpecError
-from ...specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, ReplicaStatus, Volume, now_iso
+from ...logfiles import group_runs
+from ...specs import (
+    DryRun,
+    Event,
+    JobPhase,
+    JobSpec,
+    JobStatus,
+    LogLine,
+    LogRun,
+    ReplicaStatus,
+    Volume,
+    now_iso,
+)
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
@@ -239,6 +251,23 @@ class KubernetesBackend(Backend):
         if record.request.get("logs_on_pvc") or "namespace" not in record.backend_state:
             return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset)
         return self.pod_logs(job_id, replica, follow=follow, tail=tail, offset=offset, since=since)
+
+    def log_runs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        *,
+        tail: int | None = None,
+        offset: str | int | None = None,
+        max_lines: int = 5000,
+        final: bool = True,
+    ) -> list[LogRun]:
+        record = self.store.read_record(job_id)
+        if record.request.get("logs_on_pvc") or "namespace" not in record.backend_state:
+            return super().log_runs(
+                job_id, replica, tail=tail, offset=offset, max_lines=max_lines, final=final
+            )
+        return group_runs(self.pod_logs(job_id, replica, tail=tail, offset=offset), max_lines)
 
     def pod_logs(
         self,
