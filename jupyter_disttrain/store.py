@@ -24,6 +24,7 @@ import secrets
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,19 +188,37 @@ class JobStore:
     # -- listing and removal -------------------------------------------------------------
     def ids(self, include_deleted: bool = False) -> list[str]:
         """Ids of the jobs under the root (deleted ones only when asked), in name order."""
+        return sorted(job_id for job_id, _ in self._scan(include_deleted))
+
+    def fingerprints(self) -> dict[str, tuple[int, ...]]:
+        """Each listed (not deleted) job's id and a value that changes whenever its record or
+        status is rewritten: every write is an atomic rename, so the files' inode, mtime and
+        size change. Lets a reader that polls skip jobs that did not change (``stat`` only)."""
+        out: dict[str, tuple[int, ...]] = {}
+        for job_id, record in self._scan(include_deleted=False):
+            try:
+                st = os.stat(os.path.join(self.root, job_id, "status.json"))
+                status: tuple[int, ...] = (st.st_ino, st.st_mtime_ns, st.st_size)
+            except FileNotFoundError:
+                status = ()
+            out[job_id] = (record.st_ino, record.st_mtime_ns, record.st_size, *status)
+        return out
+
+    def _scan(self, include_deleted: bool) -> Iterator[tuple[str, os.stat_result]]:
+        """Job ids under the root, with the ``stat`` of their ``job.json``."""
         try:
             entries = list(os.scandir(self.root))
         except FileNotFoundError:
-            return []
-        found = []
+            return
         for e in entries:
             if not e.is_dir() or e.name.startswith("."):
                 continue
             if not include_deleted and os.path.exists(os.path.join(e.path, "deleted")):
                 continue
-            if os.path.exists(os.path.join(e.path, "job.json")):
-                found.append(e.name)
-        return sorted(found)
+            try:
+                yield e.name, os.stat(os.path.join(e.path, "job.json"))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
 
     def records(self, include_deleted: bool = False) -> list[JobRecord]:
         """Every job's record, newest first. A record being written right now is skipped."""

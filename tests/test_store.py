@@ -81,3 +81,18 @@ def test_default_root_prefers_env_then_an_existing_store_above(tmp_path: Path, m
 def test_names_must_be_dns_labels(name: str) -> None:
     with pytest.raises(InvalidSpecError, match="DNS-1123"):
         JobSpec(name=name).validate()
+
+
+def test_fingerprints_change_with_every_write_and_skip_deleted_jobs(store: JobStore) -> None:
+    a, b = _create(store, "a"), _create(store, "b")
+    first = store.fingerprints()
+    assert sorted(first) == sorted([a, b]) == store.ids()
+    store.write_status(JobStatus(job_id=a, phase=JobPhase.RUNNING))
+    second = store.fingerprints()
+    assert second[a] != first[a] and second[b] == first[b]
+    store.write_status(JobStatus(job_id=a, phase=JobPhase.SUCCEEDED))
+    assert store.fingerprints()[a] not in (first[a], second[a])
+    store.write_record(store.read_record(b))
+    assert store.fingerprints()[b] != first[b]
+    store.mark_deleted(b)
+    assert list(store.fingerprints()) == [a]

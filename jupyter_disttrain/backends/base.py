@@ -209,10 +209,16 @@ class Backend(abc.ABC):
         return None
 
     # Last in the class: as a method name, ``list`` would shadow the builtin in later annotations.
-    def list(self) -> list[JobStatus]:
-        """Status of every (not deleted) job of this backend, newest first."""
+    def list(self, records: list[JobRecord] | None = None) -> list[JobStatus]:
+        """Status of every (not deleted) job of this backend, newest first.
+
+        ``records``: the store's records, when the caller has just read them (the server lists
+        all backends from one read of the store); records of other backends are skipped.
+        """
+        if records is None:
+            records = self.store.records()
         return [
             self._reconcile(r, self.store.read_status(r.id) or JobStatus(job_id=r.id, created=r.created))
-            for r in self.store.records()
+            for r in records
             if r.spec.backend == self.name
         ]

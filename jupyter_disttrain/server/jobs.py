@@ -11,6 +11,8 @@ import logging
 import re
 import threading
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
@@ -65,6 +67,13 @@ def summary(record: JobRecord, status: JobStatus, deleted: bool = False) -> dict
     return out
 
 
+@dataclass(frozen=True)
+class _Listed:
+    fingerprint: tuple[int, ...]  # of the files the summary was made from
+    created: str
+    summary: dict[str, Any]
+
+
 def _line_json(line: LogLine) -> dict[str, Any]:
     return {"text": line.text, "replica": line.replica, "rank": line.rank, "offset": line.offset}
 
@@ -77,6 +86,7 @@ class JobService:
         self.default_backend = default_backend
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
+        self._ended: dict[str, _Listed] = {}  # summaries of ended jobs, by id
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this service's store, made once and kept.
@@ -95,22 +105,44 @@ class JobService:
         """Summaries of every job not deleted, newest first.
 
         Each backend is asked once for all its jobs; a backend that cannot be imported or
-        reached does not break the list: its jobs show their last stored status.
+        reached does not break the list: its jobs show their last stored status. An ended
+        job's summary is kept while its files stay the same, so a listing reads only what
+        changed (and makes little garbage: the UI polls it every few seconds).
         """
-        records = self.store.records()
+        fingerprints = self.store.fingerprints()  # taken before reading: a later write misses the cache
+        out: list[_Listed] = []
+        changed: list[JobRecord] = []
+        for job_id, fingerprint in fingerprints.items():
+            hit = self._ended.get(job_id)
+            if hit is not None and hit.fingerprint == fingerprint:
+                out.append(hit)
+                continue
+            try:
+                changed.append(self.store.read_record(job_id))
+            except (OSError, ValueError, KeyError, DistTrainError):
+                continue  # being written or removed right now: the next listing has it
+        for record, status in self._statuses(changed):
+            listed = _Listed(fingerprints[record.id], record.created, summary(record, status))
+            out.append(listed)
+            if status.is_terminal:
+                self._ended[record.id] = listed
+        for gone in [j for j in list(self._ended) if j not in fingerprints]:  # deleted or purged
+            self._ended.pop(gone, None)
+        out.sort(key=lambda listed: listed.created, reverse=True)
+        return [listed.summary for listed in out]
+
+    def _statuses(self, records: list[JobRecord]) -> Iterator[tuple[JobRecord, JobStatus]]:
         by_backend: dict[str, list[JobRecord]] = defaultdict(list)
         for record in records:
             by_backend[record.backend].append(record)
-        statuses: dict[str, JobStatus] = {}
         for name, group in by_backend.items():
+            statuses: dict[str, JobStatus] = {}
             try:
-                statuses.update((s.job_id, s) for s in self.backend(name).list())
+                statuses = {s.job_id: s for s in self.backend(name).list(group)}
             except Exception as exc:  # ImportError, cluster down...: fall back, keep listing
                 log.warning("backend %r could not list its jobs, showing stored status: %s", name, exc)
             for record in group:
-                if record.id not in statuses:
-                    statuses[record.id] = self._stored_status(record)
-        return [summary(r, statuses[r.id]) for r in records]
+                yield record, statuses.get(record.id) or self._stored_status(record)
 
     def describe(self, job_id: str) -> dict[str, Any]:
         """Spec, launch request, status (replicas, conditions, events) of one job."""

@@ -45,3 +45,39 @@ def test_reads_follow_every_write_and_copies_are_independent(tmp_path: Path) -> 
         cached.read_record(record.id)
     with pytest.raises(UnknownJobError):
         cached.read_status(record.id)
+
+
+def test_listing_follows_every_write_while_keeping_ended_jobs(tmp_path: Path) -> None:
+    from jupyter_disttrain.server.jobs import JobService
+
+    writer = JobStore(tmp_path / "jobs")  # the launchers and kernels: other processes
+    service = JobService(CachingJobStore(writer.root), "local")
+
+    def make(name: str, created: str, phase: JobPhase | None) -> str:
+        record = JobRecord(id=writer.new_job_id(name), spec=JobSpec(name=name, accelerator="cpu"))
+        record.created = created
+        writer.create(record, "print(1)\n")
+        if phase is not None:
+            writer.write_status(JobStatus(job_id=record.id, phase=phase))
+        return record.id
+
+    def listed() -> dict[str, str]:
+        return {job["id"]: job["phase"] for job in service.list_jobs()}
+
+    done = make("done", "2026-01-01T00:00:00.000Z", JobPhase.SUCCEEDED)
+    pending = make("pending", "2026-01-02T00:00:00.000Z", None)
+    assert [j["id"] for j in service.list_jobs()] == [pending, done]  # newest first
+    assert listed() == {pending: "Pending", done: "Succeeded"}
+    assert service.list_jobs()[1] is service.list_jobs()[1]  # the ended one is not rebuilt
+
+    writer.write_status(JobStatus(job_id=pending, phase=JobPhase.FAILED, reason="Boom"))
+    writer.write_status(JobStatus(job_id=done, phase=JobPhase.FAILED, reason="Rewritten"))
+    assert listed() == {pending: "Failed", done: "Failed"}
+    assert {j["id"]: j["reason"] for j in service.list_jobs()}[done] == "Rewritten"
+
+    (writer.root / "half-written").mkdir()  # a job dir whose record is not there yet
+    writer.mark_deleted(done)
+    assert listed() == {pending: "Failed"}
+    writer.purge(pending)
+    assert listed() == {}
+    assert service._ended == {}
