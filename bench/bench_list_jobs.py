@@ -4,9 +4,11 @@ A real Jupyter server (a subprocess with the extension on) over a store filled w
 local-backend jobs: most ended, some "running" under a launcher pid that is alive, so the
 backend's reconciliation is exercised too. ``GET disttrain/api/jobs`` is timed end to end.
 
-    python bench/bench_list_jobs.py [--jobs 1000] [--rounds 20]
+    python bench/bench_list_jobs.py [--jobs 1000] [--rounds 40]
 
-The last line is the median and p95 list time (target: 1,000 jobs in <= 200 ms).
+The server reads every job once as it starts (in a worker thread) and the first listing
+makes every job's summary; later ones redo only the jobs that changed (here the running
+ones). The last line is the median and p95 of those (target: 1,000 jobs in <= 200 ms).
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ def main() -> None:
         print(f"filled the store with {args.jobs} jobs in {time.perf_counter() - t0:.1f} s")
         server = ServerProcess(work, store.root)
         try:
+            t = time.perf_counter()
             jobs = server.get("disttrain/api/jobs")["jobs"]
+            cold = (time.perf_counter() - t) * 1000  # summaries of every job are made once
             assert len(jobs) == args.jobs, len(jobs)
             times = []
             for _ in range(args.rounds):
@@ -128,6 +132,7 @@ def main() -> None:
             server.stop()
     times.sort()
     p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+    print(f"first listing after the server started: {cold:.0f} ms")
     print(f"rounds: {args.rounds}; min {times[0]:.1f} ms")
     median = statistics.median(times)
     print(f"list {args.jobs} jobs: median {median:.1f} ms, p95 {p95:.1f} ms (target <= 200 ms)")

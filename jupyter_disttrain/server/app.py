@@ -138,6 +138,7 @@ class DistTrainApp(ExtensionApp):
             log_batch_lines=self.log_batch_lines,
         )
         self.settings[SETTINGS_KEY] = self._context
+        self._context.executor.submit(store.warm)
         self.log.info("jupyter_disttrain: job store %s, default backend %s", root, self.default_backend)
 
     def initialize_handlers(self) -> None:
