@@ -138,8 +138,16 @@ class DistTrainApp(ExtensionApp):
             log_batch_lines=self.log_batch_lines,
         )
         self.settings[SETTINGS_KEY] = self._context
-        self._context.executor.submit(store.warm)
+        # One listing in the background: every job is read and summarised once now, so the
+        # UI's first listing is as quick as the later ones.
+        self._context.executor.submit(self._warm_listing)
         self.log.info("jupyter_disttrain: job store %s, default backend %s", root, self.default_backend)
+
+    def _warm_listing(self) -> None:
+        try:
+            self._context.service.list_jobs()
+        except Exception:  # a worker thread's error would vanish unseen: log it
+            self.log.warning("jupyter_disttrain: could not read the job store", exc_info=True)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(routes.handlers())

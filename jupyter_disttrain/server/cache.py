@@ -89,16 +89,6 @@ class CachingJobStore(JobStore):
                 self._records.pop(job_id, None)
                 self._statuses.pop(job_id, None)
 
-    def warm(self) -> None:
-        """Read every job's record and status once, so the first listing is as quick as later
-        ones (the server calls this in a worker thread as it starts)."""
-        for job_id in self.fingerprints():
-            try:
-                self.read_record(job_id)
-                self.read_status(job_id)
-            except (OSError, ValueError, KeyError, UnknownJobError):
-                continue  # being written or removed right now
-
     def purge(self, job_id: str) -> None:
         super().purge(job_id)
         self._records.pop(job_id, None)

@@ -81,18 +81,3 @@ def test_listing_follows_every_write_while_keeping_ended_jobs(tmp_path: Path) ->
     writer.purge(pending)
     assert listed() == {}
     assert service._ended == {}
-
-
-def test_warming_reads_every_listed_job_once(tmp_path: Path) -> None:
-    writer = JobStore(tmp_path / "jobs")
-    ids = []
-    for name in ("a", "b", "c"):
-        record = JobRecord(id=writer.new_job_id(name), spec=JobSpec(name=name))
-        writer.create(record, "print(1)\n")
-        ids.append(record.id)
-    writer.write_status(JobStatus(job_id=ids[0], phase=JobPhase.SUCCEEDED))
-    writer.mark_deleted(ids[2])
-    cached = CachingJobStore(writer.root)
-    cached.warm()
-    assert sorted(cached._records) == sorted(ids[:2])
-    assert list(cached._statuses) == [ids[0]]
