@@ -49,6 +49,15 @@ def test_indexed_job_runs_torchrun_end_to_end(
     assert any(f"cwd={workspace / 'project'}" in ln.text for ln in lines)
     tb = backend.store.tensorboard_dir(job_id)
     assert any(f"tb={tb}" in ln.text for ln in lines)
+    # The log stream's bulk read gives the same lines, in runs per replica and rank.
+    runs = backend.log_runs(job_id)
+    for replica in ("node-0", "node-1"):
+        mine = [ln.text for ln in lines if ln.replica == replica]
+        assert [t for r in runs if r.replica == replica for t in r.lines] == mine
+    assert {(r.replica, r.rank) for r in runs if any(" sum=" in t for t in r.lines)} == {
+        ("node-0", 0),
+        ("node-1", 1),
+    }
     # The same output from pods/log, tagged by replica (node-1's pod may already be removed by
     # the Job controller: that is why each pod also writes its log file on the shared volume).
     pod_lines = list(backend.pod_logs(job_id, "node-0"))
@@ -229,6 +238,11 @@ def test_configmap_ships_the_script_when_the_job_dir_is_not_shared(
     assert status.phase is JobPhase.SUCCEEDED, status.message
     lines = [ln for ln in backend.logs(job_id) if " sum=" in ln.text]  # from pods/log
     assert [(ln.replica, ln.text) for ln in lines] == [("node-0", f"[rank0]:rank 0/1 sum=1 job={job_id}")]
+    runs = backend.log_runs(job_id)  # pods/log lines, grouped for the log stream
+    assert [t for r in runs for t in r.lines] == [ln.text for ln in backend.logs(job_id)]
+    summed = f"[rank0]:rank 0/1 sum=1 job={job_id}"
+    assert [(r.replica, r.rank) for r in runs if summed in r.lines] == [("node-0", 0)]
+    assert backend.log_runs(job_id, offset=runs[-1].offset) == []  # nothing after the last run
     backend.delete(job_id)
     assert toy.cluster.get("/v1/configmaps", "team-a", f"{job_id}-code") is None
 
