@@ -224,24 +224,26 @@ def read_runs(
     return runs
 
 
-def group_runs(lines: Iterator[LogLine], max_lines: int) -> list[LogRun]:
-    """Up to ``max_lines`` of ``lines`` as runs (for sources read a line at a time); closes
-    ``lines`` so that whatever feeds it stops."""
-    runs: list[LogRun] = []
+def take_lines(lines: Iterator[LogLine], limit: int) -> list[LogLine]:
+    """The first ``limit`` of ``lines``; closes ``lines`` so that whatever feeds it stops."""
     try:
-        for count, line in enumerate(lines, 1):
-            last = runs[-1] if runs else None
-            if last is not None and (last.replica, last.rank) == (line.replica, line.rank):
-                last.lines.append(line.text)
-                last.offset = line.offset
-            else:
-                runs.append(LogRun(line.replica, line.rank, [line.text], line.offset))
-            if count >= max_lines:
-                break
+        return list(itertools.islice(lines, limit))
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
             close()
+
+
+def group_runs(lines: Iterator[LogLine], max_lines: int) -> list[LogRun]:
+    """Up to ``max_lines`` of ``lines`` as runs (for sources read a line at a time)."""
+    runs: list[LogRun] = []
+    for line in take_lines(lines, max_lines):
+        last = runs[-1] if runs else None
+        if last is not None and (last.replica, last.rank) == (line.replica, line.rank):
+            last.lines.append(line.text)
+            last.offset = line.offset
+        else:
+            runs.append(LogRun(line.replica, line.rank, [line.text], line.offset))
     return runs
 
 

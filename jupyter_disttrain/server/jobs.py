@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
 from ..errors import DistTrainError, InvalidSpecError
+from ..logfiles import take_lines
 from ..specs import JobSpec, JobStatus, LogLine, validate_job_id
 
 if TYPE_CHECKING:
@@ -184,17 +185,9 @@ class JobService:
         the job has ended and every line has been returned.
         """
         backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
-        lines: list[LogLine] = []
-        iterator = backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None)
-        try:
-            for line in iterator:
-                lines.append(line)
-                if len(lines) >= limit:
-                    break
-        finally:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
+        lines = take_lines(
+            backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None), limit
+        )
         return {
             "lines": [_line_json(line) for line in lines],
             "offset": lines[-1].offset if lines else (offset or ""),
