@@ -105,7 +105,7 @@ class Backend(abc.ABC):
         the job has ended and all its output has been read.
         """
         record = self.store.read_record(job_id)
-        self._check_replica(record, replica)
+        self._check_replica(record, replica, self._log_sources(record))
 
         def done() -> bool:
             return self.describe(job_id).is_terminal
@@ -136,14 +136,14 @@ class Backend(abc.ABC):
         without a newline is complete (pass the status read *before* this call).
         """
         record = self.store.read_record(job_id)
-        self._check_replica(record, replica)
         sources = self._log_sources(record)
+        self._check_replica(record, replica, sources)
         return read_runs(sources, offset=offset, tail=tail, replica=replica, max_lines=max_lines, final=final)
 
-    def _check_replica(self, record: JobRecord, replica: str | None) -> None:
+    def _check_replica(self, record: JobRecord, replica: str | None, sources: list[LogSource]) -> None:
         if replica is not None:
             known = {r.name for r in self.describe(record.id).replicas}
-            known.update(s.replica for s in self._log_sources(record))
+            known.update(s.replica for s in sources)
             if replica not in known:
                 have = ", ".join(sorted(known)) or "none yet"
                 raise InvalidSpecError(f"job {record.id} has no replica {replica!r}; it has: {have}")

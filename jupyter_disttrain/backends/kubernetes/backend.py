@@ -247,8 +247,7 @@ class KubernetesBackend(Backend):
     ) -> Iterator[LogLine]:
         """Per-replica output: the log files on the shared PVC when the job dir is there (they
         outlive the pods), else the pods' own logs (``pods/log``; ``since`` in seconds)."""
-        record = self.store.read_record(job_id)
-        if record.request.get("logs_on_pvc") or "namespace" not in record.backend_state:
+        if self._logs_in_files(job_id):
             return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset)
         return self.pod_logs(job_id, replica, follow=follow, tail=tail, offset=offset, since=since)
 
@@ -262,12 +261,17 @@ class KubernetesBackend(Backend):
         max_lines: int = 5000,
         final: bool = True,
     ) -> list[LogRun]:
-        record = self.store.read_record(job_id)
-        if record.request.get("logs_on_pvc") or "namespace" not in record.backend_state:
+        if self._logs_in_files(job_id):
             return super().log_runs(
                 job_id, replica, tail=tail, offset=offset, max_lines=max_lines, final=final
             )
         return group_runs(self.pod_logs(job_id, replica, tail=tail, offset=offset), max_lines)
+
+    def _logs_in_files(self, job_id: str) -> bool:
+        """Whether the job's output is in log files of the job dir (on the shared PVC, or never
+        launched): else it lives only in its pods, read through ``pods/log``."""
+        record = self.store.read_record(job_id)
+        return bool(record.request.get("logs_on_pvc")) or "namespace" not in record.backend_state
 
     def pod_logs(
         self,
