@@ -15,6 +15,7 @@ mounts are materialised in a per-pod sandbox and their paths rewritten in argv, 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import re
@@ -74,7 +75,7 @@ def _set_condition(
     )
 
 
-class Loop:
+class Loop(abc.ABC):
     """A thread that calls ``reconcile`` whenever the cluster changes (and every 100 ms)."""
 
     def __init__(self, cluster: FakeCluster) -> None:
@@ -100,8 +101,9 @@ class Loop:
             except Exception as exc:  # keep the toy running; tests see the effect
                 print(f"{type(self).__name__}: {exc!r}", file=sys.stderr)
 
+    @abc.abstractmethod
     def reconcile(self) -> None:
-        raise NotImplementedError
+        """Bring the cluster one step closer to what its objects ask for."""
 
 
 def _pod_from_template(owner: dict[str, Any], template: dict[str, Any], name: str) -> dict[str, Any]:
