@@ -45,7 +45,7 @@ class Job:
 
     @property
     def backend(self) -> Backend:
-        return _backend(self.record.backend, str(self.store.root))
+        return _backend(self.record.backend, self.store)
 
     def status(self) -> JobStatus:
         return self.backend.describe(self.id)
@@ -124,7 +124,7 @@ def submit(
     """
     store = store or JobStore()
     spec = spec or make_spec(**spec_fields)
-    job_id = _backend(spec.backend, str(store.root)).submit(spec, script, files)
+    job_id = _backend(spec.backend, store).submit(spec, script, files)
     return Job(job_id, store)
 
 
@@ -139,7 +139,7 @@ def dryrun(
     """The exact request ``submit`` would make, with nothing created or launched."""
     store = store or JobStore()
     spec = spec or make_spec(**spec_fields)
-    return _backend(spec.backend, str(store.root)).dryrun(spec, script=script, files=files)
+    return _backend(spec.backend, store).dryrun(spec, script=script, files=files)
 
 
 def get_job(job_id: str, store: JobStore | None = None) -> Job:
@@ -156,7 +156,7 @@ def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
     out = []
     for record in store.records():
         try:
-            out.append(_backend(record.backend, str(store.root)).describe(record.id))
+            out.append(_backend(record.backend, store).describe(record.id))
         except DistTrainError:
             status = store.read_status(record.id)
             if status is not None:
@@ -169,5 +169,6 @@ def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
 
 
 @lru_cache(maxsize=32)
-def _backend(name: str, root: str) -> Backend:
-    return get_backend(name, JobStore(root))
+def _backend(name: str, store: JobStore) -> Backend:
+    """One backend per name and store (equal stores read the same jobs)."""
+    return get_backend(name, store)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import DistTrainError
+from .errors import DistTrainError, UnknownJobError
 from .specs import JobStatus, LogLine
 
 
@@ -20,7 +20,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jupyter disttrain", description="Distributed training jobs of jupyter_disttrain."
     )
-    p.add_argument("--root", help="job store directory (default: $DISTTRAIN_JOB_ROOT or ./.disttrain/jobs)")
+    p.add_argument(
+        "--root",
+        help="search this job store directory only (default: $DISTTRAIN_JOB_ROOT if set, else the nearest"
+        " ./.disttrain/jobs and every job root you have used; new jobs go to the former)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="every job, newest first")
     s = sub.add_parser("status", help="a job's phase, replicas and events")
@@ -48,8 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_subcommand(argv: Sequence[str], out: Callable[[str], Any] = print) -> int:
-    from .store import JobStore
+def run_subcommand(
+    argv: Sequence[str], out: Callable[[str], Any] = print, command: str = "jupyter disttrain"
+) -> int:
+    """Run one subcommand; ``command`` is how the user types them, for the hints shown."""
+    from .roots import open_store
 
     argv = list(argv)
     script_args: list[str] = []
@@ -58,15 +65,24 @@ def run_subcommand(argv: Sequence[str], out: Callable[[str], Any] = print) -> in
         argv = argv[: argv.index("--")]
     args = _parser().parse_args(argv)
     args.script_args = script_args
-    store = JobStore(args.root) if args.root else JobStore()
+    store = open_store(args.root)
     from . import api
 
     if args.command == "list":
-        out(format_table(api.list_jobs(store), store))
+        statuses = api.list_jobs(store)
+        if statuses:
+            out(format_table(statuses, store))
+        else:
+            where = " or ".join(str(r) for r in store.roots())
+            out(f"no jobs in {where}; submit one with `{command} run FILE` or %%distrun in a notebook")
         return 0
     if args.command == "run":
         return _run_file(args, store, out)
-    job = api.get_job(args.job_id, store)
+    try:
+        job = api.get_job(args.job_id, store)
+    except UnknownJobError as exc:
+        exc.list_command = f"{command} list"
+        raise
     if args.command == "status":
         out(format_status(job.status()))
     elif args.command == "logs":

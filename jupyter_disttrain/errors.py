@@ -6,6 +6,9 @@ so the magic, the CLI and the REST API can show ``str(error)`` as it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from os import PathLike
+
 
 class DistTrainError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -20,14 +23,22 @@ class PackagingError(DistTrainError):
 
 
 class UnknownJobError(DistTrainError, KeyError):
-    """No job with that id exists in the store (or the backend)."""
+    """No job with that id exists in the store (or the backend).
 
-    def __init__(self, job_id: str) -> None:
+    Says where it looked, and the command that lists jobs where the user is: a terminal
+    command by default; the magic sets ``list_command`` to its own.
+    """
+
+    list_command = "jupyter disttrain list"
+
+    def __init__(self, job_id: str, searched: Sequence[PathLike[str] | str] = ()) -> None:
         super().__init__(job_id)
         self.job_id = job_id
+        self.searched = [str(p) for p in searched]
 
     def __str__(self) -> str:
-        return f"no job {self.job_id!r}; `%distrun list` shows the jobs that exist"
+        where = f" in {' or '.join(self.searched)}" if self.searched else ""
+        return f"no job {self.job_id!r}{where}; `{self.list_command}` shows the jobs that exist"
 
 
 class UnknownBackendError(DistTrainError, LookupError):

@@ -319,4 +319,4 @@ def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
     """The subcommands shared by ``%distrun`` and ``jupyter disttrain``."""
     from .cli import run_subcommand
 
-    run_subcommand(argv, out)
+    run_subcommand(argv, out, command="%distrun")

@@ -24,7 +24,7 @@ import secrets
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,13 +115,41 @@ def default_root(start: Path | None = None) -> Path:
 
 
 class JobStore:
-    """Job directories under one root. Cheap to create; holds no state but the root path."""
+    """Job directories under one root. Cheap to create; holds no state but the root path.
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    ``also`` gives more roots to search (``roots.open_store`` passes the user's indexed roots):
+    their jobs are listed and found by id too; new jobs always go under ``root``. An id found
+    in several roots is the first one's (``root``, then ``also``'s order).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        also: Callable[[], Sequence[Path]] | None = None,
+    ) -> None:
         self.root = Path(root).expanduser().resolve() if root else default_root()
+        self._root_str = str(self.root)
+        self._also = also
 
     def __repr__(self) -> str:
-        return f"JobStore({str(self.root)!r})"
+        return f"{type(self).__name__}({str(self.root)!r})"
+
+    # Equal stores read the same jobs: lets callers cache a backend per store.
+    def _key(self) -> tuple[Any, ...]:
+        return (type(self), self.root, self._also)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobStore) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def roots(self) -> list[Path]:
+        """Every root searched: ``root`` first."""
+        if self._also is None:
+            return [self.root]
+        return [self.root, *(r for r in self._also() if r != self.root)]
 
     # -- ids and paths -------------------------------------------------------------------
     def new_job_id(self, name: str) -> str:
@@ -132,14 +160,26 @@ class JobStore:
                 return job_id
 
     def job_dir(self, job_id: str) -> Path:
-        """The job's directory; the id is validated, so no path can escape the root."""
+        """The job's directory; the id is validated, so no path can escape the roots."""
         validate_job_id(job_id)
-        return self.root / job_id
+        return Path(self._locate(job_id))
+
+    def _locate(self, job_id: str) -> str:
+        """The directory of an already validated id: under ``root`` unless only another root
+        has that job (a new job's id is free under ``root``)."""
+        d = os.path.join(self._root_str, job_id)
+        if self._also is None or os.path.exists(d):
+            return d
+        for other in self.roots()[1:]:
+            found = os.path.join(other, job_id)
+            if os.path.isfile(os.path.join(found, "job.json")):
+                return found
+        return d
 
     def existing_dir(self, job_id: str) -> Path:
         d = self.job_dir(job_id)
         if not (d / "job.json").is_file():
-            raise UnknownJobError(job_id)
+            raise UnknownJobError(job_id, self.roots())
         return d
 
     def logs_dir(self, job_id: str) -> Path:
@@ -161,6 +201,9 @@ class JobStore:
                 raise InvalidSpecError(f"side file {name!r} must be a plain file name")
             (d / name).write_bytes(data)
         self.write_record(record)
+        from .roots import remember_root  # roots builds on this module
+
+        remember_root(self.root)
         return d
 
     def write_record(self, record: JobRecord) -> None:
@@ -188,37 +231,40 @@ class JobStore:
     # -- listing and removal -------------------------------------------------------------
     def ids(self, include_deleted: bool = False) -> list[str]:
         """Ids of the jobs under the root (deleted ones only when asked), in name order."""
-        return sorted(job_id for job_id, _ in self._scan(include_deleted))
+        return sorted(job_id for job_id, _, _ in self._scan(include_deleted))
 
     def fingerprints(self) -> dict[str, tuple[int, ...]]:
         """Each listed (not deleted) job's id and a value that changes whenever its record or
         status is rewritten: every write is an atomic rename, so the files' inode, mtime and
         size change. Lets a reader that polls skip jobs that did not change (``stat`` only)."""
         out: dict[str, tuple[int, ...]] = {}
-        for job_id, record in self._scan(include_deleted=False):
+        for job_id, job_dir, record in self._scan(include_deleted=False):
             try:
-                st = os.stat(os.path.join(self.root, job_id, "status.json"))
+                st = os.stat(os.path.join(job_dir, "status.json"))
                 status: tuple[int, ...] = (st.st_ino, st.st_mtime_ns, st.st_size)
             except FileNotFoundError:
                 status = ()
             out[job_id] = (record.st_ino, record.st_mtime_ns, record.st_size, *status)
         return out
 
-    def _scan(self, include_deleted: bool) -> Iterator[tuple[str, os.stat_result]]:
-        """Job ids under the root, with the ``stat`` of their ``job.json``."""
-        try:
-            entries = list(os.scandir(self.root))
-        except FileNotFoundError:
-            return
-        for e in entries:
-            if not e.is_dir() or e.name.startswith("."):
-                continue
-            if not include_deleted and os.path.exists(os.path.join(e.path, "deleted")):
-                continue
+    def _scan(self, include_deleted: bool) -> Iterator[tuple[str, str, os.stat_result]]:
+        """Job ids under the roots, with their directory and the ``stat`` of their ``job.json``."""
+        seen: set[str] = set()
+        for root in self.roots():
             try:
-                yield e.name, os.stat(os.path.join(e.path, "job.json"))
+                entries = list(os.scandir(root))
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            for e in entries:
+                if e.name in seen or not e.is_dir() or e.name.startswith("."):
+                    continue
+                try:
+                    st = os.stat(os.path.join(e.path, "job.json"))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                seen.add(e.name)  # a job, deleted or not: it shadows the same id in later roots
+                if include_deleted or not os.path.exists(os.path.join(e.path, "deleted")):
+                    yield e.name, e.path, st
 
     def records(self, include_deleted: bool = False) -> list[JobRecord]:
         """Every job's record, newest first. A record being written right now is skipped."""

@@ -3,10 +3,58 @@
 # other spec can pull a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Galata drives Debian's Chromium: npm installs never download Playwright's own browsers.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+
+# step "what happens now": one line before each long step, so a silent minute is never a mystery.
+step() {
+  CURRENT_STEP="$*"
+  echo "== $*"
+}
+
 if [ -z "${VIRTUAL_ENV:-}" ]; then
-  [ -x .venv/bin/python ] || python3 -m venv .venv
+  if [ ! -x .venv/bin/python ]; then
+    step "creating the virtualenv .venv"
+    python3 -m venv .venv
+  fi
   # shellcheck disable=SC1091
   . .venv/bin/activate
 fi
 TORCH_SPEC="torch==2.13.0"
-pip_install() { python -m pip install --disable-pip-version-check -q "$@" 2>&1 | grep -v "is ignored: it is neither" || true; }
+
+# pip_install ARGS...: pip with its own progress bars on stdout (the first torch/JupyterLab
+# download is long). Installing from this checkout builds the lab extension in the build hook
+# (jlpm install + build: needs Node; first run only). A failed install stops the script loudly,
+# naming the step and repeating pip's error lines; one harmless warning is dropped from stderr.
+pip_install() {
+  local log rc
+  log="$(mktemp "${TMPDIR:-/tmp}/pip-install.XXXXXX")"
+  # stdout stays the terminal (progress bars); stderr goes through the filter and into the log.
+  # PIPESTATUS[0] is pip's exit status (grep's is 1 whenever it had nothing to print).
+  set +e
+  { python -m pip install --disable-pip-version-check "$@" 2>&1 1>&3 3>&- \
+    | tee "$log" | grep -v "is ignored: it is neither" >&2
+    rc=${PIPESTATUS[0]}; } 3>&1
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    {
+      echo
+      echo "!! FAILED: ${CURRENT_STEP:-pip install}: \`pip install $*\` exited $rc. pip's errors:"
+      grep -E -A4 "^ERROR|error:" "$log" | head -n 40 || tail -n 20 "$log"
+    } >&2
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
+}
+
+# jlpm_install: the node packages of the lab extension and the browser tests (one install serves
+# both). Usually a no-op by now: the build hook ran it. Quiet unless it fails.
+jlpm_install() {
+  local out
+  if ! out="$(jlpm install 2>&1)"; then
+    printf '%s\n' "$out" | grep -v "YN0000\|YN0002\|YN0060\|YN0086" >&2
+    echo "!! FAILED: jlpm install (see the lines above)" >&2
+    return 1
+  fi
+}

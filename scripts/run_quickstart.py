@@ -7,11 +7,13 @@ non-zero unless the job succeeded.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 from jupyter_disttrain import api
 from jupyter_disttrain.cli import format_line, format_status
@@ -24,9 +26,18 @@ def main() -> int:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     workdir = NOTEBOOK.parent
     started = time.time()
-    NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
-    ).execute()
+    print(f"== running {NOTEBOOK.name} in a headless kernel (~1 min)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="disttrain-kernel-") as sockets:
+        # IPC (Unix sockets in a private dir) rather than TCP: a local kernel needs no network,
+        # and ipykernel warns about unencrypted TCP.
+        ipc = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "kernel")}})
+        NotebookClient(
+            nb,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(workdir)}},
+            config=ipc,
+        ).execute()
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             text = out.get("text") or out.get("data", {}).get("text/plain", "")
@@ -45,6 +56,9 @@ def main() -> int:
     for line in job.logs(tail=6):
         if line.rank is not None:
             print(format_line(line))
+    print(f"\n== the job's files: {job.dir}")
+    print(f"   from a terminal (with .venv active): jupyter disttrain status {job.id}")
+    print(f"                                        jupyter disttrain logs {job.id}")
     return 0 if status.phase.value == "Succeeded" else 1
 
 

@@ -1,25 +1,73 @@
 #!/usr/bin/env bash
 # Install jupyter_disttrain with its test tools and run every check and test:
 # ruff and mypy; prettier, ESLint, tsc and Jest for the lab extension; the browser tests (Galata in
-# Debian's Chromium, installed if missing); then pytest (real torchrun, kernels, servers).
+# Debian's Chromium, installed with apt-get if missing); then pytest (real torchrun, kernels, servers).
+# Every stage runs even when an earlier one failed; a table of the stages' results closes the run,
+# then pytest's own summary line, and the exit status is non-zero if any stage failed.
+# Arguments go to pytest. TEST_STAGES="ruff pytest" runs only the stages named (ruff, mypy, lab,
+# browser, pytest).
 source "$(dirname "$0")/env.sh"
+step "installing jupyter_disttrain and its test tools (first run: ~8 min, then ~1 min)"
 # A stale build would be reused by the build hook: always build the lab extension afresh.
 rm -rf jupyter_disttrain/labextension lib tsconfig.tsbuildinfo
 pip_install "$TORCH_SPEC" ".[test]"
 
-# One command per line: under `set -e` a failure inside an && list would not stop the run.
-echo "== ruff"
-ruff check .
-ruff format --check .
-echo "== mypy"
-mypy
-echo "== lab extension: prettier, eslint, tsc, jest"
-jlpm install >/dev/null
-jlpm lint:check
-jlpm test --silent
-echo "== browser tests"
-bash tests/ui/run.sh
-echo "== pytest"
-# Last, so its summary closes the run. It imports this checkout; kernels and servers use the
-# installed copy of the same code.
-python -m pytest -q -p no:cacheprovider tests --ignore=tests/ui "$@"
+LOG_DIR="build/test-logs"
+mkdir -p "$LOG_DIR"
+STAGES=()
+RESULTS=()
+FAILED=0
+
+# stage NAME "what it checks" CMD...: run CMD in a subshell under `set -e` (its first failing
+# command fails the stage) and record the result and the time it took.
+stage() {
+  local name="$1" what="$2" start rc
+  shift 2
+  if [ -n "${TEST_STAGES:-}" ] && [[ " $TEST_STAGES " != *" $name "* ]]; then
+    return 0
+  fi
+  step "$name: $what"
+  start=$SECONDS
+  set +e
+  (set -e; "$@")
+  rc=$?
+  set -e
+  STAGES+=("$name")
+  RESULTS+=("$([ "$rc" -eq 0 ] && echo pass || echo "FAIL (exit $rc)")|$((SECONDS - start))")
+  [ "$rc" -eq 0 ] || FAILED=1
+}
+
+# Lint the project's own files only, never untracked scratch files.
+py_files() { git ls-files -- '*.py'; }
+ruff_stage() {
+  py_files | xargs ruff check --force-exclude
+  py_files | xargs ruff format --check --force-exclude
+}
+lab_stage() {
+  jlpm_install
+  jlpm lint:check
+  jlpm test --silent
+}
+pytest_stage() {
+  # It imports this checkout; kernels and servers use the installed copy of the same code.
+  # Exit 5 (no tests collected) is a failure like any other non-zero exit.
+  python -m pytest -q -p no:cacheprovider tests --ignore=tests/ui "$@" 2>&1 | tee "$LOG_DIR/pytest.log"
+}
+
+rm -f "$LOG_DIR/pytest.log"
+stage ruff "lint and format of the project's Python files" ruff_stage
+stage mypy "types" mypy
+stage lab "the lab extension: prettier, ESLint, tsc, Jest" lab_stage
+stage browser "browser tests (Galata in Chromium; first run installs them, ~3 min)" bash tests/ui/run.sh
+stage pytest "real torchrun, kernels and servers (~8 min)" pytest_stage "$@"
+
+echo
+echo "== summary"
+for i in "${!STAGES[@]}"; do
+  printf '  %-8s %-16s %6ss\n' "${STAGES[$i]}" "${RESULTS[$i]%|*}" "${RESULTS[$i]#*|}"
+done
+# The run is judged by its last line: pytest's own summary line when pytest ran.
+if [ -f "$LOG_DIR/pytest.log" ]; then
+  grep -E '(passed|failed|errors?|skipped|no tests ran).* in [0-9.]+s' "$LOG_DIR/pytest.log" | tail -n 1 || true
+fi
+exit "$FAILED"

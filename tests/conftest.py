@@ -14,6 +14,15 @@ from jupyter_disttrain.store import JobStore
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 
+@pytest.fixture(autouse=True)
+def jupyter_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own Jupyter data dir: the index of job roots is never the user's real one
+    (subprocesses, kernels and servers inherit it)."""
+    data_dir = tmp_path_factory.mktemp("jupyter-data")
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data_dir))
+    return data_dir
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> JobStore:
     return JobStore(tmp_path / "jobs")

@@ -45,9 +45,12 @@ def test_ids_that_could_escape_the_root_are_refused(store: JobStore, bad: str) -
         store.job_dir(bad)
 
 
-def test_unknown_job_says_how_to_find_jobs(store: JobStore) -> None:
-    with pytest.raises(UnknownJobError, match="distrun list"):
+def test_unknown_job_says_where_it_looked_and_how_to_find_jobs(store: JobStore) -> None:
+    with pytest.raises(UnknownJobError) as info:
         store.read_record("nope-12345")
+    assert str(info.value) == (
+        f"no job 'nope-12345' in {store.root}; `jupyter disttrain list` shows the jobs that exist"
+    )
 
 
 def test_delete_hides_but_keeps_files_and_purge_removes(store: JobStore) -> None:

@@ -13,6 +13,7 @@ from traitlets import Float, Int, List, TraitError, Unicode, default, validate
 
 from ..backends import default_backend_name
 from ..errors import InvalidSpecError
+from ..roots import open_store
 from ..store import ROOT_ENV
 from . import routes
 from .cache import CachingJobStore
@@ -35,8 +36,10 @@ class DistTrainApp(ExtensionApp):
 
     job_root = Unicode(
         "",
-        help="""Directory of the job store. Empty: <root_dir>/.disttrain/jobs, or
-        $DISTTRAIN_JOB_ROOT when that is set. The server exports the value it uses as
+        help="""Directory of the job store: jobs submitted through the server go there, and
+        only its jobs are listed. Empty: $DISTTRAIN_JOB_ROOT (that root only) when that is set,
+        else <root_dir>/.disttrain/jobs, listed with every job root the user has used (the
+        index in the Jupyter data dir). The server exports the root it submits to as
         $DISTTRAIN_JOB_ROOT, so kernels and terminals it starts submit to the same store.""",
     ).tag(config=True)
 
@@ -109,18 +112,12 @@ class DistTrainApp(ExtensionApp):
             raise TraitError(f"{proposal['trait'].name} must be more than 0")
         return float(proposal["value"])
 
-    def resolved_job_root(self) -> Path:
-        if self.job_root:
-            return Path(self.job_root).expanduser().resolve()
-        if os.environ.get(ROOT_ENV):
-            return Path(os.environ[ROOT_ENV]).expanduser().resolve()
-        root_dir = getattr(self.serverapp, "root_dir", None) or os.getcwd()
-        return Path(root_dir).expanduser().resolve() / ".disttrain" / "jobs"
-
     def initialize_settings(self) -> None:
-        root = self.resolved_job_root()
+        root_dir = getattr(self.serverapp, "root_dir", None) or os.getcwd()
+        default = Path(root_dir).expanduser().resolve() / ".disttrain" / "jobs"
+        store = open_store(self.job_root or None, default=default, store_class=CachingJobStore)
+        root = store.root
         os.environ[ROOT_ENV] = str(root)  # kernels and terminals started from now on agree
-        store = CachingJobStore(root)
         base_url = self.serverapp.base_url if self.serverapp is not None else "/"
         self._context = ServerContext(
             service=JobService(store, self.default_backend),
@@ -141,7 +138,12 @@ class DistTrainApp(ExtensionApp):
         # One listing in the background: every job is read and summarised once now, so the
         # UI's first listing is as quick as the later ones.
         self._context.executor.submit(self._warm_listing)
-        self.log.info("jupyter_disttrain: job store %s, default backend %s", root, self.default_backend)
+        self.log.info(
+            "jupyter_disttrain: job store %s (listing %s), default backend %s",
+            root,
+            "its jobs only" if len(store.roots()) == 1 else "every indexed job root too",
+            self.default_backend,
+        )
 
     def _warm_listing(self) -> None:
         try:

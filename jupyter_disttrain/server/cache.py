@@ -11,7 +11,7 @@ latest state written, at the cost of one ``stat`` instead of a parse.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,19 +23,23 @@ from ..store import JobRecord, JobStore, read_json
 class CachingJobStore(JobStore):
     """``JobStore`` with parsed records kept in memory while their file is unchanged."""
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        super().__init__(root)
-        self._root = str(self.root)
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        also: Callable[[], Sequence[Path]] | None = None,
+    ) -> None:
+        super().__init__(root, also=also)
         self._records: dict[str, tuple[tuple[int, int, int], JobRecord]] = {}
         self._statuses: dict[str, tuple[tuple[int, int, int], JobStatus]] = {}
 
     def read_record(self, job_id: str) -> JobRecord:
         validate_job_id(job_id)
-        path = os.path.join(self._root, job_id, "job.json")
+        path = os.path.join(self._locate(job_id), "job.json")
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
-            raise UnknownJobError(job_id) from None
+            raise UnknownJobError(job_id, self.roots()) from None
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         hit = self._records.get(job_id)
         if hit is not None and hit[0] == key:
@@ -51,13 +55,13 @@ class CachingJobStore(JobStore):
 
     def read_status(self, job_id: str) -> JobStatus | None:
         validate_job_id(job_id)
-        job_dir = os.path.join(self._root, job_id)
+        job_dir = self._locate(job_id)
         path = os.path.join(job_dir, "status.json")
         try:
             st = os.stat(path)
         except FileNotFoundError:
             if not os.path.isfile(os.path.join(job_dir, "job.json")):
-                raise UnknownJobError(job_id) from None
+                raise UnknownJobError(job_id, self.roots()) from None
             return None
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         hit = self._statuses.get(job_id)
@@ -85,7 +89,7 @@ class CachingJobStore(JobStore):
         """Drop purged jobs (deleted ones are kept: they are still readable by id)."""
         # list() copies the keys in one step: other worker threads may be adding to it.
         for job_id in [j for j in list(self._records) if j not in listed]:
-            if not os.path.isdir(os.path.join(self._root, job_id)):
+            if not os.path.isdir(self._locate(job_id)):
                 self._records.pop(job_id, None)
                 self._statuses.pop(job_id, None)
 

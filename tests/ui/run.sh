@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Browser tests of the JupyterLab UI (Galata/Playwright in Debian's Chromium).
-# Installs what is missing (chromium via apt-get, the test's node packages with no browser
-# download, the built lab extension), then starts a real JupyterLab and runs tests/*.spec.ts.
+# Installs what is missing (chromium via apt-get; Galata and Playwright, which are dev packages of
+# the root package.json, so one `jlpm install` serves the extension's build and these tests; the
+# built lab extension), then starts a real JupyterLab and runs tests/*.spec.ts.
+# Screenshots go to build/ui-screenshots (SCREENSHOT_DIR); scripts/screenshots.sh refreshes the
+# README's docs/screenshots. Nothing in the checkout changes.
 # Usage: tests/ui/run.sh [playwright args...]   (e.g. -g "cancel")
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -13,9 +16,9 @@ if ! command -v "${CHROMIUM:-/usr/bin/chromium}" >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-if [ ! -d "$HERE/node_modules/@jupyterlab/galata" ]; then
-  echo "== jlpm install (tests/ui)"
-  (cd "$HERE" && jlpm install)
+if [ ! -d "$ROOT/node_modules/@jupyterlab/galata" ]; then
+  echo "== jlpm install (the lab extension's and the browser tests' node packages; first run ~2 min)"
+  (cd "$ROOT" && jlpm install)
 fi
 
 # Use the installed package if there is one, else this checkout (server, kernels and page).
@@ -23,8 +26,8 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/disttrain-ui.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 if ! jupyter labextension list 2>&1 | grep -q "jupyter_disttrain"; then
   if [ ! -f "$ROOT/jupyter_disttrain/labextension/package.json" ]; then
-    echo "== building the lab extension"
-    (cd "$ROOT" && jlpm install && jlpm build)
+    echo "== building the lab extension (first run only, ~1 min)"
+    (cd "$ROOT" && jlpm build)
   fi
   mkdir -p "$WORK/labextensions"
   ln -s "$ROOT/jupyter_disttrain/labextension" "$WORK/labextensions/jupyter_disttrain"
@@ -33,10 +36,12 @@ if ! jupyter labextension list 2>&1 | grep -q "jupyter_disttrain"; then
 fi
 
 export DISTTRAIN_JOB_ROOT="$WORK/jobs"
+# The per-user index of job roots (and lab state) of this run only, not the real one.
+export JUPYTER_DATA_DIR="$WORK/data"
 export DISTTRAIN_BACKEND="${DISTTRAIN_BACKEND:-local}"
-export SCREENSHOT_DIR="${SCREENSHOT_DIR:-$ROOT/docs/screenshots}"
+export SCREENSHOT_DIR="${SCREENSHOT_DIR:-$ROOT/build/ui-screenshots}"
 export JLAB_PORT="${JLAB_PORT:-$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 export JLAB_TOKEN="${JLAB_TOKEN:-$(python -c 'import secrets; print(secrets.token_hex(24))')}"
 mkdir -p "$DISTTRAIN_JOB_ROOT" "$SCREENSHOT_DIR"
 cd "$HERE"
-npx playwright test "$@"
+"$ROOT/node_modules/.bin/playwright" test "$@"

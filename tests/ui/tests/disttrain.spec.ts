@@ -12,7 +12,6 @@ import { notebook } from './notebook';
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
 
-test.describe.configure({ mode: 'serial' });
 test.use({ autoGoto: true });
 
 const TRAIN = `%%distrun --gpus 2 --name uitest
@@ -198,7 +197,17 @@ test('a failed job is flagged with its reason and a notification with its logs',
 }) => {
   await runNotebook(page, tmpPath, 'fail.ipynb', [
     '%load_ext jupyter_disttrain',
-    '%%distrun --gpus 2 --name uifail --detach\nimport sys\nprint("about to fail", flush=True)\nsys.exit(3)'
+    // The barrier: both ranks have printed (and flushed) before either exits; without it,
+    // rank 0's exit could get rank 1 stopped before it printed
+    [
+      '%%distrun --gpus 2 --name uifail --detach',
+      'import sys',
+      'import torch.distributed as dist',
+      'dist.init_process_group("gloo")',
+      'print("about to fail", flush=True)',
+      'dist.barrier()',
+      'sys.exit(3)'
+    ].join('\n')
   ]);
   const toast = page.locator('.Toastify__toast').filter({ hasText: 'Job uifail failed' });
   await expect(toast).toBeVisible();
