@@ -84,8 +84,17 @@ export async function requestAPI<T>(
 
 const enc = encodeURIComponent;
 
+let lastRoots: readonly string[] = [];
+
 export async function listJobs(): Promise<IJobSummary[]> {
-  return (await requestAPI<{ jobs: IJobSummary[] }>('jobs')).jobs;
+  const answer = await requestAPI<{ jobs: IJobSummary[]; roots?: string[] }>('jobs');
+  lastRoots = answer.roots ?? [];
+  return answer.jobs;
+}
+
+/** The job roots the last listing searched (the server's own root, then the user's others). */
+export function searchedRoots(): readonly string[] {
+  return lastRoots;
 }
 
 export function getJob(id: string): Promise<IJobDetail> {

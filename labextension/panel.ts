@@ -14,7 +14,7 @@ import {
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { ALL_JOBS, IJobSummary, TERMINAL_PHASES } from './api';
+import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from './api';
 import { CommandIDs } from './commands';
 import { jobShape, jobTiming } from './format';
 import { chartIcon, disttrainIcon } from './icons';
@@ -108,7 +108,7 @@ export class JobsPanel extends Widget {
       : !loaded
         ? 'Loading jobs…'
         : jobs.length === 0
-          ? 'No jobs yet. Run a cell with %%distrun --gpus 2 to start one.'
+          ? `No jobs yet${inRoots(searchedRoots())}. Run a cell with %%distrun --gpus 2 to start one.`
           : '';
     this._status.classList.toggle('jp-mod-error', !!error);
 
@@ -220,4 +220,9 @@ export function phaseBadge(phase: string): HTMLSpanElement {
   badge.className = `jp-DistTrain-badge jp-DistTrain-phase-${phase.toLowerCase()}`;
   badge.textContent = phase;
   return badge;
+}
+
+/** " in /a or /b": where an empty listing looked (nothing when the server did not say). */
+function inRoots(roots: readonly string[]): string {
+  return roots.length ? ` in ${roots.join(' or ')}` : '';
 }

@@ -120,7 +120,9 @@ class JobsHandler(DistTrainHandler):
     @web.authenticated
     async def get(self) -> None:
         jobs = await self.call(self.ctx.service.list_jobs)
-        self.write_json({"jobs": jobs})
+        # where the jobs were looked for: an empty list then says where it looked
+        roots = [str(root) for root in self.ctx.service.store.roots()]
+        self.write_json({"jobs": jobs, "roots": roots})
 
     @web.authenticated
     async def post(self) -> None:

@@ -21,7 +21,9 @@ async def test_info_and_the_exported_job_root(jp_fetch: Any, job_root: Path) -> 
     assert info["default_backend"] == "local" and "local" in info["backends"]
     # Kernels and terminals the server starts inherit this, so they submit to the same store.
     assert os.environ[ROOT_ENV] == str(job_root.resolve())
-    assert json.loads((await jp_fetch("disttrain", "api", "jobs")).body) == {"jobs": []}
+    # the configured root alone is searched, and an empty list says so
+    listing = json.loads((await jp_fetch("disttrain", "api", "jobs")).body)
+    assert listing == {"jobs": [], "roots": [str(job_root.resolve())]}
 
 
 async def test_tensorboard_root_without_slash_redirects(jp_fetch: Any) -> None:
