@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,14 @@ import pytest
 from jupyter_disttrain.store import JobStore
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_jupyter_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Module-scoped fixtures make jobs too: they record their roots here, not for the user."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_DATA_DIR", str(tmp_path_factory.mktemp("session-jupyter-data")))
+        yield
 
 
 @pytest.fixture(autouse=True)
