@@ -18,7 +18,10 @@ module.exports = {
   outputDir: './test-results',
   reporter: [['list']],
   workers: 1,
+  // No retries, and one failure never stops the run (no serial mode, no maxFailures): every
+  // test reports its own result.
   retries: 0,
+  maxFailures: 0,
   timeout: 240 * 1000,
   expect: { timeout: 60 * 1000 },
   use: {
