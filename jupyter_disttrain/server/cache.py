@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from ..errors import UnknownJobError
 from ..specs import JobStatus, validate_job_id
-from ..store import JobRecord, JobStore, read_json
+from ..store import JobRecord, JobStore, checked_record, read_json
 
 
 class CachingJobStore(JobStore):
@@ -30,8 +30,7 @@ class CachingJobStore(JobStore):
         self._statuses: dict[str, tuple[tuple[int, int, int], JobStatus]] = {}
 
     def read_record(self, job_id: str) -> JobRecord:
-        validate_job_id(job_id)
-        path = os.path.join(self._root, job_id, "job.json")
+        path = os.path.join(self.existing_dir(job_id), "job.json")  # no link, in the root
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -42,7 +41,7 @@ class CachingJobStore(JobStore):
             record = hit[1]
         else:
             # Replaced between stat and read? Then the next stat differs and it is read again.
-            record = JobRecord.from_dict(read_json(Path(path)))
+            record = checked_record(read_json(Path(path)), job_id, os.path.dirname(path))
             self._records[job_id] = (key, record)
         # Callers may add to backend_state before writing the record back: give them their own.
         mine = _shallow(record)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ...errors import BackendError, InvalidSpecError
-from ...logfiles import group_runs
+from ...logfiles import Budget, group_runs
 from ...specs import (
     DryRun,
     Event,
@@ -243,13 +243,16 @@ class KubernetesBackend(Backend):
         follow: bool = False,
         tail: int | None = None,
         offset: str | int | None = None,
+        budget: Budget | None = None,
         since: int | None = None,
     ) -> Iterator[LogLine]:
         """Per-replica output: the log files on the shared PVC when the job dir is there (they
         outlive the pods), else the pods' own logs (``pods/log``; ``since`` in seconds)."""
         if self._logs_in_files(job_id):
-            return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset)
-        return self.pod_logs(job_id, replica, follow=follow, tail=tail, offset=offset, since=since)
+            return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
+        return self.pod_logs(
+            job_id, replica, follow=follow, tail=tail, offset=offset, since=since, budget=budget
+        )
 
     def log_runs(
         self,
@@ -260,12 +263,14 @@ class KubernetesBackend(Backend):
         offset: str | int | None = None,
         max_lines: int = 5000,
         final: bool = True,
+        budget: Budget | None = None,
     ) -> list[LogRun]:
         if self._logs_in_files(job_id):
             return super().log_runs(
-                job_id, replica, tail=tail, offset=offset, max_lines=max_lines, final=final
+                job_id, replica, tail=tail, offset=offset, max_lines=max_lines, final=final, budget=budget
             )
-        return group_runs(self.pod_logs(job_id, replica, tail=tail, offset=offset), max_lines)
+        lines = self.pod_logs(job_id, replica, tail=tail, offset=offset, budget=budget or Budget())
+        return group_runs(lines, max_lines)
 
     def _logs_in_files(self, job_id: str) -> bool:
         """Whether the job's output is in log files of the job dir (on the shared PVC, or never
@@ -282,6 +287,7 @@ class KubernetesBackend(Backend):
         tail: int | None = None,
         offset: str | int | None = None,
         since: int | None = None,
+        budget: Budget | None = None,
     ) -> Iterator[LogLine]:
         """Lines from ``pods/log`` of the job's pods, each tagged with its replica."""
         record = self.store.read_record(job_id)
@@ -301,6 +307,7 @@ class KubernetesBackend(Backend):
             offset=offset,
             since=since,
             is_done=lambda: self.describe(job_id).is_terminal,
+            budget=budget,
         )
 
     # -- stop ------------------------------------------------------------------------------
