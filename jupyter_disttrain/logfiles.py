@@ -37,7 +37,7 @@ MAX_LINE = 64 * 1024  # bytes: a longer line is handed out in pieces, so one run
 CUT_MARKER = " \u2026[line cut, continues]"  # ends a piece cut from a longer line
 # Bytes of the log one answer (a chunk, a stream event, a poll of the cell view) may cover. The
 # answer's JSON is at most ~6x that (one invalid byte becomes "\\ufffd"), under 8 MB.
-ANSWER_BYTES = 1 << 20
+ANSWER_BYTES = 512 * 1024
 _LINE_COST = 24  # what a line costs an answer besides its text (quotes, keys, commas)
 _RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
 _SEPARATOR = re.compile(rb"\r\n|\r|\n")
