@@ -98,7 +98,7 @@ def test_tail_shows_a_progress_bars_latest_state(tmp_path: Path) -> None:
     sources = _source(log, b"epoch 1\n" + bar + b"\r")
     last = f"{199_999:>7}/200000 |{'#' * (199_999 % 40)}\r"
     for final in (True, False):
-        (line,) = list(read_lines(lambda: sources, tail=1, replica="rank-0", is_done=lambda: final))
+        (line,) = list(read_lines(lambda: sources, tail=1, replica="rank-0", is_done=lambda f=final: f))
         assert line.text == last and int(line.offset) == log.stat().st_size
     (two,) = list(read_lines(lambda: sources, tail=2, replica="rank-0"))  # one pending chunk
     assert two.text == f"{199_998:>7}/200000 |{'#' * (199_998 % 40)}\r" + last
