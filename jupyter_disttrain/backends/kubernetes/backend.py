@@ -8,6 +8,7 @@ informers (one watch per namespace and kind), logs from the shared PVC or ``pods
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ from .podlogs import pod_log_lines
 from .status import build_status
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
+log = logging.getLogger(__name__)
 DEFAULT_K8S_VERSION = (1, 29)
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -232,7 +234,10 @@ class KubernetesBackend(Backend):
         current = self.store.read_status(status.job_id)
         if current is not None and current.is_terminal:
             return current
-        self.store.write_status(status)
+        try:
+            self.store.write_status(status)
+        except OSError as exc:  # a full or read-only disk: the cluster's answer still stands
+            log.warning("could not record the status of job %s: %s", status.job_id, exc)
         return status
 
     def logs(
