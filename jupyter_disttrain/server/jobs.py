@@ -191,10 +191,12 @@ class JobService:
             backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None, budget=budget),
             limit,
         )
+        more = len(lines) == limit or budget.hit
         return {
             "lines": [_line_json(line) for line in lines],
             "offset": lines[-1].offset if lines else (offset or ""),
-            "done": ended and len(lines) < limit and not budget.hit,
+            "done": ended and not more,
+            "more": more,
         }
 
     def read_runs(
@@ -206,20 +208,20 @@ class JobService:
         limit: int = 5000,
     ) -> dict[str, Any]:
         """``read_logs`` in bulk, for the log stream: ``{"runs": [LogRun], "offset", "done",
-        "count", "full"}`` (``full``: the answer stopped at its line or byte limit, more is there)."""
+        "count", "more"}`` (``more``: the answer stopped at its line or byte limit, more is there)."""
         backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
         budget = Budget()
         runs = backend.log_runs(
             job_id, replica, tail=tail, offset=offset or None, max_lines=limit, final=ended, budget=budget
         )
         count = sum(len(run.lines) for run in runs)
-        full = count >= limit or budget.hit
+        more = count >= limit or budget.hit
         return {
             "runs": [run.to_dict() for run in runs],
             "offset": runs[-1].offset if runs else (offset or ""),
-            "done": ended and not full,
+            "done": ended and not more,
             "count": count,
-            "full": full,
+            "more": more,
         }
 
     def _log_reader(

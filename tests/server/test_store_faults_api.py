@@ -122,8 +122,9 @@ async def test_log_answers_are_bounded_in_bytes_and_resume_exactly(jp_fetch: Any
         answers += 1
         pieces += [ln["text"] for ln in chunk["lines"]]
         if chunk["done"]:
+            assert not chunk["more"]
             break
-        assert chunk["lines"], "not done, yet nothing new"
+        assert chunk["more"] and chunk["lines"], "not done, yet nothing new"
         offset = chunk["offset"]
     assert answers > 2 and pieces[-1] == "the end" and chunk["offset"] == f"rank-0:{len(data)}"
     assert all(p.endswith(CUT_MARKER) for p in pieces[:-2])
