@@ -106,6 +106,18 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
+def read_status_file(path: Path) -> JobStatus | None:
+    """The status in ``path``; None when there is none yet (or only a link, never followed)."""
+    try:
+        return JobStatus.from_dict(read_json(path))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+
+
 _warned: set[str] = set()
 
 
@@ -158,7 +170,7 @@ class JobStore:
         validate_name(name)
         while True:
             job_id = f"{name}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(5))}"
-            if not (self.root / job_id).exists():
+            if not os.path.lexists(self.root / job_id):
                 return job_id
 
     def job_dir(self, job_id: str) -> Path:
@@ -226,11 +238,7 @@ class JobStore:
         write_json_atomic(self.job_dir(status.job_id) / "status.json", status.to_dict())
 
     def read_status(self, job_id: str) -> JobStatus | None:
-        path = self.existing_dir(job_id) / "status.json"
-        try:
-            return JobStatus.from_dict(read_json(path))
-        except FileNotFoundError:
-            return None
+        return read_status_file(self.existing_dir(job_id) / "status.json")
 
     def read_script(self, job_id: str) -> str:
         record = self.read_record(job_id)

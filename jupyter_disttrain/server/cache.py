@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from ..errors import UnknownJobError
 from ..specs import JobStatus, validate_job_id
-from ..store import JobRecord, JobStore, checked_record, read_json
+from ..store import JobRecord, JobStore, checked_record, read_json, read_status_file
 
 
 class CachingJobStore(JobStore):
@@ -62,9 +62,8 @@ class CachingJobStore(JobStore):
         hit = self._statuses.get(job_id)
         if hit is not None and hit[0] == key:
             return _copy_status(hit[1])
-        try:
-            status = JobStatus.from_dict(read_json(Path(path)))
-        except FileNotFoundError:
+        status = read_status_file(Path(path))
+        if status is None:
             return None
         self._statuses[job_id] = (key, status)
         return _copy_status(status)

@@ -63,6 +63,14 @@ async def test_links_never_serve_files_outside_the_job(jp_fetch: Any, job_root: 
     assert code == 400
     code, body = await fetch_error(jp_fetch, "jobs", job_id, "script")
     assert code == 404 and "symbolic link" in body["message"]
+    # A linked status is not read either, and does not break the job's other routes.
+    outside = tmp_path / "status.json"
+    outside.write_text(json.dumps({"job_id": job_id, "phase": "Failed", "reason": "FROM-OUTSIDE"}))
+    (job_root / job_id / "status.json").unlink()
+    (job_root / job_id / "status.json").symlink_to(outside)
+    for route in ((job_id,), (job_id, "logs"), ()):
+        response = await jp_fetch("disttrain", "api", "jobs", *route)
+        assert b"FROM-OUTSIDE" not in response.body
 
 
 async def test_delete_of_a_linked_job_dir_never_touches_its_target(
