@@ -1,4 +1,5 @@
-"""``%%distrun --oversubscribe``: the magic says the same as the CLI and REST (issue 9, item 14)."""
+"""The magic's limits: ``--oversubscribe`` (the same words as the CLI and REST) and a cell view
+that follows a runaway line in bounded pieces (issue 9, items 14 and 6)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from test_magic import shell  # noqa: F401 - the fixture
 
 from jupyter_disttrain.backends.local import cpu_count
+from jupyter_disttrain.logfiles import CUT_MARKER
 from jupyter_disttrain.store import JobStore
 
 
@@ -28,3 +30,15 @@ def test_more_processes_than_cpus_needs_oversubscribe(
     assert JobStore(tmp_path / "jobs").ids(include_deleted=True) == []
     shell.run_cell_magic("distrun", f"--gpus {many} --accelerator cpu --oversubscribe --dry-run", "x = 1")
     assert f"--nproc-per-node={many}" in capsys.readouterr().out
+
+
+def test_the_cell_view_follows_a_runaway_line_in_pieces(
+    shell: InteractiveShell,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cell = 'import sys\nsys.stdout.write("z" * 3_000_000)\nsys.stdout.flush()\nprint()\nprint("after it")'
+    shell.run_cell_magic("distrun", "--gpus 1 --accelerator cpu", cell)
+    out = capsys.readouterr().out
+    assert "Succeeded" in out and "after it" in out
+    assert CUT_MARKER in out
+    assert max(len(line) for line in out.splitlines()) < 70_000  # pieces, never the whole line
