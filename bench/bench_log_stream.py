@@ -122,7 +122,15 @@ def run_once(
     baseline = psutil.Process(server.proc.pid).memory_info().rss
     sampler.start()
     script = SCRIPT.format(per_rank=per_rank, rate=rate)
-    job = submit(script, store=JobStore(root), name="stream", gpus=ranks, accelerator="cpu")
+    # 4 ranks on a 2-core VM: more processes than CPUs, on purpose.
+    job = submit(
+        script,
+        store=JobStore(root),
+        name="stream",
+        gpus=ranks,
+        accelerator="cpu",
+        options={"oversubscribe": True},
+    )
     follower = SseFollower(ranks)
     asyncio.run(follow(server, job.id, follower))
     follower.check()

@@ -20,6 +20,7 @@ from typing import Any
 from .backends import default_backend_name, get_backend
 from .backends.base import Backend
 from .errors import DistTrainError
+from .logfiles import Budget
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
@@ -66,8 +67,10 @@ class Job:
         follow: bool = False,
         tail: int | None = None,
         offset: str | int | None = None,
+        budget: Budget | None = None,
     ) -> Iterator[LogLine]:
-        return self.backend.logs(self.id, replica, follow=follow, tail=tail, offset=offset)
+        """The job's output (see ``Backend.logs``); a ``Budget`` bounds the bytes read."""
+        return self.backend.logs(self.id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
 
     def cancel(self) -> JobStatus:
         return self.backend.cancel(self.id)

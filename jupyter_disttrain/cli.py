@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DistTrainError, UnknownJobError
-from .specs import JobStatus, LogLine
+from .specs import OVERSUBSCRIBE_HELP, JobStatus, LogLine
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default=None)
     r.add_argument("--max-restarts", type=int, default=0)
     r.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--oversubscribe", action="store_true", help=OVERSUBSCRIBE_HELP)
     r.add_argument("--detach", action="store_true", help="return at once")
     r.epilog = "Arguments after -- go to the script."
     return p
@@ -123,6 +124,7 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
         args=script_args,
         env=env,
         max_restarts=args.max_restarts,
+        options={"oversubscribe": True} if args.oversubscribe else {},
     )
     out(f"job {job.id} submitted")
     if args.detach:

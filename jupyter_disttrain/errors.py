@@ -47,3 +47,14 @@ class UnknownBackendError(DistTrainError, LookupError):
 
 class BackendError(DistTrainError):
     """The backend could not carry out a request (cluster refused, process failed to start...)."""
+
+
+class ForeignJobDirError(UnknownJobError):
+    """A directory under the job root that is not a job of this store (renamed, copied, a link)."""
+
+    def __init__(self, job_id: str, why: str) -> None:
+        super().__init__(job_id)
+        self.why = why
+
+    def __str__(self) -> str:
+        return f"{self.job_id!r} under the job root is not a job of this store: {self.why}"

@@ -8,10 +8,16 @@ reader that stops anywhere can resume with no line lost or repeated.
 Lines end at ``\\n``. A progress bar (tqdm) rewrites its line with ``\\r`` and no ``\\n``; such a
 pending chunk is handed out once it ends in ``\\r`` (its text keeps the ``\\r``), so viewers can
 show the bar move and draw the next chunk over it.
+
+Every read is bounded in bytes as well as in lines: a line longer than ``MAX_LINE`` bytes is
+handed out in pieces (at its last ``\\r`` when it has one, else cut with ``CUT_MARKER`` at the
+end of the piece), each piece with its own exact offset, so a reader resumes after the piece
+and no byte is lost or repeated; and an answer stops once its ``Budget`` is spent.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import itertools
@@ -23,11 +29,60 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InvalidSpecError
+from .safefiles import open_regular, regular_files
 from .specs import LogLine, LogRun
 
 _BLOCK = 64 * 1024
-_MAX_LINE = 1 << 20  # a "line" longer than this is cut, so one runaway print cannot eat memory
+MAX_LINE = 64 * 1024  # bytes: a longer line is handed out in pieces, so one runaway print cannot eat memory
+CUT_MARKER = " \u2026[line cut, continues]"  # ends a piece cut from a longer line
+# Bytes of the log one answer (a chunk, a stream event, a poll of the cell view) may cover. The
+# answer's JSON is at most ~6x that (one invalid byte becomes "\\ufffd"), under 8 MB.
+ANSWER_BYTES = 512 * 1024
+_LINE_COST = 24  # what a line costs an answer besides its text (quotes, keys, commas)
 _RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
+_SEPARATOR = re.compile(rb"\r\n|\r|\n")
+
+
+class Budget:
+    """Bytes an answer may still cover; the first line always fits (it is at most ``MAX_LINE``).
+
+    ``hit`` says the answer stopped for want of bytes (more lines are there already)."""
+
+    def __init__(self, limit: int = ANSWER_BYTES) -> None:
+        self.left = limit
+        self.used = 0
+        self.hit = False
+
+    def take(self, cost: int) -> bool:
+        if self.used and cost > self.left:
+            self.hit = True
+            return False
+        self.left -= cost
+        self.used += cost
+        return True
+
+    def charge(self, cost: int) -> None:
+        """Count what is already in the answer (a run's resume token)."""
+        self.left -= cost
+        self.used += cost
+
+    def fit(self, costs: list[int]) -> int:
+        """How many of ``costs``, in order, fit (taking them)."""
+        sums = list(itertools.accumulate(costs))
+        count = bisect.bisect_right(sums, self.left)
+        if count == 0 and not self.used and costs:
+            count = 1
+        if count < len(costs):
+            self.hit = True
+        if count:
+            self.left -= sums[count - 1]
+            self.used += sums[count - 1]
+        return count
+
+
+def log_files(directory: Path) -> list[Path]:
+    """The ``*.log`` files of a job's log dir: regular files only, never a link out of the job."""
+    return sorted(regular_files(directory, "*.log"))
 
 
 @dataclass(frozen=True)
@@ -73,32 +128,49 @@ def format_offset(offsets: dict[str, int], names: list[str], single: bool = Fals
 
 
 def tail_start(path: Path, lines: int) -> int:
-    """Byte offset where the last ``lines`` complete lines of ``path`` begin."""
+    """Byte offset where the last ``lines`` lines of ``path`` begin.
+
+    Lines end at ``\\n`` and also at ``\\r``, so the last line of a progress bar is its latest
+    state; a line longer than ``MAX_LINE`` counts as pieces of that size, so the scan back is
+    bounded (``lines`` x ``MAX_LINE`` bytes at most).
+    """
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
+        f = open_regular(path)
+    except OSError:
         return 0
-    if lines <= 0:
-        return size
-    with open(path, "rb") as f:
-        pos = size
-        # A trailing newline ends the last line; it does not start another.
-        f.seek(max(0, size - 1))
-        wanted = lines + 1 if size and f.read(1) == b"\n" else lines
-        seen = 0
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if lines <= 0 or size == 0:
+            return size
+        f.seek(max(0, size - 2))
+        last = f.read(2)
+        # A separator at the very end ends the last line; it does not start another.
+        end = size - (2 if last == b"\r\n" else 1 if last[-1:] in (b"\n", b"\r") else 0)
+        line_end, pos, count = end, end, 0
         while pos > 0:
             step = min(_BLOCK, pos)
             pos -= step
             f.seek(pos)
             block = f.read(step)
-            idx = len(block)
-            while True:
-                idx = block.rfind(b"\n", 0, idx)
-                if idx < 0:
+            if pos > 0 and block[:1] == b"\n":  # keep a "\r\n" across blocks together
+                f.seek(pos - 1)
+                if f.read(1) == b"\r":
+                    pos, block = pos - 1, b"\r" + block
+            seps = [(m.start(), m.end()) for m in _SEPARATOR.finditer(block)]
+            for sep_start, sep_end in [*reversed(seps), (-1, -1)]:
+                # A line longer than a piece: its last pieces count as lines of their own.
+                at = pos + sep_end if sep_start >= 0 else None
+                while line_end - MAX_LINE > (at if at is not None else pos):
+                    line_end -= MAX_LINE
+                    count += 1
+                    if count == lines:
+                        return line_end
+                if at is None:
                     break
-                seen += 1
-                if seen == wanted:
-                    return pos + idx + 1
+                count += 1
+                if count == lines:
+                    return at
+                line_end = pos + sep_start
     return 0
 
 
@@ -157,13 +229,14 @@ def read_lines(
     is_done: Callable[[], bool] = lambda: True,
     poll_interval: float = 0.05,
     replica: str | None = None,
+    budget: Budget | None = None,
 ) -> Iterator[LogLine]:
     """Yield lines of the given sources, interleaved in the order they are found.
 
     ``sources`` is called again while following, because replicas appear as they start (a
     replica that has written nothing yet simply has no lines). Without ``follow`` the
     iterator ends at the current end of the files; with it, once ``is_done()`` is true and
-    everything written has been read.
+    everything written has been read. With a ``budget`` it ends once that is spent.
     """
     initial, token = _start(sources(), offset, tail, replica)
     while True:
@@ -177,7 +250,10 @@ def read_lines(
                 for i, text in enumerate(block.texts, 1):
                     pos = block.end(i)
                     rank = s.rank if s.rank is not None else rank_of(s, text)
-                    yield LogLine(text=text, replica=s.replica, offset=token.moved(s.replica, pos), rank=rank)
+                    offset = token.moved(s.replica, pos)
+                    if budget is not None and not budget.take(block.sizes[i - 1] + len(offset) + _LINE_COST):
+                        return
+                    yield LogLine(text=text, replica=s.replica, offset=offset, rank=rank)
         if not follow or (done and not got_any):
             return
         if not got_any:
@@ -192,6 +268,7 @@ def read_runs(
     replica: str | None = None,
     max_lines: int = 5000,
     final: bool = True,
+    budget: Budget | None = None,
 ) -> list[LogRun]:
     """Up to ``max_lines`` of what the sources hold now, in runs of one replica and rank.
 
@@ -201,6 +278,7 @@ def read_runs(
     line without a newline is complete.
     """
     initial, token = _start(sources, offset, tail, replica)
+    budget = budget or Budget(1 << 62)  # the caller bounds it in lines only
     runs: list[LogRun] = []
     left = max_lines
     with contextlib.ExitStack() as stack:
@@ -211,15 +289,15 @@ def read_runs(
             )
             for s in initial
         ]
-        while cursors and left > 0:
+        while cursors and left > 0 and not budget.hit:
             share = max(1, left // len(cursors))  # what is left over goes round again
             for cursor in list(cursors):
-                got = cursor.take(min(share, left), token)
+                got = cursor.take(min(share, left), token, budget)
                 if not got:
                     cursors.remove(cursor)
                 runs += got
                 left -= sum(len(r.lines) for r in got)
-                if left == 0:
+                if left == 0 or budget.hit:
                     break
     return runs
 
@@ -255,23 +333,29 @@ class _Cursor:
         self.block: _Block | None = None
         self.used = 0
 
-    def take(self, count: int, token: _Token) -> list[LogRun]:
-        """Up to ``count`` more lines (never past the current block) as runs; [] at the end."""
+    def take(self, count: int, token: _Token, budget: Budget) -> list[LogRun]:
+        """Up to ``count`` more lines (never past the current block nor the budget) as runs;
+        [] at the end (or when the budget is spent)."""
         if self.block is None or self.used == len(self.block.texts):
             self.block, self.used = next(self.blocks, None), 0
             if self.block is None:
                 return []
         block, first = self.block, self.used
-        last = self.used = min(len(block.texts), first + count)
+        last = min(len(block.texts), first + count)
+        last = self.used = first + budget.fit([size + 4 for size in block.sizes[first:last]])
+        if last == first:
+            return []
         texts = block.texts if (first, last) == (0, len(block.texts)) else block.texts[first:last]
         source, replica = self.source, self.source.replica
         if source.rank is not None:
-            return [LogRun(replica, source.rank, texts, token.moved(replica, block.end(last)))]
-        runs: list[LogRun] = []  # a file of several ranks (a pod's): a run per rank change
-        for rank, group in itertools.groupby(texts, key=lambda text: rank_of(source, text)):
-            lines = list(group)
-            first += len(lines)
-            runs.append(LogRun(replica, rank, lines, token.moved(replica, block.end(first))))
+            runs = [LogRun(replica, source.rank, texts, token.moved(replica, block.end(last)))]
+        else:
+            runs = []  # a file of several ranks (a pod's): a run per rank change
+            for rank, group in itertools.groupby(texts, key=lambda text: rank_of(source, text)):
+                lines = list(group)
+                first += len(lines)
+                runs.append(LogRun(replica, rank, lines, token.moved(replica, block.end(first))))
+        budget.charge(sum(len(run.offset) + len(run.replica) + _LINE_COST for run in runs))
         return runs
 
 
@@ -281,20 +365,19 @@ def _pick(found: list[LogSource], replica: str | None) -> list[LogSource]:
 
 @dataclass
 class _Block:
-    """Lines read at once from one file: their texts, and where in the file they end."""
+    """Lines read at once from one file: their texts, and how many bytes of the file each took."""
 
     texts: list[str]
-    lengths: list[int]  # bytes of each line, not counting its newline
+    sizes: list[int]  # bytes of each line in the file, with its newline if it had one
     start: int  # byte position of the first line
-    newlines: bool = True  # whether each line ended with a newline (only a cut-off piece does not)
 
     @functools.cached_property
     def _ends(self) -> list[int]:
-        return list(itertools.accumulate(self.lengths, initial=self.start))
+        return list(itertools.accumulate(self.sizes, initial=self.start))
 
     def end(self, count: int) -> int:
         """Byte position after the first ``count`` lines."""
-        return self._ends[count] + (count if self.newlines else 0)
+        return self._ends[count]
 
 
 def _decode(raw: bytes) -> str:
@@ -303,39 +386,89 @@ def _decode(raw: bytes) -> str:
     return text.replace("\r\n", "\n") if "\r" in text else text
 
 
-def _drain(source: LogSource, pos: int, final: bool) -> Generator[_Block, None, None]:
-    """The complete lines of ``source`` past byte ``pos``, a block at a time.
+def _piece(data: bytes) -> tuple[str, int]:
+    """The first piece of a line longer than ``MAX_LINE``: its text and its size in bytes.
 
-    A block is decoded as a whole and then split: the decoder never takes a newline into a
-    broken UTF-8 sequence, so the lines are the same as when decoding each one.
+    A progress bar is cut after its last redraw (``\\r``) in reach, anything else at
+    ``MAX_LINE`` (never inside a UTF-8 character) with ``CUT_MARKER`` at the end."""
+    r = data.rfind(b"\r", 0, MAX_LINE)
+    if r > 0 and data[r + 1 : r + 2] != b"\n":
+        return data[: r + 1].decode("utf-8", "replace"), r + 1
+    n = MAX_LINE
+    while n > MAX_LINE - 3 and data[n] & 0xC0 == 0x80:  # a continuation byte: back to the char start
+        n -= 1
+    return data[:n].decode("utf-8", "replace") + CUT_MARKER, n
+
+
+def _split(data: bytes, rest: str) -> tuple[list[str], list[int], int]:
+    """The lines (and pieces of long lines) at the start of ``data``: texts, sizes, bytes used.
+
+    ``rest`` says what to do with what follows the last newline (at most ``MAX_LINE`` bytes
+    once long lines are cut): "keep" it for the next read, hand out "all" of it (nothing more
+    will come), or hand it out up to its last ``\\r`` ("bar", a progress bar at the end of the file).
     """
+    texts: list[str] = []
+    sizes: list[int] = []
+    cut = data.rfind(b"\n") + 1
+    if cut:
+        raw = data[:cut]
+        parts = raw.split(b"\n")
+        parts.pop()  # the empty piece after the last newline
+        if max(map(len, parts)) <= MAX_LINE:  # the usual case: decode the block at once
+            # The decoder never takes a newline into a broken UTF-8 sequence, so the lines
+            # are the same as when decoding each one.
+            texts = _decode(raw).split("\n")[:-1]
+            sizes = [len(part) + 1 for part in parts]
+        else:
+            for part in parts:
+                used = _pieces(part, texts, sizes)
+                texts.append(_decode(part[used:] + b"\n")[:-1])
+                sizes.append(len(part) - used + 1)
+    tail = data[cut:]
+    used = _pieces(tail, texts, sizes)
+    cut += used
+    tail = tail[used:]
+    end = {"keep": 0, "all": len(tail), "bar": tail.rfind(b"\r") + 1}[rest]
+    if end > 0:
+        texts.append(tail[:end].decode("utf-8", "replace"))
+        sizes.append(end)
+        cut += end
+    return texts, sizes, cut
+
+
+def _pieces(data: bytes, texts: list[str], sizes: list[int]) -> int:
+    """Cut pieces off ``data`` while more than ``MAX_LINE`` bytes are left; the bytes cut."""
+    used = 0
+    while len(data) - used > MAX_LINE:
+        text, size = _piece(data[used : used + MAX_LINE + 1])
+        texts.append(text)
+        sizes.append(size)
+        used += size
+    return used
+
+
+def _drain(source: LogSource, pos: int, final: bool) -> Generator[_Block, None, None]:
+    """The complete lines of ``source`` past byte ``pos``, a block at a time (the file is
+    opened without following a link, so no log is read from outside the job)."""
     try:
-        size = os.path.getsize(source.path)
-    except FileNotFoundError:
+        f = open_regular(source.path)
+    except OSError:  # not there (yet), or a link
         return
-    if size < pos:  # truncated or replaced: start over rather than miss new output
-        pos = 0
-    if size == pos:
-        return
-    with open(source.path, "rb") as f:
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size < pos:  # truncated or replaced: start over rather than miss new output
+            pos = 0
+        if size == pos:
+            return
         f.seek(pos)
         carry = b""
         while chunk := f.read(_BLOCK):
             data = carry + chunk
-            cut = data.rfind(b"\n") + 1
-            carry = data[cut:]
-            if cut:
-                raw = data[:cut]
-                lengths = list(map(len, raw.split(b"\n")))
-                lengths.pop()  # the empty piece after the last newline
-                yield _Block(_decode(raw).split("\n")[:-1], lengths, pos)
-                pos += cut
-            if len(carry) >= _MAX_LINE:
-                yield _Block([_decode(carry)], [len(carry)], pos, newlines=False)
-                pos += len(carry)
-                carry = b""
-    # What is left has no newline yet: hand it out only when nothing more will come, or up
-    # to its last carriage return (a progress bar that redraws itself).
-    cut = len(carry) if final else carry.rfind(b"\r") + 1
-    if cut > 0:
-        yield _Block([carry[:cut].decode("utf-8", "replace")], [cut], pos, newlines=False)
+            texts, sizes, used = _split(data, "keep")
+            if texts:
+                yield _Block(texts, sizes, pos)
+                pos += used
+            carry = data[used:]
+        texts, sizes, used = _split(carry, "all" if final else "bar")
+        if texts:
+            yield _Block(texts, sizes, pos)

@@ -16,6 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .errors import DistTrainError
+from .specs import OVERSUBSCRIBE_HELP
 
 if TYPE_CHECKING:
     from .api import Job
@@ -142,6 +143,7 @@ class DistTrainMagics(Magics):
         default="auto",
         help="cpu forces CPU processes even where GPUs exist",
     )
+    @argument("--oversubscribe", action="store_true", help=OVERSUBSCRIBE_HELP)
     @argument(
         "--dry-run",
         action="store_true",
@@ -248,6 +250,8 @@ class DistTrainMagics(Magics):
             options["node_selector"] = dict(args.node_selector)
         if args.toleration:
             options["tolerations"] = list(args.toleration)
+        if args.oversubscribe:
+            options["oversubscribe"] = True
         fields: dict[str, Any] = {"accelerator": args.accelerator}
         for key in ("image", "cpu", "memory"):
             if getattr(args, key) is not None:
@@ -273,6 +277,7 @@ class DistTrainMagics(Magics):
         def cancel() -> None:
             job.cancel()
 
+        from .logfiles import Budget
         from .polling import Backoff
 
         view = make_view(job.id, str(job.dir), cancel)
@@ -283,7 +288,7 @@ class DistTrainMagics(Magics):
             while True:
                 status = job.status()  # before reading: output written before the end is never missed
                 view.update(status)
-                lines = list(job.logs(offset=offset))
+                lines = list(job.logs(offset=offset, budget=Budget()))  # a bounded read per poll
                 rank_lines = [ln for ln in lines if ln.rank is not None]
                 if lines:
                     offset = lines[-1].offset

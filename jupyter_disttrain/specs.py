@@ -24,6 +24,52 @@ MAX_NAME_LEN = 40
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 SCRIPT_NAME = "train.py"
+# One wording for the flag of the magic and of the CLI (the spec option ``oversubscribe``).
+OVERSUBSCRIBE_HELP = "local backend: start more processes than this machine has CPUs"
+# The script sits next to the store's own files (job.json, status.json, logs/...): a plain
+# ``.py`` name can never be one of them nor reach outside the job dir.
+_ENTRYPOINT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.py$")
+
+# Variables the product and torchrun set for each process: a user value would hide the ranks
+# from cancel (DISTTRAIN_JOB_ID) or break the rendezvous, so ``--env`` may not set them.
+RESERVED_ENV = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_NAME",
+        "ROLE_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
+)
+RESERVED_ENV_PREFIXES = ("DISTTRAIN_", "TORCHELASTIC_")
+
+
+def validate_env_name(key: str) -> str:
+    """Return ``key`` if ``--env`` may set it, else raise a one-line error naming it."""
+    if not isinstance(key, str) or not _ENV_KEY.match(key):
+        raise InvalidSpecError(f"env {key!r}: names are letters, digits and '_', not starting with a digit")
+    if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIXES):
+        raise InvalidSpecError(
+            f"env {key!r} is set by torchrun or jupyter_disttrain for each process and cannot be "
+            "overridden; pass your value under another name"
+        )
+    return key
+
+
+def validate_entrypoint(entrypoint: str) -> str:
+    """The script's file name: a plain ``.py`` name, never a store file or a path."""
+    if not isinstance(entrypoint, str) or not _ENTRYPOINT.match(entrypoint):
+        raise InvalidSpecError(
+            f"entrypoint {entrypoint!r} must be a plain Python file name like 'train.py' "
+            "(no directory, no leading '.')"
+        )
+    return entrypoint
 
 
 class JobPhase(str, Enum):
@@ -132,12 +178,8 @@ class JobSpec:
         if self.launcher != "torchrun":
             raise InvalidSpecError(f"launcher {self.launcher!r} is not supported; use 'torchrun'")
         for key in self.env:
-            if not _ENV_KEY.match(key):
-                raise InvalidSpecError(
-                    f"--env {key!r}: names are letters, digits and '_', not starting with a digit"
-                )
-        if "/" in self.entrypoint or self.entrypoint.startswith("."):
-            raise InvalidSpecError(f"entrypoint {self.entrypoint!r} must be a plain file name")
+            validate_env_name(key)
+        validate_entrypoint(self.entrypoint)
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,7 +18,9 @@ sees a torn record, even if the writer dies half-way.
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -29,12 +31,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidSpecError, UnknownJobError
-from .specs import JobSpec, JobStatus, now_iso, validate_job_id, validate_name
+from .errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
+from .safefiles import is_real_dir, is_real_file, open_regular
+from .specs import JobSpec, JobStatus, now_iso, validate_entrypoint, validate_job_id, validate_name
+
+log = logging.getLogger(__name__)
 
 ROOT_ENV = "DISTTRAIN_JOB_ROOT"
 _STORE_DIR = ".disttrain"
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+# What the store itself keeps in a job dir: no side file may take one of these names.
+_STORE_FILES = frozenset(
+    {"job.json", "status.json", "launcher.json", "launcher.log", "deleted", "logs", "tensorboard"}
+)
 
 
 @dataclass
@@ -93,8 +102,41 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
+    with open_regular(path, "r", encoding="utf-8") as f:  # never a link out of the job dir
         return json.load(f)
+
+
+def read_status_file(path: Path) -> JobStatus | None:
+    """The status in ``path``; None when there is none yet (or only a link, never followed)."""
+    try:
+        return JobStatus.from_dict(read_json(path))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+
+
+_warned: set[str] = set()
+
+
+def warn_once(path: str, message: str) -> None:
+    """Log a problem with a directory of the root once per process (listings poll often)."""
+    if path not in _warned:
+        _warned.add(path)
+        log.warning("skipping %s: %s", path, message)
+
+
+def checked_record(data: Any, job_id: str, path: str) -> JobRecord:
+    """The record in ``<root>/<job_id>/job.json``, if it is that job's: a directory that was
+    renamed, copied or moved holds another id, and taking it would make two jobs one."""
+    record = JobRecord.from_dict(data)
+    if record.id != job_id:
+        why = f"its job.json is job {record.id!r} (renamed, copied or moved?)"
+        warn_once(path, why)
+        raise ForeignJobDirError(job_id, why)
+    return record
 
 
 def default_root(start: Path | None = None) -> Path:
@@ -156,7 +198,7 @@ class JobStore:
         validate_name(name)
         while True:
             job_id = f"{name}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(5))}"
-            if not (self.root / job_id).exists():
+            if not os.path.lexists(self.root / job_id):
                 return job_id
 
     def job_dir(self, job_id: str) -> Path:
@@ -177,9 +219,13 @@ class JobStore:
         return d
 
     def existing_dir(self, job_id: str) -> Path:
+        """The job's directory, if it exists and is really in the root (not a link)."""
         d = self.job_dir(job_id)
-        if not (d / "job.json").is_file():
+        if not is_real_file(d / "job.json"):
             raise UnknownJobError(job_id, self.roots())
+        if not is_real_dir(d):
+            warn_once(str(d), "a symbolic link, not a job directory")
+            raise ForeignJobDirError(job_id, "it is a symbolic link")
         return d
 
     def logs_dir(self, job_id: str) -> Path:
@@ -190,43 +236,62 @@ class JobStore:
 
     # -- records -------------------------------------------------------------------------
     def create(self, record: JobRecord, script: str, files: dict[str, bytes] | None = None) -> Path:
-        """Make the job's directory with its script, side files and record."""
-        d = self.job_dir(record.id)
-        d.mkdir(parents=True, exist_ok=False)
-        (d / "logs").mkdir()
-        (d / "tensorboard").mkdir()
-        (d / record.spec.entrypoint).write_text(script, encoding="utf-8")
-        for name, data in (files or {}).items():
-            if "/" in name or name.startswith("."):
+        """Make the job's directory with its script, side files and record.
+
+        All or nothing: if anything fails (a full disk...), what was made is removed again, so
+        no half-made job dir is left behind.
+        """
+        validate_entrypoint(record.spec.entrypoint)
+        for name in files or {}:
+            if "/" in name or "\\" in name or name.startswith(".") or name in _STORE_FILES:
                 raise InvalidSpecError(f"side file {name!r} must be a plain file name")
-            (d / name).write_bytes(data)
-        self.write_record(record)
+        d = self.job_dir(record.id)
+        self.root.mkdir(parents=True, exist_ok=True)
+        d.mkdir(exist_ok=False)
+        try:
+            (d / "logs").mkdir()
+            (d / "tensorboard").mkdir()
+            (d / record.spec.entrypoint).write_text(script, encoding="utf-8")
+            for name, data in (files or {}).items():
+                (d / name).write_bytes(data)
+            self.write_record(record)
+        except BaseException:
+            self.remove_partial(record.id)
+            raise
         from .roots import remember_root  # roots builds on this module
 
         remember_root(self.root)
         return d
 
+    def remove_partial(self, job_id: str) -> None:
+        """Remove the directory of a submit that failed half-way (best effort)."""
+        d = self.job_dir(job_id)
+        if is_real_dir(d):
+            shutil.rmtree(d, ignore_errors=True)
+
     def write_record(self, record: JobRecord) -> None:
         write_json_atomic(self.job_dir(record.id) / "job.json", record.to_dict())
 
     def read_record(self, job_id: str) -> JobRecord:
-        d = self.existing_dir(job_id)
-        return JobRecord.from_dict(read_json(d / "job.json"))
+        path = self.existing_dir(job_id) / "job.json"
+        return checked_record(read_json(path), job_id, str(path.parent))
 
     def write_status(self, status: JobStatus) -> None:
         status.updated = now_iso()
         write_json_atomic(self.job_dir(status.job_id) / "status.json", status.to_dict())
 
     def read_status(self, job_id: str) -> JobStatus | None:
-        path = self.existing_dir(job_id) / "status.json"
-        try:
-            return JobStatus.from_dict(read_json(path))
-        except FileNotFoundError:
-            return None
+        return read_status_file(self.existing_dir(job_id) / "status.json")
 
     def read_script(self, job_id: str) -> str:
         record = self.read_record(job_id)
-        return (self.job_dir(job_id) / record.spec.entrypoint).read_text(encoding="utf-8")
+        try:
+            with open_regular(self.job_dir(job_id) / record.spec.entrypoint, "r", encoding="utf-8") as f:
+                return f.read()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or isinstance(exc, IsADirectoryError):
+                raise ForeignJobDirError(job_id, "its script is a symbolic link or not a file") from None
+            raise
 
     # -- listing and removal -------------------------------------------------------------
     def ids(self, include_deleted: bool = False) -> list[str]:
@@ -248,7 +313,11 @@ class JobStore:
         return out
 
     def _scan(self, include_deleted: bool) -> Iterator[tuple[str, str, os.stat_result]]:
-        """Job ids under the roots, with their directory and the ``stat`` of their ``job.json``."""
+        """Job ids under the roots, with their directory and the ``stat`` of their ``job.json``.
+
+        Links, names that are not job ids and dirs without a record are skipped (with one
+        warning each), so one odd directory never takes down a listing.
+        """
         seen: set[str] = set()
         for root in self.roots():
             try:
@@ -256,7 +325,15 @@ class JobStore:
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for e in entries:
-                if e.name in seen or not e.is_dir() or e.name.startswith("."):
+                if e.name in seen or e.name.startswith(".") or not e.is_dir():
+                    continue
+                if e.is_symlink():
+                    warn_once(e.path, "a symbolic link, not a job directory")
+                    continue
+                try:
+                    validate_job_id(e.name)
+                except InvalidSpecError:
+                    warn_once(e.path, "its name is not a job id")
                     continue
                 try:
                     st = os.stat(os.path.join(e.path, "job.json"))
@@ -281,8 +358,11 @@ class JobStore:
 
     def mark_deleted(self, job_id: str) -> None:
         """Hide the job from listings; its script, logs and TensorBoard data stay on disk."""
-        (self.existing_dir(job_id) / "deleted").write_text(now_iso() + "\n", encoding="utf-8")
+        path = self.existing_dir(job_id) / "deleted"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(now_iso() + "\n")
 
     def purge(self, job_id: str) -> None:
-        """Remove the job's directory and everything in it."""
+        """Remove the job's directory and everything in it (links in it are removed, never followed)."""
         shutil.rmtree(self.existing_dir(job_id))

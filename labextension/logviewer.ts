@@ -131,7 +131,7 @@ export class LogViewer extends Widget {
         total += page.lines.length;
         offset = page.offset;
         this._setStatus(`Preparing download… ${total.toLocaleString()} lines`);
-        if (page.lines.length < PAGE) {
+        if (!page.more) {
           break;
         }
       }
@@ -189,7 +189,7 @@ export class LogViewer extends Widget {
       this._add(page.lines, page.offset);
       offset = page.offset;
       this._setStatus();
-      if (page.lines.length < PAGE) {
+      if (!page.more) {
         this._done = page.done;
         return;
       }
@@ -218,7 +218,7 @@ export class LogViewer extends Widget {
       }
       this._add(page.lines, page.offset);
       this._done = page.done;
-      if (page.lines.length < PAGE) {
+      if (!page.more) {
         break;
       }
     }

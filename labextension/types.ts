@@ -114,6 +114,8 @@ export interface ILogPage {
   lines: ILogLine[];
   offset: string;
   done: boolean;
+  /** The page stopped at its line or byte limit: more lines are there already. */
+  more: boolean;
 }
 
 export interface ILogQuery {

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from ..errors import BackendError, DistTrainError, InvalidSpecError
-from ..logfiles import LogSource, read_lines, read_runs
+from ..logfiles import Budget, LogSource, log_files, read_lines, read_runs
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 
@@ -60,7 +60,6 @@ class Backend(abc.ABC):
         """
         info = self.dryrun(spec, script=script, files=files)
         record = JobRecord(id=info.job_id, spec=spec, request=info.request)
-        self.store.create(record, script, files)
         status = JobStatus(
             job_id=record.id,
             phase=JobPhase.PENDING,
@@ -68,7 +67,15 @@ class Backend(abc.ABC):
             replicas=self._initial_replicas(spec, info.request),
             events=[Event(now_iso(), "Normal", "Submitted", f"submitted to the {self.name} backend")],
         )
-        self.store.write_status(status)
+        try:
+            self.store.create(record, script, files)
+            self.store.write_status(status)
+        except OSError as exc:  # a full disk, a read-only root...: leave nothing half-made
+            self.store.remove_partial(record.id)
+            raise BackendError(
+                f"could not write the job directory under {self.store.root}: {exc.strerror or exc}; "
+                "nothing was launched"
+            ) from exc
         try:
             self._schedule(record)
         except Exception as exc:
@@ -97,12 +104,14 @@ class Backend(abc.ABC):
         follow: bool = False,
         tail: int | None = None,
         offset: str | int | None = None,
+        budget: Budget | None = None,
     ) -> Iterator[LogLine]:
         """Lines of output, one replica or all interleaved.
 
         ``tail`` starts at the last N lines (of each replica); ``offset`` resumes after the
         line that carried it. With ``follow`` the iterator waits for new lines and ends once
-        the job has ended and all its output has been read.
+        the job has ended and all its output has been read. With a ``budget`` it ends once
+        that many bytes were read (``budget.hit`` then says more is there).
         """
         record = self.store.read_record(job_id)
         self._check_replica(record, replica, self._log_sources(record))
@@ -117,6 +126,7 @@ class Backend(abc.ABC):
             follow=follow,
             is_done=done,
             replica=replica,
+            budget=budget,
         )
 
     def log_runs(
@@ -128,8 +138,10 @@ class Backend(abc.ABC):
         offset: str | int | None = None,
         max_lines: int = 5000,
         final: bool = True,
+        budget: Budget | None = None,
     ) -> list[LogRun]:
-        """Up to ``max_lines`` of the output there is now, in runs of consecutive lines.
+        """Up to ``max_lines`` of the output there is now (and at most ``budget`` bytes), in
+        runs of consecutive lines.
 
         The same lines and resume tokens as ``logs`` without ``follow``, read in bulk: what a
         poller (the server's log stream) calls. ``final``: the job has ended, so a last line
@@ -138,7 +150,15 @@ class Backend(abc.ABC):
         record = self.store.read_record(job_id)
         sources = self._log_sources(record)
         self._check_replica(record, replica, sources)
-        return read_runs(sources, offset=offset, tail=tail, replica=replica, max_lines=max_lines, final=final)
+        return read_runs(
+            sources,
+            offset=offset,
+            tail=tail,
+            replica=replica,
+            max_lines=max_lines,
+            final=final,
+            budget=budget,
+        )
 
     def _check_replica(self, record: JobRecord, replica: str | None, sources: list[LogSource]) -> None:
         if replica is not None:
@@ -197,8 +217,7 @@ class Backend(abc.ABC):
         return status
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
-        logs = self.store.logs_dir(record.id)
-        return [LogSource(p.stem, p) for p in sorted(logs.glob("*.log"))]
+        return [LogSource(p.stem, p) for p in log_files(self.store.logs_dir(record.id))]
 
     @abc.abstractmethod
     def _cancel_existing(self, record: JobRecord) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import procs
 from ..errors import BackendError, InvalidSpecError
-from ..logfiles import LogSource
+from ..logfiles import LogSource, log_files
 from ..specs import DryRun, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ..store import JobRecord, read_json
 from .base import Backend
@@ -29,7 +29,7 @@ from .torchrun import agent_commands
 _LAUNCHER = "jupyter_disttrain.backends.local_launch"
 _LAUNCH_TIMEOUT = 30.0
 _RANK_LOG = re.compile(r"^rank-(\d+)$")
-_OPTIONS = {"grace_period"}
+_OPTIONS = {"grace_period", "oversubscribe"}
 
 
 def visible_gpus() -> list[str]:
@@ -41,6 +41,14 @@ def visible_gpus() -> list[str]:
         return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
     except OSError:
         return []
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (its affinity, e.g. a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def free_port() -> int:
@@ -64,9 +72,18 @@ class LocalBackend(Backend):
         grace = spec.options.get("grace_period", 10.0)
         if not isinstance(grace, (int, float)) or grace < 0:
             raise InvalidSpecError(f"grace_period must be a number of seconds >= 0, not {grace!r}")
+        oversubscribe = spec.options.get("oversubscribe", False)
+        if not isinstance(oversubscribe, bool):
+            raise InvalidSpecError(f"oversubscribe must be true or false, not {oversubscribe!r}")
+        gpus = [] if spec.accelerator == "cpu" else visible_gpus()
+        cpus = cpu_count()
+        if not gpus and not oversubscribe and spec.world_size > cpus:
+            raise InvalidSpecError(
+                f"--gpus {spec.nproc_per_node} --nodes {spec.nodes} starts {spec.world_size} processes and "
+                f"this machine has {cpus} CPUs: lower --gpus, or pass --oversubscribe"
+            )
         if spec.accelerator == "cpu":
             return
-        gpus = visible_gpus()
         if spec.accelerator == "gpu" and not gpus:
             raise InvalidSpecError(
                 "this machine has no GPU: leave out --accelerator gpu to run CPU processes"
@@ -136,11 +153,12 @@ class LocalBackend(Backend):
         status = self.store.read_status(record.id) or status  # it may have just finished
         if status.is_terminal:
             return status
+        # Worked out on each read, never written: a reader must work on a full or read-only
+        # disk, and two readers must not race to write the record.
         status.phase = JobPhase.FAILED
         status.reason = "LauncherLost"
         status.message = f"the job's launcher process (pid {launcher['pid']}) ended without a result"
-        status.finish_time = now_iso()
-        self.store.write_status(status)
+        status.finish_time = status.updated or now_iso()  # its last sign of life
         return status
 
     def _launcher(self, record: JobRecord) -> dict[str, Any] | None:
@@ -169,10 +187,9 @@ class LocalBackend(Backend):
             self.store.write_status(status)
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
-        logs = self.store.logs_dir(record.id)
         ranks: list[tuple[int, LogSource]] = []
         agents: list[LogSource] = []
-        for path in logs.glob("*.log"):
+        for path in log_files(self.store.logs_dir(record.id)):
             m = _RANK_LOG.match(path.stem)
             if m:
                 ranks.append((int(m.group(1)), LogSource(path.stem, path, int(m.group(1)))))

@@ -63,8 +63,9 @@ def agent_commands(
     base_env = job_env(spec, job_id, job_dir)
     base_env["DISTTRAIN_LOG_DIR"] = os.path.join(job_dir, "logs")
     # Imports next to the notebook keep working: the script runs from the job dir.
-    pythonpath = os.environ.get("PYTHONPATH")
-    base_env["PYTHONPATH"] = working_dir + (os.pathsep + pythonpath if pythonpath else "")
+    # A user PYTHONPATH (--env) comes first; the working dir stays on it either way.
+    paths = [spec.env.get("PYTHONPATH"), working_dir, os.environ.get("PYTHONPATH")]
+    base_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in spec.env:
         # torchrun's own default, said once here instead of in a banner at the top of every log.
         base_env["OMP_NUM_THREADS"] = "1"
@@ -94,7 +95,9 @@ def agent_commands(
         ]
         env = dict(base_env)
         env["DISTTRAIN_NODE"] = str(node)
-        if gpu_ids is None:
+        if "CUDA_VISIBLE_DEVICES" in spec.env:
+            pass  # the user chose the devices (--env): job_env already put them in
+        elif gpu_ids is None:
             env["CUDA_VISIBLE_DEVICES"] = ""
         else:
             n = spec.nproc_per_node

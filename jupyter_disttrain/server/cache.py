@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from ..errors import UnknownJobError
 from ..specs import JobStatus, validate_job_id
-from ..store import JobRecord, JobStore, read_json
+from ..store import JobRecord, JobStore, checked_record, read_json, read_status_file
 
 
 class CachingJobStore(JobStore):
@@ -34,8 +34,7 @@ class CachingJobStore(JobStore):
         self._statuses: dict[str, tuple[tuple[int, int, int], JobStatus]] = {}
 
     def read_record(self, job_id: str) -> JobRecord:
-        validate_job_id(job_id)
-        path = os.path.join(self._locate(job_id), "job.json")
+        path = os.path.join(self.existing_dir(job_id), "job.json")  # no link, in a root
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -46,7 +45,7 @@ class CachingJobStore(JobStore):
             record = hit[1]
         else:
             # Replaced between stat and read? Then the next stat differs and it is read again.
-            record = JobRecord.from_dict(read_json(Path(path)))
+            record = checked_record(read_json(Path(path)), job_id, os.path.dirname(path))
             self._records[job_id] = (key, record)
         # Callers may add to backend_state before writing the record back: give them their own.
         mine = _shallow(record)
@@ -67,9 +66,8 @@ class CachingJobStore(JobStore):
         hit = self._statuses.get(job_id)
         if hit is not None and hit[0] == key:
             return _copy_status(hit[1])
-        try:
-            status = JobStatus.from_dict(read_json(Path(path)))
-        except FileNotFoundError:
+        status = read_status_file(Path(path))
+        if status is None:
             return None
         self._statuses[job_id] = (key, status)
         return _copy_status(status)

@@ -211,7 +211,7 @@ class LogStreamHandler(DistTrainHandler):
                     phase = await self.call(service.phase, job_id)
                     self.write(_sse("end", {"phase": phase, "offset": offset}, event_id=offset))
                     break
-                if batch.count < ctx.log_batch_lines:
+                if not batch.more:  # caught up: wait for new lines (else read on at once)
                     if loop.time() - last_sent >= ctx.keepalive_interval:
                         self.write(": keep-alive\n\n")  # also finds out that a client went away
                         await self.flush()
@@ -234,7 +234,7 @@ class LogStreamHandler(DistTrainHandler):
 class _Batch:
     event: str | None  # the encoded ``lines`` event, None when there were no new lines
     offset: str
-    count: int
+    more: bool  # stopped at its line or byte limit: more lines are there already
     done: bool
 
 
@@ -245,7 +245,7 @@ def _read_batch(
     chunk = service.read_runs(job_id, replica, offset, tail, limit)
     runs, token = chunk["runs"], chunk["offset"]
     event = _sse("lines", {"runs": runs, "offset": token}, event_id=token) if runs else None
-    return _Batch(event, token, chunk["count"], chunk["done"])
+    return _Batch(event, token, chunk["more"], chunk["done"])
 
 
 def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
 from ..errors import DistTrainError, InvalidSpecError
-from ..logfiles import take_lines
+from ..logfiles import Budget, take_lines
 from ..specs import JobSpec, JobStatus, LogLine, validate_job_id
 
 if TYPE_CHECKING:
@@ -179,19 +179,24 @@ class JobService:
         tail: int | None = None,
         limit: int = 1000,
     ) -> dict[str, Any]:
-        """Up to ``limit`` lines from ``offset`` (or the last ``tail`` lines), never a whole file.
+        """Up to ``limit`` lines from ``offset`` (or the last ``tail`` lines), never a whole file
+        and never more than ``ANSWER_BYTES`` of it.
 
         ``offset`` in the answer resumes after the last line returned; ``done`` is true once
         the job has ended and every line has been returned.
         """
         backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+        budget = Budget()
         lines = take_lines(
-            backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None), limit
+            backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None, budget=budget),
+            limit,
         )
+        more = len(lines) == limit or budget.hit
         return {
             "lines": [_line_json(line) for line in lines],
             "offset": lines[-1].offset if lines else (offset or ""),
-            "done": ended and len(lines) < limit,
+            "done": ended and not more,
+            "more": more,
         }
 
     def read_runs(
@@ -202,17 +207,21 @@ class JobService:
         tail: int | None = None,
         limit: int = 5000,
     ) -> dict[str, Any]:
-        """``read_logs`` in bulk, for the log stream: ``{"runs": [LogRun], "offset", "done", "count"}``."""
+        """``read_logs`` in bulk, for the log stream: ``{"runs": [LogRun], "offset", "done",
+        "count", "more"}`` (``more``: the answer stopped at its line or byte limit, more is there)."""
         backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+        budget = Budget()
         runs = backend.log_runs(
-            job_id, replica, tail=tail, offset=offset or None, max_lines=limit, final=ended
+            job_id, replica, tail=tail, offset=offset or None, max_lines=limit, final=ended, budget=budget
         )
         count = sum(len(run.lines) for run in runs)
+        more = count >= limit or budget.hit
         return {
             "runs": [run.to_dict() for run in runs],
             "offset": runs[-1].offset if runs else (offset or ""),
-            "done": ended and count < limit,
+            "done": ended and not more,
             "count": count,
+            "more": more,
         }
 
     def _log_reader(

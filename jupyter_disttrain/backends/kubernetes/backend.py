@@ -8,6 +8,7 @@ informers (one watch per namespace and kind), logs from the shared PVC or ``pods
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 
 from ...errors import BackendError, InvalidSpecError
-from ...logfiles import group_runs
+from ...logfiles import Budget, group_runs
 from ...specs import (
     DryRun,
     Event,
@@ -39,6 +40,7 @@ from .podlogs import pod_log_lines
 from .status import build_status
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
+log = logging.getLogger(__name__)
 DEFAULT_K8S_VERSION = (1, 29)
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -232,7 +234,10 @@ class KubernetesBackend(Backend):
         current = self.store.read_status(status.job_id)
         if current is not None and current.is_terminal:
             return current
-        self.store.write_status(status)
+        try:
+            self.store.write_status(status)
+        except OSError as exc:  # a full or read-only disk: the cluster's answer still stands
+            log.warning("could not record the status of job %s: %s", status.job_id, exc)
         return status
 
     def logs(
@@ -243,13 +248,16 @@ class KubernetesBackend(Backend):
         follow: bool = False,
         tail: int | None = None,
         offset: str | int | None = None,
+        budget: Budget | None = None,
         since: int | None = None,
     ) -> Iterator[LogLine]:
         """Per-replica output: the log files on the shared PVC when the job dir is there (they
         outlive the pods), else the pods' own logs (``pods/log``; ``since`` in seconds)."""
         if self._logs_in_files(job_id):
-            return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset)
-        return self.pod_logs(job_id, replica, follow=follow, tail=tail, offset=offset, since=since)
+            return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
+        return self.pod_logs(
+            job_id, replica, follow=follow, tail=tail, offset=offset, since=since, budget=budget
+        )
 
     def log_runs(
         self,
@@ -260,12 +268,14 @@ class KubernetesBackend(Backend):
         offset: str | int | None = None,
         max_lines: int = 5000,
         final: bool = True,
+        budget: Budget | None = None,
     ) -> list[LogRun]:
         if self._logs_in_files(job_id):
             return super().log_runs(
-                job_id, replica, tail=tail, offset=offset, max_lines=max_lines, final=final
+                job_id, replica, tail=tail, offset=offset, max_lines=max_lines, final=final, budget=budget
             )
-        return group_runs(self.pod_logs(job_id, replica, tail=tail, offset=offset), max_lines)
+        lines = self.pod_logs(job_id, replica, tail=tail, offset=offset, budget=budget or Budget())
+        return group_runs(lines, max_lines)
 
     def _logs_in_files(self, job_id: str) -> bool:
         """Whether the job's output is in log files of the job dir (on the shared PVC, or never
@@ -282,6 +292,7 @@ class KubernetesBackend(Backend):
         tail: int | None = None,
         offset: str | int | None = None,
         since: int | None = None,
+        budget: Budget | None = None,
     ) -> Iterator[LogLine]:
         """Lines from ``pods/log`` of the job's pods, each tagged with its replica."""
         record = self.store.read_record(job_id)
@@ -301,6 +312,7 @@ class KubernetesBackend(Backend):
             offset=offset,
             since=since,
             is_done=lambda: self.describe(job_id).is_terminal,
+            budget=budget,
         )
 
     # -- stop ------------------------------------------------------------------------------

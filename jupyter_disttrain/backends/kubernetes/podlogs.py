@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...logfiles import LogSource, format_offset, parse_offset, rank_of
+from ...logfiles import CUT_MARKER, MAX_LINE, Budget, LogSource, format_offset, parse_offset, rank_of
 from ...specs import LogLine
 from ...store import JobRecord
 from . import manifests as mf
@@ -21,6 +21,9 @@ from .informer import Informer
 from .status import replica_name
 
 _RETRY = 0.5
+# A one-off read (no follow) fetches at most this much of a pod's log, so no answer of the
+# API server can take the server's memory; the PVC's log files have no such limit.
+FETCH_BYTES = 32 << 20
 
 
 def _job_pods(pods: Informer, record: JobRecord, flavor: str) -> dict[str, dict[str, Any]]:
@@ -48,8 +51,12 @@ def pod_log_lines(
     offset: str | int | None,
     since: int | None,
     is_done: Callable[[], bool],
+    budget: Budget | None = None,
 ) -> Iterator[LogLine]:
-    """Lines of every replica (or one), interleaved as they arrive when following."""
+    """Lines of every replica (or one), interleaved as they arrive when following.
+
+    Tokens count lines here, so a line longer than ``MAX_LINE`` is cut (with ``CUT_MARKER``)
+    and the rest of it is not shown; a ``budget`` ends the iterator once spent."""
     current = _job_pods(pods, record, flavor)
     names = [n for n in current if replica in (None, n)]
     skip = parse_offset(offset, names)
@@ -65,6 +72,7 @@ def pod_log_lines(
             "follow": follow_now or None,
             "tailLines": tail if tail is not None and offset in (None, "") else None,
             "sinceSeconds": since,
+            "limitBytes": None if follow_now else FETCH_BYTES,
         }
 
     def pump(rep: str, pod: dict[str, Any]) -> None:
@@ -75,7 +83,7 @@ def pod_log_lines(
                 for raw in client.stream(path, query=query(True), resource=PODS, name=pod_name, namespace=ns):
                     if stop.is_set():
                         return
-                    lines.put((rep, raw.decode("utf-8", "replace")))
+                    lines.put((rep, _text(raw)))
                 break
             except ApiError as exc:
                 if exc.status == 400:  # container not started yet: try again shortly
@@ -90,7 +98,11 @@ def pod_log_lines(
             names.append(rep)
         if counts[rep] <= skip.get(rep, 0):
             return None
-        return LogLine(text=text, replica=rep, offset=format_offset(counts, names), rank=rank_of(_SRC, text))
+        offset = format_offset(counts, names)
+        if budget is not None and not budget.take(len(text) + len(offset) + 24):
+            stop.set()
+            return None
+        return LogLine(text=text, replica=rep, offset=offset, rank=rank_of(_SRC, text))
 
     if not follow:
         for rep, pod in current.items():
@@ -112,7 +124,11 @@ def pod_log_lines(
                     continue
                 raise
             for line in str(text or "").splitlines():
-                out = emit(rep, line)
+                out = emit(
+                    rep, _text(line.encode("utf-8", "surrogateescape")) if len(line) > MAX_LINE else line
+                )
+                if stop.is_set():
+                    return
                 if out is not None:
                     yield out
         return
@@ -135,10 +151,19 @@ def pod_log_lines(
                 open_streams -= 1
                 continue
             out = emit(rep, text)
+            if stop.is_set():
+                return
             if out is not None:
                 yield out
     finally:
         stop.set()
+
+
+def _text(raw: bytes) -> str:
+    """A line of a pod's log, cut at ``MAX_LINE`` bytes."""
+    if len(raw) > MAX_LINE:
+        return raw[:MAX_LINE].decode("utf-8", "replace") + CUT_MARKER
+    return raw.decode("utf-8", "replace")
 
 
 _SRC = LogSource("", Path())

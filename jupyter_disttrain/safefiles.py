@@ -1,0 +1,54 @@
+"""Open files of a job directory without following a link out of it.
+
+Anyone who can write to the job root could plant ``logs/x.log -> ~/.ssh/id_rsa`` or a job dir
+that links into another root; readers would then serve, and delete would write to, whatever
+the link names. The job directories and everything in them are therefore taken as they are:
+a symbolic link is never followed (``O_NOFOLLOW`` on the last component, ``lstat`` on the
+directories above it up to the job root).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import IO, Any
+
+
+def _opener(path: str, flags: int) -> int:
+    fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a fifo or a device would block or never end
+            raise IsADirectoryError(f"{path} is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(path: str | os.PathLike[str], mode: str = "rb", **kwargs: Any) -> IO[Any]:
+    """``open`` that refuses a symbolic link (``OSError`` ELOOP) or anything but a regular file."""
+    return open(path, mode, opener=_opener, **kwargs)  # the caller closes it
+
+
+def is_real_dir(path: str | os.PathLike[str]) -> bool:
+    """A directory that is not a symbolic link."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def is_real_file(path: str | os.PathLike[str]) -> bool:
+    """A regular file that is not a symbolic link."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def regular_files(directory: Path, pattern: str) -> list[Path]:
+    """The regular files (no links) matching ``pattern`` in ``directory``, itself not a link."""
+    if not is_real_dir(directory):
+        return []
+    return [p for p in directory.glob(pattern) if is_real_file(p)]
