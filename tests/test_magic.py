@@ -73,7 +73,8 @@ def test_dry_run_prints_script_and_request_and_runs_nothing(
 def test_pitfall_warnings_name_the_line_and_can_be_silenced(shell: InteractiveShell, capsys) -> None:
     cell = "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel = torch.nn.DataParallel(model)\n"
     shell.run_cell_magic("distrun", "--dry-run", cell)
-    assert "warning: line 3" in capsys.readouterr().out
+    # JupyterLab's numbering: the %%distrun line is line 1, so DataParallel is on line 4.
+    assert "warning: line 4:" in capsys.readouterr().out
     shell.run_cell_magic("distrun", "--dry-run --no-check data-parallel", cell)
     assert "warning: line" not in capsys.readouterr().out
 
