@@ -207,12 +207,14 @@ class DistTrainMagics(Magics):
                 )
             raise UsageError(f"%%distrun: {exc}{hint}") from None
         spec = self._spec(args, script_args)
+        carried = _carry_kernel_env(spec)
         packaged = self._package(cell, args, spec)
         from . import api
 
         if args.dry_run:
             info = api.dryrun(packaged.source, spec, files=packaged.files)
             print(f"# ---- {spec.entrypoint} (job {info.job_id}, not launched) ----")
+            print("\n".join(f"# from the kernel: {line}" for line in carried))
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")
             print(packaged.source)
@@ -323,6 +325,16 @@ class DistTrainMagics(Magics):
             raise UsageError(f"%distrun: {exc}") from None
         except SystemExit:
             pass  # argparse already printed the usage error
+
+
+def _carry_kernel_env(spec: JobSpec) -> list[str]:
+    """Give the job what earlier cells changed in the kernel (sys.path, os.environ, working dir);
+    returns the dry run's lines about it."""
+    from .kernelenv import kernel_env
+
+    carried = kernel_env()
+    carried.apply(spec)
+    return carried.describe()
 
 
 def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:

@@ -63,8 +63,9 @@ def agent_commands(
     base_env = job_env(spec, job_id, job_dir)
     base_env["DISTTRAIN_LOG_DIR"] = os.path.join(job_dir, "logs")
     # Imports next to the notebook keep working: the script runs from the job dir.
-    pythonpath = os.environ.get("PYTHONPATH")
-    base_env["PYTHONPATH"] = working_dir + (os.pathsep + pythonpath if pythonpath else "")
+    # The job's own entries (the kernel's sys.path additions) come before the inherited ones.
+    pythonpath = [working_dir, spec.env.get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")]
+    base_env["PYTHONPATH"] = os.pathsep.join(p for p in pythonpath if p)
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in spec.env:
         # torchrun's own default, said once here instead of in a banner at the top of every log.
         base_env["OMP_NUM_THREADS"] = "1"
