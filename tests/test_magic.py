@@ -35,7 +35,7 @@ BAD_INPUT = [
     ("--frobnicate", "x = 1", "script arguments go after --"),
     ("--gpus 2 --epochs 3", "x = 1", "script arguments go after --"),
     ("", "   \n", "the cell is empty"),
-    ("", "x = (\n", "line 1"),
+    ("", "x = (\n", "line 2 of the cell"),  # JupyterLab numbers the magic line 1
     ("--backend slurm", "x = 1", "unknown backend 'slurm'; choose one of"),
     ("--name My_Job", "x = 1", "DNS-1123"),
     ("--env FOO", "x = 1", "--env takes KEY=VALUE"),

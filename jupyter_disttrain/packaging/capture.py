@@ -80,7 +80,7 @@ def package_cell(
             reads a name defined nowhere.
     """
     cell = cell.replace("\r\n", "\n")
-    tree = _parse_cell(cell)
+    tree = _parse_cell(cell, cell_line)
     use = analyze(cell, tree)
     writer = ValueWriter(_lib_names(use.bound | set(use.free), user_ns), max_value_bytes)
     resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer)
@@ -92,7 +92,7 @@ def package_cell(
     return PackagedScript(source, _side_files(writer), [item.name for item in items], pitfalls)
 
 
-def _parse_cell(cell: str) -> ast.Module:
+def _parse_cell(cell: str, cell_line: int) -> ast.Module:
     if not cell.strip():
         raise PackagingError("the cell is empty: write the training code under %%distrun")
     try:
@@ -105,7 +105,7 @@ def _parse_cell(cell: str) -> ast.Module:
         if text.startswith(("%", "!")):
             hint = "; magics and ! commands do not run in the job: use plain Python (os, subprocess)"
         shown = f" in `{text[:60]}`" if text else ""
-        raise PackagingError(f"line {line} of the cell: {error.msg}{shown}{hint}") from None
+        raise PackagingError(f"line {line + cell_line - 1} of the cell: {error.msg}{shown}{hint}") from None
     except ValueError as error:  # e.g. a NUL byte
         raise PackagingError(
             f"the cell cannot be read as Python ({error}): remove the stray characters"
