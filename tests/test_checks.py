@@ -187,3 +187,15 @@ def test_a_literal_world_size_that_disagrees_with_the_flags(shell: InteractiveSh
     assert "4 processes" in found[0].message and "runs 2 (--gpus 2 --nodes 1)" in found[0].message
     same = Target(world_size=4, flags="--gpus 2 --nodes 2")
     assert package(shell, "import os\n" + textwrap.dedent(cell).lstrip("\n"), target=same).pitfalls == []
+
+
+def test_lines_are_counted_as_the_parser_counts_them() -> None:
+    # str.splitlines() would split at the form feed and shift every later line.
+    blocks = [
+        Block('s = "a\x0cb"\ndef f(m):\n    torch.save(m, "a")', "In [2]", 1),
+        Block("f(1)\nimport torch.nn as nn\nnn.DataParallel(x)", "", 2),
+    ]
+    assert [(p.code, p.cell, p.line) for p in check_blocks(blocks)] == [
+        ("unguarded-save", "In [2]", 3),
+        ("data-parallel", "", 4),
+    ]

@@ -120,10 +120,10 @@ def check_blocks(
     """
     parsed = [b for b in blocks if _parses(b.source)]
     # Combined line -> (block, line in the block): blocks are joined one after the other.
-    owners: list[tuple[Block, int]] = []
-    for block in parsed:
-        owners += [(block, n) for n in range(1, len(block.source.splitlines() or [""]) + 1)]
-    source = "\n".join("\n".join(b.source.splitlines() or [""]) for b in parsed)
+    # Lines as the parser counts them (str.splitlines also splits at form feeds and the like).
+    texts = [b.source.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n").split("\n") for b in parsed]
+    owners = [(block, n) for block, text in zip(parsed, texts, strict=True) for n in range(1, len(text) + 1)]
+    source = "\n".join("\n".join(text) for text in texts)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):  # blocks that parse alone always parse together; be safe anyway
