@@ -118,6 +118,8 @@ def test_a_name_read_while_the_cell_runs_is_surely_undefined(cell: str, line: in
         "callbacks = [lambda: nowhere]",
         "squares = [nowhere(i) for i in range(3)]",
         "import builtins\nprint(nowhere)",
+        "import sys\nsys.modules[__name__].__dict__['nowhere'] = 1\nprint(nowhere)",
+        "__builtins__.nowhere = 1\nprint(nowhere)",
         "class A:\n    x = nowhere",
     ],
 )

@@ -23,7 +23,11 @@ from .sourcetext import first_line, statement_lines
 
 UNDEFINED = "undefined-name"
 # Calls that bind or look up names at run time where the text does not show it.
-_DYNAMIC = frozenset({"exec", "eval", "globals", "vars", "locals", "__import__", "setattr", "execfile"})
+_DYNAMIC = frozenset(
+    {"exec", "eval", "globals", "vars", "locals", "__import__", "setattr", "execfile", "__builtins__"}
+)
+# Attributes that reach a namespace as a dict (``sys.modules[__name__].__dict__["x"] = 1``).
+_DYNAMIC_ATTRIBUTES = frozenset({"__dict__", "modules", "__builtins__"})
 _CATCHES_NAME_ERROR = frozenset({"NameError", "Exception", "BaseException"})
 
 
@@ -121,14 +125,16 @@ def surely_read(source: str, names: Collection[str]) -> dict[str, int]:
 
 
 def _binds_unseen(tree: ast.Module) -> bool:
-    """``from x import *``, ``exec(...)``, ``globals()``, ``import builtins``...: names can appear
-    that the text does not bind."""
+    """``from x import *``, ``exec(...)``, ``globals()``, ``import builtins``, ``sys.modules``,
+    ``.__dict__``...: names can appear that the text does not bind."""
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
             return True
         if isinstance(node, ast.Import) and any(a.name == "builtins" for a in node.names):
             return True
         if isinstance(node, ast.Name) and node.id in _DYNAMIC:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in _DYNAMIC_ATTRIBUTES:
             return True
     return False
 
