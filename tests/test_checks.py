@@ -173,6 +173,15 @@ def test_gpu_calls_guarded_by_availability_are_quiet(shell: InteractiveShell) ->
     if use_cuda:
         model = to_gpu(model)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    def gpu_only():
+        if not torch.cuda.is_available():
+            return None
+        return torch.zeros(1).cuda()
+    def asserted():
+        assert torch.cuda.device_count() > 0, "needs a GPU"
+        return torch.zeros(1).to("cuda")
+    gpu_only()
+    asserted()
     """
     assert package(shell, cell, target=CPU_JOB).pitfalls == []
 

@@ -335,11 +335,14 @@ def _guarded(code: _Code, node: ast.AST, seen: set[str], test: Callable[[ast.AST
 
 
 def _after_exit(block: ast.AST, stmt: ast.stmt, test: Callable[[ast.AST], bool]) -> bool:
-    """``if rank != 0: return`` (or continue/break/raise) earlier in the same block as ``stmt``."""
+    """``if rank != 0: return`` (or continue/break/raise), or ``assert torch.cuda.is_available()``,
+    earlier in the same block as ``stmt``."""
     for field in ("body", "orelse", "finalbody"):
         statements = getattr(block, field, None)
         if isinstance(statements, list) and stmt in statements:
             for earlier in statements[: statements.index(stmt)]:
+                if isinstance(earlier, ast.Assert) and test(earlier.test):
+                    return True
                 if (
                     isinstance(earlier, ast.If)
                     and test(earlier.test)
