@@ -235,7 +235,7 @@ class DistTrainMagics(Magics):
         from .packaging import package_cell
 
         ignore = {"*"} if "all" in args.no_check else set(args.no_check)
-        history = list(self.shell.user_ns.get("In", [""]))[1:-1] if self.shell else []
+        history = _history_as_typed(self.shell)
         user_ns = self.shell.user_ns if self.shell else {}
         notebook = user_ns.get("__session__")  # ipykernel sets it to the notebook's path
         header = f"Notebook: {notebook}" if isinstance(notebook, str) and notebook else None
@@ -325,6 +325,23 @@ class DistTrainMagics(Magics):
             raise UsageError(f"%distrun: {exc}") from None
         except SystemExit:
             pass  # argparse already printed the usage error
+
+
+def _history_as_typed(shell: Any) -> list[str]:
+    """The earlier cells (``In[1:-1]``), each with the leading blank lines IPython dropped put back,
+    so that line numbers in messages are the ones JupyterLab shows."""
+    if shell is None:
+        return []
+    parsed = list(shell.user_ns.get("In", [""]))[1:-1]
+    raw = list(getattr(shell.history_manager, "input_hist_raw", []))[1:-1]
+    if len(raw) != len(parsed):
+        return parsed
+    out = []
+    for typed, cell in zip(raw, parsed, strict=True):
+        lines = typed.split("\n") if isinstance(typed, str) else []
+        blank = next((i for i, line in enumerate(lines) if line.strip()), 0)
+        out.append("\n" * blank + cell if isinstance(cell, str) else cell)
+    return out
 
 
 def _carry_kernel_env(spec: JobSpec) -> list[str]:

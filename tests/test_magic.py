@@ -79,6 +79,13 @@ def test_pitfall_warnings_name_the_line_and_can_be_silenced(shell: InteractiveSh
     assert "warning: line" not in capsys.readouterr().out
 
 
+def test_warnings_in_earlier_cells_name_jupyterlabs_line(shell: InteractiveShell, capsys) -> None:
+    # IPython drops a cell's leading blank lines from In[]; JupyterLab still counts them.
+    shell.run_cell("\n\nimport torch\ndef save(m):\n    torch.save(m, 'a.pt')\n", store_history=True)
+    assert shell.run_cell("%%distrun --dry-run\nsave(1)\n", store_history=True).success
+    assert "warning: In [2] line 5: every rank runs `torch.save(...)`" in capsys.readouterr().out
+
+
 def test_line_magic_lists_and_reports_unknown_jobs(shell: InteractiveShell, capsys) -> None:
     shell.run_line_magic("distrun", "list")
     assert "ID" in capsys.readouterr().out
