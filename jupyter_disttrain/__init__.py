@@ -29,8 +29,10 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from .kernelenv import remember_startup
     from .magics import DistTrainMagics
 
+    remember_startup()  # earlier cells' os.environ changes are what differs from this
     ipython.register_magics(DistTrainMagics)
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backends import default_backend_name, get_backend
 from .backends.base import Backend
@@ -23,6 +23,9 @@ from .errors import DistTrainError
 from .logfiles import Budget
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
+
+if TYPE_CHECKING:
+    from .packaging.pitfalls import Target
 
 
 class Job:
@@ -111,6 +114,21 @@ def make_spec(
             raise DistTrainError(f"unknown job setting {key!r}")
         setattr(spec, key, value)
     return spec.validate()
+
+
+def job_target(spec: JobSpec) -> Target:
+    """What the checks before launch need to know about where ``spec`` runs (GPUs, world size)."""
+    from .packaging.pitfalls import Target
+
+    flags = f"--gpus {spec.nproc_per_node} --nodes {spec.nodes}"
+    no_gpu = None
+    if spec.accelerator == "cpu":
+        no_gpu = "--accelerator cpu"
+    elif spec.backend == "local":
+        from .backends.local import visible_gpus
+
+        no_gpu = None if visible_gpus() else "no GPU is visible on this machine"
+    return Target(spec.world_size, flags, no_gpu)
 
 
 def submit(

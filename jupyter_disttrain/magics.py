@@ -20,6 +20,7 @@ from .specs import OVERSUBSCRIBE_HELP
 
 if TYPE_CHECKING:
     from .api import Job
+    from .packaging import PackagedScript
     from .specs import JobSpec
 
 # New output shows within 0.1 s while it flows, within a second while the job is quiet.
@@ -207,22 +208,15 @@ class DistTrainMagics(Magics):
                     "; script arguments go after --, e.g. %%distrun --gpus 2 -- --epochs 3 (see %%distrun?)"
                 )
             raise UsageError(f"%%distrun: {exc}{hint}") from None
-        from .packaging import package_cell
-
-        ignore = {"*"} if "all" in args.no_check else set(args.no_check)
-        history = list(self.shell.user_ns.get("In", [""]))[1:-1] if self.shell else []
-        user_ns = self.shell.user_ns if self.shell else {}
-        notebook = user_ns.get("__session__")  # ipykernel sets it to the notebook's path
-        header = f"Notebook: {notebook}" if isinstance(notebook, str) and notebook else None
-        packaged = package_cell(cell, history, user_ns, ignore=ignore, header=header)
         spec = self._spec(args, script_args)
+        carried = _carry_kernel_env(spec)
+        packaged = self._package(cell, args, spec)
         from . import api
 
-        for pit in packaged.pitfalls:
-            print(f"warning: line {pit.line}: {pit.message}  [silence: --no-check {pit.code}]")
         if args.dry_run:
             info = api.dryrun(packaged.source, spec, files=packaged.files)
             print(f"# ---- {spec.entrypoint} (job {info.job_id}, not launched) ----")
+            print("\n".join(f"# from the kernel: {line}" for line in carried))
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")
             print(packaged.source)
@@ -236,6 +230,24 @@ class DistTrainMagics(Magics):
             print(f"job {job.id} submitted ({spec.backend}); follow it with: %distrun logs {job.id} --follow")
             return
         self._follow(job, args.cancel_on_interrupt)
+
+    def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
+        """The cell and what it uses as a script, checked before launch (warnings printed)."""
+        from .api import job_target
+        from .packaging import package_cell
+
+        ignore = {"*"} if "all" in args.no_check else set(args.no_check)
+        history = _history_as_typed(self.shell)
+        user_ns = self.shell.user_ns if self.shell else {}
+        notebook = user_ns.get("__session__")  # ipykernel sets it to the notebook's path
+        header = f"Notebook: {notebook}" if isinstance(notebook, str) and notebook else None
+        # cell_line=2: JupyterLab numbers the %%distrun line 1, the cell's code from 2.
+        packaged = package_cell(
+            cell, history, user_ns, ignore=ignore, header=header, target=job_target(spec), cell_line=2
+        )
+        for pit in packaged.pitfalls:
+            print(f"warning: {pit.where}: {pit.message}  [silence: --no-check {pit.code}]")
+        return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
         from .api import make_spec
@@ -318,6 +330,33 @@ class DistTrainMagics(Magics):
             raise UsageError(f"%distrun: {exc}") from None
         except SystemExit:
             pass  # argparse already printed the usage error
+
+
+def _history_as_typed(shell: Any) -> list[str]:
+    """The earlier cells (``In[1:-1]``), each with the leading blank lines IPython dropped put back,
+    so that line numbers in messages are the ones JupyterLab shows."""
+    if shell is None:
+        return []
+    parsed = list(shell.user_ns.get("In", [""]))[1:-1]
+    raw = list(getattr(shell.history_manager, "input_hist_raw", []))[1:-1]
+    if len(raw) != len(parsed):
+        return parsed
+    out = []
+    for typed, cell in zip(raw, parsed, strict=True):
+        lines = typed.split("\n") if isinstance(typed, str) else []
+        blank = next((i for i, line in enumerate(lines) if line.strip()), 0)
+        out.append("\n" * blank + cell if isinstance(cell, str) else cell)
+    return out
+
+
+def _carry_kernel_env(spec: JobSpec) -> list[str]:
+    """Give the job what earlier cells changed in the kernel (sys.path, os.environ, working dir);
+    returns the dry run's lines about it."""
+    from .kernelenv import kernel_env
+
+    carried = kernel_env()
+    carried.apply(spec)
+    return carried.describe()
 
 
 def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:

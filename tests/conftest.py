@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.store import JobStore
 
@@ -48,3 +49,12 @@ def write_script(tmp_path: Path):
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture
+def shell() -> Iterator[InteractiveShell]:
+    """A real IPython shell (real ``In`` history and namespace), reset around each test."""
+    ip = InteractiveShell.instance()
+    ip.reset(new_session=True)
+    yield ip
+    ip.reset(new_session=True)

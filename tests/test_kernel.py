@@ -131,3 +131,51 @@ def test_interrupting_the_cell_stops_following_not_the_job(tmp_path: Path, job_r
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+ENV_CELLS = [
+    "%load_ext jupyter_disttrain",
+    'import os, sys\nsys.path.insert(0, "mylib_dir")\nos.environ["FOO"] = "bar"\nimport mylib',
+    'os.makedirs("run", exist_ok=True)\nos.chdir("run")',
+    "import torch\n\ndef save(model):\n    torch.save(model.state_dict(), 'ckpt.pt')\n",
+    # Dry run on a CPU job: the earlier cell's save of a DDP model, GPU code; JupyterLab's lines.
+    "%%distrun --gpus 2 --dry-run --accelerator cpu\n"
+    "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    "model = DDP(torch.nn.Linear(1, 1))\n"
+    "save(model)\n"
+    "torch.cuda.set_device(0)\n",
+    "%%distrun --gpus 2\nx = 1\nprint(undefined_thing)\n",
+    "%%distrun --gpus 2 --name envjob\n"
+    "import os, mylib\n"
+    "print(mylib.VALUE, os.environ['FOO'], os.getcwd(), os.environ['RANK'])\n",
+]
+
+
+def test_checks_and_the_kernels_environment_in_a_real_kernel(tmp_path: Path, job_root: Path) -> None:
+    (tmp_path / "mylib_dir").mkdir()
+    (tmp_path / "mylib_dir" / "mylib.py").write_text("VALUE = 'from-mylib'\n")
+    nb = new_notebook(cells=[new_code_cell(c) for c in ENV_CELLS])
+    NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
+
+    def shown(cell: int) -> str:
+        return nbformat.writes(new_notebook(cells=[nb.cells[cell]]))
+
+    dry = shown(4)
+    assert "warning: In [4] line 4:" in dry and "--no-check ddp-state-dict" in dry
+    assert "warning: In [4] line 4:" in dry and "--no-check unguarded-save" in dry
+    assert "warning: line 5:" in dry and "--no-check cuda-without-gpu" in dry
+    assert f"# from the kernel: sys.path addition (on PYTHONPATH): {tmp_path / 'mylib_dir'}" in dry
+    assert "# from the kernel: env: FOO=bar" in dry
+    refused = shown(5)
+    assert "line 3 of the cell uses `undefined_thing`" in refused
+    (record,) = JobStore(job_root).records()  # the refused cell launched nothing
+    job = api.get_job(record.id, JobStore(job_root))
+    assert job.status().phase is JobPhase.SUCCEEDED
+    lines = sorted(ln.text for ln in job.logs() if ln.rank is not None)
+    assert lines == [f"from-mylib bar {tmp_path / 'run'} {rank}" for rank in (0, 1)]

@@ -35,7 +35,7 @@ BAD_INPUT = [
     ("--frobnicate", "x = 1", "script arguments go after --"),
     ("--gpus 2 --epochs 3", "x = 1", "script arguments go after --"),
     ("", "   \n", "the cell is empty"),
-    ("", "x = (\n", "line 1"),
+    ("", "x = (\n", "line 2 of the cell"),  # JupyterLab numbers the magic line 1
     ("--backend slurm", "x = 1", "unknown backend 'slurm'; choose one of"),
     ("--name My_Job", "x = 1", "DNS-1123"),
     ("--env FOO", "x = 1", "--env takes KEY=VALUE"),
@@ -73,9 +73,17 @@ def test_dry_run_prints_script_and_request_and_runs_nothing(
 def test_pitfall_warnings_name_the_line_and_can_be_silenced(shell: InteractiveShell, capsys) -> None:
     cell = "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel = torch.nn.DataParallel(model)\n"
     shell.run_cell_magic("distrun", "--dry-run", cell)
-    assert "warning: line 3" in capsys.readouterr().out
+    # JupyterLab's numbering: the %%distrun line is line 1, so DataParallel is on line 4.
+    assert "warning: line 4:" in capsys.readouterr().out
     shell.run_cell_magic("distrun", "--dry-run --no-check data-parallel", cell)
     assert "warning: line" not in capsys.readouterr().out
+
+
+def test_warnings_in_earlier_cells_name_jupyterlabs_line(shell: InteractiveShell, capsys) -> None:
+    # IPython drops a cell's leading blank lines from In[]; JupyterLab still counts them.
+    shell.run_cell("\n\nimport torch\ndef save(m):\n    torch.save(m, 'a.pt')\n", store_history=True)
+    assert shell.run_cell("%%distrun --dry-run\nsave(1)\n", store_history=True).success
+    assert "warning: In [2] line 5: every rank runs `torch.save(...)`" in capsys.readouterr().out
 
 
 def test_line_magic_lists_and_reports_unknown_jobs(shell: InteractiveShell, tmp_path: Path, capsys) -> None:

@@ -6,7 +6,6 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,6 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_disttrain.errors import PackagingError
 from jupyter_disttrain.packaging import PackagedScript, package_cell
 from jupyter_disttrain.packaging.scopes import analyze
-
-
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.reset(new_session=True)
-    yield ip
-    ip.reset(new_session=True)
 
 
 def run(ip: InteractiveShell, *cells: str) -> None:
@@ -433,8 +424,11 @@ def test_magics_and_shell_escapes_in_history(shell: InteractiveShell, tmp_path: 
     assert run_script(packaged, tmp_path) == "42 ['one two']\n"
 
 
-def test_undefined_names_are_reported_as_a_pitfall(shell: InteractiveShell) -> None:
-    packaged = package(shell, "x = 1\nprint(nowhere)\n")
+def test_undefined_names_are_refused_or_reported(shell: InteractiveShell) -> None:
+    with pytest.raises(PackagingError, match=r"line 2 of the cell uses `nowhere`"):
+        package(shell, "x = 1\nprint(nowhere)\n")
+    # Only in a function the cell never calls: it may never run, so a warning, not a refusal.
+    packaged = package(shell, "def later():\n    print(nowhere)\n")
     assert [(p.code, p.line) for p in packaged.pitfalls] == [("undefined-name", 2)]
     assert package(shell, "print(nowhere)", ignore={"undefined-name"}).pitfalls == []
     assert package(shell, "print(nowhere)  # distrun: ignore[undefined-name]").pitfalls == []
@@ -497,7 +491,7 @@ def test_star_imports_and_ipython_display(shell: InteractiveShell) -> None:
 
 
 def test_ignore_star_silences_every_warning(shell: InteractiveShell) -> None:
-    cell = "m = nn.DataParallel(net)\nprint(nowhere)"
+    cell = "def later():\n    m = nn.DataParallel(net)\n    print(nowhere)"
     assert [p.code for p in package(shell, cell).pitfalls] == ["data-parallel", *["undefined-name"] * 3]
     assert package(shell, cell, ignore={"*"}).pitfalls == []
 

@@ -4,11 +4,22 @@ correct form, and can be silenced by code or by a trailing comment."""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Collection
 
 import pytest
 
-from jupyter_disttrain.packaging import Pitfall, check_pitfalls
-from jupyter_disttrain.packaging.pitfalls import CODES
+from jupyter_disttrain.packaging import Pitfall
+from jupyter_disttrain.packaging.pitfalls import CODES, Target
+from jupyter_disttrain.packaging.pitfalls import check_pitfalls as check_cell
+
+# A 2-process job with GPUs; the GPU checks get a job without one.
+GPU_JOB = Target(world_size=2, flags="--gpus 2 --nodes 1")
+CPU_JOB = Target(world_size=2, flags="--gpus 2 --nodes 1", no_gpu="--accelerator cpu")
+TARGETS = {"cuda-without-gpu": CPU_JOB}
+
+
+def check_pitfalls(source: str, ignore: Collection[str] = (), code: str = "") -> list[Pitfall]:
+    return check_cell(source, ignore, target=TARGETS.get(code, GPU_JOB))
 
 
 def cell(source: str) -> str:
@@ -106,30 +117,55 @@ CASES = [
         model.cuda()
         """,
     ),
+    (
+        "cuda-without-gpu",
+        """
+        import os, torch
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        """,
+        2,
+        """
+        import os, torch
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        """,
+    ),
+    (
+        "world-size-mismatch",
+        """
+        import torch.multiprocessing as mp
+        mp.spawn(train, args=(4,), nprocs=4)
+        """,
+        2,
+        """
+        import torch.multiprocessing as mp
+        mp.spawn(train, args=(2,), nprocs=2)
+        """,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("code", "bad", "line", "good"), CASES, ids=[c[0] for c in CASES])
 def test_fires_on_the_bad_form_at_the_cell_line(code: str, bad: str, line: int, good: str) -> None:
-    found = check_pitfalls(cell(bad))
+    found = check_pitfalls(cell(bad), code=code)
     assert [(p.code, p.line) for p in found] == [(code, line)]
     assert "\n" not in found[0].message and len(found[0].message) > 30
 
 
 @pytest.mark.parametrize(("code", "bad", "line", "good"), CASES, ids=[c[0] for c in CASES])
 def test_quiet_on_the_correct_form(code: str, bad: str, line: int, good: str) -> None:
-    assert check_pitfalls(cell(good)) == []
+    assert check_pitfalls(cell(good), code=code) == []
 
 
 @pytest.mark.parametrize(("code", "bad", "line", "good"), CASES, ids=[c[0] for c in CASES])
 def test_silenced_by_code_or_by_comment(code: str, bad: str, line: int, good: str) -> None:
     source = cell(bad)
-    assert check_pitfalls(source, ignore={code}) == []
+    assert check_pitfalls(source, ignore={code}, code=code) == []
     lines = source.splitlines()
     lines[line - 1] += f"  # distrun: ignore[other-code, {code}]"
-    assert check_pitfalls("\n".join(lines)) == []
+    assert check_pitfalls("\n".join(lines), code=code) == []
     lines[line - 1] = lines[line - 1].replace(code, "not-this-one")
-    assert [p.code for p in check_pitfalls("\n".join(lines))] == [code]
+    assert [p.code for p in check_pitfalls("\n".join(lines), code=code)] == [code]
 
 
 def test_every_code_is_covered() -> None:
@@ -137,13 +173,18 @@ def test_every_code_is_covered() -> None:
 
 
 def test_messages_say_what_to_write_instead() -> None:
-    messages = {c[0]: check_pitfalls(cell(c[1]))[0].message for c in CASES}
+    messages = {c[0]: check_pitfalls(cell(c[1]), code=c[0])[0].message for c in CASES}
     assert "set_epoch(epoch)" in messages["sampler-set-epoch"]
     assert "get_rank() == 0" in messages["unguarded-save"]
     assert "model.module.state_dict()" in messages["ddp-state-dict"]
     assert "DistributedDataParallel" in messages["data-parallel"]
     assert "os.environ" in messages["hardcoded-rank"]
     assert "set_device" in messages["cuda-without-device"]
+    assert (
+        "is_available()" in messages["cuda-without-gpu"]
+        and "--accelerator cpu" in messages["cuda-without-gpu"]
+    )
+    assert "WORLD_SIZE" in messages["world-size-mismatch"] and "--gpus 2" in messages["world-size-mismatch"]
 
 
 # --- the variants each check must get right --------------------------------------------------------
@@ -238,7 +279,8 @@ def test_ddp_state_dict_only_for_the_wrapped_name_after_wrapping() -> None:
 
 
 def test_hardcoded_rank_positional_and_rank_only() -> None:
-    assert [p.line for p in check_pitfalls("init_process_group('gloo', None, None, 4)")] == [1]
+    found = check_pitfalls("init_process_group('gloo', None, None, 4)")
+    assert [(p.code, p.line) for p in found] == [("hardcoded-rank", 1), ("world-size-mismatch", 1)]
     assert [p.code for p in check_pitfalls("dist.init_process_group(backend='gloo', rank=1)")] == [
         "hardcoded-rank"
     ]

@@ -63,7 +63,8 @@ def agent_commands(
     base_env = job_env(spec, job_id, job_dir)
     base_env["DISTTRAIN_LOG_DIR"] = os.path.join(job_dir, "logs")
     # Imports next to the notebook keep working: the script runs from the job dir.
-    # A user PYTHONPATH (--env) comes first; the working dir stays on it either way.
+    # The job's own entries (--env PYTHONPATH, the kernel's sys.path additions) come first;
+    # the working dir stays on it either way, then the inherited ones.
     paths = [spec.env.get("PYTHONPATH"), working_dir, os.environ.get("PYTHONPATH")]
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in spec.env:

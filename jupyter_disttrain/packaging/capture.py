@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
+from .checks import check_script, script_blocks
 from .history import HistoryIndex
-from .pitfalls import Pitfall, check_pitfalls, silenced_codes
+from .pitfalls import Pitfall, Target
 from .resolve import Item, Resolver
 from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
 from .sourcetext import first_line, shift, string_interior_lines
@@ -39,7 +40,7 @@ class PackagedScript:
         source: the standalone script (readable, runnable with torchrun by hand).
         files: side files to store next to the script (plain names), e.g. large values.
         captured: names taken from earlier cells, in script order (for display).
-        pitfalls: warnings on the cell (already filtered by ``ignore``).
+        pitfalls: warnings on the script's code (already filtered by ``ignore``).
     """
 
     source: str
@@ -56,6 +57,8 @@ def package_cell(
     ignore: Collection[str] = (),
     header: str | None = None,
     max_value_bytes: int = 64 * 2**20,
+    target: Target | None = None,
+    cell_line: int = 1,
 ) -> PackagedScript:
     """Package ``cell`` with everything it uses from earlier cells into a standalone script.
 
@@ -66,38 +69,30 @@ def package_cell(
         ignore: pitfall codes not to report (``"*"``: none).
         header: extra text for the script's docstring (e.g. the notebook and job name).
         max_value_bytes: the largest value sent to the job.
+        target: what the job runs on, for the checks that depend on it (GPUs, world size).
+        cell_line: the line JupyterLab shows for the cell's first line (2 under a ``%%distrun`` line).
 
     Returns:
         The script, its side files, the captured names and the pitfall warnings.
 
     Raises:
-        PackagingError: the cell is empty or invalid, or uses something that cannot be sent.
+        PackagingError: the cell is empty or invalid, uses something that cannot be sent, or surely
+            reads a name defined nowhere.
     """
     cell = cell.replace("\r\n", "\n")
-    tree = _parse_cell(cell)
+    tree = _parse_cell(cell, cell_line)
     use = analyze(cell, tree)
     writer = ValueWriter(_lib_names(use.bound | set(use.free), user_ns), max_value_bytes)
     resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer)
     resolver.require_cell_names(use)
     items = _ordered(resolver.items)
-    pitfalls = check_pitfalls(cell, ignore)
-    silenced = silenced_codes(cell)
-    for name, line in resolver.missing.items():
-        if not {"undefined-name", "*"} & set(ignore) and "undefined-name" not in silenced.get(line, set()):
-            pitfalls.append(
-                Pitfall(
-                    "undefined-name",
-                    line,
-                    f"`{name}` is not defined in this cell, in earlier cells or in the kernel: the job would"
-                    " stop with NameError; define or import it",
-                )
-            )
-    pitfalls.sort(key=lambda p: (p.line, p.code))
+    blocks = script_blocks(cell, cell_line, items, resolver.index)
+    pitfalls = check_script(blocks, resolver.missing, ignore, target)
     source = _Script(cell, tree, items, writer, header).render()
     return PackagedScript(source, _side_files(writer), [item.name for item in items], pitfalls)
 
 
-def _parse_cell(cell: str) -> ast.Module:
+def _parse_cell(cell: str, cell_line: int) -> ast.Module:
     if not cell.strip():
         raise PackagingError("the cell is empty: write the training code under %%distrun")
     try:
@@ -110,7 +105,7 @@ def _parse_cell(cell: str) -> ast.Module:
         if text.startswith(("%", "!")):
             hint = "; magics and ! commands do not run in the job: use plain Python (os, subprocess)"
         shown = f" in `{text[:60]}`" if text else ""
-        raise PackagingError(f"line {line} of the cell: {error.msg}{shown}{hint}") from None
+        raise PackagingError(f"line {line + cell_line - 1} of the cell: {error.msg}{shown}{hint}") from None
     except ValueError as error:  # e.g. a NUL byte
         raise PackagingError(
             f"the cell cannot be read as Python ({error}): remove the stray characters"

@@ -1,8 +1,13 @@
-"""Warnings about common mistakes in distributed (DDP) training code, read from the cell's syntax tree.
+"""Warnings about common mistakes in distributed (DDP) training code, read from the script's syntax tree.
+
+The checks read everything that goes into the script (the cell and the functions and classes taken
+from earlier cells, given as :class:`Block` s) as one module, so a save inside a training function
+of an earlier cell is seen, and a function called only under ``if rank == 0:`` in the cell counts as
+guarded. Each warning names the cell and line as JupyterLab shows them.
 
 Each check has a stable code. A warning is silenced by passing its code in ``ignore`` or by a
 trailing ``# distrun: ignore[code]`` (several codes: ``ignore[code-a, code-b]``) on one of the lines
-of the flagged expression. The checks are heuristics: they look only at the cell's own text.
+of the flagged expression. The checks are heuristics on the text; they run nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import ast
 import io
 import re
 import tokenize
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 CODES = (
@@ -21,6 +26,8 @@ CODES = (
     "data-parallel",
     "hardcoded-rank",
     "cuda-without-device",
+    "cuda-without-gpu",
+    "world-size-mismatch",
 )
 _SILENCE = re.compile(r"#\s*distrun:\s*ignore\[([^\]]*)\]")
 # Words that mark a condition as "only on one rank" (rank == 0, is_main_process, trainer.is_global_zero...).
@@ -38,37 +45,90 @@ _RANK_WORDS = (
 
 @dataclass
 class Pitfall:
-    """A warning on the cell.
+    """A warning on the script.
 
     Attributes:
         code: stable id, e.g. "sampler-set-epoch".
-        line: 1-based line number in the cell.
+        line: 1-based line number in its cell, as JupyterLab shows it.
         message: one line: what is wrong and what to write instead.
+        cell: the earlier cell it is in ("In [3]"); "" for the ``%%distrun`` cell.
     """
 
     code: str
     line: int
     message: str
+    cell: str = ""
+
+    @property
+    def where(self) -> str:
+        """``line 4`` in the %%distrun cell, ``In [3] line 4`` in an earlier one."""
+        return f"{self.cell} line {self.line}" if self.cell else f"line {self.line}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A piece of code that goes into the script.
+
+    Attributes:
+        source: its text (module-level code).
+        cell: the earlier cell it comes from ("In [3]"); "" for the ``%%distrun`` cell.
+        first_line: the line of ``source``'s first line in that cell, as JupyterLab numbers it.
+    """
+
+    source: str
+    cell: str = ""
+    first_line: int = 1
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the job runs on, for the checks that depend on it.
+
+    Attributes:
+        world_size: processes in the job (``--gpus`` x ``--nodes``).
+        flags: how the user asked for them, for messages ("--gpus 2 --nodes 1").
+        no_gpu: why the job will have no GPU ("--accelerator cpu"), or None when it will have GPUs.
+    """
+
+    world_size: int
+    flags: str
+    no_gpu: str | None = None
 
 
 Finding = tuple[str, ast.AST, str]
 
 
-def check_pitfalls(source: str, ignore: Collection[str] = ()) -> list[Pitfall]:
-    """Look for DDP pitfalls in ``source`` (a cell); a cell that does not parse gives no warnings.
+def check_pitfalls(
+    source: str, ignore: Collection[str] = (), *, target: Target | None = None
+) -> list[Pitfall]:
+    """Look for DDP pitfalls in ``source`` (one cell); a cell that does not parse gives no warnings."""
+    return check_blocks([Block(source)], ignore, target=target)
+
+
+def check_blocks(
+    blocks: Sequence[Block], ignore: Collection[str] = (), *, target: Target | None = None
+) -> list[Pitfall]:
+    """Look for DDP pitfalls in everything that goes into the script, read as one module.
 
     Args:
-        source: the cell's code.
+        blocks: the script's code in script order (a block that does not parse is left out).
         ignore: codes not to report (``"*"``: none at all).
+        target: what the job runs on; without it the checks that depend on it do not run.
 
     Returns:
-        The warnings, ordered by line.
+        The warnings, ordered by cell (earlier cells first) and line.
     """
+    parsed = [b for b in blocks if _parses(b.source)]
+    # Combined line -> (block, line in the block): blocks are joined one after the other.
+    # Lines as the parser counts them (str.splitlines also splits at form feeds and the like).
+    texts = [b.source.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n").split("\n") for b in parsed]
+    owners = [(block, n) for block, text in zip(parsed, texts, strict=True) for n in range(1, len(text) + 1)]
+    source = "\n".join("\n".join(text) for text in texts)
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError):  # blocks that parse alone always parse together; be safe anyway
         return []
-    code = _Code(tree)
+    code = _Code(tree, target)
     silenced = silenced_codes(source)
     found = []
     for check in _CHECKS:
@@ -76,8 +136,18 @@ def check_pitfalls(source: str, ignore: Collection[str] = ()) -> list[Pitfall]:
             lines = range(getattr(node, "lineno", 1), (getattr(node, "end_lineno", None) or 1) + 1)
             if name in ignore or "*" in ignore or any(name in silenced.get(line, ()) for line in lines):
                 continue
-            found.append(Pitfall(name, getattr(node, "lineno", 1), message))
-    return sorted(found, key=lambda p: (p.line, p.code))
+            block, line = owners[min(getattr(node, "lineno", 1), len(owners)) - 1]
+            found.append(Pitfall(name, block.first_line + line - 1, message, block.cell))
+    order = {block.cell: i for i, block in enumerate(parsed)}
+    return sorted(found, key=lambda p: (not p.cell, order.get(p.cell, 0), p.line, p.code))
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def silenced_codes(source: str) -> dict[int, set[str]]:
@@ -94,10 +164,11 @@ def silenced_codes(source: str) -> dict[int, set[str]]:
 
 
 class _Code:
-    """The cell's tree with parent links and the lookups the checks share."""
+    """The script's tree with parent links and the lookups the checks share."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, target: Target | None = None) -> None:
         self.tree = tree
+        self.target = target
         self.parent: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
@@ -115,6 +186,13 @@ class _Code:
 
     def calls_to(self, function: str) -> list[ast.Call]:
         return [c for c in self.calls if isinstance(c.func, ast.Name) and c.func.id == function]
+
+    def scope(self, node: ast.AST) -> ast.AST | None:
+        """The innermost function (or lambda) ``node`` is in; None at module level."""
+        for ancestor, _ in self.ancestors(node):
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return ancestor
+        return None
 
 
 def _name(call: ast.Call) -> str:
@@ -144,17 +222,22 @@ def _is_constant(node: ast.AST | None, kind: type | tuple[type, ...], value: obj
     return value is None or node.value == value
 
 
-def _rankish(node: ast.AST) -> bool:
-    """Whether an expression talks about the process rank (so it guards rank-0-only work)."""
+def _words(node: ast.AST) -> list[str]:
+    """The names, attributes and strings in an expression, lower-cased."""
     words = []
     for part in ast.walk(node):
         if isinstance(part, ast.Name):
-            words.append(part.id)
+            words.append(part.id.lower())
         elif isinstance(part, ast.Attribute):
-            words.append(part.attr)
+            words.append(part.attr.lower())
         elif isinstance(part, ast.Constant) and isinstance(part.value, str):
-            words.append(part.value)
-    return any(w in word.lower() for word in words for w in _RANK_WORDS)
+            words.append(part.value.lower())
+    return words
+
+
+def _rankish(node: ast.AST) -> bool:
+    """Whether an expression talks about the process rank (so it guards rank-0-only work)."""
+    return any(w in word for word in _words(node) for w in _RANK_WORDS)
 
 
 # --- sampler-set-epoch -------------------------------------------------------------------------
@@ -227,39 +310,42 @@ def _save_kind(call: ast.Call) -> str:
     return ""
 
 
-def _guarded(code: _Code, node: ast.AST, seen: set[str]) -> bool:
-    """Whether ``node`` only runs on one rank: under a rank test, after a rank early-exit, or inside
-    a cell function that is only called from such places."""
+def _guarded(code: _Code, node: ast.AST, seen: set[str], test: Callable[[ast.AST], bool] = _rankish) -> bool:
+    """Whether ``node`` only runs when ``test`` holds (by default: on one rank): under such a
+    condition, after an early exit on it, or inside a function only called from such places."""
     for ancestor, child in code.ancestors(node):
         conditional = (ast.If, ast.IfExp, ast.While)
-        if isinstance(ancestor, conditional) and child is not ancestor.test and _rankish(ancestor.test):
+        if isinstance(ancestor, conditional) and child is not ancestor.test and test(ancestor.test):
             return True
-        if isinstance(ancestor, ast.BoolOp) and any(_rankish(v) for v in ancestor.values if v is not child):
+        if isinstance(ancestor, ast.BoolOp) and any(test(v) for v in ancestor.values if v is not child):
             return True
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            _rankish(d) for d in ancestor.decorator_list
+            test(d) for d in ancestor.decorator_list
         ):
             return True
-        if isinstance(child, ast.stmt) and _after_rank_exit(ancestor, child):
+        if isinstance(child, ast.stmt) and _after_exit(ancestor, child, test):
             return True
         top_level = code.parent.get(ancestor) is code.tree
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and top_level:
             callers = code.calls_to(ancestor.name)
             if ancestor.name in seen or not callers:
                 return False
-            return all(_guarded(code, c, seen | {ancestor.name}) for c in callers)
+            return all(_guarded(code, c, seen | {ancestor.name}, test) for c in callers)
     return False
 
 
-def _after_rank_exit(block: ast.AST, stmt: ast.stmt) -> bool:
-    """``if rank != 0: return`` (or continue/break/raise) earlier in the same block as ``stmt``."""
+def _after_exit(block: ast.AST, stmt: ast.stmt, test: Callable[[ast.AST], bool]) -> bool:
+    """``if rank != 0: return`` (or continue/break/raise), or ``assert torch.cuda.is_available()``,
+    earlier in the same block as ``stmt``."""
     for field in ("body", "orelse", "finalbody"):
         statements = getattr(block, field, None)
         if isinstance(statements, list) and stmt in statements:
             for earlier in statements[: statements.index(stmt)]:
+                if isinstance(earlier, ast.Assert) and test(earlier.test):
+                    return True
                 if (
                     isinstance(earlier, ast.If)
-                    and _rankish(earlier.test)
+                    and test(earlier.test)
                     and isinstance(earlier.body[-1], (ast.Return, ast.Continue, ast.Break, ast.Raise))
                 ):
                     return True
@@ -270,24 +356,64 @@ def _after_rank_exit(block: ast.AST, stmt: ast.stmt) -> bool:
 
 
 def _ddp_state_dict(code: _Code) -> Iterator[Finding]:
-    wrapped: dict[str, int] = {}
+    # Scope (a function, None for module level) -> names bound to a DDP-wrapped model -> from which line.
+    wrapped: dict[ast.AST | None, dict[str, int]] = {}
     for node in ast.walk(code.tree):
-        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
-            continue
-        if _name(node.value) in ("DistributedDataParallel", "DDP"):
+        if isinstance(node, ast.Assign) and _is_ddp(node.value):
             for target in node.targets:
                 if _dotted(target):
-                    wrapped.setdefault(_dotted(target), node.lineno)
+                    wrapped.setdefault(code.scope(node), {}).setdefault(_dotted(target), node.lineno)
+    for _ in range(3):  # a wrapped model passed on to a function, and from there to another
+        for call in code.calls:
+            function = code.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
+            if function is None:
+                continue
+            params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            passed = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
+            for param, value in passed:
+                if param and _wrapped_at(code, wrapped, value, call):
+                    wrapped.setdefault(function, {})[param] = 0
     for call in code.calls:
         if isinstance(call.func, ast.Attribute) and call.func.attr == "state_dict":
-            owner = _dotted(call.func.value)
-            if owner in wrapped and call.lineno >= wrapped[owner]:
+            owner = call.func.value
+            if _wrapped_at(code, wrapped, owner, call):
+                name = _dotted(owner)
                 yield (
                     "ddp-state-dict",
                     call,
-                    f"`{owner}` is wrapped in DistributedDataParallel, so its state_dict keys start with"
-                    f" 'module.': save `{owner}.module.state_dict()` so it loads into a plain model",
+                    f"`{name}` is wrapped in DistributedDataParallel, so its state_dict keys start with"
+                    f" 'module.': save `{name}.module.state_dict()` so it loads into a plain model",
                 )
+
+
+def _is_ddp(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _name(node) in ("DistributedDataParallel", "DDP")
+
+
+def _wrapped_at(
+    code: _Code, wrapped: dict[ast.AST | None, dict[str, int]], node: ast.AST, at: ast.AST
+) -> bool:
+    """Whether ``node`` (read where ``at`` is) is a DDP-wrapped model: wrapped earlier in the same
+    function (or passed in wrapped), or a module-level name the function reads as a global."""
+    if _is_ddp(node):
+        return True
+    name = _dotted(node)
+    scope = code.scope(at)
+    line = wrapped.get(scope, {}).get(name)
+    if line is not None:
+        return getattr(at, "lineno", 0) >= line
+    if scope is None or name not in wrapped.get(None, {}):
+        return False
+    return name.split(".")[0] not in _locals(scope)
+
+
+def _locals(function: ast.AST) -> set[str]:
+    """Names a function binds itself (so they are not the module's)."""
+    args = getattr(function, "args", None)
+    names = {a.arg for a in ast.walk(args) if isinstance(a, ast.arg)} if args is not None else set()
+    declared = {n for node in ast.walk(function) if isinstance(node, ast.Global) for n in node.names}
+    stored = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return (names | stored) - declared
 
 
 # --- data-parallel -----------------------------------------------------------------------------
@@ -358,6 +484,93 @@ def _cuda_without_device(code: _Code) -> Iterator[Finding]:
             )
 
 
+# --- cuda-without-gpu --------------------------------------------------------------------------
+
+
+def _cuda_without_gpu(code: _Code) -> Iterator[Finding]:
+    if code.target is None or code.target.no_gpu is None:
+        return
+    for call in code.calls:
+        what = _gpu_only(call)
+        if what and not _guarded(code, call, set(), _gpuish):
+            yield (
+                "cuda-without-gpu",
+                call,
+                f"this job has no GPU ({code.target.no_gpu}) and `{what}` fails without one: run it only"
+                " `if torch.cuda.is_available():` (on CPU use the gloo backend and the 'cpu' device)",
+            )
+
+
+def _gpu_only(call: ast.Call) -> str:
+    """What the call does that needs a GPU ("" if nothing)."""
+    name = _name(call)
+    method = isinstance(call.func, ast.Attribute)
+    first = call.args[0] if call.args else None
+    if name == "set_device" and "cuda" in _dotted(call.func):
+        return "torch.cuda.set_device(...)"
+    if name == "cuda" and method:
+        return ".cuda()"
+    if name == "init_process_group" and _is_constant(_keyword(call, "backend") or first, str, "nccl"):
+        return 'init_process_group("nccl")'
+    device = _keyword(call, "device") or first
+    if name == "to" and method and isinstance(device, ast.Constant) and str(device.value).startswith("cuda"):
+        return f".to({device.value!r})"
+    return ""
+
+
+def _gpuish(node: ast.AST) -> bool:
+    """Whether a condition asks about GPUs (torch.cuda.is_available(), device_count(), args.cuda...)."""
+    return any(w in word for word in _words(node) for w in ("cuda", "gpu", "is_available", "device_count"))
+
+
+# --- world-size-mismatch -----------------------------------------------------------------------
+
+
+def _world_size_mismatch(code: _Code) -> Iterator[Finding]:
+    if code.target is None:
+        return
+    constants = _int_constants(code.tree)
+    for call in code.calls:
+        name = _name(call)
+        if name == "init_process_group":
+            value = _keyword(call, "world_size") or (call.args[3] if len(call.args) > 3 else None)
+        elif _dotted(call.func) in ("mp.spawn", "multiprocessing.spawn", "torch.multiprocessing.spawn"):
+            value = _keyword(call, "nprocs") or (call.args[2] if len(call.args) > 2 else None)
+        else:
+            continue
+        size = _int_value(value, constants)
+        if size is not None and size != code.target.world_size:
+            yield (
+                "world-size-mismatch",
+                call,
+                f"this asks for {size} processes but the job runs {code.target.world_size}"
+                f" ({code.target.flags}): read int(os.environ['WORLD_SIZE']) instead, or change the flags",
+            )
+
+
+def _int_constants(tree: ast.Module) -> dict[str, int]:
+    """Module-level names assigned an int literal exactly once (``n_gpus = 2``)."""
+    seen: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            seen.setdefault(node.id, []).append(node)
+    out: dict[str, int] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            target, value = stmt.targets[0].id, _int_value(stmt.value, {})
+            if value is not None and len(seen.get(target, [])) == 1:
+                out[target] = value
+    return out
+
+
+def _int_value(node: ast.AST | None, constants: dict[str, int]) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    return None
+
+
 _CHECKS: tuple[Callable[[_Code], Iterator[Finding]], ...] = (
     _sampler_set_epoch,
     _unguarded_save,
@@ -365,4 +578,6 @@ _CHECKS: tuple[Callable[[_Code], Iterator[Finding]], ...] = (
     _data_parallel,
     _hardcoded_rank,
     _cuda_without_device,
+    _cuda_without_gpu,
+    _world_size_mismatch,
 )
