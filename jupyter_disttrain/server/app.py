@@ -159,3 +159,4 @@ class DistTrainApp(ExtensionApp):
             return
         await context.tensorboard.stop_all()
         context.executor.shutdown(wait=False, cancel_futures=True)
+        context.cancel_executor.shutdown(wait=False, cancel_futures=True)

@@ -189,9 +189,13 @@ class TensorBoardManager:
                 await self._stop_instance(inst)
         return await self.ensure(tb_id)
 
-    async def stop(self, tb_id: str) -> None:
+    async def stop(self, tb_id: str, must_exist: bool = False) -> None:
+        """Stop ``tb_id`` if it runs; with ``must_exist``, an id that is neither running nor
+        a job in the store raises ``UnknownJobError`` (the REST API's 404)."""
         if tb_id != ALL_JOBS:
             validate_job_id(tb_id)
+            if must_exist and tb_id not in self._instances:
+                self.store.existing_dir(tb_id)
         async with self._lock(tb_id):
             inst = self._instances.get(tb_id)
             if inst is not None:
