@@ -72,6 +72,21 @@ def domain_errors() -> Iterator[None]:
         raise http_error(exc) from exc
 
 
+def write_json_error(handler: web.RequestHandler, **kwargs: Any) -> None:
+    """Answer an error as JSON ``{"message", "reason"}`` (tornado's ``write_error`` arguments);
+    the message says what went wrong and what to do."""
+    exc = kwargs.get("exc_info", (None, None, None))[1]
+    if isinstance(exc, web.HTTPError) and exc.log_message:
+        message = exc.log_message % exc.args if exc.args else exc.log_message
+        reply = {"message": message, "reason": exc.reason}
+    elif exc is not None and not isinstance(exc, web.HTTPError):
+        reply = {"message": "internal error; see the Jupyter server log", "reason": None}
+    else:
+        reply = {"message": handler._reason, "reason": None}
+    handler.set_header("Content-Type", "application/json")
+    handler.finish(json.dumps(reply))
+
+
 class DistTrainHandler(APIHandler):
     """Base of the extension's API handlers: context, thread pool, JSON errors."""
 
@@ -122,17 +137,7 @@ class DistTrainHandler(APIHandler):
         raise web.HTTPError(400, "%s", f"{name} must be true or false, not {raw!r}")
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """JSON ``{"message", "reason"}``; the message says what went wrong and what to do."""
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, web.HTTPError) and exc.log_message:
-            message = exc.log_message % exc.args if exc.args else exc.log_message
-            reply = {"message": message, "reason": exc.reason}
-        elif exc is not None and not isinstance(exc, web.HTTPError):
-            reply = {"message": "internal error; see the Jupyter server log", "reason": None}
-        else:
-            reply = {"message": self._reason, "reason": None}
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(reply))
+        write_json_error(self, **kwargs)
 
 
 class JobsHandler(DistTrainHandler):
