@@ -26,6 +26,7 @@ _PRIVATE_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Csrftoken")
 _PRIVATE_QUERY = frozenset({"token", "_xsrf"})
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _SAFE_VERBS = frozenset({"GET", "HEAD", "OPTIONS"})
+_ANGULAR_XSRF_COOKIE, _ANGULAR_XSRF_HEADER = "XSRF-TOKEN", "X-XSRF-TOKEN"
 
 
 class TensorBoardProxyHandler(ProxyHandler):
@@ -46,6 +47,11 @@ class TensorBoardProxyHandler(ProxyHandler):
     def check_xsrf_cookie(self) -> None:
         # jupyter-server-proxy's is a no-op ("defer to proxied apps"); use Jupyter's own:
         # token-authenticated requests pass, cookie-authenticated ones need the _xsrf token.
+        # TensorBoard's page (Angular) sends it as X-XSRF-TOKEN, read from the XSRF-TOKEN
+        # cookie that ``_forward`` sets: the same token under Angular's names.
+        angular = self.request.headers.get(_ANGULAR_XSRF_HEADER)
+        if angular and "X-Xsrftoken" not in self.request.headers:
+            self.request.headers["X-Xsrftoken"] = angular
         JupyterHandler.check_xsrf_cookie(self)
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
@@ -95,6 +101,9 @@ class TensorBoardProxyHandler(ProxyHandler):
             # The proxy replaced Jupyter's headers with TensorBoard's; put Jupyter's policy
             # back beside TensorBoard's own, so only Jupyter's pages may frame TensorBoard.
             self.add_header("Content-Security-Policy", self.content_security_policy)
+            if self.request.method == "GET":  # the page's POSTs carry it back (see above)
+                token = self.xsrf_token.decode()
+                self.set_cookie(_ANGULAR_XSRF_COOKIE, token, path=self.ctx.tensorboard.prefix(tb_id))
 
     @web.authenticated
     async def http_get(self, tb_id: str, path: str | None = None) -> None:

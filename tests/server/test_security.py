@@ -311,3 +311,27 @@ async def test_another_local_user_cannot_reach_tensorboard(
     from .test_tensorboard import listening_addresses
 
     assert listening_addresses(inst.process.pid) == set()
+
+
+async def test_tensorboards_own_page_can_post_with_a_cookie(
+    jp_serverapp: Any, jp_fetch: Any, jp_http_port: int, jp_base_url: str, job_root: Any
+) -> None:
+    # TensorBoard's page (Angular) posts with X-XSRF-TOKEN read from the XSRF-TOKEN cookie:
+    # the proxy hands it Jupyter's XSRF token under that name, so a browser's tab keeps working.
+    from .test_tensorboard import make_job
+
+    job_id = make_job(job_root, "page")
+    base, login = await cookie_login(jp_serverapp, jp_http_port, jp_base_url)
+    page = await AsyncHTTPClient().fetch(
+        HTTPRequest(f"{base}disttrain/tensorboard/{job_id}/", headers={"Cookie": login}, request_timeout=60)
+    )
+    cookies = dict(c.split(";", 1)[0].split("=", 1) for c in page.headers.get_list("Set-Cookie"))
+    assert "XSRF-TOKEN" in cookies and "_xsrf" in cookies
+    jar = "; ".join([login, *(f"{k}={v}" for k, v in cookies.items())])
+    url = f"{base}disttrain/tensorboard/{job_id}/data/plugin/scalars/scalars_multirun"
+    body = "tag=x&runs=[]"
+    headers = {"Cookie": jar, "X-XSRF-TOKEN": cookies["XSRF-TOKEN"]}
+    ok = await AsyncHTTPClient().fetch(HTTPRequest(url, method="POST", body=body, headers=headers))
+    assert ok.code == 200
+    forged = HTTPRequest(url, method="POST", body=body, headers={"Cookie": jar, "X-XSRF-TOKEN": "forged"})
+    assert await raw_status(forged) == 403
