@@ -9,8 +9,9 @@ socket, Python loader, reload every second), once per setting of
 
     python bench/bench_tensorboard_multifile.py [--jobs 50] [--age 7200] [--seconds 20]
 
-Settings: 0 (multifile off: only the newest file of each run is polled), 3600 (the server's
-default for _all), 86400 (the default for one job) and -1 (every file, forever).
+Settings: 0 (multifile off: only the newest file of each run is polled), 3600, 86400 (the
+server's default, ``DistTrainApp.tensorboard_multifile_inactive_secs``) and -1 (every file,
+forever). The jobs' files are 2 h old: 3600 skips them, 86400 and -1 keep polling them.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def cpu_of(tree: psutil.Process) -> float:
 
 def measure(store: JobStore, inactive: int, seconds: float, work: Path) -> tuple[float, float]:
     """(seconds until loaded, CPU seconds per second afterwards) of one TensorBoard over _all."""
-    manager = TensorBoardManager(store, [sys.executable], "/", all_multifile_inactive_secs=inactive)
+    manager = TensorBoardManager(store, [sys.executable], "/", multifile_inactive_secs=inactive)
     sock = work / f"tb-{inactive}.sock"
     argv = [sys.executable, str(TB_SERVE), *manager.flags(ALL_JOBS, store.root, sock)]
     log = open(work / f"tb-{inactive}.log", "wb")  # noqa: SIM115 -- closed below

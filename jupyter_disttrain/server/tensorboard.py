@@ -101,7 +101,6 @@ class TensorBoardManager:
         reload_interval: Seconds between TensorBoard's scans for new event data.
         multifile_inactive_secs: Follow every event file of a run written to within this many
             seconds (``--reload_multifile_inactive_secs``); 0 follows only the newest file.
-        all_multifile_inactive_secs: The same for ``_all`` (every job's runs).
         idle_timeout: Stop an instance after this many seconds without requests (0: never).
         ready_timeout: Seconds to wait for a new instance to answer before giving up.
     """
@@ -113,7 +112,6 @@ class TensorBoardManager:
         base_url: str,
         reload_interval: float = 1.0,
         multifile_inactive_secs: int = 86400,
-        all_multifile_inactive_secs: int = 3600,
         idle_timeout: float = 1800.0,
         ready_timeout: float = 60.0,
         log: logging.Logger | None = None,
@@ -123,7 +121,6 @@ class TensorBoardManager:
         self.base_url = base_url
         self.reload_interval = reload_interval
         self.multifile_inactive_secs = multifile_inactive_secs
-        self.all_multifile_inactive_secs = all_multifile_inactive_secs
         self.idle_timeout = idle_timeout
         self.ready_timeout = ready_timeout
         self.log = log or logging.getLogger(__name__)
@@ -233,7 +230,7 @@ class TensorBoardManager:
 
     def flags(self, tb_id: str, logdir: Path, socket_path: Path) -> builtins.list[str]:
         """The arguments the manager gives ``tb_serve.py``: where to serve, what and how to read."""
-        inactive = self.all_multifile_inactive_secs if tb_id == ALL_JOBS else self.multifile_inactive_secs
+        inactive = self.multifile_inactive_secs
         return [
             str(socket_path),
             "--logdir",
