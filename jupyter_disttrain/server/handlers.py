@@ -239,7 +239,8 @@ class LogStreamHandler(DistTrainHandler):
                     last_sent = loop.time()
                 if batch.done:
                     phase = await self.call(service.phase, job_id)
-                    self.write(_sse("end", {"phase": phase, "offset": offset}, event_id=offset))
+                    # The position after every line: resuming from it gives nothing more ("" = none yet).
+                    self.write(_sse("end", {"phase": phase, "offset": offset or ""}, event_id=offset))
                     break
                 if batch.count < ctx.log_batch_lines:
                     if loop.time() - last_sent >= ctx.keepalive_interval:

@@ -203,3 +203,15 @@ async def test_deleting_an_unknown_tensorboard_is_404(jp_fetch: Any, finished_jo
     assert code == 404, reply
     code, _ = await answer(jp_fetch, "tensorboard", finished_job, method="DELETE")
     assert code == 204  # a known job whose TensorBoard is not running: nothing to stop
+
+
+async def test_stream_of_a_job_that_printed_nothing_ends_with_a_string_offset(
+    jp_fetch: Any, shared_root: Path
+) -> None:
+    job = submit_job(shared_root, world=1, script="pass\n", name="quiet")
+    assert job.wait(timeout=120).phase.value == "Succeeded"
+    query = {"replica": "rank-0"}
+    response = await jp_fetch("disttrain", "api", "jobs", job.id, "logs", "stream", params=query)
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    ((kind, event_id, data),) = parse_sse(response.body.decode())
+    assert kind == "end" and data == {"phase": "Succeeded", "offset": ""} and event_id is None
