@@ -33,9 +33,9 @@ from .context import SETTINGS_KEY, ServerContext
 from .jobs import JobService
 
 _T = TypeVar("_T")
+_EVENT_STREAM = "text/event-stream; charset=utf-8"
 # A resume token: a byte offset, or ``replica:offset,...`` (replica names are [A-Za-z0-9._-]).
 # Checked before use because the stream echoes it in ``id:``, where a newline would start an event.
-_EVENT_STREAM = "text/event-stream; charset=utf-8"
 _OFFSET = re.compile(r"^[A-Za-z0-9._:,-]{0,8192}$")
 
 # The one table of domain error -> HTTP status; the first matching class wins.
