@@ -51,15 +51,28 @@ class DistTrainApp(ExtensionApp):
 
     tensorboard_command = List(
         Unicode(),
-        help="""How to run TensorBoard, e.g. ['tensorboard'] or ['/opt/tb/bin/tensorboard',
-        '--samples_per_plugin', 'scalars=5000']. The server adds --logdir, --host 127.0.0.1,
-        --port, --path_prefix and --reload_interval itself; setting any of those here is an error.""",
+        help="""A Python that has TensorBoard installed, then extra TensorBoard flags, e.g.
+        [sys.executable] (the default) or ['/opt/tb/bin/python', '--samples_per_plugin',
+        'scalars=5000']. The server runs TensorBoard with it on a private Unix socket (through
+        jupyter_disttrain/server/tb_serve.py) and sets --logdir, --path_prefix, --load_fast,
+        --reload_interval and --reload_multifile* itself; setting any of those here is an error.""",
     ).tag(config=True)
 
     tensorboard_reload_interval = Float(
         1.0,
         help="""Seconds between TensorBoard's scans for new event files and points (TensorBoard's
         own default is 5; whole seconds, at least 1).""",
+    ).tag(config=True)
+
+    tensorboard_multifile_inactive_secs = Int(
+        86400,
+        help="""TensorBoard follows every event file of a run directory (--reload_multifile), so
+        several writers in one directory (the user's SummaryWriter and a logger, a restarted rank)
+        all show new points; a file with no event newer than this many seconds is no longer
+        polled (--reload_multifile_inactive_secs). A day: a live job's slowest writer (one
+        point per epoch) stays followed. The same for '_all': with 50 finished jobs TensorBoard's
+        CPU is the same with this on or off (bench/bench_tensorboard_multifile.py).
+        -1: no limit; 0: only the newest file of each run.""",
     ).tag(config=True)
 
     tensorboard_idle_timeout = Float(
@@ -91,7 +104,7 @@ class DistTrainApp(ExtensionApp):
 
     @default("tensorboard_command")
     def _default_tensorboard_command(self) -> list[str]:
-        return [sys.executable, "-m", "tensorboard.main"]
+        return [sys.executable]
 
     @validate("tensorboard_command")
     def _check_tensorboard_command(self, proposal: Any) -> list[str]:
@@ -104,6 +117,12 @@ class DistTrainApp(ExtensionApp):
     def _check_batch(self, proposal: Any) -> int:
         if not 1 <= proposal["value"] <= MAX_LOG_LIMIT:
             raise TraitError(f"log_batch_lines must be between 1 and {MAX_LOG_LIMIT}")
+        return int(proposal["value"])
+
+    @validate("tensorboard_multifile_inactive_secs")
+    def _check_inactive(self, proposal: Any) -> int:
+        if proposal["value"] < -1:
+            raise TraitError(f"{proposal['trait'].name} must be -1 (no limit), 0 or more seconds")
         return int(proposal["value"])
 
     @validate("tensorboard_reload_interval", "log_poll_interval")
@@ -127,6 +146,7 @@ class DistTrainApp(ExtensionApp):
                 self.tensorboard_command,
                 base_url,
                 reload_interval=self.tensorboard_reload_interval,
+                multifile_inactive_secs=self.tensorboard_multifile_inactive_secs,
                 idle_timeout=self.tensorboard_idle_timeout,
                 ready_timeout=self.tensorboard_ready_timeout,
                 log=self.log,
@@ -161,3 +181,4 @@ class DistTrainApp(ExtensionApp):
             return
         await context.tensorboard.stop_all()
         context.executor.shutdown(wait=False, cancel_futures=True)
+        context.cancel_executor.shutdown(wait=False, cancel_futures=True)

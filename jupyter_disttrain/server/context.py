@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,6 +20,10 @@ class ServerContext:
     service: JobService
     executor: ThreadPoolExecutor
     tensorboard: TensorBoardManager
+    # Cancels (and deletes of running jobs) wait out a grace period: never in ``executor``.
+    cancel_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(32, thread_name_prefix="disttrain-cancel")
+    )
     log_poll_interval: float = 0.05
     log_batch_lines: int = 5000
     keepalive_interval: float = 15.0

@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,6 +33,10 @@ from .context import SETTINGS_KEY, ServerContext
 from .jobs import JobService
 
 _T = TypeVar("_T")
+_EVENT_STREAM = "text/event-stream; charset=utf-8"
+# A resume token: a byte offset, or ``replica:offset,...`` (replica names are [A-Za-z0-9._-]).
+# Checked before use because the stream echoes it in ``id:``, where a newline would start an event.
+_OFFSET = re.compile(r"^[A-Za-z0-9._:,-]{0,8192}$")
 
 # The one table of domain error -> HTTP status; the first matching class wins.
 _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
@@ -66,6 +72,21 @@ def domain_errors() -> Iterator[None]:
         raise http_error(exc) from exc
 
 
+def write_json_error(handler: web.RequestHandler, **kwargs: Any) -> None:
+    """Answer an error as JSON ``{"message", "reason"}`` (tornado's ``write_error`` arguments);
+    the message says what went wrong and what to do."""
+    exc = kwargs.get("exc_info", (None, None, None))[1]
+    if isinstance(exc, web.HTTPError) and exc.log_message:
+        message = exc.log_message % exc.args if exc.args else exc.log_message
+        reply = {"message": message, "reason": exc.reason}
+    elif exc is not None and not isinstance(exc, web.HTTPError):
+        reply = {"message": "internal error; see the Jupyter server log", "reason": None}
+    else:
+        reply = {"message": handler._reason, "reason": None}
+    handler.set_header("Content-Type", "application/json")
+    handler.finish(json.dumps(reply))
+
+
 class DistTrainHandler(APIHandler):
     """Base of the extension's API handlers: context, thread pool, JSON errors."""
 
@@ -76,9 +97,22 @@ class DistTrainHandler(APIHandler):
 
     async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run blocking ``fn`` in the extension's pool, translating domain errors."""
+        return await self.call_in(self.ctx.executor, fn, *args, **kwargs)
+
+    async def call_in(self, executor: Executor, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         loop = asyncio.get_running_loop()
         with domain_errors():
-            return await loop.run_in_executor(self.ctx.executor, functools.partial(fn, *args, **kwargs))
+            return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+
+    def offset_argument(self, value: str | None) -> str | None:
+        """A resume token from the client, or None; anything not shaped like one is a 400."""
+        if not value:
+            return None
+        if not _OFFSET.match(value):
+            raise web.HTTPError(
+                400, "%s", "offset must be a resume token from an earlier answer (its 'offset')"
+            )
+        return value
 
     def write_json(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -103,17 +137,7 @@ class DistTrainHandler(APIHandler):
         raise web.HTTPError(400, "%s", f"{name} must be true or false, not {raw!r}")
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """JSON ``{"message", "reason"}``; the message says what went wrong and what to do."""
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, web.HTTPError) and exc.log_message:
-            message = exc.log_message % exc.args if exc.args else exc.log_message
-            reply = {"message": message, "reason": exc.reason}
-        elif exc is not None and not isinstance(exc, web.HTTPError):
-            reply = {"message": "internal error; see the Jupyter server log", "reason": None}
-        else:
-            reply = {"message": self._reason, "reason": None}
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(reply))
+        write_json_error(self, **kwargs)
 
 
 class JobsHandler(DistTrainHandler):
@@ -128,6 +152,9 @@ class JobsHandler(DistTrainHandler):
     async def post(self) -> None:
         body = self.get_json_body()
         answer = await self.call(self.ctx.service.submit, body)
+        if "dry_run" in answer:  # nothing was created
+            self.write_json(answer)
+            return
         self.set_header("Location", self.request.path.rstrip("/") + "/" + answer["id"])
         self.write_json(answer, status=201)
 
@@ -140,7 +167,8 @@ class JobHandler(DistTrainHandler):
     @web.authenticated
     async def delete(self, job_id: str) -> None:
         purge = self.bool_argument("purge")
-        await self.call(self.ctx.service.delete, job_id, purge)
+        # Deleting a running job cancels it, which waits out its grace period: not in the shared pool.
+        await self.call_in(self.ctx.cancel_executor, self.ctx.service.delete, job_id, purge)
         with domain_errors():
             await self.ctx.tensorboard.stop(job_id)  # it would show a job that is gone
         self.set_status(204)
@@ -156,20 +184,22 @@ class ScriptHandler(DistTrainHandler):
 class CancelHandler(DistTrainHandler):
     @web.authenticated
     async def post(self, job_id: str) -> None:
-        self.write_json(await self.call(self.ctx.service.cancel, job_id))
+        # A cancel waits up to the job's grace period: in threads of its own, so that
+        # listings and log reads in the shared pool never queue behind it.
+        self.write_json(await self.call_in(self.ctx.cancel_executor, self.ctx.service.cancel, job_id))
 
 
 class LogsHandler(DistTrainHandler):
     @web.authenticated
     async def get(self, job_id: str) -> None:
-        limit = self.int_argument("limit") or 1000
+        limit = self.int_argument("limit")
         chunk = await self.call(
             self.ctx.service.read_logs,
             job_id,
             self.get_argument("replica", None),
-            self.get_argument("offset", None),
+            self.offset_argument(self.get_argument("offset", None)),
             self.int_argument("tail"),
-            limit,
+            1000 if limit is None else limit,
         )
         self.write_json(chunk)
 
@@ -191,11 +221,13 @@ class LogStreamHandler(DistTrainHandler):
     async def get(self, job_id: str) -> None:
         service, ctx = self.ctx.service, self.ctx
         replica = self.get_argument("replica", None)
-        offset = self.request.headers.get("Last-Event-ID") or self.get_argument("offset", None) or None
+        offset = self.offset_argument(
+            self.request.headers.get("Last-Event-ID") or self.get_argument("offset", None)
+        )
         tail = None if offset else self.int_argument("tail")
         # The first read happens before any header is sent, so bad input is still a JSON 4xx.
         batch = await self.call(_read_batch, service, job_id, replica, offset, tail, ctx.log_batch_lines)
-        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.set_header("Content-Type", _EVENT_STREAM)
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
         loop = asyncio.get_running_loop()
@@ -209,7 +241,8 @@ class LogStreamHandler(DistTrainHandler):
                     last_sent = loop.time()
                 if batch.done:
                     phase = await self.call(service.phase, job_id)
-                    self.write(_sse("end", {"phase": phase, "offset": offset}, event_id=offset))
+                    # The position after every line: resuming from it gives nothing more ("" = none yet).
+                    self.write(_sse("end", {"phase": phase, "offset": offset or ""}, event_id=offset))
                     break
                 if not batch.more:  # caught up: wait for new lines (else read on at once)
                     if loop.time() - last_sent >= ctx.keepalive_interval:
@@ -227,7 +260,9 @@ class LogStreamHandler(DistTrainHandler):
             message = exc.log_message % exc.args if exc.log_message else str(exc)
             self.write(_sse("error", {"message": message, "status": exc.status_code}))
         if not self._closed:
-            self.finish()
+            # APIHandler.finish sets application/json unless told otherwise, which would win
+            # whenever nothing was flushed before the end (a stream that ends at once).
+            self.finish(set_content_type=_EVENT_STREAM)
 
 
 @dataclass
@@ -249,6 +284,8 @@ def _read_batch(
 
 
 def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:
+    if event_id and not _OFFSET.match(event_id):  # tokens are ours, but never let one end a line
+        raise ValueError(f"not a resume token: {event_id!r}")
     head = f"id: {event_id}\n" if event_id else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
@@ -276,7 +313,7 @@ class TensorBoardHandler(DistTrainHandler):
     @web.authenticated
     async def delete(self, tb_id: str) -> None:
         with domain_errors():
-            await self.ctx.tensorboard.stop(tb_id)
+            await self.ctx.tensorboard.stop(tb_id, must_exist=True)
         self.set_status(204)
         self.finish()
 

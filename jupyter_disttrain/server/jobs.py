@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import re
 import threading
+import types
+import typing
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import get_backend
 from ..errors import DistTrainError, InvalidSpecError
 from ..logfiles import Budget, take_lines
-from ..specs import JobSpec, JobStatus, LogLine, validate_job_id
+from ..specs import JobSpec, JobStatus, LogLine, Volume, validate_job_id
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -30,6 +33,79 @@ log = logging.getLogger(__name__)
 _REPLICA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
 MAX_LOG_LIMIT = 10_000
+MAX_GRACE_PERIOD = 300.0  # seconds a cancel waits for SIGTERM before SIGKILL, at most
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether JSON ``value`` has the shape of type ``hint`` (a JobSpec field's annotation)."""
+    if hint is Any:
+        return True
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, p) for p in params)
+    if hint is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, params[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _fits(k, params[0]) and _fits(v, params[1]) for k, v in value.items()
+        )
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, dict) and check_fields(hint, value, "") is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def check_fields(cls: Any, data: dict[str, Any], where: str) -> str | None:
+    """The first field of ``data`` whose value does not fit dataclass ``cls``, as a message."""
+    hints = typing.get_type_hints(cls)
+    for name, value in data.items():
+        if name in hints and not _fits(value, hints[name]):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            return f"{where}{name} must be {_describe(hints[name])}, not {shown}"
+    return None
+
+
+def _describe(hint: Any) -> str:
+    names = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
+    if hint in names:
+        return names[hint]
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if p is type(None) else _describe(p) for p in params)
+    if origin is list:
+        return f"a list of {_describe(params[0]).removeprefix('a ')}s"
+    if origin is dict:
+        return "an object of strings" if params[1] is str else "an object"
+    if hint is Volume:
+        return 'an object {"claim", "mount_path", "read_only", "sub_path"}'
+    return getattr(hint, "__name__", str(hint))
+
+
+def check_spec_data(spec_data: Any) -> None:
+    """Raise ``InvalidSpecError`` naming the first ``spec`` field of the wrong type or unknown."""
+    if not isinstance(spec_data, dict):
+        raise InvalidSpecError('"spec" must be a JSON object of JobSpec fields')
+    unknown = sorted(set(spec_data) - _SPEC_FIELDS)
+    if unknown:
+        raise InvalidSpecError(
+            f"unknown spec field(s) {', '.join(unknown)}; known: {', '.join(sorted(_SPEC_FIELDS))}"
+        )
+    problem = check_fields(JobSpec, spec_data, "spec.")
+    if problem:
+        raise InvalidSpecError(problem)
+    grace = spec_data.get("options", {}).get("grace_period")
+    if grace is not None and (
+        not _fits(grace, float) or not math.isfinite(grace) or not 0 <= grace <= MAX_GRACE_PERIOD
+    ):
+        raise InvalidSpecError(
+            f"spec.options.grace_period must be a number of seconds from 0 to {MAX_GRACE_PERIOD:.0f}, "
+            f"not {grace!r}"
+        )
 
 
 def validate_replica(replica: str | None) -> str | None:
@@ -247,27 +323,35 @@ class JobService:
 
     # -- changing ------------------------------------------------------------------------------
     def submit(self, body: Any) -> dict[str, Any]:
-        """Submit ``{"script": "...", "spec": {...}}``; answer ``{"id", "job": JobSummary}``."""
+        """Submit ``{"script": "...", "spec": {...}}``; answer ``{"id", "job": JobSummary}``.
+
+        With ``"dry_run": true`` nothing is created or launched; the answer is
+        ``{"dry_run": DryRun}``, the exact request a submit would carry out.
+        """
         if not isinstance(body, dict):
             raise InvalidSpecError('send a JSON object: {"script": "...", "spec": {...}}')
-        script, spec_data = body.get("script"), body.get("spec", {})
-        if not isinstance(script, str) or not script.strip():
-            raise InvalidSpecError('"script" must be the Python source of the training script')
-        if not isinstance(spec_data, dict):
-            raise InvalidSpecError('"spec" must be a JSON object of JobSpec fields')
-        unknown = sorted(set(spec_data) - _SPEC_FIELDS)
+        unknown = sorted(set(body) - {"script", "spec", "dry_run"})
         if unknown:
             raise InvalidSpecError(
-                f"unknown spec field(s) {', '.join(unknown)}; known: {', '.join(sorted(_SPEC_FIELDS))}"
+                f"unknown field(s) {', '.join(map(repr, unknown))}; send script, spec, dry_run"
             )
+        script, spec_data, dry_run = body.get("script"), body.get("spec", {}), body.get("dry_run", False)
+        if not isinstance(script, str) or not script.strip():
+            raise InvalidSpecError('"script" must be the Python source of the training script')
+        if not isinstance(dry_run, bool):
+            raise InvalidSpecError('"dry_run" must be true or false')
+        check_spec_data(spec_data)
         spec_data = {"backend": self.default_backend, **spec_data}
         try:
             spec = JobSpec.from_dict(spec_data)
         except (TypeError, ValueError, AttributeError) as exc:
             raise InvalidSpecError(f"the spec does not fit JobSpec: {exc}") from None
-        job_id = self.backend(spec.backend).submit(spec, script)
+        backend = self.backend(spec.backend)
+        if dry_run:
+            return {"dry_run": dataclasses.asdict(backend.dryrun(spec, script=script))}
+        job_id = backend.submit(spec, script)
         record = self.store.read_record(job_id)
-        return {"id": job_id, "job": summary(record, self.backend(spec.backend).describe(job_id))}
+        return {"id": job_id, "job": summary(record, backend.describe(job_id))}
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         record = self.store.read_record(job_id)

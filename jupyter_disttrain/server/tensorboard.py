@@ -1,21 +1,24 @@
 """TensorBoard processes on demand: one per job, one over all jobs, supervised and private.
 
-Each instance is a ``simpervisor.SupervisedProcess`` (restarted if it dies), bound to
-127.0.0.1 on a free port with ``--path_prefix`` set to the URL the proxy serves it under, and
-``--reload_interval`` small so new points show up within a couple of seconds. An instance
-is stopped after ``idle_timeout`` seconds without a proxied request, and all at shutdown.
-TensorBoard has no authentication: it must never listen anywhere but the loopback
-interface, which is why the host and port flags are ours alone.
+Each instance is a ``simpervisor.SupervisedProcess`` (restarted if it dies) serving on a Unix
+socket in a directory only the server's user can enter (0700), through ``tb_serve.py``:
+TensorBoard has no authentication, and a TCP port, even on 127.0.0.1, is open to every local
+user, so the authenticated proxy is the only way in. For the same reason TensorBoard's
+Rust data server (a gRPC port on localhost) is off (``--load_fast=false``). ``--path_prefix``
+is the URL the proxy serves it under, ``--reload_interval`` is small and every event file
+of a run is followed (``--reload_multifile``), so new points of every writer show up within
+a couple of seconds. An instance is stopped after ``idle_timeout`` seconds without a proxied
+request, and all at shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -36,30 +39,37 @@ if TYPE_CHECKING:
 
 ALL_JOBS = "_all"  # not a valid job id (ids are DNS labels), so it cannot clash with one
 PROXY_PREFIX = "disttrain/tensorboard"
-LOOPBACK = "127.0.0.1"
+UPSTREAM_HOST = "localhost"  # a name only: requests go to the instance's Unix socket
+TB_SERVE = Path(__file__).with_name("tb_serve.py")
 # Flags the manager sets itself: a configured command must not move TensorBoard elsewhere.
-RESERVED_FLAGS = ("--host", "--bind_all", "--port", "--path_prefix", "--logdir", "--logdir_spec")
+RESERVED_FLAGS = (
+    "--host",
+    "--bind_all",
+    "--port",
+    "--path_prefix",
+    "--logdir",
+    "--logdir_spec",
+    "--load_fast",
+    "--grpc_data_provider",
+    "--reload_interval",
+    "--reload_multifile",
+    "--reload_multifile_inactive_secs",
+)
 
 
 def check_command(command: list[str]) -> list[str]:
-    """Raise if ``command`` is empty or sets a flag the manager owns (host, port, prefix, logdir)."""
+    """Raise if ``command`` is empty or sets a flag the manager owns (where it serves, what it reads)."""
     if not command:
         raise InvalidSpecError(
-            "tensorboard_command is empty; e.g. ['tensorboard'] or [python, '-m', 'tensorboard.main']"
+            "tensorboard_command is empty; give a Python that has TensorBoard, e.g. [sys.executable]"
         )
     for arg in command[1:]:
         if arg.split("=", 1)[0] in RESERVED_FLAGS:
             raise InvalidSpecError(
-                f"tensorboard_command must not set {arg.split('=', 1)[0]}: the manager binds TensorBoard "
-                "to 127.0.0.1 on a free port and sets the prefix and log dir itself"
+                f"tensorboard_command must not set {arg.split('=', 1)[0]}: the manager serves TensorBoard "
+                "on a private Unix socket and sets the prefix, log dir and reload flags itself"
             )
     return command
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -68,7 +78,7 @@ class TensorBoardInstance:
 
     tb_id: str
     logdir: Path
-    port: int
+    socket_path: Path
     prefix: str
     process: SupervisedProcess
     log_path: Path
@@ -89,6 +99,8 @@ class TensorBoardManager:
         command: How to run TensorBoard, without the flags the manager sets.
         base_url: The Jupyter server's base URL (the proxy prefix starts with it).
         reload_interval: Seconds between TensorBoard's scans for new event data.
+        multifile_inactive_secs: Follow every event file of a run written to within this many
+            seconds (``--reload_multifile_inactive_secs``); 0 follows only the newest file.
         idle_timeout: Stop an instance after this many seconds without requests (0: never).
         ready_timeout: Seconds to wait for a new instance to answer before giving up.
     """
@@ -99,6 +111,7 @@ class TensorBoardManager:
         command: list[str],
         base_url: str,
         reload_interval: float = 1.0,
+        multifile_inactive_secs: int = 86400,
         idle_timeout: float = 1800.0,
         ready_timeout: float = 60.0,
         log: logging.Logger | None = None,
@@ -107,13 +120,15 @@ class TensorBoardManager:
         self.command = check_command(list(command))
         self.base_url = base_url
         self.reload_interval = reload_interval
+        self.multifile_inactive_secs = multifile_inactive_secs
         self.idle_timeout = idle_timeout
         self.ready_timeout = ready_timeout
         self.log = log or logging.getLogger(__name__)
         self._instances: dict[str, TensorBoardInstance] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaper: asyncio.Task[None] | None = None
-        self._log_dir: Path | None = None  # TensorBoards' output, made on first start
+        self._log_dir: Path | None = None  # 0700: TensorBoards' output and sockets, made on first start
+        self._started = 0  # names the sockets (a job id could overflow a socket path's 108 bytes)
 
     # -- naming ----------------------------------------------------------------------------------
     def logdir(self, tb_id: str) -> Path:
@@ -189,9 +204,13 @@ class TensorBoardManager:
                 await self._stop_instance(inst)
         return await self.ensure(tb_id)
 
-    async def stop(self, tb_id: str) -> None:
+    async def stop(self, tb_id: str, must_exist: bool = False) -> None:
+        """Stop ``tb_id`` if it runs; with ``must_exist``, an id that is neither running nor
+        a job in the store raises ``UnknownJobError`` (the REST API's 404)."""
         if tb_id != ALL_JOBS:
             validate_job_id(tb_id)
+            if must_exist and tb_id not in self._instances:
+                self.store.existing_dir(tb_id)
         async with self._lock(tb_id):
             inst = self._instances.get(tb_id)
             if inst is not None:
@@ -209,35 +228,47 @@ class TensorBoardManager:
             shutil.rmtree(self._log_dir, ignore_errors=True)
             self._log_dir = None
 
+    def flags(self, tb_id: str, logdir: Path, socket_path: Path) -> builtins.list[str]:
+        """The arguments the manager gives ``tb_serve.py``: where to serve, what and how to read."""
+        inactive = self.multifile_inactive_secs
+        return [
+            str(socket_path),
+            "--logdir",
+            str(logdir),
+            "--path_prefix",
+            self.server_prefix(tb_id),
+            "--load_fast=false",  # the Rust data server would listen on a TCP port
+            "--reload_interval",
+            str(max(1, round(self.reload_interval))),
+            f"--reload_multifile={'true' if inactive != 0 else 'false'}",
+            "--reload_multifile_inactive_secs",
+            str(inactive),
+        ]
+
     async def _start(self, tb_id: str, logdir: Path) -> TensorBoardInstance:
         from simpervisor import SupervisedProcess
 
-        port = free_port()
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="disttrain-tensorboard-"))  # mode 0700
+        self._started += 1
+        socket_path = self._log_dir / f"{self._started}.sock"
         prefix = self.server_prefix(tb_id)
+        python, *extra = self.command
         argv = [
             # Through tb_exec, so that TensorBoard ends even if the server is killed outright.
             sys.executable,
             "-m",
             "jupyter_disttrain.server.tb_exec",
             str(os.getpid()),
-            *self.command,
-            "--logdir",
-            str(logdir),
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(port),
-            "--path_prefix",
-            prefix,
-            "--reload_interval",
-            str(max(1, round(self.reload_interval))),
+            python,
+            str(TB_SERVE),
+            *self.flags(tb_id, logdir, socket_path),
+            *extra,
         ]
-        if self._log_dir is None:
-            self._log_dir = Path(tempfile.mkdtemp(prefix="disttrain-tensorboard-"))
         log_path = self._log_dir / f"{tb_id}.log"
         # Open as long as the instance lives: a restart after a crash writes to it again.
         log_file = open(log_path, "ab")  # noqa: SIM115 -- closed by _stop_instance
-        probe = f"http://{LOOPBACK}:{port}{quote(prefix)}/data/plugins_listing"
+        probe = f"http://{UPSTREAM_HOST}{quote(prefix)}/data/plugins_listing"
 
         pids: set[int] = set()
 
@@ -250,7 +281,7 @@ class TensorBoardManager:
                 raise BackendError(
                     f"TensorBoard for {tb_id} keeps exiting at start; its output: {_tail(log_path)}"
                 )
-            return await _answers(probe)
+            return await _answers(probe, socket_path)
 
         process = SupervisedProcess(
             f"tensorboard-{tb_id}",
@@ -264,8 +295,8 @@ class TensorBoardManager:
             stderr=log_file,
             start_new_session=True,
         )
-        inst = TensorBoardInstance(tb_id, logdir, port, prefix, process, log_path, log_file)
-        self.log.info("starting TensorBoard %s on %s:%d for %s", tb_id, LOOPBACK, port, logdir)
+        inst = TensorBoardInstance(tb_id, logdir, socket_path, prefix, process, log_path, log_file)
+        self.log.info("starting TensorBoard %s on %s for %s", tb_id, socket_path, logdir)
         try:
             await process.start()
             is_ready = await process.ready()
@@ -293,6 +324,7 @@ class TensorBoardManager:
                 except asyncio.TimeoutError:
                     await inst.process.kill()
         inst.log_file.close()
+        inst.socket_path.unlink(missing_ok=True)
         self.log.info("stopped TensorBoard %s", inst.tb_id)
 
     def _lock(self, tb_id: str) -> asyncio.Lock:
@@ -312,13 +344,26 @@ class TensorBoardManager:
                     await self.stop(tb_id)
 
 
-async def _answers(url: str) -> bool:
-    from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+def unix_client(socket_path: Path) -> Any:
+    """An HTTP client whose every request goes to ``socket_path`` (the URL's host is a name only)."""
+    from jupyter_server_proxy.unixsock import UnixResolver
+    from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
+    return SimpleAsyncHTTPClient(force_instance=True, resolver=UnixResolver(str(socket_path)))
+
+
+async def _answers(url: str, socket_path: Path) -> bool:
+    from tornado.httpclient import HTTPClientError
+
+    if not socket_path.exists():
+        return False
+    client = unix_client(socket_path)
     try:
-        response = await AsyncHTTPClient().fetch(url, request_timeout=2.0, connect_timeout=1.0)
+        response = await client.fetch(url, request_timeout=2.0, connect_timeout=1.0)
     except (HTTPClientError, OSError, asyncio.TimeoutError):
         return False
+    finally:
+        client.close()
     return response.code == 200
 
 

@@ -36,9 +36,16 @@ async def test_tensorboard_root_without_slash_redirects(jp_fetch: Any) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [[], ["tensorboard", "--host", "0.0.0.0"], ["tensorboard", "--bind_all"], ["tensorboard", "--port=6006"]],
+    [
+        [],
+        ["python", "--host", "0.0.0.0"],
+        ["python", "--bind_all"],
+        ["python", "--port=6006"],
+        ["python", "--load_fast=true"],  # the Rust data server listens on a TCP port
+        ["python", "--reload_multifile=false"],
+    ],
 )
-def test_tensorboard_command_cannot_move_tensorboard_off_loopback(command: list[str]) -> None:
+def test_tensorboard_command_cannot_move_tensorboard_off_its_socket(command: list[str]) -> None:
     with pytest.raises(TraitError):
         DistTrainApp(tensorboard_command=command)
 
@@ -48,19 +55,21 @@ def test_intervals_and_batches_are_checked() -> None:
         DistTrainApp(tensorboard_reload_interval=0)
     with pytest.raises(TraitError):
         DistTrainApp(log_batch_lines=0)
-    assert DistTrainApp(tensorboard_command=["tensorboard", "--samples_per_plugin", "scalars=500"])
+    with pytest.raises(TraitError):
+        DistTrainApp(tensorboard_multifile_inactive_secs=-2)
+    assert DistTrainApp(tensorboard_command=["python3", "--samples_per_plugin", "scalars=500"])
 
 
 async def test_a_tensorboard_that_cannot_start_is_a_clear_502(jp_fetch: Any, jp_serverapp: Any) -> None:
     import sys
 
     manager = jp_serverapp.web_app.settings["jupyter_disttrain"].tensorboard
-    manager.command = [sys.executable, "-c", "import sys; sys.exit('no tensorboard in this env')"]
+    manager.command = [sys.executable, "--no_such_tensorboard_flag"]
     with pytest.raises(HTTPClientError) as info:
         await jp_fetch("disttrain", "api", "tensorboard", "_all", method="POST", body="", request_timeout=60)
     assert info.value.code == 502
     assert info.value.response is not None
     message = json.loads(info.value.response.body)["message"]
-    assert "no tensorboard in this env" in message
+    assert "no_such_tensorboard_flag" in message
     listed = json.loads((await jp_fetch("disttrain", "api", "tensorboard", "_all")).body)
     assert listed["running"] is False

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import stat
+import sys
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -164,3 +169,169 @@ async def test_xsrf_is_checked_for_cookie_authenticated_changes(
     )
     assert allowed.code == 204
     assert (job_root / job_id / "deleted").exists()
+
+
+async def cookie_login(jp_serverapp: Any, jp_http_port: int, jp_base_url: str) -> tuple[str, str]:
+    """``(base URL, login cookie)`` as a browser has them after opening the token URL once."""
+    base = f"http://127.0.0.1:{jp_http_port}{jp_base_url}"
+    first = await AsyncHTTPClient().fetch(f"{base}api/status?token={jp_serverapp.identity_provider.token}")
+    cookies = [c.split(";", 1)[0] for c in first.headers.get_list("Set-Cookie")]
+    login = "; ".join(c for c in cookies if not c.startswith("_xsrf="))
+    assert login
+    return base, login
+
+
+async def raw_status(request: HTTPRequest) -> int:
+    try:
+        return (await AsyncHTTPClient().fetch(request)).code
+    except HTTPClientError as exc:
+        return exc.code
+
+
+async def test_every_changing_route_needs_xsrf_with_a_cookie(
+    jp_serverapp: Any, jp_fetch: Any, jp_http_port: int, jp_base_url: str, job_root: Any
+) -> None:
+    # Every non-GET verb of every route in the table, the TensorBoard proxy included,
+    # from a cookie-authenticated client that sends no XSRF token: refused before any work.
+    from .test_tensorboard import make_job
+
+    job_id = make_job(job_root, "demo")
+    base, login = await cookie_login(jp_serverapp, jp_http_port, jp_base_url)
+    changing = [(path.replace("demo-abcde", job_id), verb) for path, verb in CASES if verb not in _SAFE]
+    assert {"disttrain/tensorboard/_all/data/plugins_listing"} <= {p for p, _ in changing}
+    wrong = []
+    for path, verb in changing:
+        request = HTTPRequest(
+            base + path,
+            method=verb,
+            body="{}" if verb in _WITH_BODY else None,
+            headers={"Cookie": login},
+            allow_nonstandard_methods=True,
+            follow_redirects=False,
+        )
+        code = await raw_status(request)
+        if code != 403:
+            wrong.append((verb, path, code))
+    assert not wrong
+    manager = jp_serverapp.web_app.settings["jupyter_disttrain"].tensorboard
+    assert manager.list() == []  # no TensorBoard was started by a refused request
+    assert (job_root / job_id / "job.json").exists() and not (job_root / job_id / "deleted").exists()
+
+
+_SAFE = {"GET", "HEAD", "OPTIONS"}
+
+
+async def test_tensorboard_proxy_checks_xsrf_and_origin_and_strips_credentials(
+    jp_serverapp: Any, jp_fetch: Any, jp_http_port: int, jp_base_url: str, job_root: Any, tmp_path: Any
+) -> None:
+    from .test_tensorboard import make_job
+
+    job_id = make_job(job_root, "prox")
+    base, login = await cookie_login(jp_serverapp, jp_http_port, jp_base_url)
+    url = f"{base}disttrain/tensorboard/{job_id}/data/plugin/scalars/scalars_multirun"
+    xsrf = "cafebabecafebabe"
+    with_xsrf = {"Cookie": f"{login}; _xsrf={xsrf}", "X-XSRFToken": xsrf}
+    # A cookie and the XSRF token: a same-site page's POST reaches TensorBoard.
+    ok = await AsyncHTTPClient().fetch(
+        HTTPRequest(url, method="POST", body="tag=x&runs=[]", headers=with_xsrf, request_timeout=60)
+    )
+    assert ok.code == 200
+    # Another site's page (which somehow has the XSRF cookie too): refused by Jupyter's Origin rule.
+    token = jp_serverapp.identity_provider.token
+    cross = HTTPRequest(url, method="POST", body="", headers={**with_xsrf, "Origin": "http://evil.example"})
+    assert await raw_status(cross) in (403, 404)
+
+    # What reaches TensorBoard: take its socket's place with a listener that records the request.
+    inst = jp_serverapp.web_app.settings["jupyter_disttrain"].tensorboard._instances[job_id]
+    seen: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1)) if b"ength" in head else 0
+        seen.append(head + await reader.readexactly(length))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    inst.socket_path.unlink()
+    listener = await asyncio.start_unix_server(record, path=str(inst.socket_path))
+    try:
+        request = HTTPRequest(
+            f"{base}disttrain/tensorboard/{job_id}/data/x?token={token}&keep=1",
+            method="DELETE",
+            body=b'{"a": 1}',  # a body on DELETE is forwarded, not a 500
+            headers={"Authorization": f"token {token}", "Cookie": with_xsrf["Cookie"]},
+            allow_nonstandard_methods=True,
+        )
+        assert (await AsyncHTTPClient().fetch(request)).code == 200
+    finally:
+        listener.close()
+    (forwarded,) = seen
+    upstream = f"{unquote(jp_base_url)}disttrain/tensorboard/{job_id}/data/x?keep=1"
+    assert forwarded.startswith(f"DELETE {upstream} ".encode())
+    assert token.encode() not in forwarded and b"cookie" not in forwarded.lower()
+    assert b"authorization" not in forwarded.lower() and forwarded.endswith(b'{"a": 1}')
+    # An error of the proxy itself is JSON too.
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("disttrain", "tensorboard", "no-such-job-abcde", "data", "x")
+    assert info.value.code == 404 and info.value.response is not None
+    assert json.loads(info.value.response.body)["reason"] == "UnknownJobError"
+
+
+_OTHER_USER = """
+import os, socket, sys
+os.setgroups([]); os.setgid(65534); os.setuid(65534)  # nobody
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except PermissionError:
+    print("refused")
+else:
+    print("connected")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a client as another uid (nobody)")
+async def test_another_local_user_cannot_reach_tensorboard(
+    jp_fetch: Any, jp_serverapp: Any, job_root: Any
+) -> None:
+    from .test_tensorboard import make_job
+
+    job_id = make_job(job_root, "uid")
+    page = await jp_fetch("disttrain", "tensorboard", job_id, "data", "plugins_listing", request_timeout=60)
+    assert page.code == 200  # the proxied route works
+    inst = jp_serverapp.web_app.settings["jupyter_disttrain"].tensorboard._instances[job_id]
+    assert stat.S_IMODE(inst.socket_path.parent.stat().st_mode) == 0o700
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _OTHER_USER, str(inst.socket_path), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await probe.communicate()
+    assert out.decode().strip() == "refused"
+    # and no TCP port at all in TensorBoard's process tree that the user could try instead
+    from .test_tensorboard import listening_addresses
+
+    assert listening_addresses(inst.process.pid) == set()
+
+
+async def test_tensorboards_own_page_can_post_with_a_cookie(
+    jp_serverapp: Any, jp_fetch: Any, jp_http_port: int, jp_base_url: str, job_root: Any
+) -> None:
+    # TensorBoard's page (Angular) posts with X-XSRF-TOKEN read from the XSRF-TOKEN cookie:
+    # the proxy hands it Jupyter's XSRF token under that name, so a browser's tab keeps working.
+    from .test_tensorboard import make_job
+
+    job_id = make_job(job_root, "page")
+    base, login = await cookie_login(jp_serverapp, jp_http_port, jp_base_url)
+    page = await AsyncHTTPClient().fetch(
+        HTTPRequest(f"{base}disttrain/tensorboard/{job_id}/", headers={"Cookie": login}, request_timeout=60)
+    )
+    cookies = dict(c.split(";", 1)[0].split("=", 1) for c in page.headers.get_list("Set-Cookie"))
+    assert "XSRF-TOKEN" in cookies and "_xsrf" in cookies
+    jar = "; ".join([login, *(f"{k}={v}" for k, v in cookies.items())])
+    url = f"{base}disttrain/tensorboard/{job_id}/data/plugin/scalars/scalars_multirun"
+    body = "tag=x&runs=[]"
+    headers = {"Cookie": jar, "X-XSRF-TOKEN": cookies["XSRF-TOKEN"]}
+    ok = await AsyncHTTPClient().fetch(HTTPRequest(url, method="POST", body=body, headers=headers))
+    assert ok.code == 200
+    forged = HTTPRequest(url, method="POST", body=body, headers={"Cookie": jar, "X-XSRF-TOKEN": "forged"})
+    assert await raw_status(forged) == 403

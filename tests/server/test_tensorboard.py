@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -62,7 +64,7 @@ async def test_new_points_show_up_through_the_proxy(jp_fetch: Any, job_root: Pat
         (await jp_fetch("disttrain", "api", "tensorboard", job_id, method="POST", body="")).body
     )
     assert started["running"] and started["url"].endswith(f"/disttrain/tensorboard/{job_id}/")
-    assert listening_addresses(started["pid"]) <= {"127.0.0.1", "::1"}
+    assert listening_addresses(started["pid"]) == set()  # a Unix socket only: no TCP port at all
 
     page = await jp_fetch("disttrain", "tensorboard", f"{job_id}/", request_timeout=60)
     assert page.code == 200 and b"<tb-webapp>" in page.body
@@ -153,3 +155,57 @@ async def test_proxy_without_token_is_403(jp_fetch: Any, job_root: Path) -> None
         with pytest.raises(HTTPClientError) as info:
             await jp_fetch("disttrain", "tensorboard", job_id, *path, headers={"Authorization": ""})
         assert info.value.code == 403
+
+
+TWO_WRITERS = """
+import sys, time
+from torch.utils.tensorboard import SummaryWriter
+a = SummaryWriter(sys.argv[1], filename_suffix=".a")  # e.g. the user's writer
+b = SummaryWriter(sys.argv[1], filename_suffix=".b")  # and a logger's, in the same run dir
+for step in range(int(sys.argv[2])):
+    for writer, tag in ((a, "w/a"), (b, "w/b")):
+        writer.add_scalar(tag, float(step), step)
+        writer.flush()
+        time.sleep(0.25)
+a.close(); b.close()
+"""
+
+
+async def test_every_writer_of_a_run_keeps_showing_new_points(jp_fetch: Any, job_root: Path) -> None:
+    # Without --reload_multifile TensorBoard follows only the newest event file of a run:
+    # the older writer's tag stops gaining points while the job runs.
+    job_id = make_job(job_root, "multi")
+    started = await jp_fetch("disttrain", "api", "tensorboard", job_id, method="POST", body="")
+    info = json.loads(started.body)
+    cmdline = psutil.Process(info["pid"]).cmdline()
+    assert "--reload_multifile=true" in cmdline and "--reload_multifile_inactive_secs" in cmdline
+    steps = 24
+    writer = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", TWO_WRITERS, str(job_root / job_id / "tensorboard" / "run"), str(steps)
+    )
+
+    async def last_steps() -> dict[str, int]:
+        out = {}
+        for tag in ("w/a", "w/b"):
+            try:
+                query = {"run": "run", "tag": tag}
+                points = await tb_json(jp_fetch, job_id, "data", "plugin", "scalars", "scalars", params=query)
+            except HTTPClientError:
+                points = []
+            out[tag] = max((p[1] for p in points), default=-1)
+        return out
+
+    seen: list[dict[str, int]] = []
+    while writer.returncode is None:
+        seen.append(await last_steps())
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(writer.wait(), timeout=1.0)
+    assert writer.returncode == 0
+
+    async def all_points() -> Any:
+        last = await last_steps()
+        return last if last == {"w/a": steps - 1, "w/b": steps - 1} else None
+
+    await poll(all_points, "both writers' last points", deadline=30)
+    for tag in ("w/a", "w/b"):  # and it kept gaining points while they were written
+        assert len({s[tag] for s in seen if s[tag] >= 0}) >= 3, (tag, seen)
