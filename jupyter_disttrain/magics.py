@@ -13,18 +13,29 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from .errors import DistTrainError
-from .specs import OVERSUBSCRIBE_HELP
+from .specs import OVERSUBSCRIBE_HELP, JobPhase
 
 if TYPE_CHECKING:
     from .api import Job
     from .packaging import PackagedScript
-    from .specs import JobSpec
+    from .specs import JobSpec, JobStatus
 
 # New output shows within 0.1 s while it flows, within a second while the job is quiet.
 _FOLLOW = (0.1, 1.0)
+
+
+class JobFailedError(Exception):
+    """A followed job ended Failed or Cancelled: the cell fails, so Run All and nbclient stop.
+
+    IPython shows it as one line (``_render_traceback_``): the cause is the job's, not this
+    kernel's, and the cell's summary above already shows the root-cause rank's last lines.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 def _count(flag: str) -> Callable[[str], int]:
@@ -60,16 +71,20 @@ def _key_value(flag: str) -> Callable[[str], tuple[str, str]]:
     return parse
 
 
-def _split_script_args(line: str) -> tuple[str, list[str]]:
-    """Flags for us before ``--``; everything after it goes to the script untouched."""
+def _split_script_args(line: str) -> tuple[list[str], list[str]]:
+    """Flags for us before ``--``; everything after it goes to the script untouched.
+
+    The line is split once, by shell rules (``--name 'mnist'``, ``--env "MSG=hello world"``);
+    IPython's own ``parse_argstring`` would keep the quotes as part of the values.
+    """
     try:
         tokens = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%%distrun: cannot read the options ({exc}); check the quotes") from None
     if "--" in tokens:
         i = tokens.index("--")
-        return shlex.join(tokens[:i]), tokens[i + 1 :]
-    return line, []
+        return tokens[:i], tokens[i + 1 :]
+    return tokens, []
 
 
 def _cluster_args(f: Any) -> Any:
@@ -200,7 +215,7 @@ class DistTrainMagics(Magics):
     def _cell(self, line: str, cell: str) -> None:
         flags, script_args = _split_script_args(line)
         try:
-            args = parse_argstring(self.distrun, flags)
+            args = self.distrun.parser.parse_args(flags)
         except UsageError as exc:
             hint = ""
             if "unrecognized arguments" in str(exc):
@@ -229,7 +244,11 @@ class DistTrainMagics(Magics):
         if args.detach:
             print(f"job {job.id} submitted ({spec.backend}); follow it with: %distrun logs {job.id} --follow")
             return
-        self._follow(job, args.cancel_on_interrupt)
+        status = self._follow(job, args.cancel_on_interrupt)
+        if status is not None and status.phase in (JobPhase.FAILED, JobPhase.CANCELLED):
+            from .failure import failure_line
+
+            raise JobFailedError(f"%%distrun: {failure_line(status)}")
 
     def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
         """The cell and what it uses as a script, checked before launch (warnings printed)."""
@@ -282,9 +301,13 @@ class DistTrainMagics(Magics):
             **fields,
         )
 
-    def _follow(self, job: Job, cancel_on_interrupt: bool) -> None:
-        """Show status and output until the job ends; an interrupt stops following only."""
-        from .widgets import make_view
+    def _follow(self, job: Job, cancel_on_interrupt: bool) -> JobStatus | None:
+        """Show status and output until the job ends and return its end (None if interrupted).
+
+        An interrupt stops following only (or cancels, if asked); it never fails the cell.
+        """
+        from .failure import root_cause
+        from .widgets import SUMMARY_LINES, make_view
 
         def cancel() -> None:
             job.cancel()
@@ -310,6 +333,10 @@ class DistTrainMagics(Magics):
                     break
                 poll.wait(active=bool(lines) or status.phase != last_phase)
                 last_phase = status.phase
+            cause = root_cause(status) if status.phase is JobPhase.FAILED else None
+            if cause is not None:
+                view.failure(cause.name, list(job.logs(cause.name, tail=SUMMARY_LINES)))
+            return status
         except KeyboardInterrupt:
             if cancel_on_interrupt:
                 view.update(job.cancel())
@@ -319,6 +346,7 @@ class DistTrainMagics(Magics):
                     f"stopped following; job {job.id} keeps running. "
                     f"Cancel it with: %distrun cancel {job.id}   (or use --cancel-on-interrupt)"
                 )
+            return None
         finally:
             view.close()
 

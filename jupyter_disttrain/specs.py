@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -70,6 +71,23 @@ def validate_entrypoint(entrypoint: str) -> str:
             "(no directory, no leading '.')"
         )
     return entrypoint
+
+
+MAX_GRACE_PERIOD = 300.0  # seconds a cancel waits for SIGTERM before SIGKILL, at most
+
+
+def validate_grace_period(value: object, field: str = "grace_period") -> float:
+    """A cancel's grace period: a finite number of seconds from 0 to ``MAX_GRACE_PERIOD``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_GRACE_PERIOD
+    ):
+        raise InvalidSpecError(
+            f"{field} must be a number of seconds from 0 to {MAX_GRACE_PERIOD:.0f}, not {value!r}"
+        )
+    return float(value)
 
 
 class JobPhase(str, Enum):

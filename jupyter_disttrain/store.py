@@ -42,7 +42,7 @@ _STORE_DIR = ".disttrain"
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 # What the store itself keeps in a job dir: no side file may take one of these names.
 _STORE_FILES = frozenset(
-    {"job.json", "status.json", "launcher.json", "launcher.log", "deleted", "logs", "tensorboard"}
+    {"job.json", "status.json", "launcher.json", "launcher.log", "deleted", "logs", "tensorboard", "run.sh"}
 )
 
 

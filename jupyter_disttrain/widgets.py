@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from .failure import first_line
 from .specs import JobPhase, JobStatus, LogLine
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
 SUMMARY_LINES = 10  # log lines in the plain-text summary
+LINE_CHARS = 500  # a root-cause line longer than this is cut in the summary (the log has it all)
 CANCEL_CLASS = "jp-DistTrain-cellCancel"
 JOB_CLASS_PREFIX = "jp-DistTrain-job-"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -53,6 +55,8 @@ class JobView(Protocol):
     def update(self, status: JobStatus) -> None: ...
 
     def append(self, lines: list[LogLine]) -> None: ...
+
+    def failure(self, replica: str, lines: list[LogLine]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -132,6 +136,12 @@ def format_line(line: LogLine) -> str:
     return f"[{prefix}] {text}"
 
 
+def failure_lines(replica: str, lines: list[LogLine]) -> list[str]:
+    """The root-cause replica's last lines, headed by its name (what the summary shows)."""
+    shown = [format_line(ln)[:LINE_CHARS] for ln in lines] or ["(no output)"]
+    return [f"{replica} failed first; its last lines:", *shown]
+
+
 def summary(name: str, job_id: str, status: JobStatus | None) -> str:
     """One line about the job: name, id, phase, replicas ready, reason."""
     if status is None:
@@ -139,9 +149,15 @@ def summary(name: str, job_id: str, status: JobStatus | None) -> str:
     text = f"distrun {name} ({job_id}): {status.phase.value}"
     if not status.is_terminal:  # once it has ended, "0/2 ready" says nothing useful
         text += f", {status.replicas_ready}/{len(status.replicas)} replicas ready"
-    if status.reason or status.message:
-        text += " - " + ": ".join(x for x in (status.reason, status.message) if x)
+    if why := reason_text(status):
+        text += " - " + why
     return text
+
+
+def reason_text(status: JobStatus) -> str:
+    """``reason: message`` on one line; a message with a traceback gives its first line (the
+    rank's own lines are shown under the summary)."""
+    return ": ".join(x for x in (status.reason, first_line(status.message)) if x)
 
 
 def _replica_note(replica: Any) -> str:
@@ -189,6 +205,11 @@ class TextView:
                     continue
                 self._write(("\r" if self._pending else "") + format_line(line) + "\n")
 
+    def failure(self, replica: str, lines: list[LogLine]) -> None:
+        # Its lines went by interleaved with its peers'; say them again together, last.
+        with self._lock:
+            self._write(("\n" if self._pending else "") + "\n".join(failure_lines(replica, lines)) + "\n")
+
     def close(self) -> None:
         with self._lock:
             if self._pending:
@@ -214,6 +235,7 @@ class WidgetView:
         self._status: JobStatus | None = None
         self._tail = LogTail(TAIL_LINES)
         self._text_tail = LogTail(SUMMARY_LINES)
+        self._failure: list[str] | None = None
         self._lock = threading.RLock()
         self._closed = False
 
@@ -253,6 +275,13 @@ class WidgetView:
                 self._text_tail.add(line)
             self.log.value = _pre(self._tail.lines())
 
+    def failure(self, replica: str, lines: list[LogLine]) -> None:
+        """Show the root-cause replica's last lines in place of the mixed tail of all ranks."""
+        with self._lock:
+            self._failure = failure_lines(replica, lines)
+            self.log.value = _pre(self._failure)
+            self._refresh_text()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -265,7 +294,7 @@ class WidgetView:
             out = [summary(self.name, self.job_id, self._status)]
             if self._status and self._status.replicas:
                 out.append("  " + " ".join(f"[{r.name}: {_replica_note(r)}]" for r in self._status.replicas))
-            out.extend("  " + line for line in self._text_tail.lines())
+            out.extend("  " + line for line in (self._failure or self._text_tail.lines()))
             return "\n".join(out)
 
     def _on_cancel(self) -> None:
@@ -319,9 +348,9 @@ def _badge(phase: JobPhase, label: str | None = None, title: str | None = None) 
 
 
 def _reason(status: JobStatus | None) -> str:
-    if status is None or not (status.reason or status.message):
+    text = reason_text(status) if status else ""
+    if status is None or not text:
         return ""
-    text = ": ".join(x for x in (status.reason, status.message) if x)
     failed = status.phase is JobPhase.FAILED
     colour = "var(--jp-error-color1,#d32f2f)" if failed else "var(--jp-ui-font-color2,#666)"
     return f'<span style="color:{colour}">{html.escape(text)}</span>'

@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
@@ -179,3 +180,33 @@ def test_checks_and_the_kernels_environment_in_a_real_kernel(tmp_path: Path, job
     assert job.status().phase is JobPhase.SUCCEEDED
     lines = sorted(ln.text for ln in job.logs() if ln.rank is not None)
     assert lines == [f"from-mylib bar {tmp_path / 'run'} {rank}" for rank in (0, 1)]
+
+
+def test_a_failed_job_fails_the_cell_and_run_all_stops_there(tmp_path: Path, job_root: Path) -> None:
+    """Rank 1 fails first; rank 0 then fails in the collective. The cell names rank-1, shows its
+    traceback, and the next cell never runs."""
+    cells = [
+        "%load_ext jupyter_disttrain",
+        "%%distrun --gpus 2 --name fails\n"
+        "import os, time\n"
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "if dist.get_rank() == 1:\n"
+        "    raise ZeroDivisionError('rank one divided by zero')\n"
+        "dist.all_reduce(torch.ones(1))\n",
+        "print('the next cell ran')",
+    ]
+    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    with pytest.raises(CellExecutionError) as err:
+        client.execute()
+    said = str(err.value)
+    assert "JobFailedError" in said and "rank-1" in said and "Failed" in said
+    assert "Traceback" not in said.split("JobFailedError", 1)[1]  # one line, no kernel traceback
+    (error,) = [o for o in nb.cells[1].outputs if o.output_type == "error"]
+    assert len(error.traceback) == 1
+    shown = nbformat.writes(nb.cells[1])
+    assert "rank-1 failed first" in shown and "ZeroDivisionError: rank one divided by zero" in shown
+    assert nb.cells[2].outputs == [] and nb.cells[2].execution_count is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +11,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_disttrain import api
+from jupyter_disttrain.magics import JobFailedError
 from jupyter_disttrain.store import JobStore
 
 
@@ -92,3 +96,45 @@ def test_line_magic_lists_and_reports_unknown_jobs(shell: InteractiveShell, tmp_
     # in a notebook, the hint is the magic, not the terminal command
     with pytest.raises(UsageError, match=r"no job 'nope-00000' in .*; `%distrun list` shows"):
         shell.run_line_magic("distrun", "status nope-00000")
+
+
+def test_flag_values_follow_shell_quoting(shell: InteractiveShell, tmp_path: Path, capsys) -> None:
+    shell.run_cell_magic(
+        "distrun",
+        """--name 'mnist' --env "MSG=hello world" --env 'Q="x"' --dry-run -- --title 'a b' "--n=1" """,
+        "print(1)",
+    )
+    out = capsys.readouterr().out
+    assert "(job mnist-" in out  # the name without its quotes
+    assert "MSG='hello world'" in out and """Q='"x"'""" in out
+    assert "--title 'a b' --n=1" in out  # script args after -- keep their shell meaning
+    assert _jobs(tmp_path) == []
+    with pytest.raises(UsageError, match="check the quotes"):
+        shell.run_cell_magic("distrun", "--name 'mnist", "print(1)")
+
+
+def test_detach_returns_at_once_and_a_followed_job_that_is_cancelled_fails_the_cell(
+    shell: InteractiveShell, tmp_path: Path, capsys
+) -> None:
+    store = JobStore(tmp_path / "jobs")
+    sleeper = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
+    shell.run_cell_magic("distrun", "--gpus 1 --detach --name detached", sleeper)  # no wait, no error
+    (detached,) = _jobs(tmp_path)
+    assert "submitted" in capsys.readouterr().out
+    assert not api.get_job(detached, store).status().is_terminal
+    api.get_job(detached, store).cancel()
+
+    def cancel_the_followed_job() -> None:  # as the widget's Cancel or another client would
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            others = [j for j in _jobs(tmp_path) if j != detached]
+            if others and api.get_job(others[0], store).status().replicas_ready:
+                api.get_job(others[0], store).cancel()
+                return
+            time.sleep(0.1)
+
+    canceller = threading.Thread(target=cancel_the_followed_job)
+    canceller.start()
+    with pytest.raises(JobFailedError, match=r"^%%distrun: job followed-\w+ Cancelled \(Cancelled\)"):
+        shell.run_cell_magic("distrun", "--gpus 1 --name followed", sleeper)
+    canceller.join()

@@ -180,3 +180,38 @@ def test_in_a_real_kernel_the_cell_shows_a_widget_with_a_live_text_fallback(
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value", "") for m in state.values()]
     assert any("[rank1] step 3 loss 0.5" in v for v in values)
+
+
+def test_both_views_show_the_root_cause_ranks_last_lines_once_the_job_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    long = "ZeroDivisionError: x" + "y" * 900
+    cause = [_line("Traceback (most recent call last):", rank=1), _line(long, rank=1)]
+    out = io.StringIO()
+    text = widgets.TextView("j-1", "j", stream=out)
+    text.append([_line("50%|##\r")])  # a bar still pending on screen ends before the summary
+    text.failure("rank-1", cause)
+    assert out.getvalue().splitlines() == [
+        "rank-1 failed first; its last lines:",
+        "[rank1] Traceback (most recent call last):",
+        "[rank1] ZeroDivisionError: x" + "y" * (widgets.LINE_CHARS - len("[rank1] ZeroDivisionError: x")),
+    ]
+
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
+    view.append([_line(f"peer line {i}") for i in range(12)])
+    view.update(_status(JobPhase.FAILED, JobPhase.FAILED, JobPhase.FAILED, reason="Error"))
+    view.failure("rank-1", cause)
+    assert isinstance(view, widgets.WidgetView)
+    shown = view.text().splitlines()
+    assert shown[2] == "  rank-1 failed first; its last lines:" and "peer line" not in view.text()
+    assert "ZeroDivisionError" in view.log.value and "peer line" not in view.log.value
+    view.failure("rank-1", [])
+    assert view.text().splitlines()[-1] == "  (no output)"
+
+
+def test_a_multi_line_status_message_keeps_the_summary_on_one_line() -> None:
+    status = _status(JobPhase.FAILED, JobPhase.FAILED, reason="Error")
+    status.message = "rank-1 exited with code 1: ValueError: bad\nTraceback (most recent call last):\n  ..."
+    expected = "distrun j (j-1): Failed - Error: rank-1 exited with code 1: ValueError: bad"
+    assert widgets.summary("j", "j-1", status) == expected

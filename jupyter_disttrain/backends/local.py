@@ -20,11 +20,11 @@ from typing import Any
 from .. import procs
 from ..errors import BackendError, InvalidSpecError
 from ..logfiles import LogSource, log_files
-from ..specs import DryRun, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
+from ..specs import DryRun, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso, validate_grace_period
 from ..store import JobRecord, read_json
 from .base import Backend
 from .local_supervisor import LAUNCHER_FILE, last_line
-from .torchrun import agent_commands
+from .torchrun import RUN_SH, agent_commands, by_hand_script
 
 _LAUNCHER = "jupyter_disttrain.backends.local_launch"
 _LAUNCH_TIMEOUT = 30.0
@@ -69,9 +69,7 @@ class LocalBackend(Backend):
                 f"the local backend has no option {sorted(unknown)[0]!r}; "
                 "it is a Kubernetes option: add --backend kubernetes"
             )
-        grace = spec.options.get("grace_period", 10.0)
-        if not isinstance(grace, (int, float)) or grace < 0:
-            raise InvalidSpecError(f"grace_period must be a number of seconds >= 0, not {grace!r}")
+        validate_grace_period(spec.options.get("grace_period", 10.0))
         oversubscribe = spec.options.get("oversubscribe", False)
         if not isinstance(oversubscribe, bool):
             raise InvalidSpecError(f"oversubscribe must be true or false, not {oversubscribe!r}")
@@ -119,6 +117,7 @@ class LocalBackend(Backend):
 
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)
+        (job_dir / RUN_SH).write_text(by_hand_script(record.request["agents"], record.request["cwd"]))
         log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
@@ -205,4 +204,6 @@ def format_request(request: dict[str, Any]) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent["env"].items()))
         lines.append(f"# node {agent['node']}")
         lines.append(f"env {env} \\\n  {shlex.join(agent['argv'])}")
+    lines.append(f"# ---- {RUN_SH}, written next to the script: runs it by hand as the job did ----")
+    lines.append(by_hand_script(request["agents"], request["cwd"]).rstrip("\n"))
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from typing import Any
 from .. import procs
 from ..logfiles import tail_start
 from ..polling import Backoff
+from ..runtime.joined import lone_ranks
 from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, now_iso
 from ..store import JobStore, read_json, write_json_atomic
 
@@ -109,6 +110,8 @@ class Supervisor:
             poll.wait(active=changed)
         self._sweep()
         self._update_replicas(final=True)
+        if lone := lone_ranks(self.record.spec.world_size, self._rank_records):
+            self._event("Warning", "RanksNotJoined", lone)
         codes = [a.returncode for a in self.agents]
         if all(c == 0 for c in codes):
             self._finish(JobPhase.SUCCEEDED, "Completed", "all ranks finished")

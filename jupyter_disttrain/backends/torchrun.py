@@ -7,8 +7,10 @@ as it is by ``--dry-run``.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..specs import JobSpec
 
@@ -30,13 +32,29 @@ class AgentCommand:
         return {"node": self.node, "argv": self.argv, "env": self.env}
 
 
-def job_env(spec: JobSpec, job_id: str, job_dir: str) -> dict[str, str]:
+def launcher_env(spec: JobSpec, *, cpu: bool) -> dict[str, str]:
+    """What training libraries need to see the job's layout; the user's --env wins.
+
+    Under torchrun's env with no GPU, ``Accelerator()`` reports one process and no distribution
+    unless ``ACCELERATE_USE_CPU`` is set. Lightning's ``Trainer`` ignores torchrun's sizes: on CPU
+    ``devices="auto"`` is one device (a single-device strategy, each rank alone), and several
+    nodes need ``num_nodes``; its ``PL_TRAINER_*`` variables are defaults that explicit
+    arguments override. Every backend builds its jobs' env from here.
+    """
+    env = {"PL_TRAINER_DEVICES": str(spec.nproc_per_node), "PL_TRAINER_NUM_NODES": str(spec.nodes)}
+    if cpu:
+        env["ACCELERATE_USE_CPU"] = "1"
+    return env
+
+
+def job_env(spec: JobSpec, job_id: str, job_dir: str, *, cpu: bool = False) -> dict[str, str]:
     """The variables every training process gets on top of torchrun's (RANK, WORLD_SIZE...)."""
     env = {
         "DISTTRAIN_JOB_ID": job_id,
         "DISTTRAIN_JOB_DIR": job_dir,
         "DISTTRAIN_TENSORBOARD_DIR": spec.tensorboard_dir or os.path.join(job_dir, "tensorboard"),
         "PYTHONUNBUFFERED": "1",
+        **launcher_env(spec, cpu=cpu),
     }
     env.update(spec.env)
     return env
@@ -60,7 +78,7 @@ def agent_commands(
     per local rank.
     """
     script = os.path.join(job_dir, spec.entrypoint)
-    base_env = job_env(spec, job_id, job_dir)
+    base_env = job_env(spec, job_id, job_dir, cpu=gpu_ids is None)
     base_env["DISTTRAIN_LOG_DIR"] = os.path.join(job_dir, "logs")
     # Imports next to the notebook keep working: the script runs from the job dir.
     # The job's own entries (--env PYTHONPATH, the kernel's sys.path additions) come first;
@@ -105,3 +123,57 @@ def agent_commands(
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids[node * n : (node + 1) * n])
         commands.append(AgentCommand(node=node, argv=argv, env=env))
     return commands
+
+
+RUN_SH = "run.sh"
+# The job's bookkeeping, not the training's: a run by hand writes to the terminal, and a cancel
+# of the job (which finds processes by DISTTRAIN_JOB_ID) must not stop it.
+_JOB_ONLY_ENV = ("DISTTRAIN_JOB_ID", "DISTTRAIN_LOG_DIR", "DISTTRAIN_NODE")
+_FREE_PORT = 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+
+
+def by_hand_script(agents: Sequence[Mapping[str, Any]], cwd: str) -> str:
+    """``run.sh``: the job's torchrun command(s) on its script, to run by hand next to it.
+
+    Derived from the launch request's agents: the same torchrun flags, working dir and env
+    (``PYTHONPATH`` first among them, so local modules import), minus the rank wrapper and the
+    job's bookkeeping. Every value is shell-quoted; the only shell words are fixed ones here.
+    Arguments given to ``bash run.sh`` replace the job's script arguments.
+    """
+    argvs = [[str(a) for a in agent["argv"]] for agent in agents]
+    envs = [{str(k): str(v) for k, v in agent["env"].items()} for agent in agents]
+    shared = {k: v for k, v in envs[0].items() if k not in _JOB_ONLY_ENV and all(e.get(k) == v for e in envs)}
+    worker = argvs[0].index(WORKER_MODULE)
+    script, args = argvs[0][worker + 1], argvs[0][worker + 2 :]
+    lines = [
+        "#!/usr/bin/env bash",
+        "# This job's script run by hand as the job ran it: bash run.sh [SCRIPT ARGS...]",
+        "# (arguments given here replace the job's own).",
+        "set -euo pipefail",
+        'here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+        f"cd {shlex.quote(cwd)}",
+        f"if [ $# -eq 0 ]; then set -- {shlex.join(args)}; fi",
+    ]
+    pythonpath = shared.pop("PYTHONPATH", None)
+    if pythonpath:
+        lines.append(f'export PYTHONPATH={shlex.quote(pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(shared.items())]
+    several = len(argvs) > 1
+    if several:  # agents meet on a port free now, not the one the job had
+        lines.append(f"port=$({shlex.quote(argvs[0][0])} -c {shlex.quote(_FREE_PORT)})")
+        lines.append("pids=()")
+    name = os.path.basename(script)
+    skip = {*shared, *_JOB_ONLY_ENV, "PYTHONPATH"}
+    for argv, env in zip(argvs, envs, strict=True):
+        own = {k: v for k, v in env.items() if k not in skip}
+        words = [f"{k}={shlex.quote(v)}" for k, v in sorted(own.items())]
+        for arg in argv[: argv.index("-m", 3)]:
+            if arg.startswith("--rdzv-endpoint="):
+                words.append(shlex.quote(arg.rsplit(":", 1)[0] + ":") + '"$port"')
+            else:
+                words.append(shlex.quote(arg))
+        words += [f'"$here"/{shlex.quote(name)}', '"$@"']
+        lines.append(("env " if own else "") + " ".join(words) + (' & pids+=("$!")' if several else ""))
+    if several:
+        lines.append('rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done; exit "$rc"')
+    return "\n".join(lines) + "\n"

@@ -16,6 +16,8 @@ import socket
 import sys
 import time
 
+from .joined import joined_world, watch
+
 
 def _now() -> str:
     t = time.time()
@@ -64,6 +66,7 @@ def main(argv: list[str]) -> None:
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)
     code = 1
+    watch()
     try:
         runpy.run_path(script, run_name="__main__")
         code = 0
@@ -72,7 +75,7 @@ def main(argv: list[str]) -> None:
         raise
     finally:
         if record_path:
-            record.update(exit_code=code, finish_time=_now())
+            record.update(exit_code=code, finish_time=_now(), joined_world=joined_world())
             _write_record(record_path, record)
 
 

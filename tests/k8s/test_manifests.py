@@ -125,6 +125,8 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
         == f"{job['metadata']['name']}-0.{svc['metadata']['name']}"
     )
     assert env["ODD"] == "$$(HOME) stays literal"  # the kubelet would expand $(HOME) otherwise
+    assert "ACCELERATE_USE_CPU" not in env  # GPU pods: Accelerate finds CUDA itself
+    assert env["PL_TRAINER_DEVICES"] == "4" and env["PL_TRAINER_NUM_NODES"] == "3"  # Lightning's defaults
     assert c["resources"]["limits"] == {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}
     assert c["resources"]["requests"] == c["resources"]["limits"]
     assert c["workingDir"] == str(tmp_path / "ws" / "project")
@@ -159,6 +161,15 @@ def test_cpu_accelerator_and_restarts(backend: KubernetesBackend, tmp_path: Path
     assert pj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     c = master["template"]["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in c["resources"]["limits"]
+    assert {"name": "ACCELERATE_USE_CPU", "value": "1"} in c["env"]  # same as local CPU jobs
+    spec.env = {"ACCELERATE_USE_CPU": "0"}  # the user's --env wins
+    c = backend.dryrun(spec, job_id="mnist-ddp-ab12c").request["manifests"][0]["spec"]["pytorchReplicaSpecs"]
+    env = [
+        e
+        for e in c["Master"]["template"]["spec"]["containers"][0]["env"]
+        if e["name"] == "ACCELERATE_USE_CPU"
+    ]
+    assert env == [{"name": "ACCELERATE_USE_CPU", "value": "0"}]
     shm = next(v for v in master["template"]["spec"]["volumes"] if v["name"] == "dshm")
     assert shm["emptyDir"] == {"medium": "Memory"}  # no memory limit given: bounded by the node
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import InvalidSpecError
 from ...specs import JobSpec, Volume
+from ..torchrun import launcher_env
 from .options import KubeOptions, parse_quantity
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -334,6 +335,7 @@ def pod_template(
 ) -> dict[str, Any]:
     """The pod every flavour runs: command, env contract, resources, volumes, placement."""
     job_dir = place.pod_job_dir
+    libraries = launcher_env(spec, cpu=_gpus(spec) == 0)
     env: list[dict[str, Any]] = [
         *extra_env,
         {"name": "DISTTRAIN_JOB_ID", "value": job_id},
@@ -341,6 +343,7 @@ def pod_template(
         {"name": "DISTTRAIN_TENSORBOARD_DIR", "value": _env_value(posixpath.join(job_dir, "tensorboard"))},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "value": _env_value(RANK_PREFIX)},
+        *({"name": k, "value": v} for k, v in libraries.items() if k not in spec.env),  # the user's win
     ]
     taken = {e["name"] for e in env}
     env += [{"name": k, "value": _env_value(v)} for k, v in sorted(spec.env.items()) if k not in taken]

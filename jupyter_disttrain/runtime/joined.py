@@ -1,0 +1,94 @@
+"""Note the size of the process group a rank joined, without importing torch ourselves.
+
+A rank that never joins the job's process group trains alone on all the data while its job
+says Succeeded (Accelerate on CPU without ``ACCELERATE_USE_CPU``, Lightning with one CPU
+device). Scripts usually call ``destroy_process_group`` before they exit, so the state at exit
+says nothing; instead, when the script itself imports ``torch.distributed``, its
+``init_process_group`` is wrapped to remember the world size it joined. Nothing is imported or
+changed for a script that never imports torch.distributed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+_C10D = "torch.distributed.distributed_c10d"
+_joined: list[int] = []  # world sizes of the default groups this process initialised
+_watching: list[bool] = []
+
+
+class _Watch(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; wraps the loader of torch's c10d module when it is imported."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _C10D:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or spec.loader is None:
+            return None
+        load = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            load(module)
+            _wrap(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _wrap(c10d: Any) -> None:  # torch's c10d module; torch is not imported here
+    init = c10d.init_process_group
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        out = init(*args, **kwargs)
+        _joined.append(int(c10d.get_world_size()))
+        return out
+
+    c10d.init_process_group = init_process_group
+
+
+def watch() -> None:
+    """Start watching (before the script runs); a no-op if torch.distributed is loaded already."""
+    if _C10D not in sys.modules and not _watching:
+        sys.meta_path.insert(0, _Watch())
+        _watching.append(True)
+
+
+def joined_world() -> int | None:
+    """The largest process group this rank joined: 1 if it never joined one, None if the script
+    never imported torch.distributed (so it cannot have meant to)."""
+    if _C10D not in sys.modules or not _watching:
+        return None
+    return max(_joined, default=1)
+
+
+def lone_ranks(world_size: int, records: dict[int, dict[str, Any]]) -> str | None:
+    """A warning when ranks of a job of ``world_size`` > 1 ran in a smaller world (or none).
+
+    ``records`` are the ranks' records (``ranks/rank-N.json``) with ``joined_world`` and
+    ``exit_code`` set at exit.
+    """
+    if world_size < 2:
+        return None
+    lone = {  # ranks that finished their work; one that crashed before joining did not train alone
+        r: w
+        for r, rec in sorted(records.items())
+        if rec.get("exit_code") == 0 and (w := rec.get("joined_world")) is not None and w != world_size
+    }
+    if not lone:
+        return None
+    names = ", ".join(f"rank-{r} (world of {w})" for r, w in lone.items())
+    return (
+        f"{names} never joined the job's process group of {world_size}: each such rank trained "
+        "alone, on all its data. On CPU, Accelerate needs ACCELERATE_USE_CPU=1 (set for CPU jobs) and "
+        "Lightning needs Trainer(devices=<--gpus>, num_nodes=<--nodes>)"
+    )
