@@ -20,28 +20,12 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .specs import _ENV_KEY, JobSpec
+from .specs import _ENV_KEY, RESERVED_ENV, RESERVED_ENV_PREFIXES, JobSpec
 
-# Set per process by the product, by torchrun or by the backend; a kernel's value would be wrong there.
-_RESERVED = frozenset(
-    {
-        "RANK",
-        "LOCAL_RANK",
-        "WORLD_SIZE",
-        "LOCAL_WORLD_SIZE",
-        "GROUP_RANK",
-        "GROUP_WORLD_SIZE",
-        "ROLE_RANK",
-        "ROLE_NAME",
-        "ROLE_WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "CUDA_VISIBLE_DEVICES",
-        "PYTHONPATH",  # carried as sys.path entries
-        "PYTHONUNBUFFERED",
-    }
-)
-_RESERVED_PREFIXES = ("DISTTRAIN_", "TORCHELASTIC_", "JPY_")
+# What --env may not set is never carried either; on top of that, values that are per process or
+# per kernel (a kernel's would be wrong in the job), and PYTHONPATH, carried as sys.path entries.
+_RESERVED = RESERVED_ENV | {"CUDA_VISIBLE_DEVICES", "PYTHONPATH", "PYTHONUNBUFFERED"}
+_RESERVED_PREFIXES = (*RESERVED_ENV_PREFIXES, "JPY_")
 
 _startup_env: dict[str, str] | None = None
 
