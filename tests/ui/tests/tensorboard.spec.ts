@@ -40,6 +40,7 @@ print("last step", step - 1, flush=True)
 `;
 
 type Seen = { at: number; step: number; wallTime: number };
+type Point = { step: number; wallTime: number };
 
 test('both writers of one run keep gaining points in the TensorBoard tab', async ({
   browser,
@@ -72,7 +73,7 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
     for (const item of await response.json().catch(() => [])) {
       const points = item?.runToSeries?.run;
       if (item?.tag in seen && Array.isArray(points) && points.length) {
-        const last = points.reduce((x: any, y: any) => (y.step > x.step ? y : x));
+        const last = (points as Point[]).reduce((x, y) => (y.step > x.step ? y : x));
         seen[item.tag].push({ at, step: last.step, wallTime: last.wallTime * 1000 });
       }
     }
@@ -82,7 +83,11 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
   expect((await context.cookies()).some(c => c.name.startsWith('username-'))).toBe(true);
 
   // The sidebar, the job's row, its TensorBoard button: the tab opens with auto-reload on.
-  await page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]').click();
+  // The workspace of an earlier test may have restored the sidebar open: a click would close it.
+  const sidebarTab = page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]');
+  if ((await sidebarTab.getAttribute('aria-selected')) !== 'true') {
+    await sidebarTab.click();
+  }
   const row = page.locator(`.jp-DistTrainPanel-job[data-job-id="${jobId}"]`);
   await row.locator('button[data-action="tensorboard"]').click();
   const tab = page.locator('.jp-DistTrainTensorBoard');
@@ -100,7 +105,9 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
   const log = await (
     await request.get(`/disttrain/api/jobs/${jobId}/logs`, { params: { replica: 'rank-0' } })
   ).json();
-  const lastStep = Number(/last step (\d+)/.exec(log.lines.map((l: any) => l.text).join('\n'))![1]);
+  const lastStep = Number(
+    /last step (\d+)/.exec(log.lines.map((l: { text: string }) => l.text).join('\n'))![1]
+  );
   expect(lastStep).toBeGreaterThan(10);
 
   expect(refused).toEqual([]); // TensorBoard's POSTs carried Jupyter's XSRF token
