@@ -36,6 +36,22 @@ def job_root(tmp_path: Path) -> Path:
     return tmp_path / "jobs"
 
 
+@pytest.fixture(scope="module")
+def shared_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store for a whole module: a module opts in by overriding ``job_root`` with it, so one
+    finished job serves several of its tests."""
+    return tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "jobs"
+
+
+@pytest.fixture(scope="module")
+def finished_job(shared_root: Path) -> str:
+    """A job in the module's shared store that ran to success."""
+    job = submit_job(shared_root)
+    status = job.wait(timeout=120)
+    assert status.phase.value == "Succeeded", status
+    return job.id
+
+
 @pytest.fixture
 def jp_server_config(job_root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     # The extension exports the store root into os.environ; undo that after each test.

@@ -18,21 +18,9 @@ from jupyter_disttrain.server.jobs import _SPEC_FIELDS
 from .conftest import parse_sse, submit_job
 
 
-@pytest.fixture(scope="module")
-def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("input") / "jobs"
-
-
 @pytest.fixture
 def job_root(shared_root: Path) -> Path:
     return shared_root
-
-
-@pytest.fixture(scope="module")
-def finished_job(shared_root: Path) -> str:
-    job = submit_job(shared_root, name="ended")
-    assert job.wait(timeout=120).phase.value == "Succeeded"
-    return job.id
 
 
 async def answer(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, Any]:

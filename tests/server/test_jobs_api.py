@@ -16,23 +16,10 @@ from jupyter_disttrain.store import JobRecord, JobStore
 from .conftest import LINES, parse_sse, poll, submit_job
 
 
-@pytest.fixture(scope="module")
-def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("shared") / "jobs"
-
-
 @pytest.fixture
 def job_root(shared_root: Path) -> Path:
     # The module's tests share one store, so one finished job serves several of them.
     return shared_root
-
-
-@pytest.fixture(scope="module")
-def finished_job(shared_root: Path) -> str:
-    job = submit_job(shared_root)
-    status = job.wait(timeout=120)
-    assert status.phase.value == "Succeeded", status
-    return job.id
 
 
 async def get_json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
