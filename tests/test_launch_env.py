@@ -35,7 +35,9 @@ def _each_rank_says(store: JobStore, script: str, word: str) -> dict[int | None,
     """Run ``script`` as a 2-rank CPU job that succeeds and has no RanksNotJoined warning."""
     job = api.submit(script, store=store, gpus=2, accelerator="cpu")
     status = job.wait(timeout=240)
-    assert status.phase is JobPhase.SUCCEEDED, status
+    if status.phase is not JobPhase.SUCCEEDED:  # say why, with each rank's last lines
+        tails = "\n".join(f"{ln.rank}: {ln.text}" for ln in job.logs(tail=15))
+        raise AssertionError(f"{status.phase.value}: {status.reason}: {status.message}\n{tails}")
     assert not [e for e in status.events if e.reason == "RanksNotJoined"]  # joined (then destroyed)
     return {ln.rank: ln.text for ln in job.logs() if ln.rank is not None and word in ln.text}
 
@@ -95,7 +97,9 @@ print("trained alone")
 def test_ranks_that_never_join_the_jobs_process_group_are_warned_about(store: JobStore) -> None:
     job = api.submit(NOT_JOINED, store=store, gpus=2, name="alone")
     status = job.wait(timeout=120)
-    assert status.phase is JobPhase.SUCCEEDED, status
+    if status.phase is not JobPhase.SUCCEEDED:  # say why, with each rank's last lines
+        tails = "\n".join(f"{ln.rank}: {ln.text}" for ln in job.logs(tail=15))
+        raise AssertionError(f"{status.phase.value}: {status.reason}: {status.message}\n{tails}")
     (event,) = [e for e in status.events if e.reason == "RanksNotJoined"]
     assert event.type == "Warning"
     assert (

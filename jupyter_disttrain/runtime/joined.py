@@ -71,6 +71,11 @@ def joined_world() -> int | None:
     return max(_joined, default=1)
 
 
+def joined_any() -> bool:
+    """Whether this rank has called ``init_process_group`` (even if it destroyed the group since)."""
+    return bool(_joined)
+
+
 def lone_ranks(world_size: int, records: dict[int, dict[str, Any]]) -> str | None:
     """A warning when ranks of a job of ``world_size`` > 1 ran in a smaller world (or none).
 

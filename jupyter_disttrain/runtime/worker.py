@@ -2,21 +2,27 @@
 
 torchrun runs ``python -u -m jupyter_disttrain.runtime.worker train.py ARGS...`` in place of
 ``python -u train.py ARGS...``. The script runs as ``__main__`` exactly as it would by hand
-(``runpy`` puts it in ``sys.modules["__main__"]``, so pickling and spawned DataLoader workers
+(it is ``sys.modules["__main__"]`` while it runs, so pickling and spawned DataLoader workers
 behave the same). Output goes straight to ``$DISTTRAIN_LOG_DIR/rank-<RANK>.log`` with no pipe
 and no extra thread, so nothing slows the training loop, and every line belongs to its rank.
 """
 
 from __future__ import annotations
 
+import atexit
+import builtins
+import contextlib
+import gc
 import json
 import os
-import runpy
 import socket
 import sys
+import threading
 import time
+import types
+from typing import Any
 
-from .joined import joined_world, watch
+from .joined import joined_any, joined_world, watch
 
 
 def _now() -> str:
@@ -66,17 +72,62 @@ def main(argv: list[str]) -> None:
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)
     code = 1
+    ended: SystemExit | None = None
+    namespace = _main_module(script)
     watch()
     try:
-        runpy.run_path(script, run_name="__main__")
+        with open(script, "rb") as f:
+            source = f.read()
+        exec(compile(source, script, "exec"), namespace)
         code = 0
     except SystemExit as exc:
-        code = _exit_code(exc)
-        raise
+        code, ended = _exit_code(exc), exc
     finally:
         if record_path:
             record.update(exit_code=code, finish_time=_now(), joined_world=joined_world())
             _write_record(record_path, record)
+    if ended is not None and isinstance(ended.code, str):
+        print(ended.code, file=sys.stderr)  # what ``sys.exit("message")`` prints
+    _exit_before_teardown(code, namespace)
+    if ended is not None:
+        raise ended
+
+
+def _main_module(script: str) -> dict[str, Any]:
+    """A fresh ``__main__`` for ``script``, as ``runpy.run_path`` makes it, whose namespace we
+    keep (runpy hands back only a copy), so the exit can release what the script holds."""
+    module = types.ModuleType("__main__")
+    module.__file__ = script
+    module.__loader__ = module.__spec__ = module.__package__ = None
+    module.__builtins__ = builtins  # type: ignore[attr-defined]
+    sys.modules["__main__"] = module
+    return module.__dict__
+
+
+def _exit_before_teardown(code: int, namespace: dict[str, Any]) -> None:
+    """End a rank that used a process group, skipping the interpreter's teardown.
+
+    Tearing down torch's C++ state there, gloo's threads included, now and then aborts a rank
+    that finished its work, even after ``destroy_process_group`` (``terminate called without an
+    active exception``, SIGABRT: 1 in 12 Accelerate jobs on a loaded machine), and torchrun
+    then fails the whole job. What Python does before and during its teardown that users rely
+    on still happens: non-daemon threads are joined, atexit functions run (logging's flush among
+    them), the script's objects are released (files it left open are flushed and closed by
+    their finalizers), output is flushed.
+    """
+    if not joined_any():
+        return
+    main_thread = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main_thread and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    namespace.clear()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
