@@ -22,8 +22,8 @@ export interface IJobsModelOptions {
   /** Milliseconds between refreshes while idle (still polled: a cell may start a job). */
   idleInterval?: number;
   /**
-   * Whether nobody is looking; with no job running, poll slowly. Defaults to "no view
-   * registered with `watch` is visible".
+   * Whether nobody is looking; with no job running, poll slowly. Defaults to "views were
+   * registered with `watch` and none is visible" (no view registered: always watched).
    */
   unwatched?: () => boolean;
 }
@@ -33,7 +33,9 @@ export class JobsModel {
     this._fetch = options.fetchJobs;
     this._interval = options.interval ?? 2000;
     this._idleInterval = Math.max(this._interval, options.idleInterval ?? 10000);
-    this._unwatched = options.unwatched ?? (() => !this._watchers.some(visible => visible()));
+    this._unwatched =
+      options.unwatched ??
+      (() => this._watchers.length > 0 && !this._watchers.some(visible => visible()));
     this.poll = new Poll({
       auto: false,
       factory: () => this.refresh(),

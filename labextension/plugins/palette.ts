@@ -15,6 +15,10 @@ export const palettePlugin: JupyterFrontEndPlugin<void> = {
   activate: (_app: JupyterFrontEnd, palette: ICommandPalette) => {
     palette.addItem({ command: CommandIDs.open, category: CATEGORY });
     palette.addItem({ command: CommandIDs.refresh, category: CATEGORY });
-    palette.addItem({ command: CommandIDs.tensorboard, category: CATEGORY, args: { id: ALL_JOBS } });
+    palette.addItem({
+      command: CommandIDs.tensorboard,
+      category: CATEGORY,
+      args: { id: ALL_JOBS }
+    });
   }
 };
