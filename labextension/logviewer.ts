@@ -1,9 +1,9 @@
 /**
  * The log viewer: one replica or all of them interleaved, followed live.
  *
- * Lines are fetched by offset (the tail first) into a `LogBuffer`, then followed through the
- * server's event stream from that offset; if the stream fails, by polling from the last
- * offset it delivered, so no line is lost or repeated either way. Only the rows inside the viewport are in the DOM, so a million-line log scrolls like a
+ * Lines are fetched by offset (the tail first, then any backlog) into a `LogBuffer`, then
+ * followed through the server's event stream from that offset; if the stream fails, by
+ * polling from the last offset it delivered, so no line is lost or repeated either way. Only the rows inside the viewport are in the DOM, so a million-line log scrolls like a
  * short one. Follow mode keeps the end in view until the user scrolls up, and resumes when
  * they scroll back to the end.
  */
@@ -79,6 +79,7 @@ export class LogViewer extends Widget {
     const generation = ++this._generation;
     this._loading = true;
     this._stopStream();
+    this._streamFailed = false;
     await this._poll.stop();
     this._buffer = new LogBuffer(this._replica === '');
     this._view = new FilteredView(this._buffer, this._filter.value);
@@ -116,7 +117,7 @@ export class LogViewer extends Widget {
     }
     this._setStatus();
     if (!this._done) {
-      void this._followStream(generation);
+      void this._poll.start(); // catches up by offset, then follows the stream
     }
   }
 
@@ -241,6 +242,7 @@ export class LogViewer extends Widget {
         this._stream = null;
       }
     }
+    this._streamFailed = true; // closed early or failed: poll from where it stopped
     void this._poll.start();
   }
 
@@ -258,7 +260,8 @@ export class LogViewer extends Widget {
       return;
     }
     const generation = this._generation;
-    for (let i = 0; i < 20; i++) {
+    let caughtUp = false;
+    for (let i = 0; i < 20 && !caughtUp; i++) {
       const page = await getLogs(this.jobId, {
         replica: this._replica,
         offset: this._buffer.offset,
@@ -269,11 +272,14 @@ export class LogViewer extends Widget {
       }
       this._add(page.lines, page.offset);
       this._done = page.done;
-      if (!page.more) {
-        break;
-      }
+      caughtUp = !page.more;
     }
     this._setStatus();
+    // the backlog is read by offset pages; new lines then come through the stream
+    if (caughtUp && !this._done && !this._streamFailed) {
+      void this._poll.stop();
+      void this._followStream(generation);
+    }
   }
 
   private _add(lines: ILogLine[], offset: string): void {
@@ -479,6 +485,7 @@ export class LogViewer extends Widget {
   private _follow = new FollowState(true);
   private _poll: Poll;
   private _stream: AbortController | null = null;
+  private _streamFailed = false; // for this selection: follow by offset polling instead
   private _done = false;
   private _loading = false;
   private _generation = 0;
