@@ -11,8 +11,11 @@ export const palettePlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:palette',
   description: 'Command palette entries of the jobs panel and TensorBoard.',
   autoStart: true,
-  requires: [ICommandPalette],
-  activate: (_app: JupyterFrontEnd, palette: ICommandPalette) => {
+  optional: [ICommandPalette],
+  activate: (_app: JupyterFrontEnd, palette: ICommandPalette | null) => {
+    if (!palette) {
+      return; // a front end without a palette (the commands still work)
+    }
     palette.addItem({ command: CommandIDs.open, category: CATEGORY });
     palette.addItem({ command: CommandIDs.refresh, category: CATEGORY });
     palette.addItem({
