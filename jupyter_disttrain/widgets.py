@@ -36,8 +36,15 @@ VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
 SUMMARY_LINES = 10  # log lines in the plain-text summary
 LINE_CHARS = 500  # a root-cause line longer than this is cut in the summary (the log has it all)
+# The click contract with the lab extension (labextension/cellcontract.ts declares the same
+# names; its test checks that they agree): HTML buttons carry the command and job attributes,
+# the widget Cancel button the cancel class and the job class.
+COMMAND_ATTRIBUTE = "data-disttrain-command"
+JOB_ATTRIBUTE = "data-disttrain-job"
 CANCEL_CLASS = "jp-DistTrain-cellCancel"
 JOB_CLASS_PREFIX = "jp-DistTrain-job-"
+LOGS_COMMAND = "disttrain:open-logs"
+TENSORBOARD_COMMAND = "disttrain:open-tensorboard"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 _PHASE_COLOURS = {
@@ -375,9 +382,9 @@ def _lab_buttons(job_id: str) -> str:
     tip = "Needs the jupyter_disttrain extension in JupyterLab or Notebook 7"
     return "".join(
         f'<button type="button" class="jupyter-button" style="margin-left:4px" title="{tip}" '
-        f'data-disttrain-command="{command}" data-disttrain-job="{job}">{label}</button>'
+        f'{COMMAND_ATTRIBUTE}="{command}" {JOB_ATTRIBUTE}="{job}">{label}</button>'
         for command, label in (
-            ("disttrain:open-logs", "Open logs in the sidebar"),
-            ("disttrain:open-tensorboard", "Open TensorBoard"),
+            (LOGS_COMMAND, "Open logs in the sidebar"),
+            (TENSORBOARD_COMMAND, "Open TensorBoard"),
         )
     )

@@ -7,6 +7,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
+import { readEvents } from './sse';
 import type { IJobDetail, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
 
 export * from './types';
@@ -53,33 +55,47 @@ function errorReason(data: unknown): unknown {
   return body.message || body.reason;
 }
 
+/** The JSON of a body, or null when it is empty or not JSON. */
+function parseJson(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Send a request with the server's token/XSRF; throws `ApiError` when it cannot be sent. */
+async function send(
+  path: string,
+  init: RequestInit,
+  query: Record<string, string | number | boolean | undefined>
+): Promise<Response> {
+  const settings = ServerConnection.makeSettings();
+  try {
+    return await ServerConnection.makeRequest(apiUrl(path, query, settings), init, settings);
+  } catch (err) {
+    throw new ApiError(`cannot reach the Jupyter server: ${err}`, 0);
+  }
+}
+
+/** The `ApiError` of a failed answer, with the server's message when it sent one. */
+async function failure(response: Response): Promise<ApiError> {
+  const data = parseJson(await response.text());
+  const message = errorReason(data) || `${response.status} ${response.statusText}`;
+  return new ApiError(String(message), response.status);
+}
+
 /** Call the API; JSON in and out; throws `ApiError` carrying the server's message. */
 export async function requestAPI<T>(
   path: string,
   init: RequestInit = {},
   query: Record<string, string | number | boolean | undefined> = {}
 ): Promise<T> {
-  const settings = ServerConnection.makeSettings();
-  let response: Response;
-  try {
-    response = await ServerConnection.makeRequest(apiUrl(path, query, settings), init, settings);
-  } catch (err) {
-    throw new ApiError(`cannot reach the Jupyter server: ${err}`, 0);
-  }
-  const text = await response.text();
-  let data: unknown = null;
-  if (text) {
-    try {
-      data = JSON.parse(text);
-    } catch {
-      data = null;
-    }
-  }
+  const response = await send(path, init, query);
   if (!response.ok) {
-    const message = errorReason(data) || `${response.status} ${response.statusText}`;
-    throw new ApiError(String(message), response.status);
+    throw await failure(response);
   }
-  return data as T;
+  return parseJson(await response.text()) as T;
 }
 
 const enc = encodeURIComponent;
@@ -107,6 +123,32 @@ export function getScript(id: string): Promise<{ entrypoint: string; script: str
 
 export function getLogs(id: string, query: ILogQuery): Promise<ILogPage> {
   return requestAPI<ILogPage>(`jobs/${enc(id)}/logs`, {}, { ...query });
+}
+
+/**
+ * Follow a log through the event stream from `offset` until the job ends (resolves true),
+ * the server closes the stream early (false) or `signal` aborts it. Throws when the stream
+ * cannot be opened or fails; the caller then polls `getLogs` from its last token.
+ */
+export async function streamLogs(
+  id: string,
+  query: { replica?: string; offset?: string },
+  handlers: ILogStreamHandlers,
+  signal: AbortSignal
+): Promise<boolean> {
+  const response = await send(
+    `jobs/${enc(id)}/logs/stream`,
+    { headers: { Accept: 'text/event-stream' }, cache: 'no-store', signal },
+    { ...query }
+  );
+  if (!response.ok) {
+    throw await failure(response);
+  }
+  let ended = false;
+  await readEvents(response, event => {
+    ended = dispatchLogEvent(event, handlers) || ended;
+  });
+  return ended;
 }
 
 export function cancelJob(id: string): Promise<{ status: IJobStatus }> {

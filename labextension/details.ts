@@ -3,103 +3,75 @@
  * events, and the packaged script in JupyterLab's own read-only editor.
  */
 import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/codeeditor';
-import { Poll } from '@lumino/polling';
 import { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
-import { getJob, getScript, IJobDetail, TERMINAL_PHASES } from './api';
+import { IJobDetail } from './api';
+import { JobDetailsModel } from './detailsmodel';
 import { formatTime, jobShape } from './format';
 import { phaseBadge } from './panel';
 
 export class JobDetails extends Panel {
   constructor(
-    readonly jobId: string,
-    private _editors: IEditorServices | null,
-    interval = 2000
+    readonly model: JobDetailsModel,
+    private _editors: IEditorServices | null
   ) {
     super();
     this.addClass('jp-DistTrainDetails');
-    this.title.label = `Job: ${jobId}`;
+    this.title.label = `Job: ${model.jobId}`;
     this._info = new Widget();
     this._info.addClass('jp-DistTrainDetails-info');
     this._info.node.textContent = 'Loading…';
     this.addWidget(this._info);
-    this._poll = new Poll({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: { interval, backoff: true, max: 30000 },
-      name: `jupyter_disttrain:details:${jobId}`,
-      standby: () => !this.isVisible || 'when-hidden'
-    });
+    model.changed.connect(this._update, this);
   }
 
-  /** The job as last fetched. */
-  get job(): IJobDetail | null {
-    return this._job;
-  }
-
-  async refresh(): Promise<void> {
-    let job: IJobDetail;
-    try {
-      job = await getJob(this.jobId);
-    } catch (err) {
-      this._info.node.textContent = `Cannot load job ${this.jobId}: ${err instanceof Error ? err.message : err}`;
-      throw err;
-    }
-    this._job = job;
-    this.title.label = `Job: ${job.summary.name}`;
-    this._render(job);
-    if (!this._script) {
-      void this._loadScript();
-    }
-    if (TERMINAL_PHASES.has(job.status.phase)) {
-      void this._poll.stop();
-    }
+  get jobId(): string {
+    return this.model.jobId;
   }
 
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
-    void this._poll.start();
+    void this.model.start();
   }
 
   dispose(): void {
-    this._poll.dispose();
+    this.model.dispose();
     super.dispose();
   }
 
-  private async _loadScript(): Promise<void> {
-    let text: string;
-    let name = 'train.py';
-    try {
-      const reply = await getScript(this.jobId);
-      text = reply.script;
-      name = reply.entrypoint || name;
-    } catch (err) {
-      text = `# the packaged script is not available: ${err instanceof Error ? err.message : err}`;
+  private _update(): void {
+    const { job, error, script } = this.model;
+    if (error) {
+      this._info.node.textContent = `Cannot load job ${this.jobId}: ${error}`;
+    } else if (job) {
+      this.title.label = `Job: ${job.summary.name}`;
+      this._render(job);
     }
-    if (this._script || this.isDisposed) {
-      return;
+    if (script && !this._script) {
+      this._showScript(script.name, script.text);
     }
+  }
+
+  private _showScript(name: string, text: string): void {
     const heading = new Widget({ node: section(`Packaged script (${name})`) });
     this.addWidget(heading);
     if (this._editors) {
       const model = new CodeEditor.Model({ mimeType: 'text/x-python' });
       model.sharedModel.setSource(text);
-      const mime = this._editors.mimeTypeService.getMimeTypeByFilePath(name);
-      model.mimeType = mime;
+      model.mimeType = this._editors.mimeTypeService.getMimeTypeByFilePath(name);
       const editor = new CodeEditorWrapper({
         factory: this._editors.factoryService.newDocumentEditor,
         model,
         editorOptions: { config: { readOnly: true, lineNumbers: true } }
       });
-      editor.addClass('jp-DistTrainDetails-script');
       this._script = editor;
     } else {
       const pre = document.createElement('pre');
       pre.textContent = text;
       this._script = new Widget({ node: pre });
-      this._script.addClass('jp-DistTrainDetails-script');
     }
+    this._script.addClass('jp-DistTrainDetails-script');
     this.addWidget(this._script);
   }
 
@@ -221,8 +193,6 @@ export class JobDetails extends Panel {
 
   private _info: Widget;
   private _script: Widget | null = null;
-  private _job: IJobDetail | null = null;
-  private _poll: Poll;
 }
 
 function section(text: string): HTMLElement {

@@ -1,8 +1,9 @@
 /**
  * The log viewer: one replica or all of them interleaved, followed live.
  *
- * Lines are fetched by offset (the tail first, then whatever follows) into a `LogBuffer`;
- * only the rows inside the viewport are in the DOM, so a million-line log scrolls like a
+ * Lines are fetched by offset (the tail first, then any backlog) into a `LogBuffer`, then
+ * followed through the server's event stream from that offset; if the stream fails, by
+ * polling from the last offset it delivered, so no line is lost or repeated either way. Only the rows inside the viewport are in the DOM, so a million-line log scrolls like a
  * short one. Follow mode keeps the end in view until the user scrolls up, and resumes when
  * they scroll back to the end.
  */
@@ -10,7 +11,7 @@ import { Poll } from '@lumino/polling';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { getJob, getLogs, ILogLine, TERMINAL_PHASES } from './api';
+import { getJob, getLogs, ILogLine, streamLogs, TERMINAL_PHASES } from './api';
 import { parseAnsi, renderAnsi } from './ansi';
 import { FilteredView, LogBuffer, rawText } from './logbuffer';
 import { FollowState, isAtBottom, visibleRange } from './virtual';
@@ -77,6 +78,8 @@ export class LogViewer extends Widget {
   async reload(): Promise<void> {
     const generation = ++this._generation;
     this._loading = true;
+    this._stopStream();
+    this._streamFailed = false;
     await this._poll.stop();
     this._buffer = new LogBuffer(this._replica === '');
     this._view = new FilteredView(this._buffer, this._filter.value);
@@ -112,10 +115,10 @@ export class LogViewer extends Widget {
     if (generation !== this._generation) {
       return;
     }
-    if (!this._done) {
-      void this._poll.start();
-    }
     this._setStatus();
+    if (!this._done) {
+      void this._poll.start(); // catches up by offset, then follows the stream
+    }
   }
 
   /** Download the whole log of the current selection as a text file. */
@@ -151,6 +154,7 @@ export class LogViewer extends Widget {
   }
 
   dispose(): void {
+    this._stopStream();
     this._poll.dispose();
     super.dispose();
   }
@@ -166,7 +170,7 @@ export class LogViewer extends Widget {
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
     this._scheduleRender();
-    if (!this._done && this._generation > 0) {
+    if (!this._done && !this._stream && this._generation > 0) {
       void this._poll.refresh();
     }
   }
@@ -198,8 +202,57 @@ export class LogViewer extends Widget {
     }
   }
 
+  /** Follow the event stream from the last offset; poll from where it stopped if it fails. */
+  private async _followStream(generation: number): Promise<void> {
+    const stream = new AbortController();
+    this._stream = stream;
+    const current = () => generation === this._generation && !stream.signal.aborted;
+    try {
+      const ended = await streamLogs(
+        this.jobId,
+        { replica: this._replica, offset: this._buffer.offset },
+        {
+          lines: (lines, offset) => {
+            if (current()) {
+              this._add(lines, offset);
+              this._setStatus();
+            }
+          },
+          end: (phase, offset) => {
+            if (current()) {
+              this._buffer.offset = offset || this._buffer.offset;
+              this._done = true;
+              this.title.caption = `${this.jobId} (${phase})`;
+              this._setStatus();
+            }
+          }
+        },
+        stream.signal
+      );
+      if (ended || !current()) {
+        return;
+      }
+    } catch (err) {
+      if (!current()) {
+        return;
+      }
+      console.warn(`jupyter_disttrain: log stream of ${this.jobId} failed, polling`, err);
+    } finally {
+      if (this._stream === stream) {
+        this._stream = null;
+      }
+    }
+    this._streamFailed = true; // closed early or failed: poll from where it stopped
+    void this._poll.start();
+  }
+
+  private _stopStream(): void {
+    this._stream?.abort();
+    this._stream = null;
+  }
+
   private async _fetchMore(): Promise<void> {
-    if (this._loading) {
+    if (this._loading || this._stream) {
       return; // the first page is on its way; following starts from its offset
     }
     if (this._done) {
@@ -207,7 +260,8 @@ export class LogViewer extends Widget {
       return;
     }
     const generation = this._generation;
-    for (let i = 0; i < 20; i++) {
+    let caughtUp = false;
+    for (let i = 0; i < 20 && !caughtUp; i++) {
       const page = await getLogs(this.jobId, {
         replica: this._replica,
         offset: this._buffer.offset,
@@ -218,11 +272,14 @@ export class LogViewer extends Widget {
       }
       this._add(page.lines, page.offset);
       this._done = page.done;
-      if (!page.more) {
-        break;
-      }
+      caughtUp = !page.more;
     }
     this._setStatus();
+    // the backlog is read by offset pages; new lines then come through the stream
+    if (caughtUp && !this._done && !this._streamFailed) {
+      void this._poll.stop();
+      void this._followStream(generation);
+    }
   }
 
   private _add(lines: ILogLine[], offset: string): void {
@@ -427,6 +484,8 @@ export class LogViewer extends Widget {
   private _view = new FilteredView(this._buffer);
   private _follow = new FollowState(true);
   private _poll: Poll;
+  private _stream: AbortController | null = null;
+  private _streamFailed = false; // for this selection: follow by offset polling instead
   private _done = false;
   private _loading = false;
   private _generation = 0;

@@ -3,6 +3,7 @@
  * `GET jobs`, with backoff on errors, a slow pace while nobody looks and nothing runs, and
  * standby while the browser tab is hidden.
  */
+import { Token } from '@lumino/coreutils';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
@@ -20,7 +21,10 @@ export interface IJobsModelOptions {
   interval?: number;
   /** Milliseconds between refreshes while idle (still polled: a cell may start a job). */
   idleInterval?: number;
-  /** Whether nobody is looking (e.g. the panel is hidden); with no job running, poll slowly. */
+  /**
+   * Whether nobody is looking; with no job running, poll slowly. Defaults to "views were
+   * registered with `watch` and none is visible" (no view registered: always watched).
+   */
   unwatched?: () => boolean;
 }
 
@@ -29,7 +33,9 @@ export class JobsModel {
     this._fetch = options.fetchJobs;
     this._interval = options.interval ?? 2000;
     this._idleInterval = Math.max(this._interval, options.idleInterval ?? 10000);
-    this._unwatched = options.unwatched ?? (() => false);
+    this._unwatched =
+      options.unwatched ??
+      (() => this._watchers.length > 0 && !this._watchers.some(visible => visible()));
     this.poll = new Poll({
       auto: false,
       factory: () => this.refresh(),
@@ -64,6 +70,15 @@ export class JobsModel {
   /** A job went from a non-terminal phase to a terminal one while we watched. */
   get finished(): ISignal<this, IPhaseChange> {
     return this._finished;
+  }
+
+  /** Register a view of the jobs (e.g. the sidebar); while any says it is visible, poll briskly. */
+  /** Returns the function that ends the registration. */
+  watch(visible: () => boolean): () => void {
+    this._watchers.push(visible);
+    return () => {
+      this._watchers = this._watchers.filter(w => w !== visible);
+    };
   }
 
   find(id: string): IJobSummary | undefined {
@@ -140,9 +155,16 @@ export class JobsModel {
   private _interval: number;
   private _idleInterval: number;
   private _unwatched: () => boolean;
+  private _watchers: (() => boolean)[] = [];
   private _jobs: IJobSummary[] = [];
   private _error: string | null = null;
   private _loaded = false;
   private _changed = new Signal<this, void>(this);
   private _finished = new Signal<this, IPhaseChange>(this);
 }
+
+/** The one job list of the page, shared by the sidebar, the commands and the notifications. */
+export const IJobsModel = new Token<JobsModel>(
+  'jupyter_disttrain:IJobsModel',
+  'The job list of the Jupyter server, polled while someone looks or a job runs.'
+);

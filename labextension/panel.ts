@@ -15,7 +15,7 @@ import {
 import { Widget } from '@lumino/widgets';
 
 import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from './api';
-import { CommandIDs } from './commands';
+import { CommandIDs, SIDEBAR_ID } from './commands';
 import { jobShape, jobTiming } from './format';
 import { chartIcon, disttrainIcon } from './icons';
 import { JobsModel } from './model';
@@ -46,7 +46,7 @@ export class JobsPanel extends Widget {
     private _commands: CommandRegistry
   ) {
     super();
-    this.id = 'jp-disttrain-sidebar';
+    this.id = SIDEBAR_ID;
     this.addClass('jp-DistTrainPanel');
     this.title.icon = disttrainIcon;
     this.title.caption = 'Distributed training jobs';

@@ -87,12 +87,17 @@ export class TensorBoardFrame extends IFrame {
   private _loadedAt = 0;
 }
 
+/** The id of the TensorBoard tab of a job (or of `ALL_JOBS`). */
+export function tensorboardTabId(jobId: string): string {
+  return `jp-disttrain-tensorboard-${jobId}`;
+}
+
 /** MainAreaWidget with the frame and a toolbar: Reload, Auto-reload, interval. */
 export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
   constructor(options: ITensorBoardOptions) {
     const content = new TensorBoardFrame(options.jobId);
     super({ content });
-    this.id = `jp-disttrain-tensorboard-${options.jobId}`;
+    this.id = tensorboardTabId(options.jobId);
     this.addClass('jp-DistTrainTensorBoard');
     this.title.label =
       options.jobId === ALL_JOBS ? 'TensorBoard: all jobs' : `TensorBoard: ${options.jobId}`;

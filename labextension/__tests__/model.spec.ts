@@ -107,4 +107,24 @@ describe('JobsModel', () => {
     expect(model.poll.frequency.interval).toBe(500);
     model.dispose();
   });
+
+  it('is watched while a view registered with watch() is visible, until it unregisters', async () => {
+    const done = [job('w-wwwww', 'Succeeded', '2026-01-01T00:00:00Z')];
+    const model = new JobsModel({ fetchJobs: scripted([done]).fetchJobs });
+    await model.refresh();
+    expect(model.idle).toBe(false); // no view registered: always watched
+    let visible = false;
+    const unwatch = model.watch(() => visible);
+    expect(model.idle).toBe(true);
+    visible = true;
+    expect(model.idle).toBe(false);
+    visible = false;
+    const unwatchOther = model.watch(() => true);
+    expect(model.idle).toBe(false);
+    unwatchOther();
+    expect(model.idle).toBe(true);
+    unwatch();
+    expect(model.idle).toBe(false);
+    model.dispose();
+  });
 });

@@ -1,0 +1,56 @@
+/** The details plugin: one job details tab per job (`disttrain:open-details`). */
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
+import { IEditorServices } from '@jupyterlab/codeeditor';
+import { listIcon } from '@jupyterlab/ui-components';
+
+import { getJob, getScript } from '../api';
+import { CommandIDs, jobIdArg } from '../commands';
+import { JobDetails } from '../details';
+import { JobDetailsModel } from '../detailsmodel';
+import { DistTrainSettings, IDistTrainSettings } from '../settings';
+import { openTab } from '../tabs';
+
+export const detailsPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter_disttrain:details',
+  description: 'Job details tabs: spec, replicas, events and the packaged script.',
+  autoStart: true,
+  requires: [IDistTrainSettings],
+  optional: [IEditorServices, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    settings: DistTrainSettings,
+    editors: IEditorServices | null,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const tracker = new WidgetTracker<MainAreaWidget<JobDetails>>({
+      namespace: 'disttrain-details'
+    });
+    app.commands.addCommand(CommandIDs.details, {
+      label: args => (args.id ? `Job Details: ${args.id}` : 'Job Details'),
+      icon: listIcon,
+      execute: args => {
+        const id = jobIdArg(args);
+        return openTab(app.shell, tracker, `jp-disttrain-details-${id}`, () => {
+          const model: JobDetailsModel = new JobDetailsModel({
+            jobId: id,
+            fetchJob: getJob,
+            fetchScript: getScript,
+            interval: settings.values.refreshInterval,
+            visible: () => content.isVisible
+          });
+          const content: JobDetails = new JobDetails(model, editors);
+          const widget = new MainAreaWidget({ content });
+          widget.title.icon = listIcon;
+          widget.addClass('jp-DistTrainDetailsPanel');
+          return widget;
+        });
+      }
+    });
+    void restorer?.restore(tracker, {
+      command: CommandIDs.details,
+      args: w => ({ id: w.content.jobId }),
+      name: w => w.content.jobId
+    });
+  }
+};

@@ -1,0 +1,84 @@
+/** The job-actions plugin: cancel and delete a job, each after asking (`disttrain:cancel`, `disttrain:delete`). */
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+
+import { cancelJob, deleteJob, TERMINAL_PHASES } from '../api';
+import { CommandIDs, jobIdArg } from '../commands';
+import { IJobsModel, JobsModel } from '../model';
+
+export const jobActionsPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter_disttrain:job-actions',
+  description: 'Cancel and delete jobs.',
+  autoStart: true,
+  requires: [IJobsModel],
+  activate: (app: JupyterFrontEnd, model: JobsModel) => {
+    /** Ask, then act; an error is shown, and the list is refreshed either way. */
+    const confirmThen = async (
+      dialog: { title: string; body: string; accept: string; reject?: string },
+      action: () => Promise<void>,
+      failure: string
+    ) => {
+      const answer = await showDialog({
+        title: dialog.title,
+        body: dialog.body,
+        buttons: [
+          Dialog.cancelButton(dialog.reject ? { label: dialog.reject } : {}),
+          Dialog.warnButton({ label: dialog.accept })
+        ]
+      });
+      if (!answer.button.accept) {
+        return;
+      }
+      try {
+        await action();
+      } catch (err) {
+        await showErrorMessage(failure, err as Error);
+      }
+      await model.poll.refresh();
+    };
+
+    app.commands.addCommand(CommandIDs.cancel, {
+      label: args => (args.id ? `Cancel Job ${args.id}` : 'Cancel Job'),
+      execute: args => {
+        const id = jobIdArg(args);
+        const name = model.find(id)?.name ?? id;
+        return confirmThen(
+          {
+            title: 'Cancel job?',
+            body: `Stop every replica of ${name} (${id})? Its logs and files are kept.`,
+            accept: 'Cancel job',
+            reject: 'Keep running'
+          },
+          async () => void (await cancelJob(id)),
+          'Cannot cancel the job'
+        );
+      }
+    });
+
+    app.commands.addCommand(CommandIDs.remove, {
+      label: args => (args.id ? `Delete Job ${args.id}` : 'Delete Job'),
+      execute: args => {
+        const id = jobIdArg(args);
+        const job = model.find(id);
+        const running = !!job && !TERMINAL_PHASES.has(job.phase);
+        return confirmThen(
+          {
+            title: 'Delete job?',
+            body:
+              `Remove ${job?.name ?? id} (${id}) from the list?` +
+              (running ? ' It is still running and will be cancelled first.' : '') +
+              ' Its files (script, logs, TensorBoard data) are kept on disk.',
+            accept: 'Delete'
+          },
+          async () => {
+            if (running) {
+              await cancelJob(id);
+            }
+            await deleteJob(id);
+          },
+          'Cannot delete the job'
+        );
+      }
+    });
+  }
+};

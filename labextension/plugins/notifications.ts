@@ -1,0 +1,43 @@
+/** The notifications plugin: says when a job succeeds, fails or is cancelled, with links to it. */
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { Notification } from '@jupyterlab/apputils';
+
+import { CommandIDs } from '../commands';
+import { IJobsModel, JobsModel } from '../model';
+import { DistTrainSettings, IDistTrainSettings } from '../settings';
+
+export const notificationsPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter_disttrain:notifications',
+  description: 'Notifications when a job ends.',
+  autoStart: true,
+  requires: [IJobsModel, IDistTrainSettings],
+  activate: (app: JupyterFrontEnd, model: JobsModel, settings: DistTrainSettings) => {
+    const { commands } = app;
+    model.finished.connect((_, { job }) => {
+      if (!settings.values.notifications) {
+        return;
+      }
+      const actions = [
+        {
+          label: 'Open logs',
+          callback: () => void commands.execute(CommandIDs.logs, { id: job.id })
+        },
+        {
+          label: 'Details',
+          callback: () => void commands.execute(CommandIDs.details, { id: job.id })
+        }
+      ];
+      const why = [job.reason, job.message].filter(Boolean).join(': ');
+      if (job.phase === 'Succeeded') {
+        Notification.success(`Job ${job.name} succeeded.`, { autoClose: 10000, actions });
+      } else if (job.phase === 'Failed') {
+        Notification.error(`Job ${job.name} failed${why ? `: ${why}` : ''}.`, {
+          autoClose: false,
+          actions
+        });
+      } else {
+        Notification.info(`Job ${job.name} was cancelled.`, { autoClose: 5000, actions });
+      }
+    });
+  }
+};

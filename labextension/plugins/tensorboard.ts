@@ -1,0 +1,57 @@
+/** The TensorBoard plugin: one TensorBoard tab per job, or for all jobs (`disttrain:open-tensorboard`). */
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { WidgetTracker } from '@jupyterlab/apputils';
+
+import { ALL_JOBS } from '../api';
+import { CommandIDs } from '../commands';
+import { chartIcon } from '../icons';
+import { DistTrainSettings, IDistTrainSettings } from '../settings';
+import { openTab } from '../tabs';
+import { TensorBoardPanel, tensorboardTabId } from '../tensorboard';
+
+export const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter_disttrain:tensorboard',
+  description: 'TensorBoard tabs of a job or of all jobs, reloading their data as it grows.',
+  autoStart: true,
+  requires: [IDistTrainSettings],
+  optional: [ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    settings: DistTrainSettings,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const tracker = new WidgetTracker<TensorBoardPanel>({ namespace: 'disttrain-tensorboard' });
+    app.commands.addCommand(CommandIDs.tensorboard, {
+      label: args =>
+        args.id && args.id !== ALL_JOBS
+          ? `TensorBoard: ${args.id}`
+          : 'Open TensorBoard for All Jobs',
+      icon: chartIcon,
+      execute: args => {
+        const id = typeof args.id === 'string' && args.id ? args.id : ALL_JOBS;
+        return openTab(
+          app.shell,
+          tracker,
+          tensorboardTabId(id),
+          () =>
+            new TensorBoardPanel({
+              jobId: id,
+              autoReload: settings.values.tensorboardAutoReload,
+              interval: settings.values.tensorboardReloadInterval
+            })
+        );
+      }
+    });
+    settings.changed.connect(() =>
+      tracker.forEach(w => {
+        w.autoReload = settings.values.tensorboardAutoReload;
+        w.interval = settings.values.tensorboardReloadInterval;
+      })
+    );
+    void restorer?.restore(tracker, {
+      command: CommandIDs.tensorboard,
+      args: w => ({ id: w.content.jobId }),
+      name: w => w.content.jobId
+    });
+  }
+};

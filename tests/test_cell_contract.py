@@ -1,0 +1,37 @@
+"""The click contract between the view under a %%distrun cell and the lab extension is declared
+alike on both sides: widgets.py's constants and labextension/cellcontract.ts (with the command
+ids of labextension/commands.ts)."""
+
+import re
+from pathlib import Path
+
+from jupyter_disttrain import widgets
+
+LAB = Path(__file__).resolve().parents[1] / "labextension"
+
+
+def _ts_strings(name: str) -> dict[str, str]:
+    """``NAME = 'value'`` and ``key: 'value'`` string constants of a TypeScript module."""
+    text = (LAB / name).read_text(encoding="utf-8")
+    return dict(re.findall(r"(\w+)(?: =|:) '([^']*)'", text))
+
+
+def test_widgets_and_lab_extension_declare_the_same_contract() -> None:
+    contract, commands = _ts_strings("cellcontract.ts"), _ts_strings("commands.ts")
+    assert contract["CELL_COMMAND_ATTRIBUTE"] == widgets.COMMAND_ATTRIBUTE
+    assert contract["CELL_JOB_ATTRIBUTE"] == widgets.JOB_ATTRIBUTE
+    assert contract["CELL_CANCEL_CLASS"] == widgets.CANCEL_CLASS
+    assert contract["CELL_JOB_CLASS_PREFIX"] == widgets.JOB_CLASS_PREFIX
+    assert commands["logs"] == widgets.LOGS_COMMAND
+    assert commands["tensorboard"] == widgets.TENSORBOARD_COMMAND
+    # the commands a cell's buttons ask for are among those the lab accepts from cells
+    cell_commands = re.search(r"CELL_COMMANDS[^=]*= \[([^\]]*)\]", (LAB / "cellcontract.ts").read_text())
+    assert cell_commands is not None
+    accepted = {commands[key] for key in re.findall(r"CommandIDs\.(\w+)", cell_commands.group(1))}
+    assert {widgets.LOGS_COMMAND, widgets.TENSORBOARD_COMMAND} <= accepted
+
+
+def test_the_buttons_carry_the_contract() -> None:
+    html = widgets._lab_buttons("mnist-ddp-k3x9q")
+    for command in (widgets.LOGS_COMMAND, widgets.TENSORBOARD_COMMAND):
+        assert f'{widgets.COMMAND_ATTRIBUTE}="{command}" {widgets.JOB_ATTRIBUTE}="mnist-ddp-k3x9q"' in html
