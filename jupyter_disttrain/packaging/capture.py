@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import PackagingError
 from .checks import check_script, script_blocks
+from .explain import explain
 from .history import HistoryIndex
 from .pitfalls import Pitfall, Target
 from .resolve import Item, Resolver
@@ -41,12 +42,15 @@ class PackagedScript:
         files: side files to store next to the script (plain names), e.g. large values.
         captured: names taken from earlier cells, in script order (for display).
         pitfalls: warnings on the script's code (already filtered by ``ignore``).
+        explanation: for the dry run: how each name got into the script, and which statements of
+            earlier cells did not, and why.
     """
 
     source: str
     files: dict[str, bytes] = field(default_factory=dict)
     captured: list[str] = field(default_factory=list)
     pitfalls: list[Pitfall] = field(default_factory=list)
+    explanation: list[str] = field(default_factory=list)
 
 
 def package_cell(
@@ -83,13 +87,14 @@ def package_cell(
     tree = _parse_cell(cell, cell_line)
     use = analyze(cell, tree)
     writer = ValueWriter(_lib_names(use.bound | set(use.free), user_ns), max_value_bytes)
-    resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer)
+    resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer, cell_line=cell_line)
     resolver.require_cell_names(use)
     items = _ordered(resolver.items)
     blocks = script_blocks(cell, cell_line, items, resolver.index)
     pitfalls = check_script(blocks, resolver.missing, ignore, target)
     source = _Script(cell, tree, items, writer, header).render()
-    return PackagedScript(source, _side_files(writer), [item.name for item in items], pitfalls)
+    captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
+    return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver))
 
 
 def _parse_cell(cell: str, cell_line: int) -> ast.Module:
@@ -134,14 +139,22 @@ def _lib_names(taken: set[str], user_ns: Mapping[str, Any]) -> LibNames:
     )
 
 
+def _names(item: Item, items: Mapping[str, Item]) -> list[str]:
+    """The captured names an item binds (one, or several for statements replayed together)."""
+    if not item.replayed:
+        return [item.name]
+    return [item.name, *sorted(n for n, i in items.items() if i is item and n != item.name)]
+
+
 def _ordered(items: Mapping[str, Item]) -> list[Item]:
     """Imports, then values, then code; within code, history order unless a definition-time
     dependency (a base class, a decorator) was redefined later and has to come first."""
+    unique = {id(i): i for i in items.values()}  # statements replayed together bind several names
     plain = sorted(
-        (i for i in items.values() if i.section != "code"),
+        (i for i in unique.values() if i.section != "code"),
         key=lambda i: (i.section != "import", i.order, i.name),
     )
-    code = {i.name: i for i in items.values() if i.section == "code"}
+    code = {i.name: i for i in unique.values() if i.section == "code"}
     done: list[Item] = []
     placed: set[str] = set()
 
@@ -149,8 +162,9 @@ def _ordered(items: Mapping[str, Item]) -> list[Item]:
         if item.name in placed or item.name in visiting:
             return  # a cycle cannot run in any order; history order is the best guess
         visiting.add(item.name)
-        for dep in sorted(item.needs_now & code.keys(), key=lambda n: code[n].order):
-            place(code[dep], visiting)
+        for dep in sorted(item.needs_now & items.keys(), key=lambda n: items[n].order):
+            if items[dep].section == "code":
+                place(items[dep], visiting)
         placed.add(item.name)
         done.append(item)
 
@@ -239,7 +253,12 @@ class _Script:
             elif section == "value":
                 out += [f"{item.lines[0]}  # {item.label}" if item.label else item.lines[0], *item.lines[1:]]
             else:
-                out += ["", f"# {item.label}" if item.label else "# (from the kernel namespace)", *item.lines]
+                header = (
+                    []
+                    if item.replayed
+                    else [f"# {item.label}" if item.label else "# (from the kernel namespace)"]
+                )
+                out += ["", *header, *item.lines]
         return out
 
     def _value_prelude(self) -> list[str]:

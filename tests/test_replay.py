@@ -1,0 +1,243 @@
+"""Objects made in earlier cells travel by the statements that made them (the history slice), trained
+state by value, configuration statements in order; refusals for what must not run twice.
+
+Real IPython shells (history and namespace as the magic sees them); the scripts really run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_disttrain.errors import PackagingError
+from tests.test_packaging import package, run, run_script
+
+
+def run_anyway(shell: InteractiveShell, *cells: str) -> None:
+    """Run cells that may fail here (no GPU, a bad call): the history holds them all the same."""
+    for cell in cells:
+        shell.run_cell(cell, store_history=True)
+
+
+def test_parser_built_in_earlier_cells_is_replayed_and_reads_script_args(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import argparse",
+        "parser = argparse.ArgumentParser(description='mnist')\n"
+        "parser.add_argument('--epochs', type=int, default=14)\nprint(parser.prog)",
+        "parser.add_argument('--lr', type=float, default=1.0)",
+    )
+    packaged = package(shell, "args = parser.parse_args()\nprint(args.epochs, args.lr)")
+    assert "# In [2] line 1\nparser = argparse.ArgumentParser(description='mnist')\n" in packaged.source
+    assert "# In [3] line 1\nparser.add_argument('--lr'" in packaged.source
+    assert "print(parser.prog)" not in packaged.source
+    assert run_script(packaged, tmp_path, sys.executable, "-c", _ARGV_RUNNER) == "1 1.0\n"
+    explained = "\n".join(packaged.explanation)
+    assert "parser: by source, replaying In [2] line 1, In [2] line 2, In [3] line 1" in explained
+    assert "left out In [2] line 3: `print(parser.prog)`: reads `parser` only" in explained
+
+
+# Runs the script with `--epochs 1` as its arguments (what `-- --epochs 1` gives the job).
+_ARGV_RUNNER = (
+    "import runpy, sys; p = sys.argv[1]; sys.argv = [p, '--epochs', '1']; "
+    "runpy.run_path(p, run_name='__main__')"
+)
+
+
+def test_latest_binding_wins_and_self_referencing_rebinds_reach_back(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import torch",
+        "model = torch.nn.Linear(3, 3)",  # replaced below: never replayed
+        "model = torch.nn.Sequential(torch.nn.Linear(2, 4))\nmodel.append(torch.nn.ReLU())",
+        "model = model.to(torch.float64)\nmodel[0].weight.data.fill_(0.5)",
+    )
+    packaged = package(shell, "print(model[0].weight.dtype, float(model[0].weight.sum()), len(model))")
+    assert "Linear(3, 3)" not in packaged.source
+    assert run_script(packaged, tmp_path) == "torch.float64 4.0 2\n"
+
+
+def test_objects_of_classes_not_in_any_cell_and_closures_are_rebuilt(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "from dataclasses import make_dataclass\nPoint = make_dataclass('Point', ['x'])\np = Point(1)",
+        "def make(k):\n    return lambda: k\nv = make(7)",
+    )
+    packaged = package(shell, "print(p.x, v())")
+    assert run_script(packaged, tmp_path) == "1 7\n"
+
+
+def test_statements_replayed_together_appear_once(shell: InteractiveShell, tmp_path: Path) -> None:
+    run(
+        shell,
+        "import torch",
+        "class Box:\n    def __init__(self, n):\n        self.items = list(range(n))",
+        "a, b = Box(2), Box(3)\na.items.append(9)",
+    )
+    packaged = package(shell, "print(a.items, b.items)")
+    assert packaged.source.count("a, b = Box(2), Box(3)") == 1
+    assert run_script(packaged, tmp_path) == "[0, 1, 9] [0, 1, 2]\n"
+
+
+def test_a_model_trained_in_the_kernel_starts_the_job_from_its_weights(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import torch\ntorch.manual_seed(0)",
+        "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.5)",
+        "def train(steps):\n    for _ in range(steps):\n        opt.zero_grad()\n"
+        "        model(torch.ones(1, 2)).sum().backward()\n        opt.step()",
+        "train(3)",
+    )
+    kernel_bias = float(shell.user_ns["model"].bias)
+    packaged = package(shell, "print(round(float(model.bias), 6))\nopt.step()")
+    assert "model.load_state_dict(_CAPTURED_TENSORS['model.state_dict()'])" in packaged.source
+    assert "train(3)" not in packaged.source
+    assert run_script(packaged, tmp_path) == f"{round(kernel_bias, 6)}\n"
+    explained = "\n".join(packaged.explanation)
+    assert "trained state of model loaded from side file captured_values.pt" in explained
+    assert (
+        "left out In [4] line 1: `train(3)`: trains `model`: its trained state is loaded instead" in explained
+    )
+
+
+@pytest.mark.parametrize(
+    ("cells", "message"),
+    [
+        (
+            [
+                "class Tracker:\n    def __init__(self):\n        self.seen = 0\n"
+                "    def update(self, x):\n        self.seen += 1",
+                "import torch\nw = torch.zeros(1, requires_grad=True)\ntracker = Tracker()",
+                "for _ in range(2):\n    (w * 2).sum().backward()\n    tracker.update(w)",
+            ],
+            "cannot rebuild `tracker` for the job: In [3] line 1 `for _ in range(2): (w * 2).sum().backward()"
+            " tracker.updat...` runs a training step, which must not run again in every process; build"
+            " `tracker` inside the %%distrun cell, or put `# distrun: replay` in In [3] to replay it anyway",
+        ),
+        (
+            [
+                "class Remote:\n    def __init__(self, root, download=False):\n        self.root = root",
+                "tracker = Remote('data', download=True)",
+            ],
+            "cannot rebuild `tracker` for the job: In [2] line 1 `tracker = Remote('data', download=True)`"
+            " builds it with a download",
+        ),
+        (
+            [
+                "class Log:\n    pass",
+                "tracker = Log()\nimport torch\ntorch.save({}, 'x.pt')\n"
+                "tracker.path = open('x.pt', 'w').name",
+            ],
+            "cannot rebuild `tracker` for the job: In [2] line 4 `tracker.path = open('x.pt', 'w').name`"
+            " changes it and writes a file",
+        ),
+        (
+            ["class Log:\n    pass", "import json\ntracker = Log()\njson.loads('1', cls=tracker)"],
+            "cannot rebuild `tracker` for the job: In [2] line 3 `json.loads('1', cls=tracker)` calls a"
+            " function that may change it",
+        ),
+    ],
+)
+def test_what_must_not_run_twice_is_refused_naming_cell_and_line(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cells: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_anyway(shell, *cells)
+    with pytest.raises(PackagingError) as error:
+        package(shell, "print(tracker)")
+    assert str(error.value).startswith(message), str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_cell_marked_replay_is_replayed_whatever_it_does(shell: InteractiveShell, tmp_path: Path) -> None:
+    run(
+        shell,
+        "class Tracker:\n    def __init__(self):\n        self.seen = 0\n"
+        "    def update(self):\n        self.seen += 1",
+        "# distrun: replay\nimport torch\nw = torch.zeros(1, requires_grad=True)\ntracker = Tracker()\n"
+        "for _ in range(2):\n    w.sum().backward()\n    tracker.update()",
+    )
+    assert run_script(package(shell, "print(tracker.seen)"), tmp_path) == "2\n"
+
+
+def test_configuration_statements_are_carried_in_order_and_left_outs_listed(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import logging, random, warnings, os\nimport numpy as np\nimport torch\n"
+        "logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
+        "warnings.filterwarnings('ignore', category=DeprecationWarning)",
+        "SEED = 3\nrandom.seed(SEED)\nnp.random.seed(SEED)\ntorch.manual_seed(SEED)\n"
+        "torch.backends.cudnn.benchmark = False\nos.environ['MY_FLAG'] = '1'\nunused = 5",
+        "print(random.random(), np.random.rand(), torch.rand(1).item())",
+    )
+    packaged = package(
+        shell,
+        "logging.info('hello from the job')\nprint(random.random(), np.random.rand(), torch.rand(1).item())",
+    )
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(3)
+    np.random.seed(3)
+    torch.manual_seed(3)
+    first = f"{random.random()} {np.random.rand()} {torch.rand(1).item()}\n"
+    folder = tmp_path / "job"
+    folder.mkdir()
+    assert run_script(packaged, folder) == first
+    explained = "\n".join(packaged.explanation)
+    assert "config In [1] line 4: `logging.basicConfig(" in explained
+    assert "config In [2] line 5: `torch.backends.cudnn.benchmark = False`" in explained
+    assert (
+        "left out In [2] line 6: `os.environ['MY_FLAG'] = '1'`: os.environ changes reach the job" in explained
+    )
+    assert "left out In [2] line 7: `unused = 5`: binds unused, which the cell does not use" in explained
+    assert "left out In [3] line 1: `print(random.random()" in explained
+    source = packaged.source
+    assert (
+        source.index("random.seed(SEED)")
+        < source.index("torch.manual_seed(SEED)")
+        < source.index("logging.info('hello")
+    )
+
+
+def test_logging_configured_in_a_first_cell_shows_the_jobs_info_lines(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    import subprocess
+
+    run(shell, "import logging\nlogging.basicConfig(level=logging.INFO)")
+    packaged = package(shell, "logging.info('step 1 loss 0.5')")
+    script = tmp_path / "train.py"
+    script.write_text(packaged.source)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "INFO:root:step 1 loss 0.5" in done.stderr
+
+
+def test_replayed_statements_go_through_the_pitfall_checks_with_their_cell_line(
+    shell: InteractiveShell,
+) -> None:
+    run_anyway(shell, "import torch", "model = torch.nn.Linear(2, 1)\nsize = 2\nmodel.cuda()")
+    packaged = package(shell, "print(model)")
+    where = {p.where for p in packaged.pitfalls if p.code == "cuda-without-device"}
+    assert where == {"In [2] line 3"}, packaged.pitfalls
+
+
+def test_ipython_only_names_are_reported_on_jupyterlabs_line(shell: InteractiveShell) -> None:
+    with pytest.raises(PackagingError, match=r"^line 3 of the cell uses `get_ipython`"):
+        package(shell, "x = 1\nget_ipython()", cell_line=2)
