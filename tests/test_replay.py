@@ -9,10 +9,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
 
+from jupyter_disttrain import api
 from jupyter_disttrain.errors import PackagingError
+from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.store import JobStore
 from tests.test_packaging import package, run, run_script
 
 
@@ -143,7 +149,7 @@ def test_a_model_trained_in_the_kernel_starts_the_job_from_its_weights(
             " changes it and writes a file",
         ),
         (
-            ["class Log:\n    pass", "import json\ntracker = Log()\njson.loads('1', cls=tracker)"],
+            ["class Log:\n    pass", "import json\ntracker = Log()\njson.loads('1', cls=tracker)\nn = 1"],
             "cannot rebuild `tracker` for the job: In [2] line 3 `json.loads('1', cls=tracker)` calls a"
             " function that may change it",
         ),
@@ -241,3 +247,111 @@ def test_replayed_statements_go_through_the_pitfall_checks_with_their_cell_line(
 def test_ipython_only_names_are_reported_on_jupyterlabs_line(shell: InteractiveShell) -> None:
     with pytest.raises(PackagingError, match=r"^line 3 of the cell uses `get_ipython`"):
         package(shell, "x = 1\nget_ipython()", cell_line=2)
+
+
+# --- real kernels, real 2-rank jobs ----------------------------------------------------------------
+
+
+def _run_notebook(tmp_path: Path, cells: list[str]) -> nbformat.NotebookNode:
+    nb = new_notebook(cells=[new_code_cell(c) for c in ["%load_ext jupyter_disttrain", *cells]])
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    return nb
+
+
+def _job_lines(job_root: Path) -> list[str]:
+    (record,) = JobStore(job_root).records()
+    job = api.get_job(record.id, JobStore(job_root))
+    assert job.status().phase is JobPhase.SUCCEEDED, [ln.text for ln in job.logs()]
+    return [ln.text for ln in job.logs() if ln.rank is not None]
+
+
+@pytest.fixture
+def job_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "jobs"
+    monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(root))  # the kernel inherits it
+    return root
+
+
+def test_cell_split_ddp_script_with_parser_logging_seed_and_kernel_trained_model(
+    tmp_path: Path, job_root: Path
+) -> None:
+    nb = _run_notebook(
+        tmp_path,
+        [
+            "import argparse, logging, random\nimport torch\nimport torch.distributed as dist\n"
+            "from torch.utils.data import DataLoader, TensorDataset\n"
+            "logging.basicConfig(level=logging.INFO)\nrandom.seed(7)",
+            "print('kernel-first', random.random())",
+            "parser = argparse.ArgumentParser()\nparser.add_argument('--epochs', type=int, default=5)",
+            "torch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))\n"
+            "loader = DataLoader(data, batch_size=8)",
+            "for xb, yb in loader:\n    opt.zero_grad()\n"
+            "    torch.nn.functional.mse_loss(model(xb), yb).backward()\n    opt.step()\n"
+            "print('kernel-bias', f'{model.bias.item():.6f}')",
+            "%%distrun --gpus 2 --name mnist -- --epochs 1\n"
+            "args = parser.parse_args()\ndist.init_process_group('gloo')\nrank = dist.get_rank()\n"
+            "logging.info('rank %d epochs %d first %s bias %.6f', rank, args.epochs, random.random(),"
+            " model.bias.item())\n"
+            "ddp = torch.nn.parallel.DistributedDataParallel(model)\n"
+            "sampler = torch.utils.data.distributed.DistributedSampler(data)\n"
+            "for epoch in range(args.epochs):\n    sampler.set_epoch(epoch)\n"
+            "    for xb, yb in DataLoader(data, batch_size=8, sampler=sampler):\n        opt.zero_grad()\n"
+            "        torch.nn.functional.mse_loss(ddp(xb), yb).backward()\n        opt.step()\n"
+            "dist.destroy_process_group()",
+        ],
+    )
+    shown = nbformat.writes(nb)
+    first = shown.split("kernel-first ")[1].split("\\n")[0]
+    bias = shown.split("kernel-bias ")[1].split("\\n")[0]
+    lines = _job_lines(job_root)
+    for rank in (0, 1):
+        assert f"INFO:root:rank {rank} epochs 1 first {first} bias {bias}" in lines, lines
+
+
+def test_lightning_module_and_loader_built_in_earlier_cells(tmp_path: Path, job_root: Path) -> None:
+    _run_notebook(
+        tmp_path,
+        [
+            "import torch, lightning as L\nfrom torch.utils.data import DataLoader, TensorDataset",
+            "class Lit(L.LightningModule):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.layer = torch.nn.Linear(4, 1)\n"
+            "    def training_step(self, batch, batch_idx):\n        x, y = batch\n"
+            "        return torch.nn.functional.mse_loss(self.layer(x), y)\n"
+            "    def configure_optimizers(self):\n        return torch.optim.SGD(self.parameters(), lr=0.1)",
+            "autoencoder = Lit()\n"
+            "train_loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)",
+            "%%distrun --gpus 2 --name lit\n"
+            "trainer = L.Trainer(devices=2, accelerator='cpu', max_epochs=1, logger=False,"
+            " enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)\n"
+            "trainer.fit(autoencoder, train_loader)\n"
+            "print('world', trainer.world_size, 'rank', trainer.global_rank, 'steps', trainer.global_step)",
+        ],
+    )
+    lines = _job_lines(job_root)
+    for rank in (0, 1):
+        assert f"world 2 rank {rank} steps 2" in lines, lines
+
+
+def test_accelerate_loop_whose_model_optimizer_and_loader_are_built_earlier(
+    tmp_path: Path, job_root: Path
+) -> None:
+    _run_notebook(
+        tmp_path,
+        [
+            "import torch\nfrom accelerate import Accelerator\n"
+            "from torch.utils.data import DataLoader, TensorDataset",
+            "model = torch.nn.Linear(4, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "dataloader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)",
+            "%%distrun --gpus 2 --name acc\n"
+            "accelerator = Accelerator()\n"
+            "model, optimizer, dataloader = accelerator.prepare(model, optimizer, dataloader)\n"
+            "for x, y in dataloader:\n    optimizer.zero_grad()\n"
+            "    accelerator.backward(torch.nn.functional.mse_loss(model(x), y))\n    optimizer.step()\n"
+            "print('processes', accelerator.num_processes, 'batches', len(dataloader))",
+        ],
+    )
+    assert _job_lines(job_root) == ["processes 2 batches 2"] * 2

@@ -249,6 +249,10 @@ class Slicer:
         if self._runs_training(stmt.node):
             return "train"
         effect = "read"
+        # `loader = DataLoader(data)`, `ddp = DDP(model)`: building another object from it reads it.
+        builds_other = isinstance(stmt.node, ast.Assign) and all(
+            isinstance(t, ast.Name) for t in stmt.node.targets
+        )
         for node in ast.walk(stmt.node):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
@@ -267,7 +271,7 @@ class Slicer:
                 continue
             if ".nn.init." in f".{full}" or self._notebook_function(node.func):
                 effect = "change"
-            else:
+            elif not builds_other:
                 return "unknown"
         return effect
 
