@@ -356,3 +356,29 @@ def test_accelerate_loop_whose_model_optimizer_and_loader_are_built_earlier(
         ],
     )
     assert _job_lines(job_root) == ["processes 2 batches 2"] * 2
+
+
+def test_dry_run_explains_the_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(tmp_path / "jobs"))
+    monkeypatch.chdir(tmp_path)
+    InteractiveShell.clear_instance()
+    ip = InteractiveShell.instance()
+    try:
+        run(
+            ip,
+            "%load_ext jupyter_disttrain",
+            "import torch\ntorch.manual_seed(1)\nlr = 0.1\nbig = torch.zeros(1000)",
+            "model = torch.nn.Linear(2, 1)\nmodel.bias.data.fill_(0.25)\nprint(model)",
+        )
+        run(ip, "%%distrun --gpus 2 --dry-run\nprint(model, lr, big.sum())")
+    finally:
+        InteractiveShell.clear_instance()
+    out = capsys.readouterr().out
+    assert "# capture: torch: import (In [2])" in out
+    assert "# capture: config In [2] line 2: `torch.manual_seed(1)`" in out
+    assert "# capture: lr: by value, inline (In [2])" in out
+    assert "# capture: big: by value, side file captured_values.pt (In [2])" in out
+    assert "# capture: model: by source, replaying In [3] line 1, In [3] line 2" in out
+    assert "# capture: left out In [3] line 3: `print(model)`: reads `model` only" in out
+    assert "# In [3] line 2\nmodel.bias.data.fill_(0.25)" in out
+    assert not (tmp_path / "jobs").exists() or not list((tmp_path / "jobs").iterdir())
