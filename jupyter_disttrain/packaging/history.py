@@ -198,7 +198,8 @@ class HistoryIndex:
         # submodules stay loaded; any other kind of import replaces what the name meant before.
         keep = []
         if _plain_import(text):
-            keep = [d for d in self.imports.get(name, []) if _plain_import(d.text)]
+            # (the same line again replaces its earlier copy: a re-run import cell adds nothing)
+            keep = [d for d in self.imports.get(name, []) if _plain_import(d.text) and d.text != text]
         self.imports[name] = [*keep, definition]
         self._set(definition)
 
