@@ -39,8 +39,10 @@ def test_parser_built_in_earlier_cells_is_replayed_and_reads_script_args(
         "parser.add_argument('--lr', type=float, default=1.0)",
     )
     packaged = package(shell, "args = parser.parse_args()\nprint(args.epochs, args.lr)")
-    assert "# In [2] line 1\nparser = argparse.ArgumentParser(description='mnist')\n" in packaged.source
-    assert "# In [3] line 1\nparser.add_argument('--lr'" in packaged.source
+    assert (
+        "    # In [2] line 1\n    parser = argparse.ArgumentParser(description='mnist')\n" in packaged.source
+    )
+    assert "    # In [3] line 1\n    parser.add_argument('--lr'" in packaged.source
     assert "print(parser.prog)" not in packaged.source
     assert run_script(packaged, tmp_path, sys.executable, "-c", _ARGV_RUNNER) == "1 1.0\n"
     explained = "\n".join(packaged.explanation)
@@ -107,7 +109,7 @@ def test_a_model_trained_in_the_kernel_starts_the_job_from_its_weights(
     )
     kernel_bias = float(shell.user_ns["model"].bias)
     packaged = package(shell, "print(round(float(model.bias), 6))\nopt.step()")
-    assert "model.load_state_dict(_CAPTURED_TENSORS['model.state_dict()'])" in packaged.source
+    assert "    model.load_state_dict(_CAPTURED_TENSORS['model.state_dict()'])" in packaged.source
     assert "train(3)" not in packaged.source
     assert run_script(packaged, tmp_path) == f"{round(kernel_bias, 6)}\n"
     explained = "\n".join(packaged.explanation)
@@ -380,5 +382,25 @@ def test_dry_run_explains_the_capture(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "# capture: big: by value, side file captured_values.pt (In [2])" in out
     assert "# capture: model: by source, replaying In [3] line 1, In [3] line 2" in out
     assert "# capture: left out In [3] line 3: `print(model)`: reads `model` only" in out
-    assert "# In [3] line 2\nmodel.bias.data.fill_(0.25)" in out
+    assert "    # In [3] line 2\n    model.bias.data.fill_(0.25)" in out
     assert not (tmp_path / "jobs").exists() or not list((tmp_path / "jobs").iterdir())
+
+
+def test_replayed_objects_are_built_once_even_with_spawned_loader_workers(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import torch\nfrom torch.utils.data import DataLoader, Dataset",
+        "class Squares(Dataset):\n    def __init__(self):\n        print('built', flush=True)\n"
+        "    def __len__(self):\n        return 4\n"
+        "    def __getitem__(self, i):\n        return torch.tensor([float(i * i)])",
+        'ds = Squares()\nds.note = """two\n  lines"""\nprint(ds.note)',
+    )
+    packaged = package(
+        shell,
+        "loader = DataLoader(ds, batch_size=2, num_workers=1, multiprocessing_context='spawn')\n"
+        "print(repr(ds.note), [b.flatten().tolist() for b in loader])",
+    )
+    # A spawned worker re-imports the script: it finds Squares, and does not rebuild `ds`.
+    assert run_script(packaged, tmp_path) == "built\n'two\\n  lines' [[0.0, 1.0], [4.0, 9.0]]\n"

@@ -25,12 +25,10 @@ from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex
 from .pitfalls import Pitfall, Target
-from .resolve import Item, Resolver
+from .resolve import MAIN_GUARD, Item, Resolver
 from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
 from .sourcetext import first_line, shift, string_interior_lines
 from .values import ARRAY_FILE, TENSOR_FILE, LibNames, ValueWriter
-
-_GUARD = 'if __name__ == "__main__":'
 
 
 @dataclass
@@ -299,7 +297,7 @@ def _cell_text(cell: str, tree: ast.Module, body: list[ast.stmt], after: int) ->
             guarded = False
             continue
         if not guarded:
-            out.append(_GUARD)
+            out.append(MAIN_GUARD)
             guarded = True
         out += shift(text, start, keep, indent="    ")
     return out

@@ -22,6 +22,7 @@ from .sourcetext import first_line, shift, statement_lines, string_interior_line
 from .values import TENSOR_FILE, Unsendable, ValueWriter, is_resource
 
 Section = Literal["import", "value", "code"]
+MAIN_GUARD = 'if __name__ == "__main__":'
 
 
 @dataclass
@@ -145,14 +146,20 @@ class Resolver:
         return True
 
     def _replay_lines(self, item: Item) -> list[str]:
-        lines: list[str] = []
+        """The replayed statements, each under a comment naming its cell and line. Objects are rebuilt
+        under the main guard (DataLoader workers started with spawn re-import the script; they must
+        not rebuild a model or a dataset); configuration stays at module level, for workers too."""
+        indent = "" if item.config else "    "
+        lines: list[str] = [] if item.config else [MAIN_GUARD]
         for stmt in item.replayed:
-            lines += [f"# {stmt.where}", *stmt.text.splitlines()]
+            keep = string_interior_lines(ast.parse(stmt.origin))
+            text = statement_lines(stmt.origin, stmt.node)
+            lines += [f"{indent}# {stmt.where}", *shift(text, stmt.line, keep, indent=indent)]
         for name in item.state:
             key = f"{name}.state_dict()"
             lines += [
-                f"# `{name}` was trained in the kernel: its state comes from {TENSOR_FILE}",
-                f"{name}.load_state_dict(_CAPTURED_TENSORS[{key!r}])",
+                f"{indent}# `{name}` was trained in the kernel: its state comes from {TENSOR_FILE}",
+                f"{indent}{name}.load_state_dict(_CAPTURED_TENSORS[{key!r}])",
             ]
         return lines
 
