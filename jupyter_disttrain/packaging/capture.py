@@ -1,7 +1,8 @@
 """``package_cell``: turn a ``%%distrun`` cell and the notebook's history into a standalone script.
 
 Layout of the script: a docstring (origin, how to run it by hand), the imports, values and
-definitions taken from earlier cells, then the cell itself.
+definitions taken from earlier cells (with configuration statements and objects replayed from the
+history in their execution order, see :mod:`.replay`), then the cell itself.
 
 Start methods: DataLoader workers started with ``spawn``/``forkserver`` (the default on macOS, and
 on Linux from Python 3.14) re-import the main module. So the cell's statements run under
@@ -222,7 +223,8 @@ class _Script:
             "Training script packaged by jupyter_disttrain from a %%distrun notebook cell.",
             "",
             "It holds the cell and what the cell uses from earlier cells (imports, values, functions,",
-            "classes), so it runs on its own. Run it by hand with, for example:",
+            "classes, and objects rebuilt by the statements that made them, each marked with its",
+            "cell and line), so it runs on its own. Run it by hand with, for example:",
             "",
             "    torchrun --nproc-per-node=2 train.py",
             "",
