@@ -188,7 +188,7 @@ def test_configuration_statements_are_carried_in_order_and_left_outs_listed(
         "logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
         "warnings.filterwarnings('ignore', category=DeprecationWarning)",
         "SEED = 3\nrandom.seed(SEED)\nnp.random.seed(SEED)\ntorch.manual_seed(SEED)\n"
-        "torch.backends.cudnn.benchmark = False\nos.environ['MY_FLAG'] = '1'\nunused = 5",
+        "torch.backends.cudnn.benchmark = False\nos.environ['MY_FLAG'] = '1'\nunused = 5\nos.chdir('.')",
         "print(random.random(), np.random.rand(), torch.rand(1).item())",
     )
     packaged = package(
@@ -215,6 +215,7 @@ def test_configuration_statements_are_carried_in_order_and_left_outs_listed(
     )
     assert "left out In [2] line 7: `unused = 5`: binds unused, which the cell does not use" in explained
     assert "left out In [3] line 1: `print(random.random()" in explained
+    assert "left out In [2] line 8: `os.chdir('.')`: the job gets the kernel's sys.path" in explained
     source = packaged.source
     assert (
         source.index("random.seed(SEED)")

@@ -67,6 +67,11 @@ CONFIG_CALLS = frozenset(
     }
 )  # fmt: skip
 _CONFIG_ATTRIBUTES = ("torch.backends.",)
+# What kernelenv.py carries from the kernel itself: never replayed, only explained.
+_KERNEL_ENV_CALLS = frozenset(
+    {"os.chdir", "sys.path.insert", "sys.path.append", "sys.path.extend", "os.environ.update",
+     "os.environ.setdefault", "os.environ.pop", "os.putenv", "os.unsetenv"}
+)  # fmt: skip
 
 
 @dataclass
@@ -160,15 +165,21 @@ class Slicer:
                 continue
             node = stmt.node
             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-                if self.dotted(node.value.func) in CONFIG_CALLS:
+                called = self.dotted(node.value.func)
+                if called in CONFIG_CALLS:
                     yield stmt, None
+                elif called in _KERNEL_ENV_CALLS:
+                    yield (
+                        stmt,
+                        "the job gets the kernel's sys.path, environment and working dir as they are now",
+                    )
             elif isinstance(node, (ast.Assign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = [self.dotted(t) for t in targets]
                 if all(n.startswith(_CONFIG_ATTRIBUTES) for n in names):
                     yield stmt, None
                 elif all(n.startswith("os.environ") for n in names):
-                    yield stmt, "os.environ changes reach the job through its environment"
+                    yield stmt, "os.environ changes reach the job through its environment, as they are now"
 
     def dotted(self, node: ast.AST) -> str:
         """The full dotted name of ``node`` (``np.random.seed`` -> ``numpy.random.seed``), through the
