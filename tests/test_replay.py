@@ -87,9 +87,9 @@ def test_objects_of_classes_not_in_any_cell_and_closures_are_rebuilt(
 def test_statements_replayed_together_appear_once(shell: InteractiveShell, tmp_path: Path) -> None:
     run(
         shell,
-        "import torch",
+        "import torch, copy",
         "class Box:\n    def __init__(self, n):\n        self.items = list(range(n))",
-        "a, b = Box(2), Box(3)\na.items.append(9)",
+        "a, b = Box(2), Box(3)\na.items.append(9)\nfirst, again = a.items[0], copy.copy(a)",
     )
     packaged = package(shell, "print(a.items, b.items)")
     assert packaged.source.count("a, b = Box(2), Box(3)") == 1

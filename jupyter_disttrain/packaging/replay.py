@@ -262,7 +262,7 @@ class Slicer:
         effect = "read"
         # `loader = DataLoader(data)`, `ddp = DDP(model)`: building another object from it reads it.
         builds_other = isinstance(stmt.node, ast.Assign) and all(
-            isinstance(t, ast.Name) for t in stmt.node.targets
+            isinstance(t, ast.Name) for t in _flat(stmt.node.targets)
         )
         for node in ast.walk(stmt.node):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
