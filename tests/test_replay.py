@@ -405,3 +405,18 @@ def test_replayed_objects_are_built_once_even_with_spawned_loader_workers(
     )
     # A spawned worker re-imports the script: it finds Squares, and does not rebuild `ds`.
     assert run_script(packaged, tmp_path) == "built\n'two\\n  lines' [[0.0, 1.0], [4.0, 9.0]]\n"
+
+
+def test_statements_sharing_a_line_are_replayed_alone(shell: InteractiveShell, tmp_path: Path) -> None:
+    run(
+        shell,
+        "import torch",
+        "model = torch.nn.Linear(2, 1); model.bias.data.fill_(2.0)  # note\n"
+        "opt = torch.optim.SGD(model.parameters()); model.bias.data.add_(1.0)\n"
+        "opt.zero_grad(); model(torch.ones(2)).sum().backward(); opt.step()",
+    )
+    packaged = package(shell, "print(round(float(model.bias), 3))")
+    assert "opt = torch.optim" not in packaged.source and "backward" not in packaged.source
+    assert "    model.bias.data.fill_(2.0)\n" in packaged.source
+    assert "    model.bias.data.add_(1.0)\n" in packaged.source
+    assert run_script(packaged, tmp_path) == f"{round(float(shell.user_ns['model'].bias), 3)}\n"

@@ -93,8 +93,13 @@ class Statement:
 
     @property
     def text(self) -> str:
-        """The statement's source lines."""
-        return "\n".join(statement_lines(self.origin, self.node))
+        """The statement's source: its whole lines, or just its own part of a line it shares
+        (``a = 1; b = 2``)."""
+        lines = statement_lines(self.origin, self.node)
+        after = lines[-1][self.node.end_col_offset or len(lines[-1]) :].lstrip(" \t;")
+        if self.node.col_offset > 0 or (after and not after.startswith("#")):
+            return ast.get_source_segment(self.origin, self.node) or "\n".join(lines)
+        return "\n".join(lines)  # whole lines: a trailing comment stays
 
     @property
     def bound(self) -> set[str]:

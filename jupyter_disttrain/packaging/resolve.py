@@ -153,7 +153,7 @@ class Resolver:
         lines: list[str] = [] if item.config else [MAIN_GUARD]
         for stmt in item.replayed:
             keep = string_interior_lines(ast.parse(stmt.origin))
-            text = statement_lines(stmt.origin, stmt.node)
+            text = stmt.text.splitlines()
             lines += [f"{indent}# {stmt.where}", *shift(text, stmt.line, keep, indent=indent)]
         for name in item.state:
             key = f"{name}.state_dict()"
