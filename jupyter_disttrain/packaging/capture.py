@@ -245,6 +245,7 @@ class _Script:
         if section == "value":
             out += self._value_prelude()
         seen: set[str] = set()
+        guarded = False
         for item in chosen:
             if section == "import":
                 new = [line for line in item.lines if line not in seen]
@@ -252,6 +253,8 @@ class _Script:
                 out += [f"{line}  # {item.label}" if item.label else line for line in new]
             elif section == "value":
                 out += [f"{item.lines[0]}  # {item.label}" if item.label else item.lines[0], *item.lines[1:]]
+            elif item.replayed and item.lines[:1] == [MAIN_GUARD] and guarded:
+                out += ["", *item.lines[1:]]  # one guard for consecutive rebuilt objects
             else:
                 header = (
                     []
@@ -259,6 +262,7 @@ class _Script:
                     else [f"# {item.label}" if item.label else "# (from the kernel namespace)"]
                 )
                 out += ["", *header, *item.lines]
+            guarded = item.lines[:1] == [MAIN_GUARD]
         return out
 
     def _value_prelude(self) -> list[str]:
