@@ -355,7 +355,7 @@ def test_accelerate_loop_whose_model_optimizer_and_loader_are_built_earlier(
             "for x, y in dataloader:\n    optimizer.zero_grad()\n"
             "    accelerator.backward(torch.nn.functional.mse_loss(model(x), y))\n    optimizer.step()\n"
             "print('processes', accelerator.num_processes, 'batches', len(dataloader))\n"
-            "accelerator.end_training()",
+            "accelerator.wait_for_everyone()\ntorch.distributed.destroy_process_group()",
         ],
     )
     assert _job_lines(job_root) == ["processes 2 batches 2"] * 2
