@@ -234,6 +234,7 @@ class DistTrainMagics(Magics):
             print("\n".join(f"# from the kernel: {line}" for line in carried))
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")
+            print("\n".join(f"# capture: {line}" for line in packaged.explanation))
             print(packaged.source)
             for name in sorted(packaged.files):
                 print(f"# side file: {name} ({len(packaged.files[name])} bytes)")

@@ -1,6 +1,7 @@
 """Packaging a ``%%distrun`` cell into a standalone training script, and DDP pitfall checks.
 
-``package_cell`` finds what the cell uses from earlier cells (imports, functions, classes, values),
+``package_cell`` finds what the cell uses from earlier cells (imports, functions, classes, values,
+objects rebuilt from the statements that made them, configuration),
 writes a script that runs under ``torchrun`` on its own, and reports DDP pitfalls in everything
 that goes into it.
 """

@@ -1,7 +1,8 @@
 """``package_cell``: turn a ``%%distrun`` cell and the notebook's history into a standalone script.
 
 Layout of the script: a docstring (origin, how to run it by hand), the imports, values and
-definitions taken from earlier cells, then the cell itself.
+definitions taken from earlier cells (with configuration statements and objects replayed from the
+history in their execution order, see :mod:`.replay`), then the cell itself.
 
 Start methods: DataLoader workers started with ``spawn``/``forkserver`` (the default on macOS, and
 on Linux from Python 3.14) re-import the main module. So the cell's statements run under
@@ -22,14 +23,13 @@ from typing import Any
 
 from ..errors import PackagingError
 from .checks import check_script, script_blocks
+from .explain import explain
 from .history import HistoryIndex
 from .pitfalls import Pitfall, Target
-from .resolve import Item, Resolver
+from .resolve import MAIN_GUARD, Item, Resolver
 from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
 from .sourcetext import first_line, shift, string_interior_lines
 from .values import ARRAY_FILE, TENSOR_FILE, LibNames, ValueWriter
-
-_GUARD = 'if __name__ == "__main__":'
 
 
 @dataclass
@@ -41,12 +41,15 @@ class PackagedScript:
         files: side files to store next to the script (plain names), e.g. large values.
         captured: names taken from earlier cells, in script order (for display).
         pitfalls: warnings on the script's code (already filtered by ``ignore``).
+        explanation: for the dry run: how each name got into the script, and which statements of
+            earlier cells did not, and why.
     """
 
     source: str
     files: dict[str, bytes] = field(default_factory=dict)
     captured: list[str] = field(default_factory=list)
     pitfalls: list[Pitfall] = field(default_factory=list)
+    explanation: list[str] = field(default_factory=list)
 
 
 def package_cell(
@@ -83,13 +86,14 @@ def package_cell(
     tree = _parse_cell(cell, cell_line)
     use = analyze(cell, tree)
     writer = ValueWriter(_lib_names(use.bound | set(use.free), user_ns), max_value_bytes)
-    resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer)
+    resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer, cell_line=cell_line)
     resolver.require_cell_names(use)
     items = _ordered(resolver.items)
     blocks = script_blocks(cell, cell_line, items, resolver.index)
     pitfalls = check_script(blocks, resolver.missing, ignore, target)
     source = _Script(cell, tree, items, writer, header).render()
-    return PackagedScript(source, _side_files(writer), [item.name for item in items], pitfalls)
+    captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
+    return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver))
 
 
 def _parse_cell(cell: str, cell_line: int) -> ast.Module:
@@ -134,14 +138,22 @@ def _lib_names(taken: set[str], user_ns: Mapping[str, Any]) -> LibNames:
     )
 
 
+def _names(item: Item, items: Mapping[str, Item]) -> list[str]:
+    """The captured names an item binds (one, or several for statements replayed together)."""
+    if not item.replayed:
+        return [item.name]
+    return [item.name, *sorted(n for n, i in items.items() if i is item and n != item.name)]
+
+
 def _ordered(items: Mapping[str, Item]) -> list[Item]:
     """Imports, then values, then code; within code, history order unless a definition-time
     dependency (a base class, a decorator) was redefined later and has to come first."""
+    unique = {id(i): i for i in items.values()}  # statements replayed together bind several names
     plain = sorted(
-        (i for i in items.values() if i.section != "code"),
+        (i for i in unique.values() if i.section != "code"),
         key=lambda i: (i.section != "import", i.order, i.name),
     )
-    code = {i.name: i for i in items.values() if i.section == "code"}
+    code = {i.name: i for i in unique.values() if i.section == "code"}
     done: list[Item] = []
     placed: set[str] = set()
 
@@ -149,8 +161,9 @@ def _ordered(items: Mapping[str, Item]) -> list[Item]:
         if item.name in placed or item.name in visiting:
             return  # a cycle cannot run in any order; history order is the best guess
         visiting.add(item.name)
-        for dep in sorted(item.needs_now & code.keys(), key=lambda n: code[n].order):
-            place(code[dep], visiting)
+        for dep in sorted(item.needs_now & items.keys(), key=lambda n: items[n].order):
+            if items[dep].section == "code":
+                place(items[dep], visiting)
         placed.add(item.name)
         done.append(item)
 
@@ -210,7 +223,8 @@ class _Script:
             "Training script packaged by jupyter_disttrain from a %%distrun notebook cell.",
             "",
             "It holds the cell and what the cell uses from earlier cells (imports, values, functions,",
-            "classes), so it runs on its own. Run it by hand with, for example:",
+            "classes, and objects rebuilt by the statements that made them, each marked with its",
+            "cell and line), so it runs on its own. Run it by hand with, for example:",
             "",
             "    torchrun --nproc-per-node=2 train.py",
             "",
@@ -231,6 +245,7 @@ class _Script:
         if section == "value":
             out += self._value_prelude()
         seen: set[str] = set()
+        guarded = False
         for item in chosen:
             if section == "import":
                 new = [line for line in item.lines if line not in seen]
@@ -238,8 +253,16 @@ class _Script:
                 out += [f"{line}  # {item.label}" if item.label else line for line in new]
             elif section == "value":
                 out += [f"{item.lines[0]}  # {item.label}" if item.label else item.lines[0], *item.lines[1:]]
+            elif item.replayed and item.lines[:1] == [MAIN_GUARD] and guarded:
+                out += ["", *item.lines[1:]]  # one guard for consecutive rebuilt objects
             else:
-                out += ["", f"# {item.label}" if item.label else "# (from the kernel namespace)", *item.lines]
+                header = (
+                    []
+                    if item.replayed
+                    else [f"# {item.label}" if item.label else "# (from the kernel namespace)"]
+                )
+                out += ["", *header, *item.lines]
+            guarded = item.lines[:1] == [MAIN_GUARD]
         return out
 
     def _value_prelude(self) -> list[str]:
@@ -280,7 +303,7 @@ def _cell_text(cell: str, tree: ast.Module, body: list[ast.stmt], after: int) ->
             guarded = False
             continue
         if not guarded:
-            out.append(_GUARD)
+            out.append(MAIN_GUARD)
             guarded = True
         out += shift(text, start, keep, indent="    ")
     return out

@@ -84,6 +84,9 @@ def script_blocks(cell: str, cell_line: int, items: Sequence[Item], index: Histo
     ``cell_line`` in JupyterLab (2: the magic line is line 1)."""
     blocks = []
     for item in items:
+        if item.replayed:  # statements replayed from earlier cells: each with its own cell and line
+            blocks += [Block(s.text, f"In [{s.cell}]", s.line) for s in item.replayed]
+            continue
         definition = index.defs.get(item.name)
         if item.section != "code" or definition is None or item.label != definition.label:
             continue

@@ -60,6 +60,66 @@ class Definition:
 
 
 @dataclass
+class Statement:
+    """One top-level statement of an earlier cell, for slicing the history (objects rebuilt by source).
+
+    Attributes:
+        cell: 1-based index of the cell (``In [cell]``).
+        order: position in the whole history (the same counter as :attr:`Definition.order`).
+        node: the statement.
+        origin: the cell's source text (``node``'s line numbers refer to it).
+        replay: the cell is marked ``# distrun: replay`` (its statements may be replayed whatever they do).
+        magic: the statement runs a magic or shell command (never replayed).
+    """
+
+    cell: int
+    order: int
+    node: ast.stmt
+    origin: str
+    replay: bool = False
+    magic: bool = False
+    _bound: set[str] | None = field(default=None, repr=False)
+    _use: NameUse | None = field(default=None, repr=False)
+
+    @property
+    def line(self) -> int:
+        """The statement's first line in its cell, as JupyterLab shows it."""
+        return first_line(self.node)
+
+    @property
+    def where(self) -> str:
+        """How messages name it: ``In [3] line 2``."""
+        return f"In [{self.cell}] line {self.line}"
+
+    @property
+    def text(self) -> str:
+        """The statement's source: its whole lines, or just its own part of a line it shares
+        (``a = 1; b = 2``)."""
+        lines = statement_lines(self.origin, self.node)
+        after = lines[-1][self.node.end_col_offset or len(lines[-1]) :].lstrip(" \t;")
+        if self.node.col_offset > 0 or (after and not after.startswith("#")):
+            return ast.get_source_segment(self.origin, self.node) or "\n".join(lines)
+        return "\n".join(lines)  # whole lines: a trailing comment stays
+
+    @property
+    def bound(self) -> set[str]:
+        """Names it binds at module level."""
+        if self._bound is None:
+            self._bound = bound_names(self.node)
+        return self._bound
+
+    @property
+    def use(self) -> NameUse:
+        """Names its text needs."""
+        if self._use is None:
+            self._use = analyze(self.text)
+        return self._use
+
+
+REPLAY_MARK = "# distrun: replay"
+
+
+@dataclass
 class HistoryIndex:
     """The latest definition of every name bound at the top level of the history.
 
@@ -71,6 +131,7 @@ class HistoryIndex:
 
     defs: dict[str, Definition] = field(default_factory=dict)
     imports: dict[str, list[Definition]] = field(default_factory=dict)
+    statements: list[Statement] = field(default_factory=list)
     _order: int = 0
 
     @classmethod
@@ -86,12 +147,16 @@ class HistoryIndex:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
             return
+        replay = any(line.strip() == REPLAY_MARK for line in source.splitlines())
         for stmt in tree.body:
             self._order += 1
-            self._add_statement(source, stmt, cell)
+            magic = _calls_ipython(stmt)
+            if not (magic and _magic_python_body(stmt) is not None):  # %%time's body is indexed itself
+                self.statements.append(Statement(cell, self._order, stmt, source, replay, magic))
+            self._add_statement(source, stmt, cell, magic)
 
-    def _add_statement(self, source: str, stmt: ast.stmt, cell: int) -> None:
-        if _calls_ipython(stmt):
+    def _add_statement(self, source: str, stmt: ast.stmt, cell: int, magic: bool) -> None:
+        if magic:
             body = _magic_python_body(stmt)
             if body is not None:
                 self._add_source(body, cell)
@@ -138,7 +203,8 @@ class HistoryIndex:
         # submodules stay loaded; any other kind of import replaces what the name meant before.
         keep = []
         if _plain_import(text):
-            keep = [d for d in self.imports.get(name, []) if _plain_import(d.text)]
+            # (the same line again replaces its earlier copy: a re-run import cell adds nothing)
+            keep = [d for d in self.imports.get(name, []) if _plain_import(d.text) and d.text != text]
         self.imports[name] = [*keep, definition]
         self._set(definition)
 

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import PackagingError
-from .history import Definition, HistoryIndex
+from .history import Definition, HistoryIndex, Statement
+from .replay import Slicer
 from .scopes import IPYTHON_BUILTINS, NameUse, analyze
 from .sourcetext import first_line, shift, statement_lines, string_interior_lines
-from .values import Unsendable, ValueWriter
+from .values import TENSOR_FILE, Unsendable, ValueWriter, is_resource
 
 Section = Literal["import", "value", "code"]
+MAIN_GUARD = 'if __name__ == "__main__":'
 
 
 @dataclass
@@ -34,6 +36,8 @@ class Item:
         lines: the source lines.
         label: the cell it came from ("In [3]"), or "" when it only exists in the namespace.
         needs_now: captured names that must be bound before this item runs (base classes, decorators...).
+        replayed: for an object rebuilt by source, the earlier cells' statements that rebuild it.
+        state: names whose trained state (``state_dict``) is loaded after the replay.
     """
 
     name: str
@@ -42,6 +46,13 @@ class Item:
     lines: list[str]
     label: str = ""
     needs_now: set[str] = field(default_factory=set)
+    replayed: list[Statement] = field(default_factory=list)
+    state: list[str] = field(default_factory=list)
+
+    @property
+    def config(self) -> bool:
+        """A process-configuration statement (a seed, ``logging.basicConfig``...), not a name."""
+        return self.name.startswith("<")
 
 
 @dataclass
@@ -55,6 +66,8 @@ class Resolver:
         writer: renders values.
         items: name -> item, filled by :meth:`require`.
         missing: names found nowhere (name -> first line in the cell), for a warning.
+        cell_line: the line JupyterLab shows for the cell's first line.
+        left_out: statements of earlier cells not in the script, for the dry run (order -> why).
     """
 
     index: HistoryIndex
@@ -63,21 +76,92 @@ class Resolver:
     writer: ValueWriter
     items: dict[str, Item] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
+    cell_line: int = 1
+    left_out: dict[int, str] = field(default_factory=dict)
     # (name, who needs it, cell line): a work list, since dependency chains can be longer than the stack.
     _pending: list[tuple[str, str, int]] = field(default_factory=list)
+    _slicer: Slicer | None = None
 
     def require_cell_names(self, use: NameUse) -> None:
         """Resolve every free name of the cell, and what those need in turn."""
         for name, line in use.free.items():
             if name in IPYTHON_BUILTINS and name != "display":
                 raise PackagingError(
-                    f"line {line} of the cell uses `{name}`, which exists only in IPython: write plain Python"
-                    " (subprocess or os instead of magics and ! commands)"
+                    f"line {line + self.cell_line - 1} of the cell uses `{name}`, which exists only in"
+                    " IPython: write plain Python (subprocess or os instead of magics and ! commands)"
                 )
         self._pending = [(name, "", line) for name, line in reversed(use.free.items())]
+        self._add_config()
         while self._pending:
             name, user, line = self._pending.pop()
             self._resolve(name, user=user, line=line)
+        for item in {id(i): i for i in self.items.values()}.values():
+            if item.replayed:
+                item.lines = self._replay_lines(item)
+
+    @property
+    def slicer(self) -> Slicer:
+        if self._slicer is None:
+            self._slicer = Slicer(self.index, self.user_ns, _stateful)
+        return self._slicer
+
+    def _add_config(self) -> None:
+        """Seeds, logging and warning settings of earlier cells run in the job too, in order."""
+        for stmt, why in self.slicer.config_statements():
+            if why is not None:
+                self.left_out[stmt.order] = why
+                continue
+            key = f"<{stmt.where}>"
+            free = set(stmt.use.free)
+            self.items[key] = Item(key, "code", stmt.order, [], f"In [{stmt.cell}]", free, [stmt])
+            for dep in sorted(free):
+                self._require(dep, user=f"`{stmt.text.strip()[:40]}` ({stmt.where})")
+
+    def _replay(self, name: str, value: Any) -> bool:
+        """Rebuild ``name`` by replaying the statements that built it; False when none do."""
+        found = self.slicer.slice(name)
+        if found is None or not found.statements:
+            return False
+        for order, why in found.left_out.items():
+            self.left_out[order] = f"{self.left_out[order]}; {why}" if order in self.left_out else why
+        orders = {s.order for s in found.statements}
+        # Slices that share a statement (`model, opt = prepare(model, opt)`) become one block.
+        merged = next((i for i in self.items.values() if orders & {s.order for s in i.replayed}), None)
+        item = merged or Item(name, "code", found.statements[0].order, [], "")
+        known = {s.order: s for s in [*item.replayed, *found.statements]}
+        item.replayed = [known[k] for k in sorted(known)]
+        item.order = item.replayed[0].order
+        item.label = ", ".join(dict.fromkeys(f"In [{s.cell}]" for s in item.replayed))
+        if found.trained and _stateful(value):
+            key = f"{name}.state_dict()"
+            self.writer.tensors[key] = value.state_dict()
+            item.state.append(name)
+        binds = found.binds | {name}
+        for bound in binds:
+            self.items[bound] = item
+        needs = set().union(*(s.use.free for s in found.statements)) - binds
+        item.needs_now |= needs
+        for dep in sorted(needs):
+            self._require(dep, user=f"`{name}` (rebuilt from {item.label})")
+        return True
+
+    def _replay_lines(self, item: Item) -> list[str]:
+        """The replayed statements, each under a comment naming its cell and line. Objects are rebuilt
+        under the main guard (DataLoader workers started with spawn re-import the script; they must
+        not rebuild a model or a dataset); configuration stays at module level, for workers too."""
+        indent = "" if item.config else "    "
+        lines: list[str] = [] if item.config else [MAIN_GUARD]
+        for stmt in item.replayed:
+            keep = string_interior_lines(ast.parse(stmt.origin))
+            text = stmt.text.splitlines()
+            lines += [f"{indent}# {stmt.where}", *shift(text, stmt.line, keep, indent=indent)]
+        for name in item.state:
+            key = f"{name}.state_dict()"
+            lines += [
+                f"{indent}# `{name}` was trained in the kernel: its state comes from {TENSOR_FILE}",
+                f"{indent}{name}.load_state_dict(_CAPTURED_TENSORS[{key!r}])",
+            ]
+        return lines
 
     def _require(self, name: str, *, user: str) -> None:
         self._pending.append((name, user, 0))
@@ -135,6 +219,10 @@ class Resolver:
                 for cls in classes:
                     self._require(cls, user=f"`{name}`")
         except Unsendable as problem:
+            # An object (not data, not a live resource) is rebuilt by the statements that made it.
+            whole = not problem.path and not problem.data and not is_resource(value)
+            if whole and definition is not None and definition.kind == "value" and self._replay(name, value):
+                return
             if problem.path:
                 raise PackagingError(
                     f"cannot send `{name}` ({where}) to the job: `{name}{problem.path}` is {problem.what};"
@@ -212,6 +300,11 @@ class Resolver:
         lines = shift(lines, first_line(nested), string_interior_lines(tree), dedent=nested.col_offset)
         self._add_source(name, definition, lines, analyze("\n".join(lines)))
         return True
+
+
+def _stateful(value: Any) -> bool:
+    """Whether a value's state can be carried by value: a module, an optimizer, a scheduler."""
+    return callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None))
 
 
 def _lookup(module: str, qualname: str) -> Any:

@@ -44,13 +44,15 @@ class Unsendable(Exception):
         what: what the value is, e.g. "an open file".
         advice: what the user should write instead.
         path: where inside the captured value it sits (e.g. "['log']"), empty for the value itself.
+        data: the value is data that is too large or on a device (not an object to rebuild by source).
     """
 
-    def __init__(self, what: str, advice: str, path: str = "") -> None:
+    def __init__(self, what: str, advice: str, path: str = "", *, data: bool = False) -> None:
         super().__init__(what)
         self.what = what
         self.advice = advice
         self.path = path
+        self.data = data
 
 
 def human_size(size: int) -> str:
@@ -115,6 +117,7 @@ class ValueWriter:
                 f"{human_size(state.size)} of data",
                 f"that is over the {human_size(self.max_bytes)} limit; save it to a file and load it"
                 " inside the cell",
+                data=True,
             )
         return source
 
@@ -193,6 +196,7 @@ class _Render:
             raise Unsendable(
                 f"over {human_size(self.writer.max_bytes)} of data",
                 "save it to a file and load it inside the cell",
+                data=True,
             )
 
     def _container(self, value: Any, kind: type, path: str) -> str:
@@ -235,6 +239,7 @@ class _Render:
                 f"a tensor on {value.device}",
                 "move it to the CPU in a cell first (x = x.cpu()) or create it inside the cell",
                 path=path,
+                data=True,
             )
         self.size += value.nelement() * value.element_size()
         dtype = str(value.dtype).rsplit(".", 1)[-1]
@@ -286,6 +291,14 @@ def _container_kind(value: Any) -> type | None:
     if isinstance(value, list) and kind.__module__.startswith("IPython."):
         return list
     return None
+
+
+def is_resource(value: Any) -> bool:
+    """A live resource of this process (open file, socket, thread, lock, generator): never rebuilt
+    by replaying the code that made it, since a copy in every process is not the same thing."""
+    kinds = (io.IOBase, socket.socket, threading.Thread, *_LOCK_TYPES, types.ModuleType)
+    generators = (types.GeneratorType, types.AsyncGeneratorType, types.CoroutineType)
+    return isinstance(value, (*kinds, *generators)) or type(value).__module__ == "multiprocessing.synchronize"
 
 
 def describe_unsendable(value: Any) -> tuple[str, str]:
