@@ -257,30 +257,20 @@ def test_ipython_only_names_are_reported_on_jupyterlabs_line(shell: InteractiveS
 
 def _run_notebook(tmp_path: Path, cells: list[str]) -> nbformat.NotebookNode:
     nb = new_notebook(cells=[new_code_cell(c) for c in ["%load_ext jupyter_disttrain", *cells]])
-    # Errors are allowed so that a job lost to the gloo exit crash is judged by _job_lines, not here.
+    # Any error stops here with the cell and its output: a failed job fails its cell.
     NotebookClient(
-        nb,
-        timeout=600,
-        kernel_name="python3",
-        allow_errors=True,
-        resources={"metadata": {"path": str(tmp_path)}},
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
-    for cell in nb.cells[:-1]:  # every cell before the %%distrun one ran cleanly
-        assert not [o for o in cell.get("outputs", []) if o.get("output_type") == "error"], cell
     return nb
 
 
 def _job_lines(job_root: Path) -> list[str]:
-    """The ranks' lines of the one job, which succeeded, or failed only by the known gloo teardown
-    crash (SIGABRT, "terminate called without an active exception") after every rank's work was done."""
+    """The ranks' lines of the one job, which succeeded."""
     (record,) = JobStore(job_root).records()
     job = api.get_job(record.id, JobStore(job_root))
-    texts = [ln.text for ln in job.logs()]
-    if job.status().phase is not JobPhase.SUCCEEDED:
-        assert "terminate called without an active exception" in texts, texts
-    return [
-        ln.text for ln in job.logs() if ln.rank is not None and not ln.text.startswith("terminate called")
-    ]
+    status = job.status()
+    assert status.phase is JobPhase.SUCCEEDED, (status.message, [ln.text for ln in job.logs(tail=15)])
+    return [ln.text for ln in job.logs() if ln.rank is not None]
 
 
 @pytest.fixture
@@ -345,7 +335,7 @@ def test_lightning_module_and_loader_built_in_earlier_cells(tmp_path: Path, job_
             " enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)\n"
             "trainer.fit(autoencoder, train_loader)\n"
             "print('world', trainer.world_size, 'rank', trainer.global_rank, 'steps', trainer.global_step)\n"
-            "torch.distributed.destroy_process_group()  # gloo can crash a rank at exit without it",
+            "torch.distributed.destroy_process_group()",
         ],
     )
     lines = _job_lines(job_root)
