@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DistTrainError, UnknownJobError
+from .failure import first_line
 from .specs import OVERSUBSCRIBE_HELP, JobStatus, LogLine
 
 
@@ -165,9 +166,9 @@ def format_table(statuses: list[JobStatus], store: Any) -> str:
 
 
 def format_status(st: JobStatus) -> str:
+    headline, _, detail = (st.message or "").partition("\n")  # e.g. the root cause's traceback
     lines = [
-        f"{st.job_id}: {st.phase.value}"
-        + (f" ({st.reason}: {st.message})" if st.reason and st.message else "")
+        f"{st.job_id}: {st.phase.value}" + (f" ({st.reason}: {headline})" if st.reason and headline else "")
     ]
     for r in st.replicas:
         extra = f" exit {r.exit_code}" if r.exit_code is not None else ""
@@ -175,7 +176,8 @@ def format_status(st: JobStatus) -> str:
         extra += f" restarts {r.restarts}" if r.restarts else ""
         lines.append(f"  {r.name:<12} {r.phase.value:<10}{extra}")
     for e in st.events[-5:]:
-        lines.append(f"  {e.time} {e.type:<7} {e.reason}: {e.message}")
+        lines.append(f"  {e.time} {e.type:<7} {e.reason}: {first_line(e.message)}")
+    lines.extend(f"  | {ln}" for ln in detail.splitlines())
     return "\n".join(lines)
 
 

@@ -95,7 +95,13 @@ dist.barrier()
     status = job.wait(timeout=120)
     assert status.phase is JobPhase.FAILED
     assert "rank-1 exited with code 1" in (status.message or "")
-    assert "ZeroDivisionError: boom on rank 1" in (status.message or "")
+    # The headline names the root cause; the message then carries that rank's traceback.
+    headline, _, traceback = (status.message or "").partition("\n")
+    assert headline.startswith("rank-1 exited with code 1: ")  # torch may prefix "[rank1]: "
+    assert headline.endswith("ZeroDivisionError: boom on rank 1")
+    assert "Traceback (most recent call last):" in traceback
+    assert 'raise ZeroDivisionError("boom on rank 1")' in traceback
+    assert len(traceback.splitlines()) <= 20
     assert procs.job_processes(job.id) == []
 
 

@@ -31,16 +31,28 @@ _WATCH = (0.05, 0.5)
 LAUNCHER_FILE = "launcher.json"
 
 
-def last_line(path: Path) -> str | None:
-    """The last non-empty line of a log, read from its end (e.g. the exception of a crash)."""
+# What a failed job's message carries of its root-cause rank's log: a traceback's tail.
+TRACEBACK_LINES = 20
+TRACEBACK_BYTES = 4096
+
+
+def last_lines(path: Path, lines: int, max_bytes: int) -> list[str]:
+    """The last non-empty lines of a log (at most ``lines`` and ``max_bytes``), read from its end."""
     try:
         with open(path, "rb") as f:
-            f.seek(tail_start(path, 5))
-            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()]
+            start = tail_start(path, lines)
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(start, size - max_bytes))
+            text = f.read(max_bytes).decode("utf-8", "replace")
     except OSError:
-        return None
-    lines = [ln for ln in lines if ln]
-    return lines[-1][:500] if lines else None
+        return []
+    return [ln.rstrip() for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def last_line(path: Path) -> str | None:
+    """The last non-empty line of a log (e.g. the exception of a crash)."""
+    tail = last_lines(path, 5, 64 * 1024)
+    return tail[-1].strip()[:500] if tail else None
 
 
 class Supervisor:
@@ -121,9 +133,14 @@ class Supervisor:
         first = min(bad, key=lambda r: r.finish_time or "") if bad else None
         node = failed_node if failed_node is not None else next(i for i, c in enumerate(codes) if c)
         if first is not None:
+            # The headline names the root cause; its traceback follows (the first line is
+            # what one-line views show).
             message = f"{first.name} exited with code {first.exit_code}"
             if first.message:
                 message += f": {first.message}"
+            log = self.job_dir / "logs" / f"{first.name}.log"
+            if tail := last_lines(log, TRACEBACK_LINES, TRACEBACK_BYTES):
+                message += "\n" + "\n".join(tail)
         else:
             message = f"torchrun agent of node {node} exited with code {codes[node]}"
             detail = last_line(self.job_dir / "logs" / f"agent-{node}.log")
