@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import DistTrainError, UnknownJobError
 from .failure import first_line
-from .specs import OVERSUBSCRIBE_HELP, JobStatus, LogLine
+from .specs import EXIT_TIMEOUT_HELP, OVERSUBSCRIBE_HELP, JobStatus, LogLine, iso_seconds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--max-restarts", type=int, default=0)
     r.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--oversubscribe", action="store_true", help=OVERSUBSCRIBE_HELP)
+    r.add_argument("--exit-timeout", type=float, default=None, metavar="SECONDS", help=EXIT_TIMEOUT_HELP)
     r.add_argument("--detach", action="store_true", help="return at once")
     r.epilog = "Arguments after -- go to the script."
     return p
@@ -125,7 +126,7 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
         args=script_args,
         env=env,
         max_restarts=args.max_restarts,
-        options={"oversubscribe": True} if args.oversubscribe else {},
+        options=_local_options(args),
     )
     out(f"job {job.id} submitted")
     if args.detach:
@@ -146,8 +147,7 @@ def format_line(line: LogLine) -> str:
 def _age(iso: str | None) -> str:
     if not iso:
         return "-"
-    t = time.mktime(time.strptime(iso[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-    secs = max(0, int(time.time() - t))
+    secs = max(0, int(time.time() - iso_seconds(iso)))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if secs >= size:
             return f"{secs // size}{unit}"
@@ -163,6 +163,13 @@ def format_table(statuses: list[JobStatus], store: Any) -> str:
         rows.append((st.job_id, backend, st.phase.value, replicas, _age(st.created)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def _local_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {"oversubscribe": True} if args.oversubscribe else {}
+    if args.exit_timeout is not None:
+        options["exit_timeout"] = args.exit_timeout
+    return options
 
 
 def format_status(st: JobStatus) -> str:

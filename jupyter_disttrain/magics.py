@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from .errors import DistTrainError
-from .specs import OVERSUBSCRIBE_HELP, JobPhase
+from .specs import EXIT_TIMEOUT_HELP, OVERSUBSCRIBE_HELP, JobPhase
 
 if TYPE_CHECKING:
     from .api import Job
@@ -160,6 +160,7 @@ class DistTrainMagics(Magics):
         help="cpu forces CPU processes even where GPUs exist",
     )
     @argument("--oversubscribe", action="store_true", help=OVERSUBSCRIBE_HELP)
+    @argument("--exit-timeout", type=float, default=None, metavar="SECONDS", help=EXIT_TIMEOUT_HELP)
     @argument(
         "--dry-run",
         action="store_true",
@@ -284,6 +285,8 @@ class DistTrainMagics(Magics):
             options["tolerations"] = list(args.toleration)
         if args.oversubscribe:
             options["oversubscribe"] = True
+        if args.exit_timeout is not None:
+            options["exit_timeout"] = args.exit_timeout
         fields: dict[str, Any] = {"accelerator": args.accelerator}
         for key in ("image", "cpu", "memory"):
             if getattr(args, key) is not None:

@@ -7,6 +7,7 @@ how the job store keeps them on disk and how the REST API serves them.
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import functools
 import math
@@ -27,6 +28,11 @@ _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SCRIPT_NAME = "train.py"
 # One wording for the flag of the magic and of the CLI (the spec option ``oversubscribe``).
 OVERSUBSCRIBE_HELP = "local backend: start more processes than this machine has CPUs"
+DEFAULT_EXIT_TIMEOUT = 300.0
+EXIT_TIMEOUT_HELP = (
+    "local backend: seconds a rank may stay silent without exiting after another rank finished "
+    f"before the job says it is stuck (default {DEFAULT_EXIT_TIMEOUT:.0f})"
+)
 # The script sits next to the store's own files (job.json, status.json, logs/...): a plain
 # ``.py`` name can never be one of them nor reach outside the job dir.
 _ENTRYPOINT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.py$")
@@ -90,6 +96,13 @@ def validate_grace_period(value: object, field: str = "grace_period") -> float:
     return float(value)
 
 
+def validate_exit_timeout(value: object, field: str = "exit_timeout") -> float:
+    """How long a rank may hang at exit after a peer finished: a finite number of seconds > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == math.inf:
+        raise InvalidSpecError(f"{field} must be a number of seconds greater than 0, not {value!r}")
+    return float(value)
+
+
 class JobPhase(str, Enum):
     """Lifecycle of a job and of each of its replicas."""
 
@@ -130,6 +143,12 @@ def now_iso() -> str:
     """UTC timestamp with milliseconds, the one time format of records and the API."""
     t = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def iso_seconds(iso: str) -> float:
+    """Seconds since the epoch of a ``now_iso`` timestamp."""
+    whole, _, fraction = iso.rstrip("Z").partition(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float(f"0.{fraction or 0}")
 
 
 @dataclass

@@ -20,7 +20,17 @@ from typing import Any
 from .. import procs
 from ..errors import BackendError, InvalidSpecError
 from ..logfiles import LogSource, log_files
-from ..specs import DryRun, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso, validate_grace_period
+from ..specs import (
+    DEFAULT_EXIT_TIMEOUT,
+    DryRun,
+    JobPhase,
+    JobSpec,
+    JobStatus,
+    ReplicaStatus,
+    now_iso,
+    validate_exit_timeout,
+    validate_grace_period,
+)
 from ..store import JobRecord, read_json
 from .base import Backend
 from .local_supervisor import LAUNCHER_FILE, last_line
@@ -29,7 +39,7 @@ from .torchrun import RUN_SH, agent_commands, by_hand_script
 _LAUNCHER = "jupyter_disttrain.backends.local_launch"
 _LAUNCH_TIMEOUT = 30.0
 _RANK_LOG = re.compile(r"^rank-(\d+)$")
-_OPTIONS = {"grace_period", "oversubscribe"}
+_OPTIONS = {"grace_period", "oversubscribe", "exit_timeout"}
 
 
 def visible_gpus() -> list[str]:
@@ -70,6 +80,7 @@ class LocalBackend(Backend):
                 "it is a Kubernetes option: add --backend kubernetes"
             )
         validate_grace_period(spec.options.get("grace_period", 10.0))
+        validate_exit_timeout(spec.options.get("exit_timeout", DEFAULT_EXIT_TIMEOUT))
         oversubscribe = spec.options.get("oversubscribe", False)
         if not isinstance(oversubscribe, bool):
             raise InvalidSpecError(f"oversubscribe must be true or false, not {oversubscribe!r}")
@@ -108,6 +119,7 @@ class LocalBackend(Backend):
             "cwd": spec.working_dir or os.getcwd(),
             "agents": [a.to_dict() for a in agents],
             "grace_period": float(spec.options.get("grace_period", 10.0)),
+            "exit_timeout": float(spec.options.get("exit_timeout", DEFAULT_EXIT_TIMEOUT)),
             "device": "cuda" if gpus else "cpu",
         }
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))

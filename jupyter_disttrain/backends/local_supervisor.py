@@ -22,7 +22,7 @@ from .. import procs
 from ..logfiles import tail_start
 from ..polling import Backoff
 from ..runtime.joined import lone_ranks
-from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, now_iso
+from ..specs import DEFAULT_EXIT_TIMEOUT, Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
 from ..store import JobStore, read_json, write_json_atomic
 
 POLL_SECONDS = 0.1  # while stopping processes
@@ -68,6 +68,7 @@ class Supervisor:
         self.cancel_requested = False
         self._rank_mtimes: dict[str, float] = {}
         self._rank_records: dict[int, dict[str, Any]] = {}
+        self._stall_said = False
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -117,6 +118,7 @@ class Supervisor:
                     changed = True
             if all(c is not None for c in codes):
                 break
+            changed = self._say_exit_stall() or changed
             if changed:
                 self.store.write_status(self.status)
             poll.wait(active=changed)
@@ -146,8 +148,50 @@ class Supervisor:
             detail = last_line(self.job_dir / "logs" / f"agent-{node}.log")
             if detail:
                 message += f": {detail}"
+            if hung := self._never_exited():
+                # A peer that finished took the rendezvous store down with it: the store's
+                # error is the symptom, the rank that never exited is the cause.
+                message = f"{hung} (then {message})"
         self.status.exit_code = codes[node]
         self._finish(JobPhase.FAILED, "Error", message)
+
+    # -- ranks that hang at exit ---------------------------------------------------------------
+    def _never_exited(self, silent_for: float = 0.0) -> str | None:
+        """ "rank-1 has not exited N s after rank-0 finished" when some rank finished and others
+        have neither exited nor written output for ``silent_for`` seconds since then."""
+        done = [(rec["finish_time"], r) for r, rec in self._rank_records.items() if rec.get("exit_code") == 0]
+        if not done:
+            return None
+        finished_iso, finished = min(done)
+        finished_at = iso_seconds(finished_iso)
+        now = time.time()
+        hung = []
+        for r in range(self.record.spec.world_size):
+            if self._rank_records.get(r, {}).get("exit_code") is not None:
+                continue
+            with contextlib.suppress(OSError):
+                finished_at = max(finished_at, (self.job_dir / "logs" / f"rank-{r}.log").stat().st_mtime)
+            if now - finished_at >= silent_for:
+                hung.append(f"rank-{r}")
+        if not hung:
+            return None
+        who = hung[0] if len(hung) == 1 else f"{hung[0]} (and {len(hung) - 1} more)"
+        return f"{who} has not exited {now - iso_seconds(finished_iso):.0f} s after rank-{finished} finished"
+
+    def _say_exit_stall(self) -> bool:
+        """Once: the job is stuck at exit (a gloo hang in destroy_process_group, a thread that
+        never ends...): say so in the status and how to stop it; the job keeps Running."""
+        if self._stall_said:
+            return False
+        timeout = float(self.request.get("exit_timeout", DEFAULT_EXIT_TIMEOUT))
+        stall = self._never_exited(silent_for=timeout)
+        if stall is None:
+            return False
+        self._stall_said = True
+        message = f"{stall} and printed nothing since; cancel the job to stop it"
+        self.status.reason, self.status.message = "ExitStalled", message
+        self._event("Warning", "ExitStalled", message)
+        return True
 
     # -- stopping ----------------------------------------------------------------------------
     def _grace(self) -> float:

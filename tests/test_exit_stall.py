@@ -1,0 +1,59 @@
+"""A rank that never exits after a peer finished is named in the job's status (real torchrun,
+gloo, 2 ranks), and the job can still be cancelled with nothing left running."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jupyter_disttrain import api, procs
+from jupyter_disttrain.errors import InvalidSpecError
+from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.store import JobStore
+
+# Rank 1 stays forever after rank 0 finished, as a rank stuck in a gloo teardown would.
+HANGS_AFTER_RANK_0 = """
+import time
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+dist.barrier()
+if dist.get_rank() == 1:
+    print("rank 1 stays", flush=True)
+    time.sleep(600)
+"""
+
+
+def _wait_for_reason(job: api.Job, reason: str, deadline: float = 120.0) -> api.JobStatus:
+    end = time.monotonic() + deadline
+    while (status := job.status()).reason != reason:
+        assert not status.is_terminal and time.monotonic() < end, status
+        time.sleep(0.2)
+    return status
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_rank_that_has_not_exited_after_its_peer_finished_is_named(store: JobStore, nodes: int) -> None:
+    job = api.submit(
+        HANGS_AFTER_RANK_0,
+        store=store,
+        gpus=2 // nodes,
+        nodes=nodes,
+        accelerator="cpu",
+        options={"exit_timeout": 2, "grace_period": 1},
+    )
+    status = _wait_for_reason(job, "ExitStalled")
+    assert status.phase is JobPhase.RUNNING
+    assert status.message is not None
+    assert status.message.startswith("rank-1 has not exited ")
+    assert "s after rank-0 finished and printed nothing since; cancel the job to stop it" in status.message
+    assert [e.reason for e in status.events].count("ExitStalled") == 1
+    assert job.cancel().phase is JobPhase.CANCELLED
+    assert procs.wait_gone(job.id, timeout=30)
+
+
+def test_exit_timeout_must_be_a_positive_number_of_seconds(store: JobStore) -> None:
+    with pytest.raises(InvalidSpecError, match=r"^exit_timeout must be a number of seconds greater than 0"):
+        api.submit("print(1)", store=store, options={"exit_timeout": 0})
+    assert store.records() == []
