@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -26,6 +27,12 @@ dist.all_reduce(t)
 print(f"rank={dist.get_rank()} world={dist.get_world_size()} sum={t.item():.0f} "
       f"job={os.environ['DISTTRAIN_JOB_ID']} tb={os.environ['DISTTRAIN_TENSORBOARD_DIR']}")
 dist.destroy_process_group()
+"""
+
+SLEEPS = """
+import time
+print("started", flush=True)
+time.sleep(600)
 """
 
 IGNORES_TERM = """
@@ -116,10 +123,20 @@ def test_a_lost_launcher_is_reported_and_cancel_still_cleans_up(store: JobStore)
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert job.status().reason == "LauncherLost"
-    # Its torchrun agent and worker were adopted by init; delete still finds and stops them.
+    # Its rank ignores the SIGTERM its agent passed on when the launcher died: a cancel of the
+    # ended job still finds and stops it.
     assert procs.job_processes(job.id)
-    LocalBackend(store)._cancel_existing(job.record)
+    assert job.cancel().reason == "LauncherLost"
     assert procs.job_processes(job.id) == []
+
+
+def test_the_processes_of_a_lost_launcher_stop_with_it(store: JobStore) -> None:
+    job = api.submit(SLEEPS, store=store, gpus=2, accelerator="cpu")
+    _wait_running(job, 2)
+    assert len(procs.job_processes(job.id)) >= 3  # the agent and two ranks
+    os.kill(int(json.loads((job.dir / "launcher.json").read_text())["pid"]), signal.SIGKILL)
+    assert procs.wait_gone(job.id, timeout=60)  # no cancel: they went with the launcher
+    assert job.status().reason == "LauncherLost"
 
 
 def test_dry_run_is_the_exact_request_and_creates_nothing(store: JobStore) -> None:

@@ -170,12 +170,15 @@ class Backend(abc.ABC):
 
     # -- stop --------------------------------------------------------------------------------
     def cancel(self, job_id: str) -> JobStatus:
-        """Stop the job and all its processes; a job that already ended is left as it is."""
+        """Stop the job and all its processes; a job that already ended keeps its status, but
+        whatever of it still runs (e.g. after its launcher was lost) is stopped too."""
         record = self.store.read_record(job_id)
         status = self.describe(job_id)
         if not status.is_terminal:
             self._cancel_existing(record)
             status = self.describe(job_id)
+        else:
+            self._stop_leftovers(record)
         return status
 
     def delete(self, job_id: str, purge: bool = False) -> None:
@@ -193,6 +196,10 @@ class Backend(abc.ABC):
             self.store.mark_deleted(job_id)
 
     # -- hooks -------------------------------------------------------------------------------
+    def _stop_leftovers(self, record: JobRecord) -> None:
+        """Stop what still runs of a job whose status has ended. Nothing by default."""
+        return None
+
     def _validate(self, spec: JobSpec) -> None:
         """Backend-specific checks of ``spec`` (raise ``InvalidSpecError``). None by default."""
         return None

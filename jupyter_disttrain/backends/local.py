@@ -179,6 +179,9 @@ class LocalBackend(Backend):
         except (OSError, ValueError):
             return None
 
+    def _stop_leftovers(self, record: JobRecord) -> None:
+        procs.stop_processes(procs.job_processes(record.id), float(record.request.get("grace_period", 10.0)))
+
     def _cancel_existing(self, record: JobRecord) -> None:
         grace = float(record.request.get("grace_period", 10.0))
         launcher = self._launcher(record)

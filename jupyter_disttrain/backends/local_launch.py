@@ -7,13 +7,16 @@ starting them needs; the supervisor and its imports load while torchrun starts u
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
@@ -27,9 +30,26 @@ def clean_env(base: dict[str, str]) -> dict[str, str]:
     return env
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(launcher: int) -> Callable[[], None]:
+    """What an agent runs before exec: the kernel sends it SIGTERM when the launcher dies (even
+    by SIGKILL), and torchrun then stops its workers, so a lost launcher leaves no orphans."""
+
+    def set_parent_death_signal() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != launcher:  # it died before the line above took effect
+            os._exit(1)
+
+    return set_parent_death_signal
+
+
 def start_agents(job_dir: str, request: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
     """One torchrun agent per node, output appended to ``logs/agent-<node>.log``."""
     env = clean_env(dict(os.environ))
+    die_with_launcher = _die_with(os.getpid()) if sys.platform == "linux" else None
     cwd = request.get("cwd") or job_dir
     agents = []
     for agent in request["agents"]:
@@ -42,6 +62,7 @@ def start_agents(job_dir: str, request: dict[str, Any]) -> list[subprocess.Popen
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
+                    preexec_fn=die_with_launcher,
                 )
             )
     return agents
