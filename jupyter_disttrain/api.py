@@ -190,6 +190,17 @@ def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
 
 
 @lru_cache(maxsize=32)
+def cancel_orphans(grace: float = 10.0) -> dict[str, int]:
+    """Stop the processes of local jobs whose job dir was removed while they ran (nothing else
+    can find them: no record names them any more). Returns how many were stopped, by job dir."""
+    from . import procs
+
+    found = procs.orphans()
+    for processes in found.values():
+        procs.stop_processes(processes, grace)
+    return {job_dir: len(processes) for job_dir, processes in found.items()}
+
+
 def _backend(name: str, store: JobStore) -> Backend:
     """One backend per name and store (equal stores read the same jobs)."""
     return get_backend(name, store)

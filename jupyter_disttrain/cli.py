@@ -36,7 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("--tail", type=int, help="start at the last N lines (per replica)")
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the job ends")
     c = sub.add_parser("cancel", help="stop a job and all its processes")
-    c.add_argument("job_id")
+    c.add_argument("job_id", nargs="?")
+    c.add_argument(
+        "--orphans",
+        action="store_true",
+        help="instead, stop the processes of every local job whose job directory was removed while it ran",
+    )
     d = sub.add_parser("delete", help="remove a job from the list (files are kept unless --purge)")
     d.add_argument("job_id")
     d.add_argument("--purge", action="store_true", help="also remove its script, logs and TensorBoard data")
@@ -81,6 +86,8 @@ def run_subcommand(
         return 0
     if args.command == "run":
         return _run_file(args, store, out)
+    if args.command == "cancel" and (args.orphans or not args.job_id):
+        return _cancel_orphans(args, out, command)
     try:
         job = api.get_job(args.job_id, store)
     except UnknownJobError as exc:
@@ -99,6 +106,21 @@ def run_subcommand(
         job.delete(purge=args.purge)
         kept = "" if args.purge else f" (files kept in {job.dir})"
         out(f"{job.id}: deleted{kept}")
+    return 0
+
+
+def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command: str) -> int:
+    if not args.orphans or args.job_id:
+        raise DistTrainError(
+            f"give a job id, or --orphans alone: `{command} cancel ID` or `{command} cancel --orphans`"
+        )
+    from . import api
+
+    stopped = api.cancel_orphans()
+    for job_dir, count in sorted(stopped.items()):
+        out(f"{job_dir}: stopped {count} process(es) of a job whose directory is gone")
+    if not stopped:
+        out("no orphaned job processes")
     return 0
 
 

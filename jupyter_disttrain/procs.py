@@ -18,6 +18,9 @@ from typing import Any
 import psutil
 
 JOB_ENV = "DISTTRAIN_JOB_ID"
+JOB_DIR_ENV = "DISTTRAIN_JOB_DIR"
+# A local job's launcher: ``python -m LAUNCHER_MODULE JOB_DIR`` (it carries no job env of its own).
+LAUNCHER_MODULE = "jupyter_disttrain.backends.local_launch"
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -80,3 +83,27 @@ def wait_gone(job_id: str, timeout: float) -> bool:
             return True
         time.sleep(0.1)
     return not job_processes(job_id)
+
+
+def _job_dir_of(proc: psutil.Process) -> str | None:
+    """The job dir a process works for: a rank's or agent's env, or a launcher's argument."""
+    cmdline = proc.cmdline()
+    if len(cmdline) >= 3 and cmdline[-3:-1] == ["-m", LAUNCHER_MODULE]:
+        return cmdline[-1]
+    return proc.environ().get(JOB_DIR_ENV)
+
+
+def orphans() -> dict[str, list[psutil.Process]]:
+    """This user's job processes whose job dir is gone (removed by hand while they ran), by dir."""
+    found: dict[str, list[psutil.Process]] = {}
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            job_dir = _job_dir_of(proc)
+        except (psutil.Error, OSError):
+            continue  # another user's process, or one that just ended
+        if job_dir and not os.path.exists(os.path.join(job_dir, "job.json")):
+            found.setdefault(job_dir, []).append(proc)
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,21 @@ def test_run_list_status_logs_delete(tmp_path: Path) -> None:
 def test_errors_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
     bad = _cli(tmp_path / "jobs", "status", "../etc", check=False)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "is not a job id" in bad.stderr
+
+
+def test_cancel_orphans_stops_a_job_whose_directory_was_removed(tmp_path: Path) -> None:
+    from jupyter_disttrain import api, procs
+    from jupyter_disttrain.store import JobStore
+
+    root = tmp_path / "jobs"
+    job = api.submit("import time\nprint('up', flush=True)\ntime.sleep(600)\n", store=JobStore(root), gpus=2)
+    while job.status().replicas_ready < 2:
+        assert not job.status().is_terminal
+    shutil.rmtree(job.dir)  # by hand, while it runs: no record names its processes any more
+    assert len(procs.orphans()[str(job.dir)]) >= 4  # launcher, agent, two ranks
+    assert "no job" in _cli(root, "cancel", job.id, check=False).stderr
+    done = _cli(root, "cancel", "--orphans")
+    assert done.stdout.startswith(f"{job.dir}: stopped ")
+    assert procs.wait_gone(job.id, timeout=30) and str(job.dir) not in procs.orphans()
+    assert _cli(root, "cancel", "--orphans").stdout == "no orphaned job processes\n"
+    assert "give a job id, or --orphans alone" in _cli(root, "cancel", check=False).stderr

@@ -36,7 +36,6 @@ from .base import Backend
 from .local_supervisor import LAUNCHER_FILE, last_line
 from .torchrun import RUN_SH, agent_commands, by_hand_script
 
-_LAUNCHER = "jupyter_disttrain.backends.local_launch"
 _LAUNCH_TIMEOUT = 30.0
 _RANK_LOG = re.compile(r"^rank-(\d+)$")
 _OPTIONS = {"grace_period", "oversubscribe", "exit_timeout"}
@@ -133,7 +132,7 @@ class LocalBackend(Backend):
         log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", _LAUNCHER, str(job_dir)],
+                [sys.executable, "-m", procs.LAUNCHER_MODULE, str(job_dir)],
                 cwd=job_dir,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
