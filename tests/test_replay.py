@@ -107,7 +107,7 @@ def test_a_model_trained_in_the_kernel_starts_the_job_from_its_weights(
         "        model(torch.ones(1, 2)).sum().backward()\n        opt.step()",
         "train(3)",
     )
-    kernel_bias = float(shell.user_ns["model"].bias)
+    kernel_bias = float(shell.user_ns["model"].bias.detach())
     packaged = package(shell, "print(round(float(model.bias), 6))\nopt.step()")
     assert "    model.load_state_dict(_CAPTURED_TENSORS['model.state_dict()'])" in packaged.source
     assert "train(3)" not in packaged.source
