@@ -205,3 +205,21 @@ def test_logs_of_an_unknown_replica_say_which_exist(store: JobStore) -> None:
     job.wait(timeout=120)
     with pytest.raises(InvalidSpecError, match="has no replica 'rank-7'; it has: agent-0, rank-0"):
         list(job.logs("rank-7"))
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_its_signal_and_its_peer_stays_terminated(
+    store: JobStore,
+) -> None:
+    script = 'import time, torch.distributed as dist\ndist.init_process_group("gloo")\ntime.sleep(600)\n'
+    job = api.submit(script, store=store, gpus=2, accelerator="cpu")
+    _wait_running(job, 2)
+    os.kill(json.loads((job.dir / "ranks" / "rank-1.json").read_text())["pid"], signal.SIGKILL)
+    status = job.wait(timeout=60)
+    assert status.phase is JobPhase.FAILED
+    # OOMKilled instead when the kernel's OOM killer sent it (its cgroup's oom_kill count grew).
+    assert status.reason == "SIGKILL", status
+    assert (status.message or "").split("\n")[0] == "rank-1 was killed by SIGKILL"
+    ranks = {r.name: r for r in status.replicas}
+    assert (ranks["rank-1"].exit_code, ranks["rank-1"].reason) == (-9, "SIGKILL")
+    assert (ranks["rank-0"].phase, ranks["rank-0"].reason) == (JobPhase.FAILED, "Terminated")
+    assert procs.job_processes(job.id) == []

@@ -24,6 +24,7 @@ from ..polling import Backoff
 from ..runtime.joined import lone_ranks
 from ..specs import DEFAULT_EXIT_TIMEOUT, Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
 from ..store import JobStore, read_json, write_json_atomic
+from .rank_exits import AgentExit, agent_exits, oom_kills
 
 POLL_SECONDS = 0.1  # while stopping processes
 # Status changes reach status.json within half a second; quieter while nothing changes.
@@ -69,6 +70,7 @@ class Supervisor:
         self._rank_mtimes: dict[str, float] = {}
         self._rank_records: dict[int, dict[str, Any]] = {}
         self._stall_said = False
+        self._oom_kills_before = oom_kills()
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -134,12 +136,16 @@ class Supervisor:
         bad = [r for r in self.status.replicas if r.phase is JobPhase.FAILED and r.exit_code is not None]
         first = min(bad, key=lambda r: r.finish_time or "") if bad else None
         node = failed_node if failed_node is not None else next(i for i, c in enumerate(codes) if c)
-        if first is not None:
+        reason = "Error"
+        if first is not None and first.exit_code is not None and first.exit_code < 0:
+            reason, message = first.reason or reason, f"{first.name} was {first.message}"
+        elif first is not None:
             # The headline names the root cause; its traceback follows (the first line is
             # what one-line views show).
             message = f"{first.name} exited with code {first.exit_code}"
             if first.message:
                 message += f": {first.message}"
+        if first is not None:
             log = self.job_dir / "logs" / f"{first.name}.log"
             if tail := last_lines(log, TRACEBACK_LINES, TRACEBACK_BYTES):
                 message += "\n" + "\n".join(tail)
@@ -153,7 +159,7 @@ class Supervisor:
                 # error is the symptom, the rank that never exited is the cause.
                 message = f"{hung} (then {message})"
         self.status.exit_code = codes[node]
-        self._finish(JobPhase.FAILED, "Error", message)
+        self._finish(JobPhase.FAILED, reason, message)
 
     # -- ranks that hang at exit ---------------------------------------------------------------
     def _never_exited(self, silent_for: float = 0.0) -> str | None:
@@ -251,6 +257,7 @@ class Supervisor:
         if not (changed or final):
             return False
         replicas = []
+        agent_exits_by_pid = self._agent_exits() if final and not cancelled else {}
         for r in range(self.record.spec.world_size):
             rec = self._rank_records.get(r)
             rep = ReplicaStatus(name=f"rank-{r}", role="worker", index=r)
@@ -275,11 +282,29 @@ class Supervisor:
                     rep.phase, rep.reason = JobPhase.CANCELLED, "Cancelled"
                 elif rec is None:
                     rep.phase, rep.reason = JobPhase.FAILED, "NeverStarted"
+                elif killed := self._killed(rec, agent_exits_by_pid):
+                    rep.phase, rep.exit_code, rep.reason, rep.message = JobPhase.FAILED, *killed
                 else:
                     rep.phase, rep.reason = JobPhase.FAILED, "Terminated"
             replicas.append(rep)
         self.status.replicas = replicas
         return True
+
+    def _agent_exits(self) -> dict[int, AgentExit]:
+        exits: dict[int, AgentExit] = {}
+        for node in range(len(self.agents)):
+            exits.update(agent_exits(self.job_dir / "logs" / f"agent-{node}.log"))
+        return exits
+
+    def _killed(self, rec: dict[str, Any], exits: dict[int, AgentExit]) -> tuple[int, str, str] | None:
+        """(exit code, reason, message) of a rank that a signal ended on its own account, not
+        one its agent stopped (SIGTERM) because a peer failed; None otherwise."""
+        end = exits.get(int(rec.get("pid", -1)))
+        if end is None or end.signal_name is None or (end.code == -signal.SIGTERM and not end.root_cause):
+            return None
+        if end.code == -signal.SIGKILL and (oom_kills() or 0) > (self._oom_kills_before or 0):
+            return end.code, "OOMKilled", "killed by SIGKILL: the kernel's out-of-memory killer (OOMKilled)"
+        return end.code, end.signal_name, f"killed by {end.signal_name}"
 
     def _finish(self, phase: JobPhase, reason: str, message: str) -> None:
         self.status.phase = phase
