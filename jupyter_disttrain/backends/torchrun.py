@@ -16,8 +16,13 @@ from ..specs import JobSpec
 
 WORKER_MODULE = "jupyter_disttrain.runtime.worker"
 # torchrun's own flags, in the words torchrun uses; a ``--nodes M`` job on one machine
-# becomes M agents that meet through a c10d rendezvous hosted by the first one.
-_LOCALHOST = "127.0.0.1"
+# becomes M agents that meet through a c10d rendezvous hosted by the first one, in stores that
+# listen on loopback only (``runtime/rendezvous.py``; a single agent's store takes any free port).
+RDZV_BACKEND = "disttrain-loopback"
+LOOPBACK = "127.0.0.1"
+# The collectives' own sockets: gloo and NCCL listen on the address of this interface.
+LOOPBACK_IFNAME = "lo"
+_SOCKET_IFNAME_ENV = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,8 @@ def agent_commands(
 ) -> list[AgentCommand]:
     """torchrun agents that run ``spec`` on this machine.
 
-    One node runs ``--standalone`` (torchrun picks its own port). Several nodes run as several
-    agents joined by c10d rendezvous on ``rdzv_port``; the first agent hosts the store.
+    Each node is one agent; several agents meet on ``rdzv_port`` (one agent: a free port it
+    picks itself), the first one hosts the rendezvous store.
     ``gpu_ids`` None means CPU processes (gloo); otherwise each agent sees its own GPUs, one
     per local rank.
     """
@@ -85,25 +90,26 @@ def agent_commands(
     # the working dir stays on it either way, then the inherited ones.
     paths = [spec.env.get("PYTHONPATH"), working_dir, os.environ.get("PYTHONPATH")]
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    for key in _SOCKET_IFNAME_ENV:  # ranks meet on this machine: nothing of theirs listens beyond it
+        base_env.setdefault(key, LOOPBACK_IFNAME)
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in spec.env:
         # torchrun's own default, said once here instead of in a banner at the top of every log.
         base_env["OMP_NUM_THREADS"] = "1"
     commands = []
     for node in range(spec.nodes):
-        argv = [python, "-m", "torch.distributed.run"]
-        if spec.nodes == 1:
-            argv += ["--standalone", "--nnodes=1"]
-        else:
-            if rdzv_port is None:
-                raise ValueError("a multi-node job needs a rendezvous port")
-            argv += [
-                f"--nnodes={spec.nodes}",
-                "--rdzv-backend=c10d",
-                f"--rdzv-endpoint={_LOCALHOST}:{rdzv_port}",
-                f"--rdzv-id={job_id}",
-                f"--rdzv-conf=is_host={'true' if node == 0 else 'false'}",
-                f"--local-addr={_LOCALHOST}",
-            ]
+        if spec.nodes > 1 and rdzv_port is None:
+            raise ValueError("a multi-node job needs a rendezvous port")
+        argv = [
+            python,
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={spec.nodes}",
+            f"--rdzv-backend={RDZV_BACKEND}",
+            f"--rdzv-endpoint={LOOPBACK}:{rdzv_port or 0}",
+            f"--rdzv-id={job_id}",
+            f"--rdzv-conf=is_host={'true' if node == 0 else 'false'}",
+            f"--local-addr={LOOPBACK}",
+        ]
         argv += [
             f"--nproc-per-node={spec.nproc_per_node}",
             f"--max-restarts={spec.max_restarts}",
@@ -168,7 +174,7 @@ def by_hand_script(agents: Sequence[Mapping[str, Any]], cwd: str) -> str:
         own = {k: v for k, v in env.items() if k not in skip}
         words = [f"{k}={shlex.quote(v)}" for k, v in sorted(own.items())]
         for arg in argv[: argv.index("-m", 3)]:
-            if arg.startswith("--rdzv-endpoint="):
+            if several and arg.startswith("--rdzv-endpoint="):
                 words.append(shlex.quote(arg.rsplit(":", 1)[0] + ":") + '"$port"')
             else:
                 words.append(shlex.quote(arg))
