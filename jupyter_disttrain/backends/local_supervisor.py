@@ -10,7 +10,9 @@ process of the job: TERM, then KILL after the grace period.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -24,12 +26,18 @@ from ..polling import Backoff
 from ..runtime.joined import lone_ranks
 from ..specs import DEFAULT_EXIT_TIMEOUT, Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
 from ..store import JobStore, read_json, write_json_atomic
-from .rank_exits import AgentExit, agent_exits, oom_kills
+from .rank_exits import AgentExit, agent_exits, oom_kills, signal_name
 
 POLL_SECONDS = 0.1  # while stopping processes
 # Status changes reach status.json within half a second; quieter while nothing changes.
 _WATCH = (0.05, 0.5)
 LAUNCHER_FILE = "launcher.json"
+# Room kept for the last status write: when the job's disk fills up, releasing it lets the
+# launcher say DiskFull instead of leaving a job that reads Running.
+RESERVE_FILE = ".launcher-reserve"
+RESERVE_BYTES = 1 << 20
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_FULL_BELOW = 64 * 1024
 
 
 # What a failed job's message carries of its root-cause rank's log: a traceback's tail.
@@ -78,7 +86,14 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            return self._run()
+        except OSError as exc:
+            return self._cannot_write(exc)
+
+    def _run(self) -> int:
         write_json_atomic(self.job_dir / LAUNCHER_FILE, procs.process_identity(os.getpid()))
+        _reserve(self.job_dir / RESERVE_FILE, RESERVE_BYTES)
         if self.launch_error:
             self._sweep()
             self._finish(JobPhase.FAILED, "LaunchFailed", self.launch_error)
@@ -90,6 +105,33 @@ class Supervisor:
         self.store.write_status(self.status)
         self._watch()
         return 0
+
+    def _cannot_write(self, exc: OSError) -> int:
+        """The launcher's own files cannot be written (a full disk, a quota, a removed dir): the
+        status can no longer be kept true, so the job is stopped and says why, written in the
+        room reserved for it."""
+        with contextlib.suppress(Exception):
+            self._stop_all()
+        full = exc.errno in _DISK_FULL
+        what = exc.strerror or str(exc)
+        message = f"{what} writing {exc.filename or self.job_dir}; the job was stopped"
+        if full:
+            message += " (free space on that filesystem, then run it again)"
+        with contextlib.suppress(Exception):
+            self._update_replicas(final=True)
+        try:
+            self._finish(JobPhase.FAILED, "DiskFull" if full else "LauncherError", message)
+        except OSError:
+            return 1  # nothing can be written at all: readers see the launcher gone (LauncherLost)
+        return 1
+
+    def _disk_full(self) -> str | None:
+        """The "the job's disk is full (ROOT)" headline when under 64 KiB is left on it, else None."""
+        try:
+            free = shutil.disk_usage(self.job_dir).free
+        except OSError:
+            return None
+        return f"the job's disk is full ({self.job_dir.parent})" if free < _FULL_BELOW else None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.cancel_requested = True
@@ -132,34 +174,38 @@ class Supervisor:
         if all(c == 0 for c in codes):
             self._finish(JobPhase.SUCCEEDED, "Completed", "all ranks finished")
             return
+        node = failed_node if failed_node is not None else next(i for i, c in enumerate(codes) if c)
+        self.status.exit_code = codes[node]
+        self._finish(JobPhase.FAILED, *self._failure(node, codes[node]))
+
+    def _failure(self, node: int, code: int | None) -> tuple[str, str]:
+        """(reason, message) of a failed job: the root cause first, then what shows it."""
+        if killed_by := signal_name(code or 0):
+            # The agent itself was killed (the launcher never signals one before a failure):
+            # its ranks went with it, and its peers' errors are the consequence.
+            return killed_by, f"the torchrun agent of node-{node} was killed by {killed_by}"
         # The rank that failed first is the cause; its peers usually fail because it left.
         bad = [r for r in self.status.replicas if r.phase is JobPhase.FAILED and r.exit_code is not None]
         first = min(bad, key=lambda r: r.finish_time or "") if bad else None
-        node = failed_node if failed_node is not None else next(i for i, c in enumerate(codes) if c)
-        reason = "Error"
-        if first is not None and first.exit_code is not None and first.exit_code < 0:
-            reason, message = first.reason or reason, f"{first.name} was {first.message}"
-        elif first is not None:
-            # The headline names the root cause; its traceback follows (the first line is
-            # what one-line views show).
-            message = f"{first.name} exited with code {first.exit_code}"
-            if first.message:
-                message += f": {first.message}"
-        if first is not None:
-            log = self.job_dir / "logs" / f"{first.name}.log"
-            if tail := last_lines(log, TRACEBACK_LINES, TRACEBACK_BYTES):
-                message += "\n" + "\n".join(tail)
-        else:
-            message = f"torchrun agent of node {node} exited with code {codes[node]}"
-            detail = last_line(self.job_dir / "logs" / f"agent-{node}.log")
-            if detail:
+        if first is None:
+            message = f"torchrun agent of node {node} exited with code {code}"
+            if detail := last_line(self.job_dir / "logs" / f"agent-{node}.log"):
                 message += f": {detail}"
             if hung := self._never_exited():
                 # A peer that finished took the rendezvous store down with it: the store's
                 # error is the symptom, the rank that never exited is the cause.
                 message = f"{hung} (then {message})"
-        self.status.exit_code = codes[node]
-        self._finish(JobPhase.FAILED, reason, message)
+            return "Error", message
+        if first.exit_code is not None and first.exit_code < 0:
+            reason, message = first.reason or "Error", f"{first.name} was {first.message}"
+        else:
+            # The headline names the root cause (what one-line views show); its traceback follows.
+            reason, message = "Error", f"{first.name} exited with code {first.exit_code}"
+            if first.message:
+                message += f": {first.message}"
+        if tail := last_lines(self.job_dir / "logs" / f"{first.name}.log", TRACEBACK_LINES, TRACEBACK_BYTES):
+            message += "\n" + "\n".join(tail)
+        return reason, message
 
     # -- ranks that hang at exit ---------------------------------------------------------------
     def _never_exited(self, silent_for: float = 0.0) -> str | None:
@@ -307,6 +353,14 @@ class Supervisor:
         return end.code, end.signal_name, f"killed by {end.signal_name}"
 
     def _finish(self, phase: JobPhase, reason: str, message: str) -> None:
+        if reason != "DiskFull" and (full := self._disk_full()):
+            # Logs, checkpoints and rank records could not be written: why the job failed, or
+            # why what it left may be incomplete.
+            if phase is JobPhase.FAILED:
+                reason, message = "DiskFull", f"{full}: {message}"
+            else:
+                self._event("Warning", "DiskFull", f"{full}: the job's logs and files may be incomplete")
+        (self.job_dir / RESERVE_FILE).unlink(missing_ok=True)
         self.status.phase = phase
         self.status.reason = reason
         self.status.message = message
@@ -315,3 +369,15 @@ class Supervisor:
             self.status.exit_code = 0
         self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
         self.store.write_status(self.status)
+
+
+def _reserve(path: Path, size: int) -> None:
+    """Allocate ``size`` bytes of real disk blocks at ``path`` (not a sparse file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        if hasattr(os, "posix_fallocate"):
+            os.posix_fallocate(fd, 0, size)
+        else:
+            os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)

@@ -32,12 +32,17 @@ class AgentExit:
     @property
     def signal_name(self) -> str | None:
         """``SIGKILL`` for an exit by signal 9 (torch reports it as code -9), else None."""
-        if self.code >= 0:
-            return None
-        try:
-            return signal.Signals(-self.code).name
-        except ValueError:
-            return f"signal {-self.code}"
+        return signal_name(self.code)
+
+
+def signal_name(code: int) -> str | None:
+    """``SIGKILL`` for a process that returned -9 (Popen's and torch's way to say "signal 9")."""
+    if code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
 
 
 def agent_exits(agent_log: Path) -> dict[int, AgentExit]:

@@ -32,9 +32,23 @@ def _now() -> str:
 
 def _write_record(path: str, data: dict[str, object]) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_final_record(path: str, data: dict[str, object]) -> None:
+    """The rank's end, best effort: on a full disk the exit code still reaches torchrun (and
+    the launcher) through the process's own exit, which must not turn into an OSError."""
+    try:
+        _write_record(path, data)
+    except OSError as exc:
+        print(f"disttrain: could not record rank {data.get('rank')}'s exit: {exc}", file=sys.stderr)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -85,7 +99,7 @@ def main(argv: list[str]) -> None:
     finally:
         if record_path:
             record.update(exit_code=code, finish_time=_now(), joined_world=joined_world())
-            _write_record(record_path, record)
+            _write_final_record(record_path, record)
     if ended is not None and isinstance(ended.code, str):
         print(ended.code, file=sys.stderr)  # what ``sys.exit("message")`` prints
     _exit_before_teardown(code, namespace)
