@@ -393,6 +393,6 @@ def _carry_kernel_env(spec: JobSpec) -> list[str]:
 
 def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
     """The subcommands shared by ``%distrun`` and ``jupyter disttrain``."""
-    from .cli import run_subcommand
+    from .commands import run_subcommand
 
     run_subcommand(argv, out, command="%distrun")
