@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .fakeapi import BATCH_JOBS, PYTORCHJOBS, T9KJOBS, FakeCluster, now
+from .fakeapi import BATCH_JOBS, PYTORCHJOBS, T9KJOBS, ApiStatus, FakeCluster, now
 
 PODS = "/v1/pods"
 SERVICES = "/v1/services"
@@ -154,7 +154,11 @@ class IndexedJobController(Loop):
                 if idx in done_idx or live:
                     continue
                 pod = self._make_pod(job, idx)
-                c.create(PODS, ns, pod)
+                try:
+                    c.create(PODS, ns, pod)
+                except ApiStatus as exc:  # as the real controller: an event, and try again later
+                    c.record_event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+                    continue
                 c.record_event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
         rules = job["spec"].get("successPolicy", {}).get("rules", [])
         success = len(done_idx) == completions or any(

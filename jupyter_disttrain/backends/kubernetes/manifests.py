@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,10 @@ CONFIGMAP_LIMIT = 1_000_000
 SCRIPT_PLACEHOLDER = "# the packaged script goes here (dry run without a script)\n"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RANK_PREFIX = "[rank${rank}]:"
+# The strictest rule any of our object names meets: Services (and, through the training
+# operator's webhook, PyTorchJobs) are DNS-1035 labels, so a job id must start with a letter.
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+HOSTNAME_MAX = 63
 
 # The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
 # dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod.
@@ -138,13 +143,33 @@ def build_manifests(
     return objects
 
 
-def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> None:
-    # Pod hostnames are <job-id>-<suffix> and must stay DNS labels (63 characters).
-    longest = f"{job_id}-worker-{max(spec.nodes - 1, 0)}"
-    if len(longest) > 63:
+def last_hostname(flavor: str, job_id: str, nodes: int) -> str:
+    """The longest pod hostname of a job: ``<job>-<index>`` (Indexed Job), ``<job>-worker-<i>``
+    (PyTorchJob: also its per-replica Service; T9k)."""
+    if flavor == "job":
+        return f"{job_id}-{nodes - 1}"
+    if flavor == "pytorchjob" and nodes == 1:
+        return f"{job_id}-master-0"
+    workers = nodes - 1 if flavor == "pytorchjob" else nodes
+    return f"{job_id}-worker-{workers - 1}"
+
+
+def _check_names(spec: JobSpec, job_id: str, flavor: str) -> None:
+    if not _DNS1035.match(job_id):
         raise InvalidSpecError(
-            f"job id {job_id!r} is too long for pod names; use a --name of at most 40 characters"
+            f"--name {spec.name!r}: Kubernetes Service and PyTorchJob names must start with a letter; "
+            f"use e.g. --name run-{spec.name}"
         )
+    host = last_hostname(flavor, job_id, spec.nodes)
+    if len(host) > HOSTNAME_MAX:
+        raise InvalidSpecError(
+            f"job id {job_id!r} is too long: pod hostname {host!r} has {len(host)} characters, over "
+            f"{HOSTNAME_MAX}; use a --name shorter by {len(host) - HOSTNAME_MAX}"
+        )
+
+
+def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> None:
+    _check_names(spec, job_id, place.flavor)
     if (
         opts.shm_size
         and spec.memory
