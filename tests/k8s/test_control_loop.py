@@ -140,7 +140,9 @@ def test_pending_reasons_are_verbatim(
         pull = backend.submit(
             ddp_spec(workspace, image="registry.example/missing:1", options={"flavor": "job"}), ""
         )
-        big = backend.submit(ddp_spec(workspace, nproc_per_node=4, options={"flavor": "job"}), "")
+        big = backend.submit(
+            ddp_spec(workspace, nproc_per_node=4, accelerator="gpu", options={"flavor": "job"}), ""
+        )
         st = wait_for(backend, pull, lambda s: s.reason == "ImagePullBackOff")
         assert st.phase is JobPhase.PENDING and all(r.reason == "ImagePullBackOff" for r in st.replicas)
         assert any(e.reason == "Failed" and "Failed to pull image" in e.message for e in st.events)

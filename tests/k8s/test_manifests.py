@@ -48,6 +48,7 @@ def make_spec(tmp_path: Path, flavor: str, version: str = "1.33", **kw: object) 
         working_dir=str(tmp_path / "ws" / "project"),
         env={"NCCL_DEBUG": "WARN", "ODD": "$(HOME) stays literal"},
         max_restarts=0,
+        accelerator="gpu",  # no notebook pod to follow here: GPUs are asked for
         args=["--epochs", "1"],
         options={
             "flavor": flavor,

@@ -9,15 +9,16 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.specs import JobSpec, Volume
+from jupyter_disttrain.specs import JobPhase, JobSpec, Volume
 from jupyter_disttrain.store import JobStore
 
-from .conftest import start_toy
+from .conftest import DDP_SCRIPT, start_toy, wait_for
 from .schema_check import schema_errors, semantic_errors
 from .toycluster import PODS, ToyCluster
 
 
-def notebook_pod(workspace: Path, data: Path) -> dict[str, Any]:
+def notebook_pod(workspace: Path, data: Path, gpus: int = 0) -> dict[str, Any]:
+    limits = {"cpu": "4", "memory": "16Gi", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -29,6 +30,7 @@ def notebook_pod(workspace: Path, data: Path) -> dict[str, Any]:
                 {
                     "name": "notebook",
                     "image": "registry.example/team/notebook:2.1",
+                    "resources": {"limits": limits, "requests": limits},
                     "volumeMounts": [
                         {"name": "home", "mountPath": str(workspace)},
                         {"name": "datasets", "mountPath": str(data), "readOnly": True},
@@ -103,3 +105,80 @@ def test_job_inherits_the_notebook_pod(
         "imagenet-v2",
         "workspace-alice",
     ]
+
+
+@pytest.fixture
+def cpu_toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ToyCluster]:
+    yield from start_toy(monkeypatch, tmp_path, gpus=0)  # a cluster without a single GPU
+
+
+def in_notebook_pod(
+    toy: ToyCluster, monkeypatch: pytest.MonkeyPatch, workspace: Path, data: Path, gpus: int
+) -> KubernetesBackend:
+    data.mkdir(exist_ok=True)
+    toy.cluster.create(PODS, "team-a", notebook_pod(workspace, data, gpus))
+    monkeypatch.setenv("POD_NAME", "nb-alice-0")
+    monkeypatch.setenv("POD_NAMESPACE", "team-a")
+    return KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
+
+
+def test_a_bare_job_from_a_cpu_notebook_runs_on_a_cpu_only_cluster(
+    cpu_toy: ToyCluster, monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path
+) -> None:
+    backend = in_notebook_pod(cpu_toy, monkeypatch, workspace, tmp_path / "data", gpus=0)
+    spec = JobSpec(name="bare", backend="kubernetes", nodes=2, nproc_per_node=1, working_dir=str(workspace))
+    job_id = backend.submit(spec, DDP_SCRIPT)
+    status = wait_for(backend, job_id, lambda s: s.is_terminal or s.reason == "Unschedulable")
+    assert status.phase is JobPhase.SUCCEEDED, status.message
+    why = "the notebook container has no nvidia.com/gpu limit; pass --accelerator gpu for GPUs"
+    record = backend.store.read_record(job_id)
+    assert (record.request["device"], record.request["device_reason"]) == ("cpu", why)
+    (c,) = record.request["manifests"][1]["spec"]["template"]["spec"]["containers"]
+    assert (
+        "nvidia.com/gpu" not in str(c["resources"])
+        and {"name": "ACCELERATE_USE_CPU", "value": "1"} in c["env"]
+    )
+    assert any(e.reason == "Accelerator" and why in e.message for e in status.events)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "accelerator", "limit", "why"),
+    [
+        (2, "auto", "4", "the notebook container has an nvidia.com/gpu limit (2)"),
+        (0, "auto", None, "the notebook container has no nvidia.com/gpu limit"),
+        (0, "gpu", "4", "--accelerator gpu"),
+        (2, "cpu", None, "--accelerator cpu"),
+    ],
+)
+def test_the_default_accelerator_follows_the_notebook_container(
+    toy: ToyCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    workspace: Path,
+    tmp_path: Path,
+    gpus: int,
+    accelerator: str,
+    limit: str | None,
+    why: str,
+) -> None:
+    backend = in_notebook_pod(toy, monkeypatch, workspace, tmp_path / "data", gpus)
+    spec = JobSpec(
+        name="acc",
+        backend="kubernetes",
+        nproc_per_node=4,
+        accelerator=accelerator,
+        working_dir=str(workspace),
+    )
+    info = backend.dryrun(spec)
+    (c,) = info.request["manifests"][1]["spec"]["template"]["spec"]["containers"]
+    assert c["resources"].get("limits", {}).get("nvidia.com/gpu") == limit
+    assert info.request["device"] == ("cuda" if limit else "cpu") and why in info.request["device_reason"]
+    shown = "4 GPU(s) per pod" if limit else "CPU processes (gloo), no GPU requested"
+    assert f"# accelerator: {shown}: {why}" in info.text
+
+
+def test_outside_a_pod_the_default_is_cpu(toy: ToyCluster, workspace: Path) -> None:
+    backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
+    spec = JobSpec(name="laptop", backend="kubernetes", image="pytorch:local", working_dir=str(workspace))
+    info = backend.dryrun(spec)
+    assert info.request["device"] == "cpu"
+    assert "no notebook pod to follow; pass --accelerator gpu for GPUs" in info.text

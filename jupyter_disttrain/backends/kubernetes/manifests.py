@@ -74,6 +74,8 @@ class Placement:
     job_dir: str
     volumes: tuple[Volume, ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
+    gpu: bool = False
+    accelerator_reason: str = ""
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -360,7 +362,7 @@ def pod_template(
 ) -> dict[str, Any]:
     """The pod every flavour runs: command, env contract, resources, volumes, placement."""
     job_dir = place.pod_job_dir
-    libraries = launcher_env(spec, cpu=_gpus(spec) == 0)
+    libraries = launcher_env(spec, cpu=not place.gpu)
     env: list[dict[str, Any]] = [
         *extra_env,
         {"name": "DISTTRAIN_JOB_ID", "value": job_id},
@@ -406,7 +408,7 @@ def pod_template(
         "command": container_command(spec, job_id, place),
         "workingDir": working_dir,
         "env": env,
-        "resources": _resources(spec),
+        "resources": _resources(spec, place.gpu),
         "volumeMounts": mounts,
     }
     if place.flavor == "job":
@@ -417,7 +419,7 @@ def pod_template(
     if opts.node_selector:
         pod_spec["nodeSelector"] = dict(opts.node_selector)
     tolerations = list(opts.tolerations)
-    if _gpus(spec) and not any(t["key"] == "nvidia.com/gpu" for t in tolerations):
+    if place.gpu and not any(t["key"] == "nvidia.com/gpu" for t in tolerations):
         tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
     if tolerations:
         pod_spec["tolerations"] = tolerations
@@ -431,11 +433,7 @@ def pod_template(
     }
 
 
-def _gpus(spec: JobSpec) -> int:
-    return 0 if spec.accelerator == "cpu" else spec.nproc_per_node
-
-
-def _resources(spec: JobSpec) -> dict[str, Any]:
+def _resources(spec: JobSpec, gpu: bool) -> dict[str, Any]:
     """Requests = limits (Guaranteed QoS when both are set); GPUs are whole-device limits."""
     amounts: dict[str, str] = {}
     if spec.cpu:
@@ -444,8 +442,8 @@ def _resources(spec: JobSpec) -> dict[str, Any]:
     if spec.memory:
         parse_quantity(spec.memory, "--memory")
         amounts["memory"] = spec.memory
-    if _gpus(spec):
-        amounts["nvidia.com/gpu"] = str(_gpus(spec))
+    if gpu:
+        amounts["nvidia.com/gpu"] = str(spec.nproc_per_node)
     return {"limits": dict(amounts), "requests": dict(amounts)} if amounts else {}
 
 
