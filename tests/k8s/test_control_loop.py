@@ -260,3 +260,28 @@ def test_missing_list_permission_is_named(
     toy.cluster.denied.add(("list", "pods"))
     with pytest.raises(BackendError, match="may not list pods in namespace 'team-a'"):
         backend.describe(job_id)
+
+
+def test_pytorchjob_priority_class_and_queue_reach_the_pods_and_kueue(
+    toy_kubeflow: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
+    """Without a gang scheduler the operator ignores schedulingPolicy: the pods carry the
+    priority class themselves, and Kueue reads its label on the workload."""
+    options = {"flavor": "pytorchjob", "priority_class": "team-high", "queue": "research"}
+    job_id = backend.submit(ddp_spec(workspace, options=options), DDP_SCRIPT)
+    wait_for(backend, job_id, lambda s: len(s.replicas) == 2 and all(r.node for r in s.replicas))
+    c = toy_kubeflow.cluster
+    pj = c.get("kubeflow.org/v1/pytorchjobs", "team-a", job_id)
+    assert pj is not None and pj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+    pods = [p for p in c.items(PODS) if p["metadata"]["labels"].get("disttrain.io/job-id") == job_id]
+    assert len(pods) == 2 and {p["spec"].get("priorityClassName") for p in pods} == {"team-high"}
+    backend.cancel(job_id)
+
+
+@pytest.mark.parametrize("flavor", ["job", "t9k"])
+def test_every_flavour_carries_the_kueue_label(
+    backend: KubernetesBackend, workspace: Path, flavor: str
+) -> None:
+    spec = ddp_spec(workspace, options={"flavor": flavor, "queue": "research", "priority_class": "hi"})
+    workload = backend.dryrun(spec).request["manifests"][-1]
+    assert workload["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"

@@ -57,6 +57,7 @@ def make_spec(tmp_path: Path, flavor: str, version: str = "1.33", **kw: object) 
             "node_selector": ["gpu-type=a100"],
             "tolerations": ["dedicated=ml:NoSchedule"],
             "priority_class": "high",
+            "queue": "research",
         },
     )
     base.update(kw)

@@ -31,6 +31,7 @@ SCRATCH_ROOT = "/disttrain/jobs"
 # A ConfigMap is at most 1 MiB including its metadata; keep room for the latter.
 CONFIGMAP_LIMIT = 1_000_000
 SCRIPT_PLACEHOLDER = "# the packaged script goes here (dry run without a script)\n"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RANK_PREFIX = "[rank${rank}]:"
 # The strictest rule any of our object names meets: Services (and, through the training
@@ -190,6 +191,14 @@ def metadata(job_id: str, namespace: str, name: str | None = None) -> dict[str, 
     return {"name": name or object_name(job_id), "namespace": namespace, "labels": labels(job_id)}
 
 
+def workload_metadata(job_id: str, namespace: str, opts: KubeOptions) -> dict[str, Any]:
+    """The workload's metadata: with ``--queue``, Kueue's label (every flavour; Kueue reads only it)."""
+    meta = metadata(job_id, namespace)
+    if opts.queue:
+        meta["labels"][KUEUE_QUEUE_LABEL] = opts.queue
+    return meta
+
+
 def configmap(job_id: str, namespace: str, files: dict[str, bytes | str]) -> dict[str, Any]:
     """The script (and side files) for a job whose dir is not on a shared volume."""
     data: dict[str, str] = {}
@@ -266,15 +275,12 @@ def indexed_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement)
         job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
     if opts.queue:
         job_spec["suspend"] = True  # Kueue admits (un-suspends) queued Jobs
-    obj: dict[str, Any] = {
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(job_id, place.namespace),
+        "metadata": workload_metadata(job_id, place.namespace, opts),
         "spec": job_spec,
     }
-    if opts.queue:
-        obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = opts.queue
-    return obj
 
 
 def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
@@ -290,6 +296,8 @@ def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) 
         "cleanPodPolicy": "None",  # finished pods stay, so their logs and exit codes stay readable
         "ttlSecondsAfterFinished": 86400,
     }
+    # Read only by a gang scheduler (Volcano, scheduler-plugins); the pods' priorityClassName and
+    # the Kueue label work without one.
     if opts.queue or opts.priority_class:
         run_policy["schedulingPolicy"] = {
             k: v for k, v in (("queue", opts.queue), ("priorityClass", opts.priority_class)) if v
@@ -297,7 +305,7 @@ def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) 
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": metadata(job_id, place.namespace),
+        "metadata": workload_metadata(job_id, place.namespace, opts),
         "spec": {
             "nprocPerNode": str(spec.nproc_per_node),
             "runPolicy": run_policy,
@@ -315,7 +323,7 @@ def t9k_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> 
     obj: dict[str, Any] = {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "PyTorchTrainingJob",
-        "metadata": metadata(job_id, place.namespace),
+        "metadata": workload_metadata(job_id, place.namespace, opts),
         "spec": {
             "torchrunConfig": {
                 "enabled": True,
@@ -423,7 +431,7 @@ def pod_template(
         tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
     if tolerations:
         pod_spec["tolerations"] = tolerations
-    if opts.priority_class and place.flavor != "pytorchjob":
+    if opts.priority_class:
         pod_spec["priorityClassName"] = opts.priority_class
     if place.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in place.image_pull_secrets]
