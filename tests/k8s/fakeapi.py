@@ -54,6 +54,7 @@ CORE = [
     ResourceType("", "v1", "services", "Service"),
     ResourceType("", "v1", "configmaps", "ConfigMap"),
     ResourceType("", "v1", "events", "Event"),
+    ResourceType("", "v1", "endpoints", "Endpoints"),
 ]
 BATCH_JOBS = ResourceType("batch", "v1", "jobs", "Job")
 PYTORCHJOBS = ResourceType("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")

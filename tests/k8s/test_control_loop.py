@@ -3,6 +3,7 @@ submit, watch, status with reasons, events, logs (PVC files and pods/log), cance
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -285,3 +286,33 @@ def test_every_flavour_carries_the_kueue_label(
     spec = ddp_spec(workspace, options={"flavor": flavor, "queue": "research", "priority_class": "hi"})
     workload = backend.dryrun(spec).request["manifests"][-1]
     assert workload["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+
+
+def test_the_headless_service_selects_the_pods_on_kubernetes_1_26(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path
+) -> None:
+    """On 1.26 the Job controller labels pods ``job-name`` only: the Service must still select
+    them, or ``<job>-0.<job>`` (the rendezvous address) never resolves."""
+    from jupyter_disttrain.backends.kubernetes.client import KubeClient, Resource
+
+    from .conftest import start_toy
+
+    gen = start_toy(monkeypatch, tmp_path, version=(1, 26))
+    next(gen)
+    try:
+        backend = KubernetesBackend(backend_store(workspace))
+        job_id = backend.submit(ddp_spec(workspace, options={"flavor": "job"}), SLOW_SCRIPT)
+        wait_for(backend, job_id, lambda s: all(r.phase is JobPhase.RUNNING for r in s.replicas))
+        client = KubeClient.from_environment()
+        assert client is not None
+        endpoints = Resource("", "v1", "endpoints", "Endpoints")
+        deadline = time.monotonic() + 30
+        hosts: list[str] = []
+        while time.monotonic() < deadline and len(hosts) < 2:
+            ep = client.get(endpoints, "team-a", job_id) or {}
+            hosts = [a.get("hostname", "") for s in ep.get("subsets", []) for a in s.get("addresses", [])]
+            time.sleep(0.1)
+        assert sorted(hosts) == [f"{job_id}-0", f"{job_id}-1"]
+        backend.cancel(job_id)
+    finally:
+        gen.close()

@@ -1,13 +1,16 @@
 """Toy controllers for the fake API server: Indexed Job, PyTorchJob, and a kubelet that runs
 each pod's container command as a LOCAL PROCESS with the pod's environment.
 
-The controllers follow the real ones where the backend can see it: pod names, hostnames, labels,
+The controllers follow the real ones where the backend can see it: pod names, hostnames, labels
+(the Job controller's by server version: ``batch.kubernetes.io/job-name`` only from 1.27),
 annotations and injected env (``JOB_COMPLETION_INDEX``; the Kubeflow operator's ``PET_*``,
 ``MASTER_*``, ``WORLD_SIZE``, ``RANK``), job conditions and counters, events, ownerReferences.
 
 The kubelet ignores GPU requests as long as they fit its fake node (``gpus`` per node; more
 is ``Unschedulable`` with the scheduler's message), so a ``--gpus 1`` job runs CPU torchrun
-processes. Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
+processes. An endpoints controller fills each Service's
+``Endpoints`` from the pods its selector matches (what cluster DNS serves for
+``<hostname>.<service>``). Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
 127.0.0.1 and each job's port to a free local one. Volumes: PVC mounts must be host paths
 (the tests mount tmp dirs at the same paths, as a shared PVC would be); emptyDir and configMap
 mounts are materialised in a per-pod sandbox and their paths rewritten in argv, env and cwd.
@@ -30,11 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .fakeapi import BATCH_JOBS, PYTORCHJOBS, T9KJOBS, ApiStatus, FakeCluster, now
+from .fakeapi import BATCH_JOBS, PYTORCHJOBS, T9KJOBS, ApiStatus, FakeCluster, label_matcher, now
 
 PODS = "/v1/pods"
 SERVICES = "/v1/services"
 CONFIGMAPS = "/v1/configmaps"
+ENDPOINTS = "/v1/endpoints"
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -153,7 +157,7 @@ class IndexedJobController(Loop):
                 ]
                 if idx in done_idx or live:
                     continue
-                pod = self._make_pod(job, idx)
+                pod = self._make_pod(job, idx, c.version)
                 try:
                     c.create(PODS, ns, pod)
                 except ApiStatus as exc:  # as the real controller: an event, and try again later
@@ -228,20 +232,16 @@ class IndexedJobController(Loop):
                     c.delete(PODS, ns, p["metadata"]["name"])
 
     @staticmethod
-    def _make_pod(job: dict[str, Any], idx: int) -> dict[str, Any]:
+    def _make_pod(job: dict[str, Any], idx: int, version: tuple[int, int]) -> dict[str, Any]:
         name = job["metadata"]["name"]
         pod = _pod_from_template(job, job["spec"]["template"], f"{name}-{idx}-{secrets.token_hex(3)[:5]}")
         labels = pod["metadata"].setdefault("labels", {})
         uid = job["metadata"]["uid"]
-        labels.update(
-            {
-                "batch.kubernetes.io/job-name": name,
-                "job-name": name,
-                "batch.kubernetes.io/controller-uid": uid,
-                "controller-uid": uid,
-                "batch.kubernetes.io/job-completion-index": str(idx),
-            }
-        )
+        labels.update({"job-name": name, "controller-uid": uid})
+        if version >= (1, 27):  # the prefixed labels are new in 1.27, the index label in 1.28
+            labels.update({"batch.kubernetes.io/job-name": name, "batch.kubernetes.io/controller-uid": uid})
+        if version >= (1, 28):
+            labels["batch.kubernetes.io/job-completion-index"] = str(idx)
         pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(idx)
         pod["spec"]["hostname"] = f"{name}-{idx}"
         for ctr in pod["spec"]["containers"]:
@@ -452,6 +452,63 @@ class T9kJobController(Loop):
                 _set_condition(cs, "Failed", "True", "ReplicaFailed", "a replica failed")
 
         c.update(T9KJOBS.key, ns, name, status)
+
+
+class EndpointsController(Loop):
+    """Each Service with a selector gets an ``Endpoints`` of the pods it selects that have an IP:
+    what cluster DNS answers for ``<service>`` and ``<pod hostname>.<service>``."""
+
+    def reconcile(self) -> None:
+        c = self.cluster
+        pods = c.items(PODS)
+        services = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in c.items(SERVICES)}
+        for ep in c.items(ENDPOINTS):
+            if (ep["metadata"]["namespace"], ep["metadata"]["name"]) not in services:
+                with contextlib.suppress(ApiStatus):
+                    c.delete(ENDPOINTS, ep["metadata"]["namespace"], ep["metadata"]["name"])
+        for (ns, name), svc in services.items():
+            selector = svc["spec"].get("selector")
+            if selector:
+                self._sync(ns, name, svc, [p for p in pods if p["metadata"]["namespace"] == ns], selector)
+
+    def _sync(
+        self, ns: str, name: str, svc: dict[str, Any], pods: list[dict[str, Any]], selector: dict[str, str]
+    ) -> None:
+        match = label_matcher(",".join(f"{k}={v}" for k, v in selector.items()))
+        addresses = []
+        for p in pods:
+            ready = any(
+                x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions", [])
+            )
+            live = p["status"].get("phase") in ("Pending", "Running") and p["status"].get("podIP")
+            if (
+                match(p["metadata"].get("labels", {}))
+                and live
+                and (ready or svc["spec"].get("publishNotReadyAddresses"))
+            ):
+                addr: dict[str, Any] = {
+                    "ip": p["status"]["podIP"],
+                    "targetRef": {"kind": "Pod", "name": p["metadata"]["name"], "namespace": ns},
+                }
+                if p["spec"].get("hostname") and p["spec"].get("subdomain") == name:
+                    addr["hostname"] = p["spec"]["hostname"]
+                addresses.append(addr)
+        ports = [
+            {"name": x.get("name", ""), "port": x.get("targetPort", x["port"]), "protocol": "TCP"}
+            for x in svc["spec"].get("ports", [])
+        ]
+        subsets = (
+            [{"addresses": sorted(addresses, key=lambda a: a["targetRef"]["name"]), "ports": ports}]
+            if addresses
+            else []
+        )
+        if self.cluster.get(ENDPOINTS, ns, name) is None:
+            meta = {"name": name, "namespace": ns, "labels": svc["metadata"].get("labels", {})}
+            self.cluster.create(
+                ENDPOINTS, ns, {"apiVersion": "v1", "kind": "Endpoints", "metadata": meta, "subsets": subsets}
+            )
+        else:
+            self.cluster.update(ENDPOINTS, ns, name, lambda ep: ep.update(subsets=subsets))
 
 
 class ProcessKubelet(Loop):
@@ -741,7 +798,11 @@ class ToyCluster:
 
         self.cluster = FakeCluster(version, install)
         self.server = FakeApiServer(self.cluster)
-        self.loops: list[Loop] = [IndexedJobController(self.cluster), ProcessKubelet(self.cluster, **kubelet)]
+        self.loops: list[Loop] = [
+            IndexedJobController(self.cluster),
+            EndpointsController(self.cluster),
+            ProcessKubelet(self.cluster, **kubelet),
+        ]
         if "pytorchjob" in install:
             self.loops.append(PyTorchJobController(self.cluster))
         if "t9k" in install:

@@ -229,7 +229,11 @@ def configmap_size(obj: dict[str, Any]) -> int:
 
 
 def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
-    """Gives the Indexed Job's pods DNS names ``<job>-<index>.<job>`` before they are ready."""
+    """Gives the Indexed Job's pods DNS names ``<job>-<index>.<job>`` before they are ready.
+
+    It selects on our own pod labels: the Job controller's ``batch.kubernetes.io/job-name`` only
+    exists from Kubernetes 1.27, and a selector that matches no pod leaves the names unresolved.
+    """
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -237,7 +241,7 @@ def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {"batch.kubernetes.io/job-name": object_name(job_id), JOB_ID_LABEL: job_id},
+            "selector": labels(job_id),
             "ports": [{"name": "c10d", "port": MASTER_PORT, "targetPort": MASTER_PORT}],
         },
     }
