@@ -514,10 +514,18 @@ class EndpointsController(Loop):
 class ProcessKubelet(Loop):
     """Schedules pods onto one fake node and runs their containers as local processes."""
 
-    def __init__(self, cluster: FakeCluster, gpus: int = 8, bad_images: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        cluster: FakeCluster,
+        gpus: int = 8,
+        bad_images: tuple[str, ...] = (),
+        image_paths: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(cluster)
         self.gpus = gpus
         self.bad_images = set(bad_images)
+        # image -> the PATH its executables are on (default: this interpreter's dir, then ours)
+        self.image_paths = dict(image_paths or {})
         self.node = "fake-node-1"
         self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
         self.handled: set[tuple[str, str]] = set()
@@ -658,7 +666,8 @@ class ProcessKubelet(Loop):
     def _env(self, pod: dict[str, Any], ctr: dict[str, Any]) -> dict[str, str]:
         meta = pod["metadata"]
         env = {
-            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": self.image_paths.get(ctr["image"])
+            or os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/tmp"),
             "HOSTNAME": pod["spec"].get("hostname") or meta["name"],
         }
@@ -712,41 +721,22 @@ class ProcessKubelet(Loop):
         while True:
             if c.get(PODS, ns, name) is None:
                 return
-            c.record_event(pod, "Normal", "Started", f"Started container {ctr['name']}")
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            self.procs[(ns, name)] = proc
-            c.open_log(ns, name)
-            started = now()
-            self._update(
-                pod,
-                lambda p, r=restarts, s=started, lt=last: p["status"].update(
-                    phase="Running",
-                    startTime=p["status"].get("startTime") or s,
-                    hostIP="127.0.0.1",
-                    podIP="127.0.0.1",
-                    conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "True"}],
-                    containerStatuses=[self._cstatus(ctr, {"running": {"startedAt": s}}, r, lt)],
-                ),
-            )
-            assert proc.stdout is not None
-            for line in iter(proc.stdout.readline, b""):
-                c.append_log(ns, name, line.rstrip(b"\n"))
-            code = proc.wait()
-            code = 128 - code if code < 0 else code  # killed by a signal: 128 + signal number
-            c.close_log(ns, name)
-            term = {
-                "exitCode": code,
-                "reason": "Completed" if code == 0 else "Error",
-                "startedAt": started,
-                "finishedAt": now(),
-            }
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError:  # the runtime cannot exec the command: StartError, exit code 128
+                term = self._start_error(argv[0])
+                c.record_event(pod, "Warning", "Failed", f"Error: {term['message']}")
+            else:
+                c.record_event(pod, "Normal", "Started", f"Started container {ctr['name']}")
+                term = self._run_container(pod, ctr, proc, restarts, last)
+            code = term["exitCode"]
             if c.get(PODS, ns, name) is None:
                 return
             if (policy == "Always") or (policy == "OnFailure" and code != 0):
@@ -767,6 +757,62 @@ class ProcessKubelet(Loop):
                 ),
             )
             return
+
+    @staticmethod
+    def _start_error(command: str) -> dict[str, Any]:
+        message = (
+            "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+            f'runc create failed: unable to start container process: exec: "{command}": '
+            "executable file not found in $PATH: unknown"
+        )
+        return {"exitCode": 128, "reason": "StartError", "message": message, "finishedAt": now()}
+
+    def _run_container(
+        self,
+        pod: dict[str, Any],
+        ctr: dict[str, Any],
+        proc: subprocess.Popen[bytes],
+        restarts: int,
+        last: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Follow one run of the container; its ``terminated`` state."""
+        c = self.cluster
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        self.procs[(ns, name)] = proc
+        c.open_log(ns, name)
+        started = now()
+        self._update(
+            pod,
+            lambda p, r=restarts, s=started, lt=last: p["status"].update(
+                phase="Running",
+                startTime=p["status"].get("startTime") or s,
+                hostIP="127.0.0.1",
+                podIP="127.0.0.1",
+                conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "True"}],
+                containerStatuses=[self._cstatus(ctr, {"running": {"startedAt": s}}, r, lt)],
+            ),
+        )
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, b""):
+            c.append_log(ns, name, line.rstrip(b"\n"))
+        code = proc.wait()
+        code = 128 - code if code < 0 else code  # killed by a signal: 128 + signal number
+        c.close_log(ns, name)
+        term = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": started,
+            "finishedAt": now(),
+        }
+        if code and ctr.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            term["message"] = self._log_tail(ns, name)
+        return term
+
+    def _log_tail(self, ns: str, name: str) -> str:
+        """What the kubelet keeps of a failed container's output: its last 80 lines or 2048 bytes."""
+        with self.cluster.cond:
+            lines = [ln for _, ln in self.cluster.logs[(ns, name)].lines[-80:]]
+        return b"\n".join(lines)[-2048:].decode("utf-8", "replace")
 
     def _deleted(self, key: str, obj: dict[str, Any]) -> None:
         if key != PODS:

@@ -51,17 +51,45 @@ out = None
 if log_dir != "-":
     os.makedirs(log_dir, exist_ok=True)
     out = open(os.path.join(log_dir, replica + ".log"), "ab", buffering=0)
-child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-for sig in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(sig, lambda num, frame: child.send_signal(num))
-for chunk in iter(lambda: child.stdout.read1(65536), b""):
+def emit(chunk):
     sys.stdout.buffer.write(chunk)
     sys.stdout.buffer.flush()
     if out:
         out.write(chunk)
+try:
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+except FileNotFoundError:
+    hint = " is not on PATH in this image; use an image with PyTorch (--image)"
+    emit(f"jupyter-disttrain: {cmd[0]}{hint}\\n".encode())
+    sys.exit(127)
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda num, frame: child.send_signal(num))
+for chunk in iter(lambda: child.stdout.read1(65536), b""):
+    emit(chunk)
 code = child.wait()
 sys.exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N, as a shell reports it
 """
+
+# Runs the wrapper with the image's Python, found as torchrun is (on PATH: python3, python), else
+# the interpreter of torchrun's own "#!" line; without any, it says so. $1 is the wrapper, the
+# rest its argv: user values never enter the script.
+FIND_PYTHON = """\
+set -f
+torchrun_python() {
+  t=$(command -v torchrun) && IFS= read -r line < "$t" || return 0
+  case $line in '#!'*) set -- ${line#??}; [ "${1##*/}" = env ] && shift; echo "$1";; esac
+}
+for py in python3 python "$(torchrun_python)"; do
+  if [ -n "$py" ] && command -v "$py" >/dev/null 2>&1; then
+    wrapper=$1; shift
+    exec "$py" -u -c "$wrapper" "$@"
+  fi
+done
+echo "$0: this image has no python3 or python on PATH, nor a torchrun to find one by;" \\
+  "use an image with Python and PyTorch (--image)" >&2
+exit 127
+"""
+PYTHON_LAUNCH = ("/bin/sh", "-c", FIND_PYTHON, "jupyter-disttrain")
 
 
 @dataclass(frozen=True)
@@ -358,10 +386,12 @@ def _script_path(spec: JobSpec, place: Placement) -> str:
 
 
 def container_command(spec: JobSpec, job_id: str, place: Placement) -> list[str]:
-    """``python -c WRAPPER <log dir> <replica prefix> <job id> -- torchrun ... script args``."""
+    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <replica prefix> <job id> --
+    torchrun ... script args``: the image's python runs the wrapper, which runs torchrun."""
     log_dir = posixpath.join(place.job_dir, "logs") if place.pvc_for_job_dir else "-"
     launcher = ["torchrun", "--tee", "3", _script_path(spec, place), *spec.args]
-    return ["python", "-u", "-c", POD_WRAPPER, log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+    wrapper_args = [log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+    return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 
 
 def _env_value(value: str) -> str:
@@ -422,6 +452,9 @@ def pod_template(
         "env": env,
         "resources": _resources(spec, place.gpu),
         "volumeMounts": mounts,
+        # A container that fails before writing a log file (no python, no torchrun) still shows
+        # why: the kubelet puts the end of its output into the status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if place.flavor == "job":
         container["ports"] = [{"name": "c10d", "containerPort": MASTER_PORT}]
