@@ -33,9 +33,9 @@ from ...specs import (
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
-from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient, in_cluster
+from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
 from .informer import Informer, informer
-from .notebook import choose_accelerator
+from .notebook import choose_accelerator, find_own_pod, notebook_container
 from .options import KubeOptions, parse_options, parse_quantity
 from .podlogs import pod_log_lines
 from .status import build_status
@@ -69,14 +69,12 @@ class KubernetesBackend(Backend):
             )
         return self._client
 
-    def notebook_pod(self) -> dict[str, Any] | None:
-        """This kernel's own pod, read from the API (name from the downward API or HOSTNAME)."""
+    def notebook_pod(self) -> tuple[dict[str, Any] | None, str]:
+        """This kernel's own pod, read from the API, and how it was found (or why it was not)."""
         client = self.client(required=False)
-        name = os.environ.get("POD_NAME") or (os.environ.get("HOSTNAME") if in_cluster() else None)
-        namespace = os.environ.get("POD_NAMESPACE") or (client.default_namespace if client else None)
-        if client is None or not name or not namespace:
-            return None
-        return client.get(PODS, namespace, name)
+        if client is None:
+            return None, "no Kubernetes cluster is configured to read it from"
+        return find_own_pod(client, os.environ)
 
     # -- submit ----------------------------------------------------------------------------
     def _validate(self, spec: JobSpec) -> None:
@@ -93,13 +91,14 @@ class KubernetesBackend(Backend):
     def placement(self, spec: JobSpec, job_id: str, opts: KubeOptions) -> mf.Placement:
         """Decide namespace, image, volumes, flavour and version gates; ask the cluster only when needed."""
         client = self.client(required=opts.flavor is None)
-        pod = self.notebook_pod() if client is not None else None
+        pod, found = self.notebook_pod()
         pod_spec = (pod or {}).get("spec", {})
-        container = (pod_spec.get("containers") or [{}])[0]
+        container = notebook_container(pod, spec.working_dir, os.environ) if pod else {}
         image = spec.image or container.get("image")
         if not image:
             raise InvalidSpecError(
-                "no image: pass --image (inside a notebook pod the pod's own image is used)"
+                "no image: pass --image (the default is the notebook pod's image, but that pod was not "
+                f"found: {found})"
             )
         namespace = (
             opts.namespace
@@ -114,6 +113,10 @@ class KubernetesBackend(Backend):
         )
         secrets = tuple(s["name"] for s in pod_spec.get("imagePullSecrets", []) or [] if s.get("name"))
         gpu, why = choose_accelerator(spec.accelerator, container if pod else None)
+        inherited = None
+        if pod is not None:
+            meta = pod["metadata"]
+            inherited = f"pod {meta['namespace']}/{meta['name']}, container {container.get('name')} ({found})"
         return mf.Placement(
             namespace=namespace,
             image=image,
@@ -124,6 +127,7 @@ class KubernetesBackend(Backend):
             image_pull_secrets=secrets,
             gpu=gpu,
             accelerator_reason=why,
+            notebook=inherited,
         )
 
     def discover_flavor(self) -> str:
@@ -157,12 +161,15 @@ class KubernetesBackend(Backend):
             # Where the job really runs, as the local backend records it (the job list's GPUs).
             "device": "cuda" if place.gpu else "cpu",
             "device_reason": place.accelerator_reason,
+            "notebook_pod": place.notebook,  # what image, mounts and accelerator came from
         }
         header = (
             f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
             f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
             f"# {_device_line(spec.nproc_per_node, request)}\n"
         )
+        if place.notebook:
+            header += f"# inherited from the notebook: {place.notebook}\n"
         if place.pvc_for_job_dir is None:
             header += (
                 "# the job dir is not on a mounted PVC: the script ships in a ConfigMap, logs via pods/log\n"

@@ -105,11 +105,12 @@ class Placement:
     image_pull_secrets: tuple[str, ...] = ()
     gpu: bool = False
     accelerator_reason: str = ""
+    notebook: str | None = None  # the notebook pod and container inherited from, if any
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
         """The mounted claim that holds the job dir, if any (then pods see it at the same path)."""
-        return next((v for v in self.volumes if _under(self.job_dir, v.mount_path)), None)
+        return next((v for v in self.volumes if under(self.job_dir, v.mount_path)), None)
 
     @property
     def pod_job_dir(self) -> str:
@@ -120,7 +121,7 @@ class Placement:
         )
 
 
-def _under(path: str, root: str) -> bool:
+def under(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
     return path == root or path.startswith(root + "/") or root == "/"
 
@@ -441,7 +442,7 @@ def pod_template(
         mounts.append({"name": "job-dir", "mountPath": job_dir})
 
     working_dir = spec.working_dir
-    if not working_dir or not any(_under(working_dir, v.mount_path) for v in place.volumes):
+    if not working_dir or not any(under(working_dir, v.mount_path) for v in place.volumes):
         working_dir = job_dir if place.pvc_for_job_dir else CODE_DIR
 
     container: dict[str, Any] = {
