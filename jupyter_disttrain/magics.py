@@ -137,8 +137,16 @@ class DistTrainMagics(Magics):
         default=1,
         help="number of nodes (torchrun agents); several on one machine for the local backend",
     )
-    @argument("--name", default="distrun", help="job name: lower-case letters, digits and '-'")
-    @argument("--backend", default=None, help="local (default) or kubernetes (default inside a pod)")
+    @argument(
+        "--name",
+        default="distrun",
+        help="job name: lower-case letters, digits and '-' (Kubernetes: starting with a letter)",
+    )
+    @argument(
+        "--backend",
+        default=None,
+        help="local (default) or kubernetes (default inside a pod, with the kubernetes client installed)",
+    )
     @argument(
         "--max-restarts",
         type=_non_negative,

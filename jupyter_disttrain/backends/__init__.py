@@ -25,7 +25,9 @@ _BUILTIN = {
     "local": "jupyter_disttrain.backends.local:LocalBackend",
     "kubernetes": "jupyter_disttrain.backends.kubernetes:KubernetesBackend",
 }
-_SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# Where Kubernetes mounts a pod's service-account token (and namespace, CA).
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+KUBERNETES_EXTRA = "pip install 'jupyter_disttrain[kubernetes]'"
 
 
 def _entry_points() -> list[EntryPoint]:
@@ -40,12 +42,30 @@ def backend_names() -> list[str]:
     return sorted(names)
 
 
+def in_pod_with_service_account() -> bool:
+    """True inside a pod that has a service account token mounted."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        os.path.join(SERVICE_ACCOUNT_DIR, "token")
+    )
+
+
+def kubernetes_client_available() -> bool:
+    """Whether the ``kubernetes`` package can be imported (looked up, not imported: it is slow)."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("kubernetes") is not None
+    except (ImportError, ValueError):  # a blocked or half-imported package
+        return False
+
+
 def default_backend_name() -> str:
-    """``$DISTTRAIN_BACKEND``; else Kubernetes inside a pod with a service account; else local."""
+    """``$DISTTRAIN_BACKEND``; else Kubernetes inside a pod with a service account when the
+    ``kubernetes`` client is installed (a base install in a pod stays local); else local."""
     chosen = os.environ.get(BACKEND_ENV)
     if chosen:
         return chosen
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(_SERVICE_ACCOUNT_TOKEN):
+    if in_pod_with_service_account() and kubernetes_client_available():
         return "kubernetes"
     return "local"
 

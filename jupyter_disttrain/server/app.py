@@ -46,7 +46,7 @@ class DistTrainApp(ExtensionApp):
     default_backend = Unicode(
         help="""Backend for jobs submitted through the API without one ('local',
         'kubernetes' or a plugin's name). Default: $DISTTRAIN_BACKEND, else kubernetes
-        inside a pod with a service account, else local.""",
+        inside a pod with a service account when the kubernetes client is installed, else local.""",
     ).tag(config=True)
 
     tensorboard_command = List(

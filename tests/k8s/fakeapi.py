@@ -10,7 +10,10 @@ Stdlib only. What it serves, as the API server does:
   history before it is compacted), ``labelSelector`` (=, ==, !=, exists, !, in, notin),
   ``fieldSelector`` (dotted paths, = and !=), ``timeoutSeconds`` and bookmarks;
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
-* RBAC denials (403 with the API server's message) and dropped watches, for failure tests.
+* RBAC denials (403 with the API server's message) and dropped watches, for failure tests;
+* name validation with the API server's 422 answers: every name a DNS-1123 subdomain, Services
+  (and, through the training operator's webhook, PyTorchJobs) DNS-1035 labels, a pod's hostname
+  and subdomain DNS-1123 labels, label values at most 63 characters.
 
 It counts every request, so tests and the bench can say how many calls a refresh costs.
 """
@@ -51,6 +54,7 @@ CORE = [
     ResourceType("", "v1", "services", "Service"),
     ResourceType("", "v1", "configmaps", "ConfigMap"),
     ResourceType("", "v1", "events", "Event"),
+    ResourceType("", "v1", "endpoints", "Endpoints"),
 ]
 BATCH_JOBS = ResourceType("batch", "v1", "jobs", "Job")
 PYTORCHJOBS = ResourceType("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
@@ -79,6 +83,64 @@ class ApiStatus(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+
+
+# -- validation (the API server's rules and wording) ------------------------------------------------
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_ALNUM_END = "and end with an alphanumeric character"
+_RULES = {
+    "subdomain": (
+        _DNS1123_SUBDOMAIN,
+        253,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+        f"'.', and must start {_ALNUM_END}",
+    ),
+    "label": (
+        _DNS1123_LABEL,
+        63,
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+        f"and must start {_ALNUM_END}",
+    ),
+    "dns1035": (
+        _DNS1035_LABEL,
+        63,
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+        f"start with an alphabetic character, {_ALNUM_END}",
+    ),
+    "label value": (_LABEL_VALUE, 63, "a valid label must be an empty string or consist of alphanumerics"),
+}
+# Kinds whose names are DNS-1035 labels: Services (the API server) and PyTorchJobs (the
+# training operator's validating webhook).
+_DNS1035_KINDS = ("Service", "PyTorchJob")
+
+
+def _invalid(kind: str, name: str, path: str, value: str, rule: str) -> str | None:
+    pattern, limit, what = _RULES[rule]
+    if len(value) > limit:
+        why = f"must be no more than {limit} characters"
+    elif not pattern.match(value):
+        why = what
+    else:
+        return None
+    return f'{kind} "{name}" is invalid: {path}: Invalid value: "{value}": {why}'
+
+
+def validate(kind: str, obj: dict[str, Any]) -> None:
+    """Raise 422 Invalid for what the API server (or an admission webhook) would refuse."""
+    meta = obj.get("metadata", {})
+    name = meta.get("name", "")
+    spec = obj.get("spec") or {}
+    checks = [("metadata.name", name, "dns1035" if kind in _DNS1035_KINDS else "subdomain")]
+    checks += [(f"metadata.labels: {k}", str(v), "label value") for k, v in meta.get("labels", {}).items()]
+    if kind == "Pod":
+        checks += [(f"spec.{k}", spec[k], "label") for k in ("hostname", "subdomain") if k in spec]
+    for path, value, rule in checks:
+        message = _invalid(kind, name, path, value, rule)
+        if message:
+            raise ApiStatus(422, "Invalid", message)
 
 
 # -- selectors ---------------------------------------------------------------------------------
@@ -196,6 +258,7 @@ class FakeCluster:
         name = meta.get("name")
         if not name:
             raise ApiStatus(422, "Invalid", f"{t.kind} is invalid: metadata.name: Required value")
+        validate(t.kind, obj)
         if meta.get("namespace", ns) != ns:
             raise ApiStatus(
                 400, "BadRequest", "the namespace of the object does not match the namespace of the URL"

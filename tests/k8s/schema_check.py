@@ -83,9 +83,9 @@ def semantic_errors(obj: dict[str, Any]) -> list[str]:
                 errs.append("pod hostname too long")
         if spec["template"]["spec"].get("subdomain") != name:
             errs.append("subdomain must equal the Service name")
+    if obj["kind"] in ("Service", "PyTorchJob") and not _DNS1035_LABEL.match(name):
+        errs.append(f"{obj['kind']} names are DNS-1035 labels")
     if obj["kind"] == "PyTorchJob":
-        if not _DNS1035_LABEL.match(name):
-            errs.append("PyTorchJob names are DNS-1035 labels")
         reps = spec["pytorchReplicaSpecs"]
         if set(reps) - {"Master", "Worker"} or reps.get("Master", {}).get("replicas") != 1:
             errs.append("exactly one Master, optional Workers")

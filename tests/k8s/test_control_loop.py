@@ -3,6 +3,7 @@ submit, watch, status with reasons, events, logs (PVC files and pods/log), cance
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,9 @@ def test_pending_reasons_are_verbatim(
         pull = backend.submit(
             ddp_spec(workspace, image="registry.example/missing:1", options={"flavor": "job"}), ""
         )
-        big = backend.submit(ddp_spec(workspace, nproc_per_node=4, options={"flavor": "job"}), "")
+        big = backend.submit(
+            ddp_spec(workspace, nproc_per_node=4, accelerator="gpu", options={"flavor": "job"}), ""
+        )
         st = wait_for(backend, pull, lambda s: s.reason == "ImagePullBackOff")
         assert st.phase is JobPhase.PENDING and all(r.reason == "ImagePullBackOff" for r in st.replicas)
         assert any(e.reason == "Failed" and "Failed to pull image" in e.message for e in st.events)
@@ -258,3 +261,58 @@ def test_missing_list_permission_is_named(
     toy.cluster.denied.add(("list", "pods"))
     with pytest.raises(BackendError, match="may not list pods in namespace 'team-a'"):
         backend.describe(job_id)
+
+
+def test_pytorchjob_priority_class_and_queue_reach_the_pods_and_kueue(
+    toy_kubeflow: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
+    """Without a gang scheduler the operator ignores schedulingPolicy: the pods carry the
+    priority class themselves, and Kueue reads its label on the workload."""
+    options = {"flavor": "pytorchjob", "priority_class": "team-high", "queue": "research"}
+    job_id = backend.submit(ddp_spec(workspace, options=options), DDP_SCRIPT)
+    wait_for(backend, job_id, lambda s: len(s.replicas) == 2 and all(r.node for r in s.replicas))
+    c = toy_kubeflow.cluster
+    pj = c.get("kubeflow.org/v1/pytorchjobs", "team-a", job_id)
+    assert pj is not None and pj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+    pods = [p for p in c.items(PODS) if p["metadata"]["labels"].get("disttrain.io/job-id") == job_id]
+    assert len(pods) == 2 and {p["spec"].get("priorityClassName") for p in pods} == {"team-high"}
+    backend.cancel(job_id)
+
+
+@pytest.mark.parametrize("flavor", ["job", "t9k"])
+def test_every_flavour_carries_the_kueue_label(
+    backend: KubernetesBackend, workspace: Path, flavor: str
+) -> None:
+    spec = ddp_spec(workspace, options={"flavor": flavor, "queue": "research", "priority_class": "hi"})
+    workload = backend.dryrun(spec).request["manifests"][-1]
+    assert workload["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+
+
+def test_the_headless_service_selects_the_pods_on_kubernetes_1_26(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path
+) -> None:
+    """On 1.26 the Job controller labels pods ``job-name`` only: the Service must still select
+    them, or ``<job>-0.<job>`` (the rendezvous address) never resolves."""
+    from jupyter_disttrain.backends.kubernetes.client import KubeClient, Resource
+
+    from .conftest import start_toy
+
+    gen = start_toy(monkeypatch, tmp_path, version=(1, 26))
+    next(gen)
+    try:
+        backend = KubernetesBackend(backend_store(workspace))
+        job_id = backend.submit(ddp_spec(workspace, options={"flavor": "job"}), SLOW_SCRIPT)
+        wait_for(backend, job_id, lambda s: all(r.phase is JobPhase.RUNNING for r in s.replicas))
+        client = KubeClient.from_environment()
+        assert client is not None
+        endpoints = Resource("", "v1", "endpoints", "Endpoints")
+        deadline = time.monotonic() + 30
+        hosts: list[str] = []
+        while time.monotonic() < deadline and len(hosts) < 2:
+            ep = client.get(endpoints, "team-a", job_id) or {}
+            hosts = [a.get("hostname", "") for s in ep.get("subsets", []) for a in s.get("addresses", [])]
+            time.sleep(0.1)
+        assert sorted(hosts) == [f"{job_id}-0", f"{job_id}-1"]
+        backend.cancel(job_id)
+    finally:
+        gen.close()

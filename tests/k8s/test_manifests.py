@@ -48,6 +48,7 @@ def make_spec(tmp_path: Path, flavor: str, version: str = "1.33", **kw: object) 
         working_dir=str(tmp_path / "ws" / "project"),
         env={"NCCL_DEBUG": "WARN", "ODD": "$(HOME) stays literal"},
         max_restarts=0,
+        accelerator="gpu",  # no notebook pod to follow here: GPUs are asked for
         args=["--epochs", "1"],
         options={
             "flavor": flavor,
@@ -56,6 +57,7 @@ def make_spec(tmp_path: Path, flavor: str, version: str = "1.33", **kw: object) 
             "node_selector": ["gpu-type=a100"],
             "tolerations": ["dedicated=ml:NoSchedule"],
             "priority_class": "high",
+            "queue": "research",
         },
     )
     base.update(kw)
@@ -145,8 +147,8 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     ]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     # The user's values reach the pod as argv of a constant wrapper, never inside a shell string.
-    assert c["command"][:4] == ["python", "-u", "-c", mf.POD_WRAPPER]
-    assert c["command"][4:] == [
+    assert c["command"][:5] == [*mf.PYTHON_LAUNCH, mf.POD_WRAPPER]
+    assert c["command"][5:] == [
         job_dir + "/logs", "node-", "mnist-ddp-ab12c", "--",
         "torchrun", "--tee", "3", job_dir + "/train.py", "--epochs", "1",
     ]  # fmt: skip
@@ -180,7 +182,7 @@ def test_configmap_when_job_dir_is_not_on_a_volume(backend: KubernetesBackend, t
     cm, _, job = info.request["manifests"]
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == "mnist-ddp-ab12c-code"
     c = job["spec"]["template"]["spec"]["containers"][0]
-    assert c["workingDir"] == mf.CODE_DIR and c["command"][4] == "-"  # logs via pods/log
+    assert c["workingDir"] == mf.CODE_DIR and c["command"][5] == "-"  # logs via pods/log
     assert "/disttrain/code/train.py" in c["command"]
     assert info.request["logs_on_pvc"] is False
     for obj in info.request["manifests"]:

@@ -1,13 +1,16 @@
 """Toy controllers for the fake API server: Indexed Job, PyTorchJob, and a kubelet that runs
 each pod's container command as a LOCAL PROCESS with the pod's environment.
 
-The controllers follow the real ones where the backend can see it: pod names, hostnames, labels,
+The controllers follow the real ones where the backend can see it: pod names, hostnames, labels
+(the Job controller's by server version: ``batch.kubernetes.io/job-name`` only from 1.27),
 annotations and injected env (``JOB_COMPLETION_INDEX``; the Kubeflow operator's ``PET_*``,
 ``MASTER_*``, ``WORLD_SIZE``, ``RANK``), job conditions and counters, events, ownerReferences.
 
 The kubelet ignores GPU requests as long as they fit its fake node (``gpus`` per node; more
 is ``Unschedulable`` with the scheduler's message), so a ``--gpus 1`` job runs CPU torchrun
-processes. Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
+processes. An endpoints controller fills each Service's
+``Endpoints`` from the pods its selector matches (what cluster DNS serves for
+``<hostname>.<service>``). Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
 127.0.0.1 and each job's port to a free local one. Volumes: PVC mounts must be host paths
 (the tests mount tmp dirs at the same paths, as a shared PVC would be); emptyDir and configMap
 mounts are materialised in a per-pod sandbox and their paths rewritten in argv, env and cwd.
@@ -30,11 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .fakeapi import BATCH_JOBS, PYTORCHJOBS, T9KJOBS, FakeCluster, now
+from .fakeapi import BATCH_JOBS, PYTORCHJOBS, T9KJOBS, ApiStatus, FakeCluster, label_matcher, now
 
 PODS = "/v1/pods"
 SERVICES = "/v1/services"
 CONFIGMAPS = "/v1/configmaps"
+ENDPOINTS = "/v1/endpoints"
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -153,8 +157,12 @@ class IndexedJobController(Loop):
                 ]
                 if idx in done_idx or live:
                     continue
-                pod = self._make_pod(job, idx)
-                c.create(PODS, ns, pod)
+                pod = self._make_pod(job, idx, c.version)
+                try:
+                    c.create(PODS, ns, pod)
+                except ApiStatus as exc:  # as the real controller: an event, and try again later
+                    c.record_event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+                    continue
                 c.record_event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
         rules = job["spec"].get("successPolicy", {}).get("rules", [])
         success = len(done_idx) == completions or any(
@@ -224,20 +232,16 @@ class IndexedJobController(Loop):
                     c.delete(PODS, ns, p["metadata"]["name"])
 
     @staticmethod
-    def _make_pod(job: dict[str, Any], idx: int) -> dict[str, Any]:
+    def _make_pod(job: dict[str, Any], idx: int, version: tuple[int, int]) -> dict[str, Any]:
         name = job["metadata"]["name"]
         pod = _pod_from_template(job, job["spec"]["template"], f"{name}-{idx}-{secrets.token_hex(3)[:5]}")
         labels = pod["metadata"].setdefault("labels", {})
         uid = job["metadata"]["uid"]
-        labels.update(
-            {
-                "batch.kubernetes.io/job-name": name,
-                "job-name": name,
-                "batch.kubernetes.io/controller-uid": uid,
-                "controller-uid": uid,
-                "batch.kubernetes.io/job-completion-index": str(idx),
-            }
-        )
+        labels.update({"job-name": name, "controller-uid": uid})
+        if version >= (1, 27):  # the prefixed labels are new in 1.27, the index label in 1.28
+            labels.update({"batch.kubernetes.io/job-name": name, "batch.kubernetes.io/controller-uid": uid})
+        if version >= (1, 28):
+            labels["batch.kubernetes.io/job-completion-index"] = str(idx)
         pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(idx)
         pod["spec"]["hostname"] = f"{name}-{idx}"
         for ctr in pod["spec"]["containers"]:
@@ -450,13 +454,78 @@ class T9kJobController(Loop):
         c.update(T9KJOBS.key, ns, name, status)
 
 
+class EndpointsController(Loop):
+    """Each Service with a selector gets an ``Endpoints`` of the pods it selects that have an IP:
+    what cluster DNS answers for ``<service>`` and ``<pod hostname>.<service>``."""
+
+    def reconcile(self) -> None:
+        c = self.cluster
+        pods = c.items(PODS)
+        services = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in c.items(SERVICES)}
+        for ep in c.items(ENDPOINTS):
+            if (ep["metadata"]["namespace"], ep["metadata"]["name"]) not in services:
+                with contextlib.suppress(ApiStatus):
+                    c.delete(ENDPOINTS, ep["metadata"]["namespace"], ep["metadata"]["name"])
+        for (ns, name), svc in services.items():
+            selector = svc["spec"].get("selector")
+            if selector:
+                self._sync(ns, name, svc, [p for p in pods if p["metadata"]["namespace"] == ns], selector)
+
+    def _sync(
+        self, ns: str, name: str, svc: dict[str, Any], pods: list[dict[str, Any]], selector: dict[str, str]
+    ) -> None:
+        match = label_matcher(",".join(f"{k}={v}" for k, v in selector.items()))
+        addresses = []
+        for p in pods:
+            ready = any(
+                x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions", [])
+            )
+            live = p["status"].get("phase") in ("Pending", "Running") and p["status"].get("podIP")
+            if (
+                match(p["metadata"].get("labels", {}))
+                and live
+                and (ready or svc["spec"].get("publishNotReadyAddresses"))
+            ):
+                addr: dict[str, Any] = {
+                    "ip": p["status"]["podIP"],
+                    "targetRef": {"kind": "Pod", "name": p["metadata"]["name"], "namespace": ns},
+                }
+                if p["spec"].get("hostname") and p["spec"].get("subdomain") == name:
+                    addr["hostname"] = p["spec"]["hostname"]
+                addresses.append(addr)
+        ports = [
+            {"name": x.get("name", ""), "port": x.get("targetPort", x["port"]), "protocol": "TCP"}
+            for x in svc["spec"].get("ports", [])
+        ]
+        subsets = (
+            [{"addresses": sorted(addresses, key=lambda a: a["targetRef"]["name"]), "ports": ports}]
+            if addresses
+            else []
+        )
+        if self.cluster.get(ENDPOINTS, ns, name) is None:
+            meta = {"name": name, "namespace": ns, "labels": svc["metadata"].get("labels", {})}
+            self.cluster.create(
+                ENDPOINTS, ns, {"apiVersion": "v1", "kind": "Endpoints", "metadata": meta, "subsets": subsets}
+            )
+        else:
+            self.cluster.update(ENDPOINTS, ns, name, lambda ep: ep.update(subsets=subsets))
+
+
 class ProcessKubelet(Loop):
     """Schedules pods onto one fake node and runs their containers as local processes."""
 
-    def __init__(self, cluster: FakeCluster, gpus: int = 8, bad_images: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        cluster: FakeCluster,
+        gpus: int = 8,
+        bad_images: tuple[str, ...] = (),
+        image_paths: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(cluster)
         self.gpus = gpus
         self.bad_images = set(bad_images)
+        # image -> the PATH its executables are on (default: this interpreter's dir, then ours)
+        self.image_paths = dict(image_paths or {})
         self.node = "fake-node-1"
         self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
         self.handled: set[tuple[str, str]] = set()
@@ -597,7 +666,8 @@ class ProcessKubelet(Loop):
     def _env(self, pod: dict[str, Any], ctr: dict[str, Any]) -> dict[str, str]:
         meta = pod["metadata"]
         env = {
-            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": self.image_paths.get(ctr["image"])
+            or os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/tmp"),
             "HOSTNAME": pod["spec"].get("hostname") or meta["name"],
         }
@@ -651,41 +721,22 @@ class ProcessKubelet(Loop):
         while True:
             if c.get(PODS, ns, name) is None:
                 return
-            c.record_event(pod, "Normal", "Started", f"Started container {ctr['name']}")
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            self.procs[(ns, name)] = proc
-            c.open_log(ns, name)
-            started = now()
-            self._update(
-                pod,
-                lambda p, r=restarts, s=started, lt=last: p["status"].update(
-                    phase="Running",
-                    startTime=p["status"].get("startTime") or s,
-                    hostIP="127.0.0.1",
-                    podIP="127.0.0.1",
-                    conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "True"}],
-                    containerStatuses=[self._cstatus(ctr, {"running": {"startedAt": s}}, r, lt)],
-                ),
-            )
-            assert proc.stdout is not None
-            for line in iter(proc.stdout.readline, b""):
-                c.append_log(ns, name, line.rstrip(b"\n"))
-            code = proc.wait()
-            code = 128 - code if code < 0 else code  # killed by a signal: 128 + signal number
-            c.close_log(ns, name)
-            term = {
-                "exitCode": code,
-                "reason": "Completed" if code == 0 else "Error",
-                "startedAt": started,
-                "finishedAt": now(),
-            }
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError:  # the runtime cannot exec the command: StartError, exit code 128
+                term = self._start_error(argv[0])
+                c.record_event(pod, "Warning", "Failed", f"Error: {term['message']}")
+            else:
+                c.record_event(pod, "Normal", "Started", f"Started container {ctr['name']}")
+                term = self._run_container(pod, ctr, proc, restarts, last)
+            code = term["exitCode"]
             if c.get(PODS, ns, name) is None:
                 return
             if (policy == "Always") or (policy == "OnFailure" and code != 0):
@@ -706,6 +757,62 @@ class ProcessKubelet(Loop):
                 ),
             )
             return
+
+    @staticmethod
+    def _start_error(command: str) -> dict[str, Any]:
+        message = (
+            "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+            f'runc create failed: unable to start container process: exec: "{command}": '
+            "executable file not found in $PATH: unknown"
+        )
+        return {"exitCode": 128, "reason": "StartError", "message": message, "finishedAt": now()}
+
+    def _run_container(
+        self,
+        pod: dict[str, Any],
+        ctr: dict[str, Any],
+        proc: subprocess.Popen[bytes],
+        restarts: int,
+        last: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Follow one run of the container; its ``terminated`` state."""
+        c = self.cluster
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        self.procs[(ns, name)] = proc
+        c.open_log(ns, name)
+        started = now()
+        self._update(
+            pod,
+            lambda p, r=restarts, s=started, lt=last: p["status"].update(
+                phase="Running",
+                startTime=p["status"].get("startTime") or s,
+                hostIP="127.0.0.1",
+                podIP="127.0.0.1",
+                conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "True"}],
+                containerStatuses=[self._cstatus(ctr, {"running": {"startedAt": s}}, r, lt)],
+            ),
+        )
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, b""):
+            c.append_log(ns, name, line.rstrip(b"\n"))
+        code = proc.wait()
+        code = 128 - code if code < 0 else code  # killed by a signal: 128 + signal number
+        c.close_log(ns, name)
+        term = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": started,
+            "finishedAt": now(),
+        }
+        if code and ctr.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            term["message"] = self._log_tail(ns, name)
+        return term
+
+    def _log_tail(self, ns: str, name: str) -> str:
+        """What the kubelet keeps of a failed container's output: its last 80 lines or 2048 bytes."""
+        with self.cluster.cond:
+            lines = [ln for _, ln in self.cluster.logs[(ns, name)].lines[-80:]]
+        return b"\n".join(lines)[-2048:].decode("utf-8", "replace")
 
     def _deleted(self, key: str, obj: dict[str, Any]) -> None:
         if key != PODS:
@@ -737,7 +844,11 @@ class ToyCluster:
 
         self.cluster = FakeCluster(version, install)
         self.server = FakeApiServer(self.cluster)
-        self.loops: list[Loop] = [IndexedJobController(self.cluster), ProcessKubelet(self.cluster, **kubelet)]
+        self.loops: list[Loop] = [
+            IndexedJobController(self.cluster),
+            EndpointsController(self.cluster),
+            ProcessKubelet(self.cluster, **kubelet),
+        ]
         if "pytorchjob" in install:
             self.loops.append(PyTorchJobController(self.cluster))
         if "t9k" in install:

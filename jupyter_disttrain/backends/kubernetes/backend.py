@@ -33,8 +33,9 @@ from ...specs import (
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
-from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient, in_cluster
+from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
 from .informer import Informer, informer
+from .notebook import choose_accelerator, find_own_pod, notebook_container
 from .options import KubeOptions, parse_options, parse_quantity
 from .podlogs import pod_log_lines
 from .status import build_status
@@ -68,14 +69,12 @@ class KubernetesBackend(Backend):
             )
         return self._client
 
-    def notebook_pod(self) -> dict[str, Any] | None:
-        """This kernel's own pod, read from the API (name from the downward API or HOSTNAME)."""
+    def notebook_pod(self) -> tuple[dict[str, Any] | None, str]:
+        """This kernel's own pod, read from the API, and how it was found (or why it was not)."""
         client = self.client(required=False)
-        name = os.environ.get("POD_NAME") or (os.environ.get("HOSTNAME") if in_cluster() else None)
-        namespace = os.environ.get("POD_NAMESPACE") or (client.default_namespace if client else None)
-        if client is None or not name or not namespace:
-            return None
-        return client.get(PODS, namespace, name)
+        if client is None:
+            return None, "no Kubernetes cluster is configured to read it from"
+        return find_own_pod(client, os.environ)
 
     # -- submit ----------------------------------------------------------------------------
     def _validate(self, spec: JobSpec) -> None:
@@ -92,13 +91,14 @@ class KubernetesBackend(Backend):
     def placement(self, spec: JobSpec, job_id: str, opts: KubeOptions) -> mf.Placement:
         """Decide namespace, image, volumes, flavour and version gates; ask the cluster only when needed."""
         client = self.client(required=opts.flavor is None)
-        pod = self.notebook_pod() if client is not None else None
+        pod, found = self.notebook_pod()
         pod_spec = (pod or {}).get("spec", {})
-        container = (pod_spec.get("containers") or [{}])[0]
+        container = notebook_container(pod, spec.working_dir, os.environ) if pod else {}
         image = spec.image or container.get("image")
         if not image:
             raise InvalidSpecError(
-                "no image: pass --image (inside a notebook pod the pod's own image is used)"
+                "no image: pass --image (the default is the notebook pod's image, but that pod was not "
+                f"found: {found})"
             )
         namespace = (
             opts.namespace
@@ -112,6 +112,11 @@ class KubernetesBackend(Backend):
             opts.k8s_version or (self._server_version(client) if client else None) or DEFAULT_K8S_VERSION
         )
         secrets = tuple(s["name"] for s in pod_spec.get("imagePullSecrets", []) or [] if s.get("name"))
+        gpu, why = choose_accelerator(spec.accelerator, container if pod else None)
+        inherited = None
+        if pod is not None:
+            meta = pod["metadata"]
+            inherited = f"pod {meta['namespace']}/{meta['name']}, container {container.get('name')} ({found})"
         return mf.Placement(
             namespace=namespace,
             image=image,
@@ -120,6 +125,9 @@ class KubernetesBackend(Backend):
             job_dir=str(self.store.job_dir(job_id)),
             volumes=tuple(volumes),
             image_pull_secrets=secrets,
+            gpu=gpu,
+            accelerator_reason=why,
+            notebook=inherited,
         )
 
     def discover_flavor(self) -> str:
@@ -143,15 +151,6 @@ class KubernetesBackend(Backend):
         opts = parse_options(spec.options)
         place = self.placement(spec, job_id, opts)
         objects = mf.build_manifests(spec, job_id, opts, place, dict(payload))
-        header = (
-            f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
-            f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
-        )
-        if place.pvc_for_job_dir is None:
-            header += (
-                "# the job dir is not on a mounted PVC: the script ships in a ConfigMap, logs via pods/log\n"
-            )
-        text = header + yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=110)
         request = {
             "manifests": objects,
             "flavor": place.flavor,
@@ -159,7 +158,23 @@ class KubernetesBackend(Backend):
             "k8s_version": f"{place.k8s_version[0]}.{place.k8s_version[1]}",
             # T9k runs torchrun itself, without our wrapper: its output is in pods/log only.
             "logs_on_pvc": place.pvc_for_job_dir is not None and place.flavor != "t9k",
+            # Where the job really runs, as the local backend records it (the job list's GPUs).
+            "device": "cuda" if place.gpu else "cpu",
+            "device_reason": place.accelerator_reason,
+            "notebook_pod": place.notebook,  # what image, mounts and accelerator came from
         }
+        header = (
+            f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
+            f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
+            f"# {_device_line(spec.nproc_per_node, request)}\n"
+        )
+        if place.notebook:
+            header += f"# inherited from the notebook: {place.notebook}\n"
+        if place.pvc_for_job_dir is None:
+            header += (
+                "# the job dir is not on a mounted PVC: the script ships in a ConfigMap, logs via pods/log\n"
+            )
+        text = header + yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=110)
         return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.name, request=request, text=text)
 
     def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
@@ -197,6 +212,11 @@ class KubernetesBackend(Backend):
             }
         )
         self.store.write_record(record)
+        status = self.store.read_status(record.id)
+        if status is not None:  # the job's details say which accelerator it got, and why
+            line = _device_line(record.spec.nproc_per_node, record.request)
+            status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
+            self.store.write_status(status)
 
     # -- observe ---------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
@@ -393,6 +413,13 @@ def _merge_volumes(inherited: list[Volume], given: list[Volume]) -> list[Volume]
     """Flags win over the notebook's mounts at the same path; the rest is inherited."""
     paths = {v.mount_path.rstrip("/") for v in given}
     return [v for v in inherited if v.mount_path.rstrip("/") not in paths] + list(given)
+
+
+def _device_line(nproc_per_node: int, request: dict[str, Any]) -> str:
+    """``accelerator: 4 GPU(s) per pod: <why>`` from a dry run's request."""
+    gpu = request["device"] == "cuda"
+    what = f"{nproc_per_node} GPU(s) per pod" if gpu else "CPU processes (gloo), no GPU requested"
+    return f"accelerator: {what}: {request['device_reason']}"
 
 
 def _comparable(status: JobStatus) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BackendError
+from .. import KUBERNETES_EXTRA, SERVICE_ACCOUNT_DIR
+from .. import in_pod_with_service_account as in_cluster
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
-
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,6 @@ def _verb(method: str, name: str | None, query: dict[str, Any]) -> str:
     )
 
 
-def in_cluster() -> bool:
-    """True inside a pod that has a service account token mounted."""
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        os.path.join(SERVICE_ACCOUNT_DIR, "token")
-    )
-
-
 def has_kubeconfig() -> bool:
     paths = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     return any(os.path.isfile(p) for p in paths.split(os.pathsep) if p)
@@ -101,15 +94,19 @@ class KubeClient:
     @classmethod
     def from_environment(cls) -> KubeClient | None:
         """In-cluster config inside a pod, else the kubeconfig; ``None`` when neither exists."""
-        from kubernetes import client, config
-
+        if not in_cluster() and not has_kubeconfig():
+            return None
+        try:
+            from kubernetes import client, config
+        except ImportError as exc:  # a base install: say the one command that fixes it
+            raise BackendError(
+                f"the Kubernetes backend needs the kubernetes client: {KUBERNETES_EXTRA}"
+            ) from exc
         if in_cluster():
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
             ns = _read(os.path.join(SERVICE_ACCOUNT_DIR, "namespace"))
             return cls(client.ApiClient(configuration), os.environ.get("POD_NAMESPACE") or ns)
-        if not has_kubeconfig():
-            return None
         try:
             # The client reads $KUBECONFIG once at import; pass it so a changed value counts.
             path = os.environ.get("KUBECONFIG") or None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +31,13 @@ SCRATCH_ROOT = "/disttrain/jobs"
 # A ConfigMap is at most 1 MiB including its metadata; keep room for the latter.
 CONFIGMAP_LIMIT = 1_000_000
 SCRIPT_PLACEHOLDER = "# the packaged script goes here (dry run without a script)\n"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RANK_PREFIX = "[rank${rank}]:"
+# The strictest rule any of our object names meets: Services (and, through the training
+# operator's webhook, PyTorchJobs) are DNS-1035 labels, so a job id must start with a letter.
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+HOSTNAME_MAX = 63
 
 # The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
 # dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod.
@@ -45,17 +51,45 @@ out = None
 if log_dir != "-":
     os.makedirs(log_dir, exist_ok=True)
     out = open(os.path.join(log_dir, replica + ".log"), "ab", buffering=0)
-child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-for sig in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(sig, lambda num, frame: child.send_signal(num))
-for chunk in iter(lambda: child.stdout.read1(65536), b""):
+def emit(chunk):
     sys.stdout.buffer.write(chunk)
     sys.stdout.buffer.flush()
     if out:
         out.write(chunk)
+try:
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+except FileNotFoundError:
+    hint = " is not on PATH in this image; use an image with PyTorch (--image)"
+    emit(f"jupyter-disttrain: {cmd[0]}{hint}\\n".encode())
+    sys.exit(127)
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda num, frame: child.send_signal(num))
+for chunk in iter(lambda: child.stdout.read1(65536), b""):
+    emit(chunk)
 code = child.wait()
 sys.exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N, as a shell reports it
 """
+
+# Runs the wrapper with the image's Python, found as torchrun is (on PATH: python3, python), else
+# the interpreter of torchrun's own "#!" line; without any, it says so. $1 is the wrapper, the
+# rest its argv: user values never enter the script.
+FIND_PYTHON = """\
+set -f
+torchrun_python() {
+  t=$(command -v torchrun) && IFS= read -r line < "$t" || return 0
+  case $line in '#!'*) set -- ${line#??}; [ "${1##*/}" = env ] && shift; echo "$1";; esac
+}
+for py in python3 python "$(torchrun_python)"; do
+  if [ -n "$py" ] && command -v "$py" >/dev/null 2>&1; then
+    wrapper=$1; shift
+    exec "$py" -u -c "$wrapper" "$@"
+  fi
+done
+echo "$0: this image has no python3 or python on PATH, nor a torchrun to find one by;" \\
+  "use an image with Python and PyTorch (--image)" >&2
+exit 127
+"""
+PYTHON_LAUNCH = ("/bin/sh", "-c", FIND_PYTHON, "jupyter-disttrain")
 
 
 @dataclass(frozen=True)
@@ -69,11 +103,14 @@ class Placement:
     job_dir: str
     volumes: tuple[Volume, ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
+    gpu: bool = False
+    accelerator_reason: str = ""
+    notebook: str | None = None  # the notebook pod and container inherited from, if any
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
         """The mounted claim that holds the job dir, if any (then pods see it at the same path)."""
-        return next((v for v in self.volumes if _under(self.job_dir, v.mount_path)), None)
+        return next((v for v in self.volumes if under(self.job_dir, v.mount_path)), None)
 
     @property
     def pod_job_dir(self) -> str:
@@ -84,7 +121,7 @@ class Placement:
         )
 
 
-def _under(path: str, root: str) -> bool:
+def under(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
     return path == root or path.startswith(root + "/") or root == "/"
 
@@ -138,13 +175,33 @@ def build_manifests(
     return objects
 
 
-def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> None:
-    # Pod hostnames are <job-id>-<suffix> and must stay DNS labels (63 characters).
-    longest = f"{job_id}-worker-{max(spec.nodes - 1, 0)}"
-    if len(longest) > 63:
+def last_hostname(flavor: str, job_id: str, nodes: int) -> str:
+    """The longest pod hostname of a job: ``<job>-<index>`` (Indexed Job), ``<job>-worker-<i>``
+    (PyTorchJob: also its per-replica Service; T9k)."""
+    if flavor == "job":
+        return f"{job_id}-{nodes - 1}"
+    if flavor == "pytorchjob" and nodes == 1:
+        return f"{job_id}-master-0"
+    workers = nodes - 1 if flavor == "pytorchjob" else nodes
+    return f"{job_id}-worker-{workers - 1}"
+
+
+def _check_names(spec: JobSpec, job_id: str, flavor: str) -> None:
+    if not _DNS1035.match(job_id):
         raise InvalidSpecError(
-            f"job id {job_id!r} is too long for pod names; use a --name of at most 40 characters"
+            f"--name {spec.name!r}: Kubernetes Service and PyTorchJob names must start with a letter; "
+            f"use e.g. --name run-{spec.name}"
         )
+    host = last_hostname(flavor, job_id, spec.nodes)
+    if len(host) > HOSTNAME_MAX:
+        raise InvalidSpecError(
+            f"job id {job_id!r} is too long: pod hostname {host!r} has {len(host)} characters, over "
+            f"{HOSTNAME_MAX}; use a --name shorter by {len(host) - HOSTNAME_MAX}"
+        )
+
+
+def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> None:
+    _check_names(spec, job_id, place.flavor)
     if (
         opts.shm_size
         and spec.memory
@@ -161,6 +218,14 @@ def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) 
 
 def metadata(job_id: str, namespace: str, name: str | None = None) -> dict[str, Any]:
     return {"name": name or object_name(job_id), "namespace": namespace, "labels": labels(job_id)}
+
+
+def workload_metadata(job_id: str, namespace: str, opts: KubeOptions) -> dict[str, Any]:
+    """The workload's metadata: with ``--queue``, Kueue's label (every flavour; Kueue reads only it)."""
+    meta = metadata(job_id, namespace)
+    if opts.queue:
+        meta["labels"][KUEUE_QUEUE_LABEL] = opts.queue
+    return meta
 
 
 def configmap(job_id: str, namespace: str, files: dict[str, bytes | str]) -> dict[str, Any]:
@@ -193,7 +258,11 @@ def configmap_size(obj: dict[str, Any]) -> int:
 
 
 def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
-    """Gives the Indexed Job's pods DNS names ``<job>-<index>.<job>`` before they are ready."""
+    """Gives the Indexed Job's pods DNS names ``<job>-<index>.<job>`` before they are ready.
+
+    It selects on our own pod labels: the Job controller's ``batch.kubernetes.io/job-name`` only
+    exists from Kubernetes 1.27, and a selector that matches no pod leaves the names unresolved.
+    """
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -201,7 +270,7 @@ def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {"batch.kubernetes.io/job-name": object_name(job_id), JOB_ID_LABEL: job_id},
+            "selector": labels(job_id),
             "ports": [{"name": "c10d", "port": MASTER_PORT, "targetPort": MASTER_PORT}],
         },
     }
@@ -239,15 +308,12 @@ def indexed_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement)
         job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
     if opts.queue:
         job_spec["suspend"] = True  # Kueue admits (un-suspends) queued Jobs
-    obj: dict[str, Any] = {
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(job_id, place.namespace),
+        "metadata": workload_metadata(job_id, place.namespace, opts),
         "spec": job_spec,
     }
-    if opts.queue:
-        obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = opts.queue
-    return obj
 
 
 def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
@@ -263,6 +329,8 @@ def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) 
         "cleanPodPolicy": "None",  # finished pods stay, so their logs and exit codes stay readable
         "ttlSecondsAfterFinished": 86400,
     }
+    # Read only by a gang scheduler (Volcano, scheduler-plugins); the pods' priorityClassName and
+    # the Kueue label work without one.
     if opts.queue or opts.priority_class:
         run_policy["schedulingPolicy"] = {
             k: v for k, v in (("queue", opts.queue), ("priorityClass", opts.priority_class)) if v
@@ -270,7 +338,7 @@ def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) 
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": metadata(job_id, place.namespace),
+        "metadata": workload_metadata(job_id, place.namespace, opts),
         "spec": {
             "nprocPerNode": str(spec.nproc_per_node),
             "runPolicy": run_policy,
@@ -288,7 +356,7 @@ def t9k_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> 
     obj: dict[str, Any] = {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "PyTorchTrainingJob",
-        "metadata": metadata(job_id, place.namespace),
+        "metadata": workload_metadata(job_id, place.namespace, opts),
         "spec": {
             "torchrunConfig": {
                 "enabled": True,
@@ -319,10 +387,12 @@ def _script_path(spec: JobSpec, place: Placement) -> str:
 
 
 def container_command(spec: JobSpec, job_id: str, place: Placement) -> list[str]:
-    """``python -c WRAPPER <log dir> <replica prefix> <job id> -- torchrun ... script args``."""
+    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <replica prefix> <job id> --
+    torchrun ... script args``: the image's python runs the wrapper, which runs torchrun."""
     log_dir = posixpath.join(place.job_dir, "logs") if place.pvc_for_job_dir else "-"
     launcher = ["torchrun", "--tee", "3", _script_path(spec, place), *spec.args]
-    return ["python", "-u", "-c", POD_WRAPPER, log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+    wrapper_args = [log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+    return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 
 
 def _env_value(value: str) -> str:
@@ -335,7 +405,7 @@ def pod_template(
 ) -> dict[str, Any]:
     """The pod every flavour runs: command, env contract, resources, volumes, placement."""
     job_dir = place.pod_job_dir
-    libraries = launcher_env(spec, cpu=_gpus(spec) == 0)
+    libraries = launcher_env(spec, cpu=not place.gpu)
     env: list[dict[str, Any]] = [
         *extra_env,
         {"name": "DISTTRAIN_JOB_ID", "value": job_id},
@@ -372,7 +442,7 @@ def pod_template(
         mounts.append({"name": "job-dir", "mountPath": job_dir})
 
     working_dir = spec.working_dir
-    if not working_dir or not any(_under(working_dir, v.mount_path) for v in place.volumes):
+    if not working_dir or not any(under(working_dir, v.mount_path) for v in place.volumes):
         working_dir = job_dir if place.pvc_for_job_dir else CODE_DIR
 
     container: dict[str, Any] = {
@@ -381,8 +451,11 @@ def pod_template(
         "command": container_command(spec, job_id, place),
         "workingDir": working_dir,
         "env": env,
-        "resources": _resources(spec),
+        "resources": _resources(spec, place.gpu),
         "volumeMounts": mounts,
+        # A container that fails before writing a log file (no python, no torchrun) still shows
+        # why: the kubelet puts the end of its output into the status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if place.flavor == "job":
         container["ports"] = [{"name": "c10d", "containerPort": MASTER_PORT}]
@@ -392,11 +465,11 @@ def pod_template(
     if opts.node_selector:
         pod_spec["nodeSelector"] = dict(opts.node_selector)
     tolerations = list(opts.tolerations)
-    if _gpus(spec) and not any(t["key"] == "nvidia.com/gpu" for t in tolerations):
+    if place.gpu and not any(t["key"] == "nvidia.com/gpu" for t in tolerations):
         tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
     if tolerations:
         pod_spec["tolerations"] = tolerations
-    if opts.priority_class and place.flavor != "pytorchjob":
+    if opts.priority_class:
         pod_spec["priorityClassName"] = opts.priority_class
     if place.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in place.image_pull_secrets]
@@ -406,11 +479,7 @@ def pod_template(
     }
 
 
-def _gpus(spec: JobSpec) -> int:
-    return 0 if spec.accelerator == "cpu" else spec.nproc_per_node
-
-
-def _resources(spec: JobSpec) -> dict[str, Any]:
+def _resources(spec: JobSpec, gpu: bool) -> dict[str, Any]:
     """Requests = limits (Guaranteed QoS when both are set); GPUs are whole-device limits."""
     amounts: dict[str, str] = {}
     if spec.cpu:
@@ -419,8 +488,8 @@ def _resources(spec: JobSpec) -> dict[str, Any]:
     if spec.memory:
         parse_quantity(spec.memory, "--memory")
         amounts["memory"] = spec.memory
-    if _gpus(spec):
-        amounts["nvidia.com/gpu"] = str(_gpus(spec))
+    if gpu:
+        amounts["nvidia.com/gpu"] = str(spec.nproc_per_node)
     return {"limits": dict(amounts), "requests": dict(amounts)} if amounts else {}
 
 

@@ -185,6 +185,9 @@ def _phase(
         message = failed.message if failed else None
         if bad is not None:
             detail = f"replica {bad.name} failed: {bad.reason or 'Error'} (exit code {bad.exit_code})"
+            # The container's last words (its termination message: the end of its output).
+            last = (bad.message or "").strip().splitlines()[-1:]
+            detail += f": {last[0]}" if last else ""
             message = f"{message}; {detail}" if message else detail
         return JobPhase.FAILED, (failed.reason if failed else "Failed"), message
     if any(r.phase is JobPhase.RUNNING for r in replicas):
