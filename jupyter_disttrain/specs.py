@@ -220,7 +220,7 @@ class JobSpec:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_plain(self)
+        return to_plain(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
@@ -255,6 +255,8 @@ class ReplicaStatus:
 
 @dataclass
 class Condition:
+    """A condition of the job as its backend reports it (Kubernetes: the workload's conditions)."""
+
     type: str
     status: str
     reason: str | None = None
@@ -300,7 +302,7 @@ class JobStatus:
         return sum(1 for r in self.replicas if r.ready or r.phase is JobPhase.RUNNING)
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_plain(self)
+        return to_plain(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobStatus:
@@ -373,13 +375,13 @@ def _known_fields(cls: type[_T], data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
-def _to_plain(obj: Any) -> Any:
+def to_plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Enum):
         return obj.value
     if isinstance(obj, dict):
-        return {k: _to_plain(v) for k, v in obj.items()}
+        return {k: to_plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_to_plain(v) for v in obj]
+        return [to_plain(v) for v in obj]
     return obj

@@ -9,7 +9,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
 import { readEvents } from './sse';
-import type { IJobDetail, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
+import type { IJobDetail, IJobScript, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
 
 export * from './types';
 
@@ -117,7 +117,7 @@ export function getJob(id: string): Promise<IJobDetail> {
   return requestAPI<IJobDetail>(`jobs/${enc(id)}`);
 }
 
-export function getScript(id: string): Promise<{ entrypoint: string; script: string }> {
+export function getScript(id: string): Promise<IJobScript> {
   return requestAPI(`jobs/${enc(id)}/script`);
 }
 

@@ -94,6 +94,13 @@ export class JobDetails extends Panel {
       why.textContent = [status.reason, status.message].filter(Boolean).join(': ');
       root.append(why);
     }
+    if (job.backend_error) {
+      // The status shown is the stored one: say why the backend could not give a fresh one.
+      const stale = document.createElement('div');
+      stale.className = 'jp-DistTrainDetails-reason jp-mod-warn';
+      stale.textContent = `Backend unavailable, showing the last stored status: ${job.backend_error}`;
+      root.append(stale);
+    }
 
     root.append(section('Spec'));
     const env = Object.entries(spec.env ?? {});

@@ -3,17 +3,8 @@
  * (`GET jobs/<id>/logs/stream`, docs/rest-api.md): `lines` events carry runs of lines with
  * their resume token, `end` the job's last token, `error` a failure after the stream started.
  */
-import type { ILogLine } from './types';
+import type { ILogLine, ILogRun } from './types';
 import { ISseEvent } from './sse';
-
-/** Consecutive lines of one replica and rank, as the stream sends them. */
-export interface ILogRun {
-  replica: string;
-  rank: number | null;
-  lines: string[];
-  /** The resume token after the run's last line. */
-  offset: string;
-}
 
 export interface ILogStreamHandlers {
   /** New lines and the resume token after them. */

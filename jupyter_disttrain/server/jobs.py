@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from ..backends import get_backend
 from ..errors import DistTrainError, InvalidSpecError
 from ..logfiles import Budget, take_lines
-from ..specs import JobSpec, JobStatus, LogLine, Volume, validate_grace_period, validate_job_id
+from ..payloads import JobDetail, JobScript, JobSummary, LogPage, LogRunsPage, to_json
+from ..specs import JobSpec, JobStatus, Volume, validate_grace_period, validate_job_id
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -111,30 +112,8 @@ def validate_replica(replica: str | None) -> str | None:
 
 
 def summary(record: JobRecord, status: JobStatus, deleted: bool = False) -> dict[str, Any]:
-    """The one-line view of a job the list shows (``JobSummary`` in the REST docs)."""
-    spec = record.spec
-    # The local backend records where the job really runs ("cpu" when no GPU was visible).
-    on_cpu = spec.accelerator == "cpu" or record.request.get("device") == "cpu"
-    gpus = 0 if on_cpu else spec.world_size
-    out = {
-        "id": record.id,
-        "name": spec.name,
-        "backend": spec.backend,
-        "phase": status.phase.value,
-        "created": status.created or record.created,
-        "start_time": status.start_time,
-        "finish_time": status.finish_time,
-        "replicas_ready": status.replicas_ready,
-        "replicas_total": len(status.replicas) or spec.world_size,
-        "nodes": spec.nodes,
-        "nproc_per_node": spec.nproc_per_node,
-        "gpus": gpus,
-        "reason": status.reason,
-        "message": status.message,
-    }
-    if deleted:
-        out["deleted"] = True
-    return out
+    """The one-line view of a job the list shows, as JSON."""
+    return to_json(JobSummary.of(record, status, deleted))
 
 
 @dataclass(frozen=True)
@@ -142,10 +121,6 @@ class _Listed:
     fingerprint: tuple[int, ...]  # of the files the summary was made from
     created: str
     summary: dict[str, Any]
-
-
-def _line_json(line: LogLine) -> dict[str, Any]:
-    return {"text": line.text, "replica": line.replica, "rank": line.rank, "offset": line.offset}
 
 
 class JobService:
@@ -224,21 +199,20 @@ class JobService:
         except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
             backend_error = str(exc)
             status = self._stored_status(record)
-        out = {
-            "id": job_id,
-            "summary": summary(record, status, deleted),
-            "spec": record.spec.to_dict(),
-            "request": record.request,
-            "status": status.to_dict(),
-            "deleted": deleted,
-        }
-        if backend_error:
-            out["backend_error"] = backend_error
-        return out
+        detail = JobDetail(
+            id=job_id,
+            summary=JobSummary.of(record, status, deleted),
+            spec=record.spec,
+            request=record.request,
+            status=status,
+            deleted=deleted,
+            backend_error=backend_error,
+        )
+        return to_json(detail)
 
     def script(self, job_id: str) -> dict[str, Any]:
         record = self.store.read_record(job_id)
-        return {"id": job_id, "entrypoint": record.spec.entrypoint, "script": self.store.read_script(job_id)}
+        return to_json(JobScript(job_id, record.spec.entrypoint, self.store.read_script(job_id)))
 
     def read_logs(
         self,
@@ -261,12 +235,8 @@ class JobService:
             limit,
         )
         more = len(lines) == limit or budget.hit
-        return {
-            "lines": [_line_json(line) for line in lines],
-            "offset": lines[-1].offset if lines else (offset or ""),
-            "done": ended and not more,
-            "more": more,
-        }
+        page = LogPage(lines, lines[-1].offset if lines else (offset or ""), ended and not more, more)
+        return to_json(page)
 
     def read_runs(
         self,
@@ -285,13 +255,8 @@ class JobService:
         )
         count = sum(len(run.lines) for run in runs)
         more = count >= limit or budget.hit
-        return {
-            "runs": [run.to_dict() for run in runs],
-            "offset": runs[-1].offset if runs else (offset or ""),
-            "done": ended and not more,
-            "count": count,
-            "more": more,
-        }
+        page = LogRunsPage(runs, runs[-1].offset if runs else (offset or ""), ended and not more, count, more)
+        return to_json(page)
 
     def _log_reader(
         self, job_id: str, replica: str | None, tail: int | None, limit: int

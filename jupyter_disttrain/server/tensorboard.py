@@ -30,6 +30,7 @@ from urllib.parse import quote, unquote
 from jupyter_server.utils import url_path_join
 
 from ..errors import BackendError, InvalidSpecError, UnknownJobError
+from ..payloads import ALL_JOBS
 from ..specs import validate_job_id
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
     from ..store import JobStore
 
-ALL_JOBS = "_all"  # not a valid job id (ids are DNS labels), so it cannot clash with one
 PROXY_PREFIX = "disttrain/tensorboard"
 UPSTREAM_HOST = "localhost"  # a name only: requests go to the instance's Unix socket
 TB_SERVE = Path(__file__).with_name("tb_serve.py")

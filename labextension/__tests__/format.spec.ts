@@ -15,7 +15,8 @@ const base: IJobSummary = {
   nproc_per_node: 4,
   gpus: 8,
   reason: null,
-  message: null
+  message: null,
+  deleted: false
 };
 
 describe('format', () => {

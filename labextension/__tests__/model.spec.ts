@@ -16,7 +16,8 @@ function job(id: string, phase: Phase, created: string): IJobSummary {
     nproc_per_node: 2,
     gpus: 0,
     reason: null,
-    message: null
+    message: null,
+    deleted: false
   };
 }
 
