@@ -17,8 +17,10 @@ from typing import Any
 
 import psutil
 
-JOB_ENV = "DISTTRAIN_JOB_ID"
-JOB_DIR_ENV = "DISTTRAIN_JOB_DIR"
+from .runtime import contract
+
+JOB_ENV = contract.JOB_ID_ENV
+JOB_DIR_ENV = contract.JOB_DIR_ENV
 # A local job's launcher: ``python -m LAUNCHER_MODULE JOB_DIR`` (it carries no job env of its own).
 LAUNCHER_MODULE = "jupyter_disttrain.backends.local_launch"
 _PR_SET_CHILD_SUBREAPER = 36

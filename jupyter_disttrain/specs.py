@@ -193,7 +193,6 @@ class JobSpec:
     working_dir: str | None = None
     max_restarts: int = 0
     launcher: str = "torchrun"
-    tensorboard_dir: str | None = None
     args: list[str] = field(default_factory=list)
     entrypoint: str = SCRIPT_NAME
     options: dict[str, Any] = field(default_factory=dict)

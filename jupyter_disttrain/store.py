@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
+from .runtime import contract
 from .safefiles import is_real_dir, is_real_file, open_regular
 from .specs import JobSpec, JobStatus, now_iso, validate_entrypoint, validate_job_id, validate_name
 
@@ -42,7 +43,17 @@ _STORE_DIR = ".disttrain"
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 # What the store itself keeps in a job dir: no side file may take one of these names.
 _STORE_FILES = frozenset(
-    {"job.json", "status.json", "launcher.json", "launcher.log", "deleted", "logs", "tensorboard", "run.sh"}
+    {
+        "job.json",
+        "status.json",
+        "launcher.json",
+        "launcher.log",
+        "deleted",
+        contract.LOGS_DIR,
+        contract.RANKS_DIR,
+        contract.TENSORBOARD_DIR,
+        "run.sh",
+    }
 )
 
 
@@ -229,10 +240,10 @@ class JobStore:
         return d
 
     def logs_dir(self, job_id: str) -> Path:
-        return self.job_dir(job_id) / "logs"
+        return self.job_dir(job_id) / contract.LOGS_DIR
 
     def tensorboard_dir(self, job_id: str) -> Path:
-        return self.job_dir(job_id) / "tensorboard"
+        return self.job_dir(job_id) / contract.TENSORBOARD_DIR
 
     # -- records -------------------------------------------------------------------------
     def create(self, record: JobRecord, script: str, files: dict[str, bytes] | None = None) -> Path:
@@ -249,8 +260,8 @@ class JobStore:
         self.root.mkdir(parents=True, exist_ok=True)
         d.mkdir(exist_ok=False)
         try:
-            (d / "logs").mkdir()
-            (d / "tensorboard").mkdir()
+            (d / contract.LOGS_DIR).mkdir()
+            (d / contract.TENSORBOARD_DIR).mkdir()
             (d / record.spec.entrypoint).write_text(script, encoding="utf-8")
             for name, data in (files or {}).items():
                 (d / name).write_bytes(data)

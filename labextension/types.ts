@@ -52,7 +52,6 @@ export interface IJobSpec {
   working_dir: string | null;
   max_restarts: number;
   launcher: string;
-  tensorboard_dir: string | null;
   args: string[];
   entrypoint: string;
   options: Record<string, unknown>;

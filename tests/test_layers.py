@@ -31,7 +31,7 @@ LAYERS = [
 # What each layer may import from the package.
 ALLOWED = {
     "runtime": {"runtime"},
-    "core": {"core"},
+    "core": {"core", "runtime"},
     "backends": {"core", "runtime", "backends"},
     "job layer": {"core", "backends", "job layer"},
     "commands": {"core", "job layer", "commands"},

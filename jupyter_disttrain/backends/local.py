@@ -20,6 +20,7 @@ from typing import Any
 from .. import procs
 from ..errors import BackendError, InvalidSpecError
 from ..logfiles import LogSource, log_files
+from ..runtime import contract
 from ..specs import (
     DEFAULT_EXIT_TIMEOUT,
     DryRun,
@@ -124,7 +125,9 @@ class LocalBackend(Backend):
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
     def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
-        return [ReplicaStatus(name=f"rank-{r}", role="worker", index=r) for r in range(spec.world_size)]
+        return [
+            ReplicaStatus(name=contract.rank_name(r), role="worker", index=r) for r in range(spec.world_size)
+        ]
 
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)

@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 
+from ..runtime import contract
+
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,7 +55,8 @@ def start_agents(job_dir: str, request: dict[str, Any]) -> list[subprocess.Popen
     cwd = request.get("cwd") or job_dir
     agents = []
     for agent in request["agents"]:
-        with open(os.path.join(job_dir, "logs", f"agent-{agent['node']}.log"), "ab") as out:
+        log = contract.log_file(contract.agent_name(agent["node"]))
+        with open(os.path.join(job_dir, contract.LOGS_DIR, log), "ab") as out:
             agents.append(
                 subprocess.Popen(
                     agent["argv"],

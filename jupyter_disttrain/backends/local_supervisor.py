@@ -23,6 +23,7 @@ from typing import Any
 from .. import procs
 from ..logfiles import tail_start
 from ..polling import Backoff
+from ..runtime import contract
 from ..runtime.joined import lone_ranks
 from ..specs import DEFAULT_EXIT_TIMEOUT, Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
 from ..store import JobStore, read_json, write_json_atomic
@@ -189,7 +190,7 @@ class Supervisor:
         first = min(bad, key=lambda r: r.finish_time or "") if bad else None
         if first is None:
             message = f"torchrun agent of node {node} exited with code {code}"
-            if detail := last_line(self.job_dir / "logs" / f"agent-{node}.log"):
+            if detail := last_line(self._log(contract.agent_name(node))):
                 message += f": {detail}"
             if hung := self._never_exited():
                 # A peer that finished took the rendezvous store down with it: the store's
@@ -203,7 +204,7 @@ class Supervisor:
             reason, message = "Error", f"{first.name} exited with code {first.exit_code}"
             if first.message:
                 message += f": {first.message}"
-        if tail := last_lines(self.job_dir / "logs" / f"{first.name}.log", TRACEBACK_LINES, TRACEBACK_BYTES):
+        if tail := last_lines(self._log(first.name), TRACEBACK_LINES, TRACEBACK_BYTES):
             message += "\n" + "\n".join(tail)
         return reason, message
 
@@ -222,9 +223,9 @@ class Supervisor:
             if self._rank_records.get(r, {}).get("exit_code") is not None:
                 continue
             with contextlib.suppress(OSError):
-                finished_at = max(finished_at, (self.job_dir / "logs" / f"rank-{r}.log").stat().st_mtime)
+                finished_at = max(finished_at, self._log(contract.rank_name(r)).stat().st_mtime)
             if now - finished_at >= silent_for:
-                hung.append(f"rank-{r}")
+                hung.append(contract.rank_name(r))
         if not hung:
             return None
         who = hung[0] if len(hung) == 1 else f"{hung[0]} (and {len(hung) - 1} more)"
@@ -273,11 +274,14 @@ class Supervisor:
                 agent.wait(timeout=5)
 
     # -- status ------------------------------------------------------------------------------
+    def _log(self, replica: str) -> Path:
+        return self.job_dir / contract.LOGS_DIR / contract.log_file(replica)
+
     def _event(self, kind: str, reason: str, message: str, obj: str | None = None) -> None:
         self.status.events.append(Event(now_iso(), kind, reason, message, obj))
 
     def _read_rank_records(self) -> bool:
-        ranks_dir = self.job_dir / "ranks"
+        ranks_dir = self.job_dir / contract.RANKS_DIR
         changed = False
         try:
             entries = list(os.scandir(ranks_dir))
@@ -306,7 +310,7 @@ class Supervisor:
         agent_exits_by_pid = self._agent_exits() if final and not cancelled else {}
         for r in range(self.record.spec.world_size):
             rec = self._rank_records.get(r)
-            rep = ReplicaStatus(name=f"rank-{r}", role="worker", index=r)
+            rep = ReplicaStatus(name=contract.rank_name(r), role="worker", index=r)
             if rec:
                 rep.node = f"node-{rec.get('node', 0)}"
                 rep.restarts = int(rec.get("restarts", 0))
@@ -319,7 +323,7 @@ class Supervisor:
                     rep.phase, rep.exit_code = JobPhase.SUCCEEDED, 0
                 else:
                     rep.phase, rep.exit_code, rep.reason = JobPhase.FAILED, int(code), "Error"
-                    rep.message = last_line(self.job_dir / "logs" / f"rank-{r}.log")
+                    rep.message = last_line(self._log(contract.rank_name(r)))
             if final and not rep.phase.is_terminal:
                 # Never finished on its own: stopped by cancel, by a failed peer, or killed.
                 rep.ready = False
@@ -339,7 +343,7 @@ class Supervisor:
     def _agent_exits(self) -> dict[int, AgentExit]:
         exits: dict[int, AgentExit] = {}
         for node in range(len(self.agents)):
-            exits.update(agent_exits(self.job_dir / "logs" / f"agent-{node}.log"))
+            exits.update(agent_exits(self._log(contract.agent_name(node))))
         return exits
 
     def _killed(self, rec: dict[str, Any], exits: dict[int, AgentExit]) -> tuple[int, str, str] | None:

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..launch import rank_env
+from ..runtime import contract
 from ..specs import JobSpec
 
 WORKER_MODULE = "jupyter_disttrain.runtime.worker"
@@ -37,34 +39,6 @@ class AgentCommand:
         return {"node": self.node, "argv": self.argv, "env": self.env}
 
 
-def launcher_env(spec: JobSpec, *, cpu: bool) -> dict[str, str]:
-    """What training libraries need to see the job's layout; the user's --env wins.
-
-    Under torchrun's env with no GPU, ``Accelerator()`` reports one process and no distribution
-    unless ``ACCELERATE_USE_CPU`` is set. Lightning's ``Trainer`` ignores torchrun's sizes: on CPU
-    ``devices="auto"`` is one device (a single-device strategy, each rank alone), and several
-    nodes need ``num_nodes``; its ``PL_TRAINER_*`` variables are defaults that explicit
-    arguments override. Every backend builds its jobs' env from here.
-    """
-    env = {"PL_TRAINER_DEVICES": str(spec.nproc_per_node), "PL_TRAINER_NUM_NODES": str(spec.nodes)}
-    if cpu:
-        env["ACCELERATE_USE_CPU"] = "1"
-    return env
-
-
-def job_env(spec: JobSpec, job_id: str, job_dir: str, *, cpu: bool = False) -> dict[str, str]:
-    """The variables every training process gets on top of torchrun's (RANK, WORLD_SIZE...)."""
-    env = {
-        "DISTTRAIN_JOB_ID": job_id,
-        "DISTTRAIN_JOB_DIR": job_dir,
-        "DISTTRAIN_TENSORBOARD_DIR": spec.tensorboard_dir or os.path.join(job_dir, "tensorboard"),
-        "PYTHONUNBUFFERED": "1",
-        **launcher_env(spec, cpu=cpu),
-    }
-    env.update(spec.env)
-    return env
-
-
 def agent_commands(
     spec: JobSpec,
     job_id: str,
@@ -83,18 +57,14 @@ def agent_commands(
     per local rank.
     """
     script = os.path.join(job_dir, spec.entrypoint)
-    base_env = job_env(spec, job_id, job_dir, cpu=gpu_ids is None)
-    base_env["DISTTRAIN_LOG_DIR"] = os.path.join(job_dir, "logs")
-    # Imports next to the notebook keep working: the script runs from the job dir.
-    # The job's own entries (--env PYTHONPATH, the kernel's sys.path additions) come first;
-    # the working dir stays on it either way, then the inherited ones.
-    paths = [spec.env.get("PYTHONPATH"), working_dir, os.environ.get("PYTHONPATH")]
-    base_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    # Imports next to the notebook keep working: the script runs from the job dir, the
+    # working dir is on PYTHONPATH (launch.rank_env, the same on every backend).
+    base_env = rank_env(
+        spec, job_id, job_dir, cpu=gpu_ids is None, working_dir=working_dir, inherited=os.environ
+    )
+    base_env[contract.LOG_DIR_ENV] = os.path.join(job_dir, contract.LOGS_DIR)
     for key in _SOCKET_IFNAME_ENV:  # ranks meet on this machine: nothing of theirs listens beyond it
         base_env.setdefault(key, LOOPBACK_IFNAME)
-    if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in spec.env:
-        # torchrun's own default, said once here instead of in a banner at the top of every log.
-        base_env["OMP_NUM_THREADS"] = "1"
     commands = []
     for node in range(spec.nodes):
         if spec.nodes > 1 and rdzv_port is None:
@@ -119,9 +89,9 @@ def agent_commands(
             *spec.args,
         ]
         env = dict(base_env)
-        env["DISTTRAIN_NODE"] = str(node)
+        env[contract.NODE_ENV] = str(node)
         if "CUDA_VISIBLE_DEVICES" in spec.env:
-            pass  # the user chose the devices (--env): job_env already put them in
+            pass  # the user chose the devices (--env): rank_env already put them in
         elif gpu_ids is None:
             env["CUDA_VISIBLE_DEVICES"] = ""
         else:
@@ -134,7 +104,7 @@ def agent_commands(
 RUN_SH = "run.sh"
 # The job's bookkeeping, not the training's: a run by hand writes to the terminal, and a cancel
 # of the job (which finds processes by DISTTRAIN_JOB_ID) must not stop it.
-_JOB_ONLY_ENV = ("DISTTRAIN_JOB_ID", "DISTTRAIN_LOG_DIR", "DISTTRAIN_NODE")
+_JOB_ONLY_ENV = (contract.JOB_ID_ENV, contract.LOG_DIR_ENV, contract.NODE_ENV)
 _FREE_PORT = 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 
 

@@ -22,6 +22,7 @@ import time
 import types
 from typing import Any
 
+from . import contract
 from .joined import joined_any, joined_world, watch
 
 
@@ -30,7 +31,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-def _write_record(path: str, data: dict[str, object]) -> None:
+def _write_record(path: str, data: contract.RankRecord) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -42,7 +43,7 @@ def _write_record(path: str, data: dict[str, object]) -> None:
         raise
 
 
-def _write_final_record(path: str, data: dict[str, object]) -> None:
+def _write_final_record(path: str, data: contract.RankRecord) -> None:
     """The rank's end, best effort: on a full disk the exit code still reaches torchrun (and
     the launcher) through the process's own exit, which must not turn into an OSError."""
     try:
@@ -62,21 +63,25 @@ def main(argv: list[str]) -> None:
         sys.exit("usage: python -m jupyter_disttrain.runtime.worker SCRIPT [ARGS...]")
     script = os.path.abspath(argv[0])
     rank = int(os.environ.get("RANK", "0"))
-    log_dir = os.environ.get("DISTTRAIN_LOG_DIR")
+    log_dir = os.environ.get(contract.LOG_DIR_ENV)
     record_path = None
-    record: dict[str, object] = {}
+    record: contract.RankRecord = {}
     if log_dir:
-        fd = os.open(os.path.join(log_dir, f"rank-{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(
+            os.path.join(log_dir, contract.log_file(contract.rank_name(rank))),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+            0o644,
+        )
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-        ranks_dir = os.path.join(os.path.dirname(log_dir), "ranks")
+        ranks_dir = os.path.join(os.path.dirname(log_dir), contract.RANKS_DIR)
         os.makedirs(ranks_dir, exist_ok=True)
-        record_path = os.path.join(ranks_dir, f"rank-{rank}.json")
+        record_path = os.path.join(ranks_dir, contract.record_file(rank))
         record = {
             "rank": rank,
             "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
-            "node": int(os.environ.get("DISTTRAIN_NODE", os.environ.get("GROUP_RANK", "0"))),
+            "node": int(os.environ.get(contract.NODE_ENV, os.environ.get("GROUP_RANK", "0"))),
             "restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -98,7 +103,7 @@ def main(argv: list[str]) -> None:
         code, ended = _exit_code(exc), exc
     finally:
         if record_path:
-            record.update(exit_code=code, finish_time=_now(), joined_world=joined_world())
+            record.update({"exit_code": code, "finish_time": _now(), "joined_world": joined_world()})
             _write_final_record(record_path, record)
     if ended is not None and isinstance(ended.code, str):
         print(ended.code, file=sys.stderr)  # what ``sys.exit("message")`` prints

@@ -520,12 +520,15 @@ class ProcessKubelet(Loop):
         gpus: int = 8,
         bad_images: tuple[str, ...] = (),
         image_paths: dict[str, str] | None = None,
+        image_env: dict[str, dict[str, str]] | None = None,
     ) -> None:
         super().__init__(cluster)
         self.gpus = gpus
         self.bad_images = set(bad_images)
         # image -> the PATH its executables are on (default: this interpreter's dir, then ours)
         self.image_paths = dict(image_paths or {})
+        # image -> its own ENV (a Dockerfile's), which the pod's env overrides name by name
+        self.image_env = dict(image_env or {})
         self.node = "fake-node-1"
         self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
         self.handled: set[tuple[str, str]] = set()
@@ -670,6 +673,7 @@ class ProcessKubelet(Loop):
             or os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/tmp"),
             "HOSTNAME": pod["spec"].get("hostname") or meta["name"],
+            **self.image_env.get(ctr["image"], {}),
         }
         for item in ctr.get("env", []):
             if "value" in item:

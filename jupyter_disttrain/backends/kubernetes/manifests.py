@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import InvalidSpecError
+from ...launch import rank_env
+from ...runtime import contract
 from ...specs import JobSpec, Volume
-from ..torchrun import launcher_env
 from .options import KubeOptions, parse_quantity
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -70,8 +71,9 @@ code = child.wait()
 sys.exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N, as a shell reports it
 """
 
-# Runs the wrapper with the image's Python, found as torchrun is (on PATH: python3, python), else
-# the interpreter of torchrun's own "#!" line; without any, it says so. $1 is the wrapper, the
+# Puts the job's PYTHONPATH in front of the image's, then runs the wrapper with the image's
+# Python, found as torchrun is (on PATH: python3, python), else the interpreter of torchrun's own
+# "#!" line; without any, it says so. $1 is the wrapper, the
 # rest its argv: user values never enter the script.
 FIND_PYTHON = """\
 set -f
@@ -79,6 +81,7 @@ torchrun_python() {
   t=$(command -v torchrun) && IFS= read -r line < "$t" || return 0
   case $line in '#!'*) set -- ${line#??}; [ "${1##*/}" = env ] && shift; echo "$1";; esac
 }
+export PYTHONPATH="$DISTTRAIN_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
 for py in python3 python "$(torchrun_python)"; do
   if [ -n "$py" ] && command -v "$py" >/dev/null 2>&1; then
     wrapper=$1; shift
@@ -389,7 +392,7 @@ def _script_path(spec: JobSpec, place: Placement) -> str:
 def container_command(spec: JobSpec, job_id: str, place: Placement) -> list[str]:
     """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <replica prefix> <job id> --
     torchrun ... script args``: the image's python runs the wrapper, which runs torchrun."""
-    log_dir = posixpath.join(place.job_dir, "logs") if place.pvc_for_job_dir else "-"
+    log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR) if place.pvc_for_job_dir else "-"
     launcher = ["torchrun", "--tee", "3", _script_path(spec, place), *spec.args]
     wrapper_args = [log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
@@ -405,18 +408,16 @@ def pod_template(
 ) -> dict[str, Any]:
     """The pod every flavour runs: command, env contract, resources, volumes, placement."""
     job_dir = place.pod_job_dir
-    libraries = launcher_env(spec, cpu=not place.gpu)
-    env: list[dict[str, Any]] = [
-        *extra_env,
-        {"name": "DISTTRAIN_JOB_ID", "value": job_id},
-        {"name": "DISTTRAIN_JOB_DIR", "value": _env_value(job_dir)},
-        {"name": "DISTTRAIN_TENSORBOARD_DIR", "value": _env_value(posixpath.join(job_dir, "tensorboard"))},
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-        {"name": "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "value": _env_value(RANK_PREFIX)},
-        *({"name": k, "value": v} for k, v in libraries.items() if k not in spec.env),  # the user's win
-    ]
+    working_dir = spec.working_dir
+    if not working_dir or not any(under(working_dir, v.mount_path) for v in place.volumes):
+        working_dir = job_dir if place.pvc_for_job_dir else CODE_DIR
+    ours = rank_env(spec, job_id, job_dir, cpu=not place.gpu, working_dir=working_dir, inherited={})
+    # The image may set PYTHONPATH itself: the pod's entry script puts ours in front of it.
+    ours[contract.PYTHONPATH_ENV] = ours.pop("PYTHONPATH")
+    ours["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = RANK_PREFIX
+    env: list[dict[str, Any]] = list(extra_env)
     taken = {e["name"] for e in env}
-    env += [{"name": k, "value": _env_value(v)} for k, v in sorted(spec.env.items()) if k not in taken]
+    env += [{"name": k, "value": _env_value(v)} for k, v in ours.items() if k not in taken]
 
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
@@ -440,10 +441,6 @@ def pod_template(
         mounts.append({"name": "code", "mountPath": CODE_DIR, "readOnly": True})
         volumes.append({"name": "job-dir", "emptyDir": {}})
         mounts.append({"name": "job-dir", "mountPath": job_dir})
-
-    working_dir = spec.working_dir
-    if not working_dir or not any(under(working_dir, v.mount_path) for v in place.volumes):
-        working_dir = job_dir if place.pvc_for_job_dir else CODE_DIR
 
     container: dict[str, Any] = {
         "name": CONTAINER[place.flavor],

@@ -1,0 +1,69 @@
+"""The launch contract's values: the environment every backend gives a job's training processes.
+
+Names are in ``runtime/contract.py``; this builds the values once, for the local backend's
+torchrun agents and for the Kubernetes pods alike:
+
+- ``DISTTRAIN_JOB_ID``, ``DISTTRAIN_JOB_DIR``, ``DISTTRAIN_TENSORBOARD_DIR`` (``<job dir>/tensorboard``,
+  the directory the TensorBoard tab shows);
+- ``PYTHONPATH``: the user's own entries (``--env PYTHONPATH``, the kernel's ``sys.path``
+  additions), then the working directory (the notebook's, so ``mymod.py`` beside it imports),
+  then what the process would have inherited;
+- ``PYTHONUNBUFFERED=1`` so output reaches the logs as it is printed;
+- what training libraries need to see the job's layout (``launcher_env``);
+- ``OMP_NUM_THREADS=1`` with several processes per node, torchrun's own default, said here
+  instead of in a banner at the top of every log;
+- the user's ``--env`` over all of these (reserved names are refused before this).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Mapping
+
+from .runtime import contract
+from .specs import JobSpec
+
+
+def launcher_env(spec: JobSpec, *, cpu: bool) -> dict[str, str]:
+    """What training libraries need to see the job's layout; the user's --env wins.
+
+    Under torchrun's env with no GPU, ``Accelerator()`` reports one process and no distribution
+    unless ``ACCELERATE_USE_CPU`` is set. Lightning's ``Trainer`` ignores torchrun's sizes: on CPU
+    ``devices="auto"`` is one device (a single-device strategy, each rank alone), and several
+    nodes need ``num_nodes``; its ``PL_TRAINER_*`` variables are defaults that explicit
+    arguments override.
+    """
+    env = {"PL_TRAINER_DEVICES": str(spec.nproc_per_node), "PL_TRAINER_NUM_NODES": str(spec.nodes)}
+    if cpu:
+        env["ACCELERATE_USE_CPU"] = "1"
+    return env
+
+
+def rank_env(
+    spec: JobSpec,
+    job_id: str,
+    job_dir: str,
+    *,
+    cpu: bool,
+    working_dir: str | None,
+    inherited: Mapping[str, str],
+) -> dict[str, str]:
+    """The variables a training process of ``spec`` gets on top of torchrun's (RANK, WORLD_SIZE...).
+
+    ``inherited`` is the environment the process would otherwise have (the kernel's for a local
+    job; empty for a pod, whose image's own variables the container runtime adds).
+    """
+    env = {
+        contract.JOB_ID_ENV: job_id,
+        contract.JOB_DIR_ENV: job_dir,
+        contract.TENSORBOARD_DIR_ENV: posixpath.join(job_dir, contract.TENSORBOARD_DIR),
+        "PYTHONUNBUFFERED": "1",
+        **launcher_env(spec, cpu=cpu),
+    }
+    if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in inherited:
+        env["OMP_NUM_THREADS"] = "1"
+    env.update(spec.env)
+    paths = [spec.env.get("PYTHONPATH"), working_dir, inherited.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return env

@@ -1,0 +1,60 @@
+"""The launch contract's names: the variables a training process gets and the files of a job dir.
+
+Every backend, the rank wrapper, the launcher and the server use these names; the values are
+built in one place, ``jupyter_disttrain/launch.py``. Standard library only: the rank wrapper
+imports this inside the training process.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+# What every training process gets, on every backend (besides torchrun's RANK, WORLD_SIZE...).
+JOB_ID_ENV = "DISTTRAIN_JOB_ID"
+JOB_DIR_ENV = "DISTTRAIN_JOB_DIR"
+TENSORBOARD_DIR_ENV = "DISTTRAIN_TENSORBOARD_DIR"
+# The local backend's bookkeeping: where the rank wrapper writes, and which agent a rank is under.
+LOG_DIR_ENV = "DISTTRAIN_LOG_DIR"
+NODE_ENV = "DISTTRAIN_NODE"
+# A pod's PYTHONPATH entries: its entry script puts them in front of the image's own PYTHONPATH
+# (a PYTHONPATH in the pod spec would replace the image's).
+PYTHONPATH_ENV = "DISTTRAIN_PYTHONPATH"
+
+# A job dir's own parts.
+LOGS_DIR = "logs"
+RANKS_DIR = "ranks"
+TENSORBOARD_DIR = "tensorboard"
+
+
+def rank_name(rank: int) -> str:
+    """A rank's replica name (``rank-0``): its log is ``logs/rank-0.log``, its record
+    ``ranks/rank-0.json``."""
+    return f"rank-{rank}"
+
+
+def agent_name(node: int) -> str:
+    """A local node's torchrun agent (``agent-0``), whose output is ``logs/agent-0.log``."""
+    return f"agent-{node}"
+
+
+def log_file(replica: str) -> str:
+    return f"{replica}.log"
+
+
+def record_file(rank: int) -> str:
+    return f"{rank_name(rank)}.json"
+
+
+class RankRecord(TypedDict, total=False):
+    """``ranks/rank-N.json``: written by the rank wrapper when the rank starts, again at its exit."""
+
+    rank: int
+    local_rank: int
+    node: int
+    restarts: int
+    pid: int
+    host: str
+    start_time: str
+    exit_code: int  # from here on: at exit
+    finish_time: str
+    joined_world: int | None  # the size of the process group it joined, if any
