@@ -79,6 +79,7 @@ class Supervisor:
         self._rank_mtimes: dict[str, float] = {}
         self._rank_records: dict[int, dict[str, Any]] = {}
         self._stall_said = False
+        self._failed_node: int | None = None  # the first node whose agent failed
         self._oom_kills_before = oom_kills()
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -138,35 +139,47 @@ class Supervisor:
         self.cancel_requested = True
 
     def _watch(self) -> None:
-        failed_node: int | None = None
         poll = Backoff(*_WATCH)
         while True:
             if self.cancel_requested:
-                self._event("Normal", "Cancelling", "cancel requested: stopping all processes")
-                self._stop_all()
-                self._update_replicas(final=True, cancelled=True)
-                self._finish(JobPhase.CANCELLED, "Cancelled", "cancelled by the user")
+                self._cancel()
                 return
             codes = [a.poll() for a in self.agents]
             changed = self._update_replicas(final=False)
-            if failed_node is None:
-                failed_node = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
-                if failed_node is not None and any(c is None for c in codes):
-                    self._event(
-                        "Warning",
-                        "NodeFailed",
-                        f"node {failed_node} exited with code {codes[failed_node]}; stopping the others",
-                    )
-                    for agent in self.agents:
-                        if agent.poll() is None:
-                            agent.terminate()
-                    changed = True
+            changed = self._stop_peers_of_failed_node(codes) or changed
             if all(c is not None for c in codes):
                 break
             changed = self._say_exit_stall() or changed
             if changed:
                 self.store.write_status(self.status)
             poll.wait(active=changed)
+        self._conclude()
+
+    def _cancel(self) -> None:
+        self._event("Normal", "Cancelling", "cancel requested: stopping all processes")
+        self._stop_all()
+        self._update_replicas(final=True, cancelled=True)
+        self._finish(JobPhase.CANCELLED, "Cancelled", "cancelled by the user")
+
+    def _stop_peers_of_failed_node(self, codes: list[int | None]) -> bool:
+        """Once a node fails, stop the others: a dead peer would leave them blocked in a
+        collective. True when it did so (the status changed)."""
+        if self._failed_node is not None:
+            return False
+        self._failed_node = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
+        if self._failed_node is None or all(c is not None for c in codes):
+            return False
+        code = codes[self._failed_node]
+        self._event(
+            "Warning", "NodeFailed", f"node {self._failed_node} exited with code {code}; stopping the others"
+        )
+        for agent in self.agents:
+            if agent.poll() is None:
+                agent.terminate()
+        return True
+
+    def _conclude(self) -> None:
+        """Every agent has exited: leave no process behind and write the job's end."""
         self._sweep()
         self._update_replicas(final=True)
         if lone := lone_ranks(self.record.spec.world_size, self._rank_records):
@@ -175,7 +188,9 @@ class Supervisor:
         if all(c == 0 for c in codes):
             self._finish(JobPhase.SUCCEEDED, "Completed", "all ranks finished")
             return
-        node = failed_node if failed_node is not None else next(i for i, c in enumerate(codes) if c)
+        node = (
+            self._failed_node if self._failed_node is not None else next(i for i, c in enumerate(codes) if c)
+        )
         self.status.exit_code = codes[node]
         self._finish(JobPhase.FAILED, *self._failure(node, codes[node]))
 

@@ -138,18 +138,23 @@ def by_hand_script(agents: Sequence[Mapping[str, Any]], cwd: str) -> str:
     if several:  # agents meet on a port free now, not the one the job had
         lines.append(f"port=$({shlex.quote(argvs[0][0])} -c {shlex.quote(_FREE_PORT)})")
         lines.append("pids=()")
-    name = os.path.basename(script)
     skip = {*shared, *_JOB_ONLY_ENV, "PYTHONPATH"}
     for argv, env in zip(argvs, envs, strict=True):
         own = {k: v for k, v in env.items() if k not in skip}
-        words = [f"{k}={shlex.quote(v)}" for k, v in sorted(own.items())]
-        for arg in argv[: argv.index("-m", 3)]:
-            if several and arg.startswith("--rdzv-endpoint="):
-                words.append(shlex.quote(arg.rsplit(":", 1)[0] + ":") + '"$port"')
-            else:
-                words.append(shlex.quote(arg))
-        words += [f'"$here"/{shlex.quote(name)}', '"$@"']
-        lines.append(("env " if own else "") + " ".join(words) + (' & pids+=("$!")' if several else ""))
+        line = _agent_line(argv, own, os.path.basename(script), fresh_port=several)
+        lines.append(line + (' & pids+=("$!")' if several else ""))
     if several:
         lines.append('rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done; exit "$rc"')
     return "\n".join(lines) + "\n"
+
+
+def _agent_line(argv: list[str], own_env: dict[str, str], script_name: str, *, fresh_port: bool) -> str:
+    """One agent's torchrun command in run.sh, on the script beside it, with the arguments given."""
+    words = [f"{k}={shlex.quote(v)}" for k, v in sorted(own_env.items())]
+    for arg in argv[: argv.index("-m", 3)]:
+        if fresh_port and arg.startswith("--rdzv-endpoint="):
+            words.append(shlex.quote(arg.rsplit(":", 1)[0] + ":") + '"$port"')
+        else:
+            words.append(shlex.quote(arg))
+    words += [f'"$here"/{shlex.quote(script_name)}', '"$@"']
+    return ("env " if own_env else "") + " ".join(words)
