@@ -300,6 +300,14 @@ class JobStatus:
     def replicas_ready(self) -> int:
         return sum(1 for r in self.replicas if r.ready or r.phase is JobPhase.RUNNING)
 
+    def end(self, phase: JobPhase, reason: str, message: str, at: str | None = None) -> JobStatus:
+        """Record the job's end: ``phase`` (a terminal one), why, and when (``at``, else now)."""
+        if not phase.is_terminal:
+            raise ValueError(f"{phase} is not an end")
+        self.phase, self.reason, self.message = phase, reason, message
+        self.finish_time = at or now_iso()
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
 

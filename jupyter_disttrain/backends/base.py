@@ -79,11 +79,7 @@ class Backend(abc.ABC):
         try:
             self._schedule(record)
         except Exception as exc:
-            status.phase = JobPhase.FAILED
-            status.reason = "SubmitFailed"
-            status.message = str(exc)
-            status.finish_time = now_iso()
-            self.store.write_status(status)
+            self.store.write_status(status.end(JobPhase.FAILED, "SubmitFailed", str(exc)))
             if isinstance(exc, DistTrainError):
                 raise
             raise BackendError(f"could not launch job {record.id}: {exc}") from exc

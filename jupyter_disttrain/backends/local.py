@@ -28,7 +28,6 @@ from ..specs import (
     JobSpec,
     JobStatus,
     ReplicaStatus,
-    now_iso,
     validate_exit_timeout,
     validate_grace_period,
 )
@@ -168,11 +167,10 @@ class LocalBackend(Backend):
             return status
         # Worked out on each read, never written: a reader must work on a full or read-only
         # disk, and two readers must not race to write the record.
-        status.phase = JobPhase.FAILED
-        status.reason = "LauncherLost"
-        status.message = f"the job's launcher process (pid {launcher['pid']}) ended without a result"
-        status.finish_time = status.updated or now_iso()  # its last sign of life
-        return status
+        message = f"the job's launcher process (pid {launcher['pid']}) ended without a result"
+        return status.end(
+            JobPhase.FAILED, "LauncherLost", message, at=status.updated
+        )  # its last sign of life
 
     def _launcher(self, record: JobRecord) -> dict[str, Any] | None:
         try:
@@ -196,11 +194,7 @@ class LocalBackend(Backend):
         procs.stop_processes(procs.job_processes(record.id), grace)
         status = self.store.read_status(record.id) or JobStatus(job_id=record.id)
         if not status.is_terminal:
-            status.phase = JobPhase.CANCELLED
-            status.reason = "Cancelled"
-            status.message = "cancelled by the user"
-            status.finish_time = now_iso()
-            self.store.write_status(status)
+            self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
         ranks: list[tuple[int, LogSource]] = []

@@ -380,10 +380,7 @@ class Supervisor:
             else:
                 self._event("Warning", "DiskFull", f"{full}: the job's logs and files may be incomplete")
         (self.job_dir / RESERVE_FILE).unlink(missing_ok=True)
-        self.status.phase = phase
-        self.status.reason = reason
-        self.status.message = message
-        self.status.finish_time = now_iso()
+        self.status.end(phase, reason, message)
         if phase is JobPhase.SUCCEEDED:
             self.status.exit_code = 0
         self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
