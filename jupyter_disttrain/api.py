@@ -1,6 +1,7 @@
 """The Python API: submit a script as a distributed job and follow it.
 
-``%%distrun`` and ``jupyter disttrain`` are thin layers over this module::
+``%%distrun`` and ``jupyter disttrain`` are thin layers over this module, which is itself a
+thin layer over ``JobManager`` (the REST API's too)::
 
     job = jupyter_disttrain.submit(open("train.py").read(), gpus=2)
     job.wait()
@@ -10,17 +11,14 @@
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator, Sequence
-from functools import lru_cache
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .backends import default_backend_name, get_backend
 from .backends.base import Backend
-from .errors import DistTrainError
 from .logfiles import Budget
+from .manager import JobManager, manager_for, spec_from_words
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
@@ -48,8 +46,12 @@ class Job:
         return self.record.spec
 
     @property
+    def manager(self) -> JobManager:
+        return manager_for(self.store)
+
+    @property
     def backend(self) -> Backend:
-        return _backend(self.record.backend, self.store)
+        return self.manager.backend(self.record.backend)
 
     def status(self) -> JobStatus:
         return self.backend.describe(self.id)
@@ -76,44 +78,17 @@ class Job:
         return self.backend.logs(self.id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
 
     def cancel(self) -> JobStatus:
-        return self.backend.cancel(self.id)
+        return self.manager.cancel(self.id)
 
     def delete(self, purge: bool = False) -> None:
-        self.backend.delete(self.id, purge=purge)
+        self.manager.delete(self.id, purge=purge)
 
     @property
     def script(self) -> str:
         return self.store.read_script(self.id)
 
 
-def make_spec(
-    *,
-    gpus: int = 1,
-    nodes: int = 1,
-    name: str = "distrun",
-    backend: str | None = None,
-    args: Sequence[str] = (),
-    env: dict[str, str] | None = None,
-    max_restarts: int = 0,
-    working_dir: str | None = None,
-    **fields: Any,
-) -> JobSpec:
-    """A ``JobSpec`` from the words users use (``gpus`` = processes per node)."""
-    spec = JobSpec(
-        name=name,
-        nodes=nodes,
-        nproc_per_node=gpus,
-        backend=backend or default_backend_name(),
-        args=list(args),
-        env=dict(env or {}),
-        max_restarts=max_restarts,
-        working_dir=working_dir or os.getcwd(),
-    )
-    for key, value in fields.items():
-        if not hasattr(spec, key):
-            raise DistTrainError(f"unknown job setting {key!r}")
-        setattr(spec, key, value)
-    return spec.validate()
+make_spec = spec_from_words  # the Python API's name for it
 
 
 def job_target(spec: JobSpec) -> Target:
@@ -144,8 +119,7 @@ def submit(
     Give a ``JobSpec`` or the fields of one (``gpus=2, nodes=1, name=..., backend=...``).
     """
     store = store or JobStore()
-    spec = spec or make_spec(**spec_fields)
-    job_id = _backend(spec.backend, store).submit(spec, script, files)
+    job_id = manager_for(store).submit(spec or make_spec(**spec_fields), script, files)
     return Job(job_id, store)
 
 
@@ -158,9 +132,7 @@ def dryrun(
     **spec_fields: Any,
 ) -> DryRun:
     """The exact request ``submit`` would make, with nothing created or launched."""
-    store = store or JobStore()
-    spec = spec or make_spec(**spec_fields)
-    return _backend(spec.backend, store).dryrun(spec, script=script, files=files)
+    return manager_for(store or JobStore()).dryrun(spec or make_spec(**spec_fields), script, files)
 
 
 def get_job(job_id: str, store: JobStore | None = None) -> Job:
@@ -173,23 +145,9 @@ def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
     A backend that cannot be loaded here (say, the kubernetes client is missing) does not
     hide its jobs: their last stored status is shown.
     """
-    store = store or JobStore()
-    out = []
-    for record in store.records():
-        try:
-            out.append(_backend(record.backend, store).describe(record.id))
-        except DistTrainError:
-            status = store.read_status(record.id)
-            if status is not None:
-                out.append(status)
-        except ImportError:
-            status = store.read_status(record.id)
-            if status is not None:
-                out.append(status)
-    return out
+    return [listed.status for listed in manager_for(store or JobStore()).list_jobs()]
 
 
-@lru_cache(maxsize=32)
 def cancel_orphans(grace: float = 10.0) -> dict[str, int]:
     """Stop the processes of local jobs whose job dir was removed while they ran (nothing else
     can find them: no record names them any more). Returns how many were stopped, by job dir."""
@@ -199,8 +157,3 @@ def cancel_orphans(grace: float = 10.0) -> dict[str, int]:
     for processes in found.values():
         procs.stop_processes(processes, grace)
     return {job_dir: len(processes) for job_dir, processes in found.items()}
-
-
-def _backend(name: str, store: JobStore) -> Backend:
-    """One backend per name and store (equal stores read the same jobs)."""
-    return get_backend(name, store)

@@ -25,6 +25,7 @@ LAYERS = [
     ("front:cli", "cli"),
     ("commands", "commands"),
     ("job layer", "api"),
+    ("job layer", "manager"),
     ("entry points", "__init__"),
     ("core", ""),
 ]

@@ -13,12 +13,13 @@ from traitlets import Float, Int, List, TraitError, Unicode, default, validate
 
 from ..backends import default_backend_name
 from ..errors import InvalidSpecError
+from ..intake import MAX_LOG_LIMIT
 from ..roots import open_store
 from ..store import ROOT_ENV
 from . import routes
 from .cache import CachingJobStore
 from .context import SETTINGS_KEY, ServerContext
-from .jobs import MAX_LOG_LIMIT, JobService
+from .jobs import JobService
 from .tensorboard import TensorBoardManager, check_command
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tornado.httpclient import HTTPClientError
 
-from jupyter_disttrain.server.jobs import _SPEC_FIELDS
+from jupyter_disttrain.intake import SPEC_FIELDS
 
 from .conftest import parse_sse, submit_job
 
@@ -102,7 +102,7 @@ _FIELD_VALUES = {
     )
     | _JSON,
 }
-_OTHER_FIELDS = sorted(_SPEC_FIELDS - set(_FIELD_VALUES))
+_OTHER_FIELDS = sorted(SPEC_FIELDS - set(_FIELD_VALUES))
 _SPEC = st.fixed_dictionaries(
     {},
     optional={

@@ -80,4 +80,4 @@ def test_listing_follows_every_write_while_keeping_ended_jobs(tmp_path: Path) ->
     assert listed() == {pending: "Failed"}
     writer.purge(pending)
     assert listed() == {}
-    assert service._ended == {}
+    assert service.manager._ended == {}

@@ -27,9 +27,9 @@ def job_root(tmp_path: Path) -> Path:
 async def test_the_store_is_read_once_as_the_server_starts(jp_serverapp: Any, jp_fetch: Any) -> None:
     service = jp_serverapp.web_app.settings[SETTINGS_KEY].service
     for _ in range(600):  # the warm-up runs in a worker thread; give it up to a minute
-        if "ended-00000" in service._ended:
+        if "ended-00000" in service.manager._ended:
             break
         await asyncio.sleep(0.1)
-    warmed = service._ended["ended-00000"].summary
+    warmed = service.manager._ended["ended-00000"].summary
     listed = json.loads((await jp_fetch("disttrain", "api", "jobs")).body)["jobs"]
     assert listed == [warmed] and warmed["phase"] == "Succeeded"

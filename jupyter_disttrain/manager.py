@@ -1,0 +1,272 @@
+"""``JobManager``: the one job layer every front end calls.
+
+The Python API (and through it ``%%distrun`` and ``jupyter disttrain``) and the REST handlers
+all list, describe, read, follow, submit, cancel and delete jobs here, so ``%distrun list``,
+``jupyter disttrain list`` and ``GET jobs`` do the same work: one backend per name (made once,
+kept), each backend asked once for all its jobs, a backend that cannot load or answer falling
+back to the jobs' stored status, and ended jobs' statuses kept while their files stay the same.
+Every method is blocking (files, cluster calls); the server runs them in worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .backends import default_backend_name, get_backend
+from .errors import DistTrainError, InvalidSpecError
+from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
+from .logfiles import Budget, take_lines
+from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, to_json
+from .specs import DryRun, JobSpec, JobStatus, LogLine, validate_job_id
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .store import JobRecord, JobStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One job of a listing: its record, its status, and its summary as the API sends it (made
+    once per status read: an ended job's is reused while its files stay the same)."""
+
+    fingerprint: tuple[int, ...]  # of the files the status was read from
+    record: JobRecord
+    status: JobStatus
+    summary: dict[str, Any]
+
+
+class JobManager:
+    """Jobs of every backend in one store."""
+
+    def __init__(self, store: JobStore, default_backend: str | None = None) -> None:
+        self.store = store
+        self.default_backend = default_backend or default_backend_name()
+        self._backends: dict[str, Backend] = {}
+        self._lock = threading.Lock()
+        self._ended: dict[str, Listed] = {}  # by job id
+
+    def backend(self, name: str) -> Backend:
+        """The backend called ``name`` over this store, made once and kept.
+
+        A backend that cannot be made (not installed, no cluster config) raises each time,
+        so installing or configuring it later works without starting anew.
+        """
+        with self._lock:
+            backend = self._backends.get(name)
+            if backend is None:
+                backend = self._backends[name] = get_backend(name, self.store)
+            return backend
+
+    def backend_of(self, job_id: str) -> Backend:
+        return self.backend(self.store.read_record(job_id).backend)
+
+    # -- reading -------------------------------------------------------------------------------
+    def list_jobs(self) -> list[Listed]:
+        """Every job not deleted with its status, newest first.
+
+        An ended job's entry is kept while its files stay the same, so a listing reads only
+        what changed and rebuilds nothing else (the lab extension polls it every few seconds).
+        """
+        fingerprints = self.store.fingerprints()  # taken before reading: a later write misses the cache
+        out: list[Listed] = []
+        changed: list[JobRecord] = []
+        for job_id, fingerprint in fingerprints.items():
+            hit = self._ended.get(job_id)
+            if hit is not None and hit.fingerprint == fingerprint:
+                out.append(hit)
+                continue
+            try:
+                changed.append(self.store.read_record(job_id))
+            except (OSError, ValueError, KeyError, DistTrainError):
+                continue  # being written or removed right now: the next listing has it
+        for record, status in self._statuses(changed):
+            listed = Listed(fingerprints[record.id], record, status, to_json(JobSummary.of(record, status)))
+            out.append(listed)
+            if status.is_terminal:
+                self._ended[record.id] = listed
+        for gone in [j for j in list(self._ended) if j not in fingerprints]:  # deleted or purged
+            self._ended.pop(gone, None)
+        out.sort(key=lambda listed: listed.record.created, reverse=True)
+        return out
+
+    def _statuses(self, records: list[JobRecord]) -> Iterator[tuple[JobRecord, JobStatus]]:
+        by_backend: dict[str, list[JobRecord]] = defaultdict(list)
+        for record in records:
+            by_backend[record.backend].append(record)
+        for name, group in by_backend.items():
+            statuses: dict[str, JobStatus] = {}
+            try:
+                statuses = {s.job_id: s for s in self.backend(name).list(group)}
+            except Exception as exc:  # ImportError, cluster down...: fall back, keep listing
+                log.warning("backend %r could not list its jobs, showing stored status: %s", name, exc)
+            for record in group:
+                yield record, statuses.get(record.id) or self.stored_status(record)
+
+    def status(self, job_id: str) -> JobStatus:
+        return self.backend_of(job_id).describe(job_id)
+
+    def detail(self, job_id: str) -> JobDetail:
+        """Spec, launch request and status of one job; its stored status, and why, when its
+        backend cannot load or answer."""
+        record = self.store.read_record(job_id)
+        deleted = self.store.is_deleted(job_id)
+        backend_error = None
+        try:
+            status = self.backend(record.backend).describe(job_id)
+        except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
+            backend_error = str(exc)
+            status = self.stored_status(record)
+        summary = JobSummary.of(record, status, deleted)
+        return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error)
+
+    def phase(self, job_id: str) -> str:
+        record = self.store.read_record(job_id)
+        try:
+            return self.backend(record.backend).describe(job_id).phase.value
+        except (ImportError, DistTrainError, OSError):
+            return self.stored_status(record).phase.value
+
+    def stored_status(self, record: JobRecord) -> JobStatus:
+        try:
+            status = self.store.read_status(record.id)
+        except (OSError, ValueError, KeyError, DistTrainError):
+            status = None
+        return status or JobStatus(job_id=record.id, created=record.created)
+
+    # -- logs ----------------------------------------------------------------------------------
+    def logs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        offset: str | int | None = None,
+        budget: Budget | None = None,
+    ) -> Iterator[LogLine]:
+        """The job's output (see ``Backend.logs``); a ``Budget`` bounds the bytes read."""
+        return self.backend_of(job_id).logs(
+            job_id, replica, follow=follow, tail=tail, offset=offset, budget=budget
+        )
+
+    def log_page(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        offset: str | None = None,
+        tail: int | None = None,
+        limit: int = 1000,
+    ) -> LogPage:
+        """Up to ``limit`` lines from ``offset`` (or the last ``tail`` lines), never a whole file
+        and never more than ``ANSWER_BYTES`` of it; ``done`` once the job has ended and every
+        line was returned."""
+        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+        budget = Budget()
+        lines = take_lines(
+            backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None, budget=budget),
+            limit,
+        )
+        more = len(lines) == limit or budget.hit
+        return LogPage(lines, lines[-1].offset if lines else (offset or ""), ended and not more, more)
+
+    def log_runs(
+        self,
+        job_id: str,
+        replica: str | None = None,
+        offset: str | None = None,
+        tail: int | None = None,
+        limit: int = 5000,
+    ) -> LogRunsPage:
+        """``log_page`` in runs of one replica, for the log stream."""
+        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+        budget = Budget()
+        runs = backend.log_runs(
+            job_id, replica, tail=tail, offset=offset or None, max_lines=limit, final=ended, budget=budget
+        )
+        count = sum(len(run.lines) for run in runs)
+        more = count >= limit or budget.hit
+        return LogRunsPage(runs, runs[-1].offset if runs else (offset or ""), ended and not more, count, more)
+
+    def _log_reader(
+        self, job_id: str, replica: str | None, tail: int | None, limit: int
+    ) -> tuple[Backend, str | None, bool]:
+        """Check a log read's arguments; the job's backend, the replica, and whether the job
+        has ended, read *before* the lines so that output written before the end is never missed."""
+        validate_job_id(job_id)
+        replica = validate_replica(replica)
+        if tail is not None and tail < 1:
+            raise InvalidSpecError("tail must be 1 or more; to get only new lines, pass the last offset")
+        if not 1 <= limit <= MAX_LOG_LIMIT:
+            raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
+        backend = self.backend_of(job_id)
+        return backend, replica, backend.describe(job_id).is_terminal
+
+    # -- changing ------------------------------------------------------------------------------
+    def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
+        return self.backend(spec.backend).submit(spec, script, files)
+
+    def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
+        return self.backend(spec.backend).dryrun(spec, script=script, files=files)
+
+    def cancel(self, job_id: str) -> JobStatus:
+        return self.backend_of(job_id).cancel(job_id)
+
+    def delete(self, job_id: str, purge: bool = False) -> None:
+        """Remove the job from its backend and the list; files stay unless ``purge``."""
+        record = self.store.read_record(job_id)
+        if self.store.is_deleted(job_id):
+            if purge:
+                self.store.purge(job_id)
+            return
+        self.backend(record.backend).delete(job_id, purge=purge)
+
+
+def spec_from_words(
+    *,
+    gpus: int = 1,
+    nodes: int = 1,
+    name: str = "distrun",
+    backend: str | None = None,
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    max_restarts: int = 0,
+    working_dir: str | None = None,
+    **fields: Any,
+) -> JobSpec:
+    """A ``JobSpec`` from the words users use (``gpus`` = processes per node)."""
+    spec = JobSpec(
+        name=name,
+        nodes=nodes,
+        nproc_per_node=gpus,
+        backend=backend or default_backend_name(),
+        args=list(args),
+        env=dict(env or {}),
+        max_restarts=max_restarts,
+        working_dir=working_dir or os.getcwd(),
+    )
+    for key, value in fields.items():
+        if key not in SPEC_FIELDS:
+            raise InvalidSpecError(f"unknown job setting {key!r}")
+        setattr(spec, key, value)
+    return spec.validate()
+
+
+_managers: dict[JobStore, JobManager] = {}
+_managers_lock = threading.Lock()
+
+
+def manager_for(store: JobStore) -> JobManager:
+    """The manager of ``store`` in this process (equal stores share one, and their backends)."""
+    with _managers_lock:
+        manager = _managers.get(store)
+        if manager is None:
+            manager = _managers[store] = JobManager(store)
+        return manager
