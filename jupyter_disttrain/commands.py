@@ -14,7 +14,9 @@ from typing import Any
 
 from .errors import DistTrainError, UnknownJobError
 from .failure import first_line
-from .specs import EXIT_TIMEOUT_HELP, OVERSUBSCRIBE_HELP, JobStatus, LogLine, iso_seconds
+from .flags import add_flags
+from .manager import job_flag_classes, spec_from_flags
+from .specs import JobStatus, LogLine, iso_seconds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,15 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--purge", action="store_true", help="also remove its script, logs and TensorBoard data")
     r = sub.add_parser("run", help="run a Python script as a distributed job")
     r.add_argument("file")
-    r.add_argument("--gpus", type=int, default=1, help="processes per node (one per GPU)")
-    r.add_argument("--nodes", type=int, default=1)
-    r.add_argument("--name", default=None, help="job name (default: the file's name)")
-    r.add_argument("--backend", default=None)
-    r.add_argument("--max-restarts", type=int, default=0)
-    r.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    r.add_argument("--oversubscribe", action="store_true", help=OVERSUBSCRIBE_HELP)
-    r.add_argument("--exit-timeout", type=float, default=None, metavar="SECONDS", help=EXIT_TIMEOUT_HELP)
-    r.add_argument("--detach", action="store_true", help="return at once")
+    # The same flags as %%distrun, generated from their declarations.
+    add_flags(r.add_argument, job_flag_classes())
     r.epilog = "Arguments after -- go to the script."
     return p
 
@@ -126,36 +121,35 @@ def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command
 
 def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -> int:
     from . import api
+    from .packaging.pitfalls import check_pitfalls
 
     path = Path(args.file)
     if not path.is_file():
         raise DistTrainError(f"no file {args.file!r}")
-    script_args = args.script_args
-    env = {}
-    for item in args.env:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise DistTrainError(f"--env takes KEY=VALUE, not {item!r}")
-        env[key] = value
-    name = args.name or path.stem.lower().replace("_", "-")
-    job = api.submit(
-        path.read_text(encoding="utf-8"),
-        store=store,
-        gpus=args.gpus,
-        nodes=args.nodes,
-        name=name,
-        backend=args.backend,
-        args=script_args,
-        env=env,
-        max_restarts=args.max_restarts,
-        options=_local_options(args),
-    )
+    source = path.read_text(encoding="utf-8")
+    spec = spec_from_flags(args, args.script_args, default_name=path.stem.lower().replace("_", "-"))
+    ignore = {"*"} if "all" in args.no_check else set(args.no_check)
+    for pit in check_pitfalls(source, ignore, target=api.job_target(spec)):
+        out(f"warning: {path.name}:{pit.line}: {pit.message}  [silence: --no-check {pit.code}]")
+    if args.dry_run:
+        info = api.dryrun(source, spec, store=store)
+        out(f"# ---- launch request ({info.backend} backend, job {info.job_id}, not launched) ----")
+        out(info.text)
+        return 0
+    job = api.submit(source, spec, store=store)
     out(f"job {job.id} submitted")
     if args.detach:
         return 0
-    for line in job.logs(follow=True):
-        if line.rank is not None:
-            out(format_line(line))
+    try:
+        for line in job.logs(follow=True):
+            if line.rank is not None:
+                out(format_line(line))
+    except KeyboardInterrupt:
+        if not args.cancel_on_interrupt:
+            out(f"stopped following; the job runs on (cancel it with: jupyter disttrain cancel {job.id})")
+            raise
+        out(f"{job.id}: {job.cancel().phase.value}")
+        return 130
     status = job.wait()
     out(format_status(status))
     return 0 if status.phase.value == "Succeeded" else 1
@@ -185,13 +179,6 @@ def format_table(statuses: list[JobStatus], store: Any) -> str:
         rows.append((st.job_id, backend, st.phase.value, replicas, _age(st.created)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
-
-
-def _local_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {"oversubscribe": True} if args.oversubscribe else {}
-    if args.exit_timeout is not None:
-        options["exit_timeout"] = args.exit_timeout
-    return options
 
 
 def format_status(st: JobStatus) -> str:

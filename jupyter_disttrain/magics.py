@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from .errors import DistTrainError
-from .specs import EXIT_TIMEOUT_HELP, OVERSUBSCRIBE_HELP, JobPhase
+from .specs import JobPhase
 
 if TYPE_CHECKING:
     from .api import Job
@@ -38,39 +38,6 @@ class JobFailedError(Exception):
         return [f"{type(self).__name__}: {self}"]
 
 
-def _count(flag: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1 or str(value) != text.strip():
-            raise argparse.ArgumentTypeError(
-                f"{flag} takes a whole number of at least 1 (e.g. {flag} 2), not {text!r}"
-            )
-        return value
-
-    return parse
-
-
-def _non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"--max-restarts takes a whole number of 0 or more, not {text!r}")
-    return int(text)
-
-
-def _key_value(flag: str) -> Callable[[str], tuple[str, str]]:
-    def parse(text: str) -> tuple[str, str]:
-        key, sep, value = text.partition("=")
-        if not sep or not key:
-            raise argparse.ArgumentTypeError(
-                f"{flag} takes KEY=VALUE (e.g. {flag} NCCL_DEBUG=INFO), not {text!r}"
-            )
-        return key, value
-
-    return parse
-
-
 def _split_script_args(line: str) -> tuple[list[str], list[str]]:
     """Flags for us before ``--``; everything after it goes to the script untouched.
 
@@ -87,36 +54,16 @@ def _split_script_args(line: str) -> tuple[list[str], list[str]]:
     return tokens, []
 
 
-def _cluster_args(f: Any) -> Any:
-    """Flags that only a cluster backend uses (Kubernetes)."""
-    args = [
-        argument("--image", help="container image (default: the notebook pod's own image)"),
-        argument(
-            "--pvc",
-            action="append",
-            default=[],
-            metavar="CLAIM:PATH[:ro]",
-            help="mount a PVC in every pod (repeatable; default: the notebook pod's PVC mounts)",
-        ),
-        argument("--cpu", help="CPU request and limit per pod, e.g. 8"),
-        argument("--memory", help="memory request and limit per pod, e.g. 64Gi"),
-        argument("--shm-size", help="size of /dev/shm (a Memory emptyDir), e.g. 16Gi"),
-        argument(
-            "--node-selector",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            type=_key_value("--node-selector"),
-        ),
-        argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT"),
-        argument("--namespace", help="namespace (default: the notebook's)"),
-        argument("--service-account", help="service account of the pods"),
-        argument("--priority-class", help="priority class of the pods"),
-        argument("--queue", help="scheduling queue, where the flavour has one"),
-        argument("--flavor", choices=["job", "pytorchjob", "t9k"], help="workload kind (default: detected)"),
-    ]
-    for a in args:
-        f = a(f)
+def _job_flags(f: Any) -> Any:
+    """The job's flags, generated from their declarations (``manager.job_flag_classes``): the
+    same as ``jupyter disttrain run``'s."""
+    from .flags import add_flags
+    from .manager import job_flag_classes
+
+    decorators: list[Any] = []
+    add_flags(lambda *names, **kwargs: decorators.append(argument(*names, **kwargs)), job_flag_classes())
+    for decorate in reversed(decorators):  # IPython lists arguments in decoration order, bottom up
+        f = decorate(f)
     return f
 
 
@@ -125,71 +72,7 @@ class DistTrainMagics(Magics):
     """``%%distrun`` and ``%distrun list|status|logs|cancel|delete``."""
 
     @magic_arguments()
-    @argument(
-        "--gpus",
-        type=_count("--gpus"),
-        default=1,
-        help="processes per node: one per GPU, or CPU processes (gloo) where there is no GPU",
-    )
-    @argument(
-        "--nodes",
-        type=_count("--nodes"),
-        default=1,
-        help="number of nodes (torchrun agents); several on one machine for the local backend",
-    )
-    @argument(
-        "--name",
-        default="distrun",
-        help="job name: lower-case letters, digits and '-' (Kubernetes: starting with a letter)",
-    )
-    @argument(
-        "--backend",
-        default=None,
-        help="local (default) or kubernetes (default inside a pod, with the kubernetes client installed)",
-    )
-    @argument(
-        "--max-restarts",
-        type=_non_negative,
-        default=0,
-        help="restarts on failure (local: torchrun --max-restarts; Kubernetes: the backoff limit)",
-    )
-    @argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        type=_key_value("--env"),
-        help="environment variable for the training processes (repeatable)",
-    )
-    @argument(
-        "--accelerator",
-        choices=["auto", "gpu", "cpu"],
-        default="auto",
-        help="cpu forces CPU processes even where GPUs exist",
-    )
-    @argument("--oversubscribe", action="store_true", help=OVERSUBSCRIBE_HELP)
-    @argument("--exit-timeout", type=float, default=None, metavar="SECONDS", help=EXIT_TIMEOUT_HELP)
-    @argument(
-        "--dry-run",
-        action="store_true",
-        help="print the packaged script and the exact launch request; run nothing",
-    )
-    @argument(
-        "--detach", action="store_true", help="return at once; follow later with %%distrun logs ID --follow"
-    )
-    @argument(
-        "--cancel-on-interrupt",
-        action="store_true",
-        help="interrupting the cell cancels the job (by default it only stops following)",
-    )
-    @argument(
-        "--no-check",
-        action="append",
-        default=[],
-        metavar="CODE",
-        help="silence one DDP pitfall check (repeatable), or 'all'",
-    )
-    @_cluster_args
+    @_job_flags
     @line_cell_magic
     def distrun(self, line: str, cell: str | None = None) -> None:
         """Run this cell as a distributed PyTorch job under torchrun.
@@ -279,39 +162,9 @@ class DistTrainMagics(Magics):
         return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
-        from .api import make_spec
-        from .specs import Volume
+        from .manager import spec_from_flags
 
-        options: dict[str, Any] = {}
-        for key in ("shm_size", "namespace", "service_account", "priority_class", "queue", "flavor"):
-            value = getattr(args, key)
-            if value is not None:
-                options[key] = value
-        if args.node_selector:
-            options["node_selector"] = dict(args.node_selector)
-        if args.toleration:
-            options["tolerations"] = list(args.toleration)
-        if args.oversubscribe:
-            options["oversubscribe"] = True
-        if args.exit_timeout is not None:
-            options["exit_timeout"] = args.exit_timeout
-        fields: dict[str, Any] = {"accelerator": args.accelerator}
-        for key in ("image", "cpu", "memory"):
-            if getattr(args, key) is not None:
-                fields[key] = getattr(args, key)
-        if args.pvc:
-            fields["volumes"] = [Volume.parse(v) for v in args.pvc]
-        return make_spec(
-            gpus=args.gpus,
-            nodes=args.nodes,
-            name=args.name,
-            backend=args.backend,
-            args=script_args,
-            env=dict(args.env),
-            max_restarts=args.max_restarts,
-            options=options,
-            **fields,
-        )
+        return spec_from_flags(args, script_args, default_name="distrun")
 
     def _follow(self, job: Job, cancel_on_interrupt: bool) -> JobStatus | None:
         """Show status and output until the job ends and return its end (None if interrupted).

@@ -10,6 +10,7 @@ Every method is blocking (files, cluster calls); the server runs them in worker 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import threading
@@ -20,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
+from .flags import JobWords, RunWords, given
 from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, to_json
-from .specs import DryRun, JobSpec, JobStatus, LogLine, validate_job_id
+from .specs import DryRun, JobSpec, JobStatus, LogLine, Volume, validate_job_id
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -257,6 +259,43 @@ def spec_from_words(
             raise InvalidSpecError(f"unknown job setting {key!r}")
         setattr(spec, key, value)
     return spec.validate()
+
+
+def option_classes() -> list[type]:
+    """Each backend's options, as the dataclasses that declare their flags."""
+    from .backends.kubernetes.options import KubeOptions
+    from .backends.local_options import LocalOptions
+
+    return [LocalOptions, KubeOptions]
+
+
+def job_flag_classes() -> list[type]:
+    """Every flag of ``%%distrun`` and ``jupyter disttrain run``, in the order help lists them."""
+    return [JobWords, *option_classes(), RunWords]
+
+
+def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], default_name: str) -> JobSpec:
+    """The job the flags of ``job_flag_classes`` ask for, whichever front end parsed them."""
+    options: dict[str, Any] = {}
+    for cls in option_classes():
+        options.update(given(args, cls))
+    fields: dict[str, Any] = {"accelerator": args.accelerator}
+    for key in ("image", "cpu", "memory"):
+        if getattr(args, key) is not None:
+            fields[key] = getattr(args, key)
+    if args.pvc:
+        fields["volumes"] = [Volume.parse(v) for v in args.pvc]
+    return spec_from_words(
+        gpus=args.gpus,
+        nodes=args.nodes,
+        name=args.name or default_name,
+        backend=args.backend,
+        args=script_args,
+        env=dict(args.env),
+        max_restarts=args.max_restarts,
+        options=options,
+        **fields,
+    )
 
 
 _managers: dict[JobStore, JobManager] = {}

@@ -33,12 +33,12 @@ from ..specs import (
 )
 from ..store import JobRecord, read_json
 from .base import Backend
+from .local_options import NAMES as LOCAL_OPTIONS
 from .local_supervisor import LAUNCHER_FILE, last_line
 from .torchrun import RUN_SH, agent_commands, by_hand_script
 
 _LAUNCH_TIMEOUT = 30.0
 _RANK_LOG = re.compile(r"^rank-(\d+)$")
-_OPTIONS = {"grace_period", "oversubscribe", "exit_timeout"}
 
 
 def visible_gpus() -> list[str]:
@@ -72,7 +72,7 @@ class LocalBackend(Backend):
     name = "local"
 
     def _validate(self, spec: JobSpec) -> None:
-        unknown = set(spec.options) - _OPTIONS
+        unknown = set(spec.options) - LOCAL_OPTIONS
         if unknown:
             raise InvalidSpecError(
                 f"the local backend has no option {sorted(unknown)[0]!r}; "

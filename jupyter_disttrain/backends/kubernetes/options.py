@@ -7,10 +7,11 @@ a one-line error that names the flag and shows a good value.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import InvalidSpecError
+from ...flags import option
 
 FLAVORS = ("job", "pytorchjob", "t9k")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -63,30 +64,30 @@ def parse_version(text: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class KubeOptions:
-    """Validated backend options. Every field is optional; ``None`` means "decide for me"."""
+    """The Kubernetes backend's options (``spec.options``), validated. Every field is optional;
+    ``None`` means "decide for me". The flags of ``%%distrun`` and ``jupyter disttrain run`` are
+    generated from the fields' ``option`` metadata; a flag's text is parsed by ``parse_options``."""
 
-    flavor: str | None = None
-    namespace: str | None = None
-    shm_size: str | None = None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, str]] = field(default_factory=list)
-    service_account: str | None = None
-    priority_class: str | None = None
-    queue: str | None = None
-    k8s_version: tuple[int, int] | None = None
+    shm_size: str | None = option(help="size of /dev/shm (a Memory emptyDir), e.g. 16Gi")
+    node_selector: dict[str, str] = option(
+        {}, repeat=True, metavar="KEY=VALUE", help="schedule on nodes with this label (repeatable)"
+    )
+    tolerations: list[dict[str, str]] = option(
+        [],
+        name="--toleration",
+        repeat=True,
+        metavar="KEY[=VALUE]:EFFECT",
+        help="tolerate a taint (repeatable)",
+    )
+    namespace: str | None = option(help="namespace (default: the notebook's)")
+    service_account: str | None = option(help="service account of the pods")
+    priority_class: str | None = option(help="priority class of the pods")
+    queue: str | None = option(help="scheduling queue (Kueue's queue-name label; T9k's queue)")
+    flavor: str | None = option(choices=FLAVORS, help="workload kind (default: detected)")
+    k8s_version: tuple[int, int] | None = None  # the cluster's, for manifests without a cluster
 
 
-_KNOWN = (
-    "flavor",
-    "namespace",
-    "shm_size",
-    "node_selector",
-    "tolerations",
-    "service_account",
-    "priority_class",
-    "queue",
-    "k8s_version",
-)
+_KNOWN = tuple(f.name for f in fields(KubeOptions))
 
 
 def parse_options(options: dict[str, Any]) -> KubeOptions:

@@ -1,0 +1,173 @@
+"""Job flags declared once, in types: ``%%distrun`` and ``jupyter disttrain run`` are generated from them.
+
+A backend declares its options as a dataclass whose fields carry ``option(help=...)``
+metadata; the words every job has (``--gpus``, ``--env``...) and the ways to run one
+(``--dry-run``, ``--detach``...) are declared here the same way. ``add_flags`` puts them on an
+argparse parser (the magic's and the CLI's), ``job_fields`` turns parsed flags into the
+JobSpec words and ``spec.options`` (what the REST submit takes as JSON), so the same flags give
+the same job whichever front end read them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one field is typed on a command line."""
+
+    help: str
+    name: str = ""  # --the-field-name unless given
+    metavar: str | None = None
+    repeat: bool = False  # may be given several times; the values make a list
+    switch: bool = False  # takes no value: present means true
+    choices: tuple[str, ...] | None = None
+    parse: Callable[[str], Any] | None = None  # text -> value, raising ArgumentTypeError
+
+
+def option(default: Any = None, **flag: Any) -> Any:
+    """A dataclass field that is also a flag (``help=`` and the other ``Flag`` fields)."""
+    meta = {"flag": Flag(**flag)}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=type(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def flags_of(cls: type) -> Iterator[tuple[str, Flag, Any]]:
+    """(field name, flag, default) of every flag field of dataclass ``cls``."""
+    for f in dataclasses.fields(cls):
+        flag = f.metadata.get("flag")
+        if flag is not None:
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            yield f.name, flag, default
+
+
+def flag_name(name: str, flag: Flag) -> str:
+    return flag.name or "--" + name.replace("_", "-")
+
+
+def add_flags(add: Callable[..., Any], classes: Sequence[type]) -> None:
+    """Declare the flags of ``classes`` through ``add`` (argparse's ``add_argument``, or
+    IPython's ``argument`` decorator applied later); each field's value lands in ``dest``=its name."""
+    for cls in classes:
+        for name, flag, default in flags_of(cls):
+            kwargs: dict[str, Any] = {"dest": name, "help": flag.help}
+            if flag.switch:
+                kwargs["action"] = "store_true"
+            else:
+                kwargs["default"] = [] if flag.repeat else (None if default is None else default)
+                if flag.repeat:
+                    kwargs["action"] = "append"
+                for key in ("metavar", "choices"):
+                    if getattr(flag, key) is not None:
+                        kwargs[key] = getattr(flag, key)
+                if flag.parse is not None:
+                    kwargs["type"] = flag.parse
+            add(flag_name(name, flag), **kwargs)
+
+
+def given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The values of ``cls``'s flags that were given (not left at their default)."""
+    out = {}
+    for name, _, default in flags_of(cls):
+        value = getattr(args, name, default)
+        if value != default and value not in (None, [], {}):
+            out[name] = value
+    return out
+
+
+# -- the flags every job and every front end has -----------------------------------------------
+def _count(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text) if text.strip().isdigit() else 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes a whole number of at least 1 (e.g. {flag} 2), not {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _non_negative(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"--max-restarts takes a whole number of 0 or more, not {text!r}")
+    return int(text)
+
+
+def key_value(flag: str) -> Callable[[str], tuple[str, str]]:
+    def parse(text: str) -> tuple[str, str]:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes KEY=VALUE (e.g. {flag} NCCL_DEBUG=INFO), not {text!r}"
+            )
+        return key, value
+
+    return parse
+
+
+@dataclass
+class JobWords:
+    """The words of every job, in torchrun's terms where it has one (JobSpec fields)."""
+
+    gpus: int = option(
+        1,
+        parse=_count("--gpus"),
+        help="processes per node: one per GPU, or CPU processes (gloo) where there is no GPU",
+    )
+    nodes: int = option(
+        1,
+        parse=_count("--nodes"),
+        help="number of nodes (torchrun agents); several on one machine for the local backend",
+    )
+    name: str | None = option(
+        help="job name: lower-case letters, digits and '-' (Kubernetes: starting with a letter)"
+    )
+    backend: str | None = option(
+        help="local (default) or kubernetes (default inside a pod, with the kubernetes client installed)"
+    )
+    max_restarts: int = option(
+        0,
+        parse=_non_negative,
+        help="restarts on failure (local: torchrun --max-restarts; Kubernetes: the backoff limit)",
+    )
+    env: list[tuple[str, str]] = option(
+        [],
+        repeat=True,
+        metavar="KEY=VALUE",
+        parse=key_value("--env"),
+        help="environment variable for the training processes (repeatable)",
+    )
+    accelerator: str = option(
+        "auto", choices=("auto", "gpu", "cpu"), help="cpu forces CPU processes even where GPUs exist"
+    )
+    image: str | None = option(help="container image (default: the notebook pod's own image)")
+    pvc: list[str] = option(
+        [],
+        repeat=True,
+        metavar="CLAIM:PATH[:ro]",
+        help="mount a PVC in every pod (repeatable; default: the notebook pod's PVC mounts)",
+    )
+    cpu: str | None = option(help="CPU request and limit per pod, e.g. 8")
+    memory: str | None = option(help="memory request and limit per pod, e.g. 64Gi")
+
+
+@dataclass
+class RunWords:
+    """How a front end runs a job (not part of the job)."""
+
+    dry_run: bool = option(switch=True, help="print the script and the exact launch request; run nothing")
+    detach: bool = option(switch=True, help="return at once; follow later with the logs command and --follow")
+    cancel_on_interrupt: bool = option(
+        switch=True,
+        help="interrupting (Ctrl-C, the stop button) cancels the job; by default it only stops following",
+    )
+    no_check: list[str] = option(
+        [], repeat=True, metavar="CODE", help="silence one DDP pitfall check (repeatable), or 'all'"
+    )
