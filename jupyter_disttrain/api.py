@@ -1,4 +1,5 @@
-"""The Python API: submit a script as a distributed job and follow it.
+"""The Python API: submit a script as a distributed job and follow it (the REST API is
+``server/handlers.py``; both sit on ``manager.JobManager``).
 
 ``%%distrun`` and ``jupyter disttrain`` are thin layers over this module, which is itself a
 thin layer over ``JobManager`` (the REST API's too)::

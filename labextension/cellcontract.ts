@@ -8,7 +8,7 @@
  * - The widget Cancel button carries the class `CELL_CANCEL_CLASS` and
  *   `CELL_JOB_CLASS_PREFIX + <job id>` (job ids are DNS labels, so valid class names).
  */
-import { CommandIDs } from './commands';
+import { CommandIDs } from './ids';
 
 export const CELL_COMMAND_ATTRIBUTE = 'data-disttrain-command';
 export const CELL_JOB_ATTRIBUTE = 'data-disttrain-job';

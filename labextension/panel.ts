@@ -15,7 +15,7 @@ import {
 import { Widget } from '@lumino/widgets';
 
 import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from './api';
-import { CommandIDs, SIDEBAR_ID } from './commands';
+import { CommandIDs, SIDEBAR_ID } from './ids';
 import { jobShape, jobTiming } from './format';
 import { chartIcon, disttrainIcon } from './icons';
 import { JobsModel } from './model';

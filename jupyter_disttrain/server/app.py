@@ -17,7 +17,7 @@ from ..intake import MAX_LOG_LIMIT
 from ..roots import open_store
 from ..store import ROOT_ENV
 from . import routes
-from .cache import CachingJobStore
+from .caching_store import CachingJobStore
 from .context import SETTINGS_KEY, ServerContext
 from .jobs import JobService
 from .tensorboard import TensorBoardManager, check_command

@@ -5,7 +5,7 @@ import {
   CELL_JOB_ATTRIBUTE,
   CELL_JOB_CLASS_PREFIX
 } from '../cellcontract';
-import { CommandIDs } from '../commands';
+import { CommandIDs } from '../ids';
 
 /** Just what `cellAction` reads of an element: its classes and attributes. */
 function element(classes: string[], attributes: Record<string, string> = {}): Element {

@@ -6,7 +6,7 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { cellAction, CELL_SELECTOR } from '../cellcontract';
-import { CommandIDs, SIDEBAR_ID } from '../commands';
+import { CommandIDs, SIDEBAR_ID } from '../ids';
 
 export const cellBridgePlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:cell-bridge',

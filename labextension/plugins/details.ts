@@ -5,7 +5,7 @@ import { IEditorServices } from '@jupyterlab/codeeditor';
 import { listIcon } from '@jupyterlab/ui-components';
 
 import { getJob, getScript } from '../api';
-import { CommandIDs, jobIdArg } from '../commands';
+import { CommandIDs, jobIdArg } from '../ids';
 import { JobDetails } from '../details';
 import { JobDetailsModel } from '../detailsmodel';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';

@@ -3,7 +3,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 
 import { cancelJob, deleteJob, TERMINAL_PHASES } from '../api';
-import { CommandIDs, jobIdArg } from '../commands';
+import { CommandIDs, jobIdArg } from '../ids';
 import { IJobsModel, JobsModel } from '../model';
 
 export const jobActionsPlugin: JupyterFrontEndPlugin<void> = {

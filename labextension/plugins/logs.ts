@@ -3,7 +3,7 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { textEditorIcon } from '@jupyterlab/ui-components';
 
-import { CommandIDs, jobIdArg } from '../commands';
+import { CommandIDs, jobIdArg } from '../ids';
 import { LogViewer } from '../logviewer';
 import { IJobsModel, JobsModel } from '../model';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';

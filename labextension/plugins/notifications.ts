@@ -2,7 +2,7 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Notification } from '@jupyterlab/apputils';
 
-import { CommandIDs } from '../commands';
+import { CommandIDs } from '../ids';
 import { IJobsModel, JobsModel } from '../model';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 

@@ -3,7 +3,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { ICommandPalette } from '@jupyterlab/apputils';
 
 import { ALL_JOBS } from '../api';
-import { CommandIDs } from '../commands';
+import { CommandIDs } from '../ids';
 
 const CATEGORY = 'Distributed Training';
 

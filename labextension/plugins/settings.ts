@@ -2,7 +2,7 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-import { PLUGIN_ID } from '../commands';
+import { PLUGIN_ID } from '../ids';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 
 export const settingsPlugin: JupyterFrontEndPlugin<DistTrainSettings> = {

@@ -1,7 +1,7 @@
 /** The sidebar plugin: the jobs panel in the left area and the commands that show or refresh it. */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
-import { CommandIDs } from '../commands';
+import { CommandIDs } from '../ids';
 import { disttrainIcon } from '../icons';
 import { IJobsModel, JobsModel } from '../model';
 import { JobsPanel } from '../panel';

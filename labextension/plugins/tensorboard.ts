@@ -3,7 +3,7 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 import { WidgetTracker } from '@jupyterlab/apputils';
 
 import { ALL_JOBS } from '../api';
-import { CommandIDs } from '../commands';
+import { CommandIDs } from '../ids';
 import { chartIcon } from '../icons';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 import { openTab } from '../tabs';

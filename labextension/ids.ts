@@ -1,4 +1,4 @@
-/** Command ids of the extension (side-effect free, shared by every module). */
+/** Ids of the extension: its commands, plugin and sidebar (side-effect free, shared by every module). */
 export const CommandIDs = {
   open: 'disttrain:open',
   refresh: 'disttrain:refresh',

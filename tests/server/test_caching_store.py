@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.errors import UnknownJobError
-from jupyter_disttrain.server.cache import CachingJobStore
+from jupyter_disttrain.server.caching_store import CachingJobStore
 from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus
 from jupyter_disttrain.store import JobRecord, JobStore
 
