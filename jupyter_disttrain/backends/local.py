@@ -34,6 +34,7 @@ from ..specs import (
 from ..store import JobRecord, read_json
 from .base import Backend
 from .local_options import NAMES as LOCAL_OPTIONS
+from .local_request import DEFAULT_GRACE_PERIOD, LocalRequest
 from .local_supervisor import LAUNCHER_FILE, last_line
 from .torchrun import RUN_SH, agent_commands, by_hand_script
 
@@ -114,14 +115,14 @@ class LocalBackend(Backend):
             gpu_ids=gpus,
             working_dir=spec.working_dir or os.getcwd(),
         )
-        request: dict[str, Any] = {
-            "cwd": spec.working_dir or os.getcwd(),
-            "agents": [a.to_dict() for a in agents],
-            "grace_period": float(spec.options.get("grace_period", 10.0)),
-            "exit_timeout": float(spec.options.get("exit_timeout", DEFAULT_EXIT_TIMEOUT)),
-            "device": "cuda" if gpus else "cpu",
-        }
-        return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
+        request = LocalRequest(
+            cwd=spec.working_dir or os.getcwd(),
+            agents=agents,
+            grace_period=float(spec.options.get("grace_period") or DEFAULT_GRACE_PERIOD),
+            exit_timeout=float(spec.options.get("exit_timeout") or DEFAULT_EXIT_TIMEOUT),
+            device="cuda" if gpus else "cpu",
+        )
+        return DryRun(job_id, str(job_dir), self.name, request.to_dict(), format_request(request))
 
     def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
         return [
@@ -130,7 +131,8 @@ class LocalBackend(Backend):
 
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)
-        (job_dir / RUN_SH).write_text(by_hand_script(record.request["agents"], record.request["cwd"]))
+        request = LocalRequest.from_dict(record.request)
+        (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
         log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
@@ -180,10 +182,11 @@ class LocalBackend(Backend):
             return None
 
     def _stop_leftovers(self, record: JobRecord) -> None:
-        procs.stop_processes(procs.job_processes(record.id), float(record.request.get("grace_period", 10.0)))
+        grace = LocalRequest.from_dict(record.request).grace_period
+        procs.stop_processes(procs.job_processes(record.id), grace)
 
     def _cancel_existing(self, record: JobRecord) -> None:
-        grace = float(record.request.get("grace_period", 10.0))
+        grace = LocalRequest.from_dict(record.request).grace_period
         launcher = self._launcher(record)
         if launcher and procs.is_alive(launcher):
             os.kill(int(launcher["pid"]), 15)
@@ -208,13 +211,13 @@ class LocalBackend(Backend):
         return [s for _, s in sorted(ranks, key=lambda t: t[0])] + sorted(agents, key=lambda s: s.replica)
 
 
-def format_request(request: dict[str, Any]) -> str:
+def format_request(request: LocalRequest) -> str:
     """The launch request as a person reads it: one shell-quoted command line per agent."""
-    lines = [f"# working dir: {request['cwd']}  (device: {request['device']})"]
-    for agent in request["agents"]:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent["env"].items()))
-        lines.append(f"# node {agent['node']}")
-        lines.append(f"env {env} \\\n  {shlex.join(agent['argv'])}")
+    lines = [f"# working dir: {request.cwd}  (device: {request.device})"]
+    for agent in request.agents:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent.env.items()))
+        lines.append(f"# node {agent.node}")
+        lines.append(f"env {env} \\\n  {shlex.join(agent.argv)}")
     lines.append(f"# ---- {RUN_SH}, written next to the script: runs it by hand as the job did ----")
-    lines.append(by_hand_script(request["agents"], request["cwd"]).rstrip("\n"))
+    lines.append(by_hand_script(request.agents, request.cwd).rstrip("\n"))
     return "\n".join(lines)

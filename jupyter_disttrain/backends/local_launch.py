@@ -15,11 +15,11 @@ import subprocess
 import sys
 
 from ..runtime import contract
+from .local_request import LocalRequest
 
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
 
 # Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
 _KERNEL_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL")
@@ -48,19 +48,19 @@ def _die_with(launcher: int) -> Callable[[], None]:
     return set_parent_death_signal
 
 
-def start_agents(job_dir: str, request: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
+def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[bytes]]:
     """One torchrun agent per node, output appended to ``logs/agent-<node>.log``."""
     env = clean_env(dict(os.environ))
     die_with_launcher = _die_with(os.getpid()) if sys.platform == "linux" else None
-    cwd = request.get("cwd") or job_dir
+    cwd = request.cwd or job_dir
     agents = []
-    for agent in request["agents"]:
-        log = contract.log_file(contract.agent_name(agent["node"]))
+    for agent in request.agents:
+        log = contract.log_file(contract.agent_name(agent.node))
         with open(os.path.join(job_dir, contract.LOGS_DIR, log), "ab") as out:
             agents.append(
                 subprocess.Popen(
-                    agent["argv"],
-                    env={**env, **agent["env"]},
+                    agent.argv,
+                    env={**env, **agent.env},
                     cwd=cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
         return 2
     job_dir = os.path.abspath(argv[0])
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
-        request = json.load(f)["request"]
+        request = LocalRequest.from_dict(json.load(f)["request"])
     try:
         agents = start_agents(job_dir, request)
         error = None

@@ -25,8 +25,9 @@ from ..logfiles import tail_start
 from ..polling import Backoff
 from ..runtime import contract
 from ..runtime.joined import lone_ranks
-from ..specs import DEFAULT_EXIT_TIMEOUT, Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
+from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
 from ..store import JobStore, read_json, write_json_atomic
+from .local_request import LocalRequest
 from .rank_exits import AgentExit, agent_exits, oom_kills, signal_name
 
 POLL_SECONDS = 0.1  # while stopping processes
@@ -71,7 +72,7 @@ class Supervisor:
         self.store = JobStore(self.job_dir.parent)
         self.job_id = self.job_dir.name
         self.record = self.store.read_record(self.job_id)
-        self.request: dict[str, Any] = self.record.request
+        self.request = LocalRequest.from_dict(self.record.request)
         self.status = self.store.read_status(self.job_id) or JobStatus(job_id=self.job_id)
         self.agents = agents
         self.launch_error = launch_error
@@ -251,7 +252,7 @@ class Supervisor:
         never ends...): say so in the status and how to stop it; the job keeps Running."""
         if self._stall_said:
             return False
-        timeout = float(self.request.get("exit_timeout", DEFAULT_EXIT_TIMEOUT))
+        timeout = self.request.exit_timeout
         stall = self._never_exited(silent_for=timeout)
         if stall is None:
             return False
@@ -263,7 +264,7 @@ class Supervisor:
 
     # -- stopping ----------------------------------------------------------------------------
     def _grace(self) -> float:
-        return float(self.request.get("grace_period", 10.0))
+        return self.request.grace_period
 
     def _stop_all(self) -> None:
         """TERM the agents (they pass it on to their workers), then KILL whatever is left."""

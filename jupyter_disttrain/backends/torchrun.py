@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
 from ..launch import rank_env
 from ..runtime import contract
 from ..specs import JobSpec
+from .local_request import AgentCommand
 
 WORKER_MODULE = "jupyter_disttrain.runtime.worker"
 # torchrun's own flags, in the words torchrun uses; a ``--nodes M`` job on one machine
@@ -25,18 +24,6 @@ LOOPBACK = "127.0.0.1"
 # The collectives' own sockets: gloo and NCCL listen on the address of this interface.
 LOOPBACK_IFNAME = "lo"
 _SOCKET_IFNAME_ENV = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
-
-
-@dataclass(frozen=True)
-class AgentCommand:
-    """One torchrun agent (one "node") with the env it adds to the inherited one."""
-
-    node: int
-    argv: list[str]
-    env: dict[str, str]
-
-    def to_dict(self) -> dict[str, object]:
-        return {"node": self.node, "argv": self.argv, "env": self.env}
 
 
 def agent_commands(
@@ -108,7 +95,7 @@ _JOB_ONLY_ENV = (contract.JOB_ID_ENV, contract.LOG_DIR_ENV, contract.NODE_ENV)
 _FREE_PORT = 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 
 
-def by_hand_script(agents: Sequence[Mapping[str, Any]], cwd: str) -> str:
+def by_hand_script(agents: Sequence[AgentCommand], cwd: str) -> str:
     """``run.sh``: the job's torchrun command(s) on its script, to run by hand next to it.
 
     Derived from the launch request's agents: the same torchrun flags, working dir and env
@@ -116,8 +103,8 @@ def by_hand_script(agents: Sequence[Mapping[str, Any]], cwd: str) -> str:
     job's bookkeeping. Every value is shell-quoted; the only shell words are fixed ones here.
     Arguments given to ``bash run.sh`` replace the job's script arguments.
     """
-    argvs = [[str(a) for a in agent["argv"]] for agent in agents]
-    envs = [{str(k): str(v) for k, v in agent["env"].items()} for agent in agents]
+    argvs = [agent.argv for agent in agents]
+    envs = [agent.env for agent in agents]
     shared = {k: v for k, v in envs[0].items() if k not in _JOB_ONLY_ENV and all(e.get(k) == v for e in envs)}
     worker = argvs[0].index(WORKER_MODULE)
     script, args = argvs[0][worker + 1], argvs[0][worker + 2 :]

@@ -1,0 +1,49 @@
+"""The local backend's launch request, typed: what ``--dry-run`` shows and ``job.json`` keeps.
+
+The launcher reads it back at start (``local_launch``), so this module imports little.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..specs import DEFAULT_EXIT_TIMEOUT
+
+DEFAULT_GRACE_PERIOD = 10.0
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    """One torchrun agent (one "node") with the env it adds to the inherited one."""
+
+    node: int
+    argv: list[str]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LocalRequest:
+    """Where the job's torchrun agents run, their command lines and env, and how it is stopped."""
+
+    cwd: str
+    agents: list[AgentCommand] = field(default_factory=list)
+    grace_period: float = DEFAULT_GRACE_PERIOD
+    exit_timeout: float = DEFAULT_EXIT_TIMEOUT
+    device: str = "cpu"  # "cuda" when the agents got GPUs
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LocalRequest:
+        agents = [
+            AgentCommand(int(a["node"]), list(a["argv"]), dict(a["env"])) for a in data.get("agents", [])
+        ]
+        return cls(
+            cwd=str(data.get("cwd") or ""),
+            agents=agents,
+            grace_period=float(data.get("grace_period", DEFAULT_GRACE_PERIOD)),
+            exit_timeout=float(data.get("exit_timeout", DEFAULT_EXIT_TIMEOUT)),
+            device=str(data.get("device", "cpu")),
+        )
