@@ -25,7 +25,7 @@ from .flags import JobWords, RunWords, given
 from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, to_json
-from .specs import DryRun, JobSpec, JobStatus, LogLine, Volume, validate_job_id
+from .specs import DryRun, JobSpec, JobStatus, Volume, validate_job_id
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -144,21 +144,6 @@ class JobManager:
         return status or JobStatus(job_id=record.id, created=record.created)
 
     # -- logs ----------------------------------------------------------------------------------
-    def logs(
-        self,
-        job_id: str,
-        replica: str | None = None,
-        *,
-        follow: bool = False,
-        tail: int | None = None,
-        offset: str | int | None = None,
-        budget: Budget | None = None,
-    ) -> Iterator[LogLine]:
-        """The job's output (see ``Backend.logs``); a ``Budget`` bounds the bytes read."""
-        return self.backend_of(job_id).logs(
-            job_id, replica, follow=follow, tail=tail, offset=offset, budget=budget
-        )
-
     def log_page(
         self,
         job_id: str,

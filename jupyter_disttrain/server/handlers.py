@@ -193,14 +193,13 @@ class LogsHandler(DistTrainHandler):
     @web.authenticated
     async def get(self, job_id: str) -> None:
         limit = self.int_argument("limit")
-        chunk = await self.call(
-            self.ctx.service.read_logs,
-            job_id,
-            self.get_argument("replica", None),
-            self.offset_argument(self.get_argument("offset", None)),
-            self.int_argument("tail"),
-            1000 if limit is None else limit,
-        )
+        query = {
+            "replica": self.get_argument("replica", None),
+            "offset": self.offset_argument(self.get_argument("offset", None)),
+            "tail": self.int_argument("tail"),
+            "limit": 1000 if limit is None else limit,
+        }
+        chunk = await self.call(self.ctx.service.read_logs, job_id, **query)
         self.write_json(chunk)
 
 
@@ -277,7 +276,7 @@ def _read_batch(
     service: JobService, job_id: str, replica: str | None, offset: str | None, tail: int | None, limit: int
 ) -> _Batch:
     """One bounded read, encoded as an event in the worker thread to spare the event loop."""
-    chunk = service.read_runs(job_id, replica, offset, tail, limit)
+    chunk = service.read_runs(job_id, replica=replica, offset=offset, tail=tail, limit=limit)
     runs, token = chunk["runs"], chunk["offset"]
     event = _sse("lines", {"runs": runs, "offset": token}, event_id=token) if runs else None
     return _Batch(event, token, chunk["more"], chunk["done"])

@@ -35,25 +35,13 @@ class JobService:
         record = self.store.read_record(job_id)
         return to_json(JobScript(job_id, record.spec.entrypoint, self.store.read_script(job_id)))
 
-    def read_logs(
-        self,
-        job_id: str,
-        replica: str | None = None,
-        offset: str | None = None,
-        tail: int | None = None,
-        limit: int = 1000,
-    ) -> dict[str, Any]:
-        return to_json(self.manager.log_page(job_id, replica, offset, tail, limit))
+    def read_logs(self, job_id: str, **query: Any) -> dict[str, Any]:
+        """A log page (``JobManager.log_page``'s query: replica, offset, tail, limit)."""
+        return to_json(self.manager.log_page(job_id, **query))
 
-    def read_runs(
-        self,
-        job_id: str,
-        replica: str | None = None,
-        offset: str | None = None,
-        tail: int | None = None,
-        limit: int = 5000,
-    ) -> dict[str, Any]:
-        return to_json(self.manager.log_runs(job_id, replica, offset, tail, limit))
+    def read_runs(self, job_id: str, **query: Any) -> dict[str, Any]:
+        """A log page in runs, for the event stream (``JobManager.log_runs``)."""
+        return to_json(self.manager.log_runs(job_id, **query))
 
     def phase(self, job_id: str) -> str:
         return self.manager.phase(job_id)
