@@ -10,7 +10,8 @@ Stdlib only. What it serves, as the API server does:
   history before it is compacted), ``labelSelector`` (=, ==, !=, exists, !, in, notin),
   ``fieldSelector`` (dotted paths, = and !=), ``timeoutSeconds`` and bookmarks;
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
-* RBAC denials (403 with the API server's message) and dropped watches, for failure tests;
+* RBAC denials (403 with the API server's message), dropped watches and lagging watches
+  (``watch_delay``; lists stay current), for failure tests;
 * name validation with the API server's 422 answers: every name a DNS-1123 subdomain, Services
   (and, through the training operator's webhook, PyTorchJobs) DNS-1035 labels, a pod's hostname
   and subdomain DNS-1123 labels, label values at most 63 characters.
@@ -240,6 +241,8 @@ class FakeCluster:
         self.service_account = "system:serviceaccount:team-a:default-editor"
         self.logs: dict[tuple[str, str], PodLog] = {}
         self.on_delete: list[Callable[[str, dict[str, Any]], None]] = []
+        # Resource key -> seconds every watch of it holds its events back (a lagging watch cache).
+        self.watch_delay: dict[str, float] = {}
 
     def type_of(self, kind: str) -> ResourceType:
         return next(t for t in self.types.values() if t.kind == kind)
@@ -631,6 +634,8 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     batch = [(kind, obj) for rv, k, kind, obj in c.history if rv > cursor and wanted(k, obj)]
                     cursor = c.rv
+            if batch and c.watch_delay.get(key):
+                time.sleep(c.watch_delay[key])
             for kind, obj in batch:
                 self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                 last_sent = time.monotonic()

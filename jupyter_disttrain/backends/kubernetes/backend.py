@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,12 +39,14 @@ from .informer import Informer, informer
 from .notebook import choose_accelerator, find_own_pod, notebook_container
 from .options import KubeOptions, parse_options, parse_quantity
 from .podlogs import pod_log_lines
-from .status import build_status
+from .status import build_status, pods_settled
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
 log = logging.getLogger(__name__)
 DEFAULT_K8S_VERSION = (1, 29)
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# How long an ended workload waits for its pods' last status before it is final anyway.
+SETTLE_SECONDS = 10.0
 
 
 class KubernetesBackend(Backend):
@@ -55,6 +58,7 @@ class KubernetesBackend(Backend):
         super().__init__(store)
         self._client = client
         self._client_loaded = client is not None
+        self._ended_at: dict[str, float] = {}  # job id -> when its workload's end was first seen
 
     # -- the cluster -----------------------------------------------------------------------
     def client(self, required: bool = True) -> KubeClient | None:
@@ -244,9 +248,21 @@ class KubernetesBackend(Backend):
         subjects = [record.id, mf.configmap_name(record.id), *(p["metadata"]["name"] for p in own_pods)]
         own_events = [e for name in subjects for e in events.indexed(name)]
         new = build_status(status, flavor, record.id, workload, own_pods, own_events)
+        if new.is_terminal and not pods_settled(own_pods):
+            # The pods' watch may lag the workload's: ask for the pods now before deciding.
+            selector = f"{mf.JOB_ID_LABEL}={record.id}"
+            own_pods = client.list_objects(PODS, ns, selector).get("items", [])
+            final = pods_settled(own_pods) or self._settle_over(record.id)
+            new = build_status(status, flavor, record.id, workload, own_pods, own_events, final)
+        if new.is_terminal:
+            self._ended_at.pop(record.id, None)
         if _comparable(new) != _comparable(status):
             return self._write_unless_ended(new)
         return new
+
+    def _settle_over(self, job_id: str) -> bool:
+        first = self._ended_at.setdefault(job_id, time.monotonic())
+        return time.monotonic() - first > SETTLE_SECONDS
 
     def _write_unless_ended(self, status: JobStatus) -> JobStatus:
         """Store ``status`` unless another process (a cancel in the kernel, say) ended the job

@@ -140,6 +140,15 @@ def events_for(job_id: str, events: list[dict[str, Any]]) -> list[Event]:
     return out[-MAX_EVENTS:]
 
 
+def pods_settled(pods: list[dict[str, Any]]) -> bool:
+    """Whether every pod has reported its end (or is being removed, so will not report one)."""
+    return all(
+        p.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        or p.get("metadata", {}).get("deletionTimestamp")
+        for p in pods
+    )
+
+
 def build_status(
     prev: JobStatus,
     flavor: str,
@@ -147,8 +156,13 @@ def build_status(
     workload: dict[str, Any] | None,
     pods: list[dict[str, Any]],
     events: list[dict[str, Any]],
+    final: bool = True,
 ) -> JobStatus:
-    """The job's status now, from its workload object, its pods and the namespace's events."""
+    """The job's status now, from its workload object, its pods and the namespace's events.
+
+    ``final=False`` holds an ended workload's job open: the workload's and the pods' watches are
+    independent, so its end can arrive before the pods' last updates (who failed, exit codes).
+    """
     status = JobStatus.from_dict(prev.to_dict())
     status.replicas = replicas_from_pods(flavor, job_id, pods, prev.replicas)
     status.conditions = conditions_of(workload)
@@ -157,6 +171,9 @@ def build_status(
     wst = (workload or {}).get("status", {}) or {}
     status.start_time = status.start_time or wst.get("startTime")
     phase, reason, message = _phase(flavor, status.conditions, wst, status.replicas)
+    if phase.is_terminal and not final:
+        message = f"the workload ended ({reason or phase.value}); waiting for its pods to report"
+        phase, reason = JobPhase.RUNNING, "Ending"
     status.phase, status.reason, status.message = phase, reason, message
     if phase.is_terminal:
         for rep in status.replicas:  # e.g. stopped by the Job controller once rank 0 succeeded
