@@ -34,7 +34,8 @@ from ...specs import (
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
-from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
+from .client import BY_KIND, CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
+from .exits import read_exits, status_from_exits
 from .informer import Informer, informer
 from .notebook import choose_accelerator, find_own_pod, notebook_container
 from .options import KubeOptions, parse_options, parse_quantity
@@ -200,6 +201,7 @@ class KubernetesBackend(Backend):
         try:
             for obj in objects:
                 created.append(client.create(obj))
+            self._link_to_workload(client, created)
         except ApiError as exc:
             for obj in reversed(created):  # leave nothing half-made behind
                 self._delete_quietly(
@@ -222,6 +224,16 @@ class KubernetesBackend(Backend):
             status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
             self.store.write_status(status)
 
+    @staticmethod
+    def _link_to_workload(client: KubeClient, created: list[dict[str, Any]]) -> None:
+        """Make the workload (created last) the owner of the other objects, so the cluster's
+        garbage collector removes them with it (its TTL, a ``kubectl delete``)."""
+        *others, workload = created
+        owner = {"metadata": {"ownerReferences": [mf.owner_reference(workload)]}}
+        for obj in others:
+            meta = obj["metadata"]
+            client.merge_patch(BY_KIND[obj["kind"]], meta["namespace"], meta["name"], owner)
+
     # -- observe ---------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
         if status.is_terminal or "namespace" not in record.backend_state:
@@ -240,8 +252,11 @@ class KubernetesBackend(Backend):
             # Not in the cache: just created (the watch has not caught up) or removed behind our back.
             workload = client.get(WORKLOADS[flavor], ns, mf.object_name(record.id))
             if workload is None:
-                status.phase, status.reason = JobPhase.FAILED, "WorkloadDeleted"
-                status.message = f"the {WORKLOADS[flavor].kind} {record.id} is gone from namespace {ns}"
+                gone = f"the {WORKLOADS[flavor].kind} {record.id} is gone from namespace {ns}"
+                recorded = status_from_exits(status, flavor, read_exits(self.store.job_dir(record.id)), gone)
+                if recorded is not None:  # e.g. removed by its TTL after it ended
+                    return self._write_unless_ended(recorded)
+                status.phase, status.reason, status.message = JobPhase.FAILED, "WorkloadDeleted", gone
                 status.finish_time = now_iso()
                 return self._write_unless_ended(status)
         own_pods = pods.indexed(record.id)
@@ -383,8 +398,6 @@ class KubernetesBackend(Backend):
 
     @staticmethod
     def _delete_quietly(client: KubeClient, kind: str, namespace: str, name: str) -> None:
-        from .client import BY_KIND
-
         with contextlib.suppress(ApiError):
             client.delete(BY_KIND[kind], namespace, name)
 

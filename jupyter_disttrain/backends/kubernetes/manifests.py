@@ -89,6 +89,19 @@ def configmap_name(job_id: str) -> str:
     return f"{job_id}-code"
 
 
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    """A reference to the created workload (its uid): the cluster's garbage collector removes
+    the other objects of the job with it (a TTL, a delete by hand). Not ``blockOwnerDeletion``,
+    which needs permission to set finalizers on the owner."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+
+
 def labels(job_id: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, JOB_ID_LABEL: job_id}
 
@@ -337,11 +350,14 @@ def _script_path(spec: JobSpec, place: Placement) -> str:
 
 
 def container_command(spec: JobSpec, job_id: str, place: Placement) -> list[str]:
-    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <replica prefix> <job id> --
+    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <exit dir> <replica prefix> <job id> --
     torchrun ... script args``: the image's python runs the wrapper, which runs torchrun."""
-    log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR) if place.pvc_for_job_dir else "-"
+    log_dir = exit_dir = "-"  # no shared job dir: logs via pods/log, no exit record
+    if place.pvc_for_job_dir is not None:
+        log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
+        exit_dir = posixpath.join(place.job_dir, contract.EXITS_DIR)
     launcher = ["torchrun", "--tee", "3", _script_path(spec, place), *spec.args]
-    wrapper_args = [log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+    wrapper_args = [log_dir, exit_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 
 
