@@ -114,6 +114,16 @@ def _cluster_args(f: Any) -> Any:
         argument("--priority-class", help="priority class of the pods"),
         argument("--queue", help="scheduling queue, where the flavour has one"),
         argument("--flavor", choices=["job", "pytorchjob", "t9k"], help="workload kind (default: detected)"),
+        argument(
+            "--colocate",
+            action="store_true",
+            help="run every pod on the notebook pod's node (to share a ReadWriteOnce PVC)",
+        ),
+        argument(
+            "--pending-timeout",
+            metavar="DURATION",
+            help="fail the job when its pods have not all started after this long (default 15m; 0: wait)",
+        ),
     ]
     for a in args:
         f = a(f)
@@ -283,7 +293,16 @@ class DistTrainMagics(Magics):
         from .specs import Volume
 
         options: dict[str, Any] = {}
-        for key in ("shm_size", "namespace", "service_account", "priority_class", "queue", "flavor"):
+        keys = (
+            "shm_size",
+            "namespace",
+            "service_account",
+            "priority_class",
+            "queue",
+            "flavor",
+            "pending_timeout",
+        )
+        for key in keys:
             value = getattr(args, key)
             if value is not None:
                 options[key] = value
@@ -291,6 +310,8 @@ class DistTrainMagics(Magics):
             options["node_selector"] = dict(args.node_selector)
         if args.toleration:
             options["tolerations"] = list(args.toleration)
+        if args.colocate:
+            options["colocate"] = True
         if args.oversubscribe:
             options["oversubscribe"] = True
         if args.exit_timeout is not None:

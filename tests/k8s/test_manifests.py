@@ -199,6 +199,9 @@ def test_configmap_when_job_dir_is_not_on_a_volume(backend: KubernetesBackend, t
         ({"namespace": "Team_A"}, "--namespace"),
         ({"colour": "blue"}, "unknown Kubernetes option 'colour'"),
         ({"shm_size": "128Gi"}, "larger than --memory"),
+        ({"pending_timeout": "soon"}, "--pending-timeout 'soon' is not a duration"),
+        ({"colocate": "yes"}, "--colocate is a switch"),
+        ({"colocate": True}, "--colocate needs the notebook pod's node"),
     ],
 )
 def test_bad_options_give_one_line_errors(

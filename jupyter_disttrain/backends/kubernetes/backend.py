@@ -34,11 +34,13 @@ from ...specs import (
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
+from .claims import check_claims
 from .client import BY_KIND, CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
 from .exits import read_exits, status_from_exits
 from .informer import Informer, informer
 from .notebook import choose_accelerator, find_own_pod, notebook_container
 from .options import KubeOptions, parse_options, parse_quantity
+from .pending import PendingClock, timed_out
 from .podlogs import pod_log_lines
 from .status import build_status, pods_settled
 
@@ -60,6 +62,7 @@ class KubernetesBackend(Backend):
         self._client = client
         self._client_loaded = client is not None
         self._ended_at: dict[str, float] = {}  # job id -> when its workload's end was first seen
+        self._pending = PendingClock()
 
     # -- the cluster -----------------------------------------------------------------------
     def client(self, required: bool = True) -> KubeClient | None:
@@ -112,6 +115,12 @@ class KubernetesBackend(Backend):
             or "default"
         )
         volumes = _merge_volumes(_pod_volumes(pod_spec, container), spec.volumes)
+        if client is not None:
+            check_claims(client, namespace, volumes, spec.nodes, opts.colocate)
+        node = pod_spec.get("nodeName") if opts.colocate else None
+        if opts.colocate and not node:
+            why = found if pod is None else "it is not bound to a node yet"
+            raise InvalidSpecError(f"--colocate needs the notebook pod's node, and there is none: {why}")
         flavor = opts.flavor or self.discover_flavor()
         version = (
             opts.k8s_version or (self._server_version(client) if client else None) or DEFAULT_K8S_VERSION
@@ -133,6 +142,7 @@ class KubernetesBackend(Backend):
             gpu=gpu,
             accelerator_reason=why,
             notebook=inherited,
+            node=node,
         )
 
     def discover_flavor(self) -> str:
@@ -271,6 +281,10 @@ class KubernetesBackend(Backend):
             new = build_status(status, flavor, record.id, workload, own_pods, own_events, final)
         if new.is_terminal:
             self._ended_at.pop(record.id, None)
+        timeout = parse_options(record.spec.options).pending_timeout
+        if self._pending.overdue(new, workload, timeout):
+            self._remove_objects(record)  # pods that wait forever still hold quota and claims
+            return self._write_unless_ended(timed_out(new, timeout))
         if _comparable(new) != _comparable(status):
             return self._write_unless_ended(new)
         return new

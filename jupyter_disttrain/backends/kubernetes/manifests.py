@@ -56,6 +56,7 @@ class Placement:
     gpu: bool = False
     accelerator_reason: str = ""
     notebook: str | None = None  # the notebook pod and container inherited from, if any
+    node: str | None = None  # --colocate: the notebook pod's node, where every pod must run
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -431,6 +432,10 @@ def pod_template(
         pod_spec["tolerations"] = tolerations
     if opts.priority_class:
         pod_spec["priorityClassName"] = opts.priority_class
+    if place.node:  # through the scheduler (nodeName would skip its resource checks)
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [place.node]}]}
+        required = {"nodeSelectorTerms": [term]}
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
     if place.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in place.image_pull_secrets]
     return {

@@ -41,6 +41,8 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
+DEFAULT_PENDING_TIMEOUT = 900.0  # seconds a job may wait for all its pods to start
 
 
 def parse_quantity(text: str, flag: str) -> float:
@@ -74,6 +76,8 @@ class KubeOptions:
     priority_class: str | None = None
     queue: str | None = None
     k8s_version: tuple[int, int] | None = None
+    colocate: bool = False  # every pod on the notebook pod's node (single-node claims)
+    pending_timeout: float = DEFAULT_PENDING_TIMEOUT  # seconds; 0: wait forever
 
 
 _KNOWN = (
@@ -86,6 +90,8 @@ _KNOWN = (
     "priority_class",
     "queue",
     "k8s_version",
+    "colocate",
+    "pending_timeout",
 )
 
 
@@ -125,7 +131,28 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
         priority_class=names["priority_class"],
         queue=names["queue"],
         k8s_version=parse_version(version) if version else None,
+        colocate=_opt_bool(options, "colocate"),
+        pending_timeout=parse_duration(options.get("pending_timeout"), "--pending-timeout"),
     )
+
+
+def parse_duration(value: Any, flag: str) -> float:
+    """``"15m"``, ``"90s"``, ``"1h"``, ``"600"`` or a number → seconds (``None``: the default)."""
+    if value is None or value == "":
+        return DEFAULT_PENDING_TIMEOUT
+    m = _DURATION.match(str(value)) if isinstance(value, (str, int, float)) else None
+    if not m or isinstance(value, bool):
+        raise InvalidSpecError(
+            f"{flag} {value!r} is not a duration; write e.g. '15m', '90s' or '1h' (0: no limit)"
+        )
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
+
+
+def _opt_bool(options: dict[str, Any], key: str) -> bool:
+    value = options.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidSpecError(f"--{key.replace('_', '-')} is a switch: give it without a value")
+    return value
 
 
 def _opt_str(options: dict[str, Any], key: str) -> str | None:
