@@ -117,10 +117,7 @@ class KubernetesBackend(Backend):
         volumes = _merge_volumes(_pod_volumes(pod_spec, container), spec.volumes)
         if client is not None:
             check_claims(client, namespace, volumes, spec.nodes, opts.colocate)
-        node = pod_spec.get("nodeName") if opts.colocate else None
-        if opts.colocate and not node:
-            why = found if pod is None else "it is not bound to a node yet"
-            raise InvalidSpecError(f"--colocate needs the notebook pod's node, and there is none: {why}")
+        node = _colocation(opts, pod, found)
         flavor = opts.flavor or self.discover_flavor()
         version = (
             opts.k8s_version or (self._server_version(client) if client else None) or DEFAULT_K8S_VERSION
@@ -429,6 +426,17 @@ def _job_of(obj: dict[str, Any]) -> str | None:
 def _event_subject(event: dict[str, Any]) -> str | None:
     name: str | None = event.get("involvedObject", {}).get("name")
     return name
+
+
+def _colocation(opts: KubeOptions, pod: dict[str, Any] | None, found: str) -> str | None:
+    """With ``--colocate``, the notebook pod's node (every pod is to run there)."""
+    if not opts.colocate:
+        return None
+    node: str | None = (pod or {}).get("spec", {}).get("nodeName")
+    if not node:
+        why = found if pod is None else "it is not bound to a node yet"
+        raise InvalidSpecError(f"--colocate needs the notebook pod's node, and there is none: {why}")
+    return node
 
 
 def _pod_volumes(pod_spec: dict[str, Any], container: dict[str, Any]) -> list[Volume]:

@@ -207,27 +207,31 @@ def build_status(
     wst = (workload or {}).get("status", {}) or {}
     status.start_time = status.start_time or wst.get("startTime")
     phase, reason, message = _phase(flavor, status.conditions, wst, status.replicas)
-    # The workload's own warning (FailedCreate: a quota or PodSecurity refused its pods) while
-    # a replica has no pod yet.
     refused = warnings.get(job_id)
     with_pods = {replica_name(flavor, job_id, p)[0] for p in pods}
     if refused and not phase.is_terminal and any(r.name not in with_pods for r in status.replicas):
+        # The workload's own warning (FailedCreate: a quota or PodSecurity refused its pods).
         reason, message = refused.reason, refused.message
     if phase.is_terminal and not final:
         message = f"the workload ended ({reason or phase.value}); waiting for its pods to report"
         phase, reason = JobPhase.RUNNING, "Ending"
     status.phase, status.reason, status.message = phase, reason, message
     if phase.is_terminal:
-        for rep in status.replicas:  # e.g. stopped by the Job controller once rank 0 succeeded
-            if not rep.phase.is_terminal:
-                rep.phase, rep.reason = JobPhase.CANCELLED, rep.reason or "Stopped"
-                rep.message = rep.message or "the job ended before this replica did"
-        status.finish_time = status.finish_time or wst.get("completionTime") or now_iso()
-        failed = next((r for r in status.replicas if r.phase is JobPhase.FAILED), None)
-        status.exit_code = 0 if phase is JobPhase.SUCCEEDED else (failed.exit_code if failed else 1)
+        _finish(status, wst)
     elif phase is JobPhase.RUNNING and not status.start_time:
         status.start_time = now_iso()
     return status
+
+
+def _finish(status: JobStatus, wst: dict[str, Any]) -> None:
+    """Close an ended job: replicas still running were stopped; the exit code is the failed one's."""
+    for rep in status.replicas:  # e.g. stopped by the Job controller once rank 0 succeeded
+        if not rep.phase.is_terminal:
+            rep.phase, rep.reason = JobPhase.CANCELLED, rep.reason or "Stopped"
+            rep.message = rep.message or "the job ended before this replica did"
+    status.finish_time = status.finish_time or wst.get("completionTime") or now_iso()
+    failed = next((r for r in status.replicas if r.phase is JobPhase.FAILED), None)
+    status.exit_code = 0 if status.phase is JobPhase.SUCCEEDED else (failed.exit_code if failed else 1)
 
 
 def _phase(
