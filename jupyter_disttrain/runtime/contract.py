@@ -22,6 +22,7 @@ PYTHONPATH_ENV = "DISTTRAIN_PYTHONPATH"
 
 # A job dir's own parts.
 LOGS_DIR = "logs"
+EXITS_DIR = "exits"  # Kubernetes: <replica>.json, written by the pod wrapper at its exit
 RANKS_DIR = "ranks"
 TENSORBOARD_DIR = "tensorboard"
 

@@ -5,12 +5,15 @@ Stdlib only. What it serves, as the API server does:
 * discovery: ``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>/<version>``;
 * namespaced create (409 on a taken name), get, list and delete of pods, services, configmaps,
   events, batch Jobs and (when installed) PyTorchJobs / T9k jobs, with uid, resourceVersion and
-  creationTimestamp; delete cascades to dependents by ownerReferences unless ``Orphan``;
+  creationTimestamp; JSON merge patch; ``Foreground`` deletes dependents (by ownerReferences)
+  first, ``Orphan`` unlinks them, ``Background`` leaves them to the toy cluster's garbage collector;
 * list/watch with ``resourceVersion`` (watch from it; ``410 Gone`` as an ERROR event once the
   history before it is compacted), ``labelSelector`` (=, ==, !=, exists, !, in, notin),
   ``fieldSelector`` (dotted paths, = and !=), ``timeoutSeconds`` and bookmarks;
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
-* RBAC denials (403 with the API server's message) and dropped watches, for failure tests;
+* admission refusals (``admission`` hooks: quota, PodSecurity), RBAC denials (403 with the API
+  server's message), dropped watches and lagging watches
+  (``watch_delay``; lists stay current), for failure tests;
 * name validation with the API server's 422 answers: every name a DNS-1123 subdomain, Services
   (and, through the training operator's webhook, PyTorchJobs) DNS-1035 labels, a pod's hostname
   and subdomain DNS-1123 labels, label values at most 63 characters.
@@ -55,6 +58,7 @@ CORE = [
     ResourceType("", "v1", "configmaps", "ConfigMap"),
     ResourceType("", "v1", "events", "Event"),
     ResourceType("", "v1", "endpoints", "Endpoints"),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
 ]
 BATCH_JOBS = ResourceType("batch", "v1", "jobs", "Job")
 PYTORCHJOBS = ResourceType("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
@@ -213,6 +217,16 @@ def field_matcher(text: str | None) -> Callable[[dict[str, Any]], bool]:
     return match
 
 
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
+
+
 # -- the store -----------------------------------------------------------------------------------
 @dataclass
 class PodLog:
@@ -240,6 +254,10 @@ class FakeCluster:
         self.service_account = "system:serviceaccount:team-a:default-editor"
         self.logs: dict[tuple[str, str], PodLog] = {}
         self.on_delete: list[Callable[[str, dict[str, Any]], None]] = []
+        # Admission: each may refuse a create with an ApiStatus (a ResourceQuota, PodSecurity...).
+        self.admission: list[Callable[[str, dict[str, Any]], None]] = []
+        # Resource key -> seconds every watch of it holds its events back (a lagging watch cache).
+        self.watch_delay: dict[str, float] = {}
 
     def type_of(self, kind: str) -> ResourceType:
         return next(t for t in self.types.values() if t.kind == kind)
@@ -259,6 +277,8 @@ class FakeCluster:
         if not name:
             raise ApiStatus(422, "Invalid", f"{t.kind} is invalid: metadata.name: Required value")
         validate(t.kind, obj)
+        for admit in self.admission:
+            admit(t.kind, obj)
         if meta.get("namespace", ns) != ns:
             raise ApiStatus(
                 400, "BadRequest", "the namespace of the object does not match the namespace of the URL"
@@ -313,15 +333,43 @@ class FakeCluster:
             obj["metadata"]["resourceVersion"] = str(self.rv)
             obj["metadata"]["deletionTimestamp"] = now()
             self._record(key, "DELETED", obj)
-            if propagation != "Orphan":
-                uid = obj["metadata"]["uid"]
-                for (k2, ns2, n2), dep in list(self.objects.items()):
-                    refs = dep["metadata"].get("ownerReferences", [])
-                    if ns2 == ns and any(r.get("uid") == uid for r in refs):
-                        self.delete(k2, ns2, n2, propagation)
+            if propagation == "Foreground":  # dependents now; Background leaves them to the GC
+                for k2, ns2, n2 in self.dependents(ns, obj["metadata"]["uid"]):
+                    self.delete(k2, ns2, n2, propagation)
+            elif propagation == "Orphan":
+                self.orphan(ns, obj["metadata"]["uid"])
         for hook in self.on_delete:
             hook(key, obj)
         return obj
+
+    def dependents(self, ns: str, uid: str) -> list[tuple[str, str, str]]:
+        with self.cond:
+            return [
+                at
+                for at, dep in self.objects.items()
+                if at[1] == ns
+                and any(r.get("uid") == uid for r in dep["metadata"].get("ownerReferences", []))
+            ]
+
+    def orphan(self, ns: str, uid: str) -> None:
+        """Drop the owner ``uid`` from its dependents' ownerReferences (propagation Orphan)."""
+
+        def drop(obj: dict[str, Any]) -> None:
+            refs = [r for r in obj["metadata"].get("ownerReferences", []) if r.get("uid") != uid]
+            obj["metadata"]["ownerReferences"] = refs
+
+        for key, ns2, name in self.dependents(ns, uid):
+            self.update(key, ns2, name, drop)
+
+    def patch(self, key: str, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """An RFC 7386 JSON merge patch (what ``application/merge-patch+json`` asks for)."""
+        found = self.update(key, ns, name, lambda obj: _merge(obj, patch))
+        if found is None:
+            t = self.types[key]
+            raise ApiStatus(
+                404, "NotFound", f'{t.plural}{"." + t.group if t.group else ""} "{name}" not found'
+            )
+        return copy.deepcopy(found)
 
     def get(self, key: str, ns: str, name: str) -> dict[str, Any] | None:
         with self.cond:
@@ -464,6 +512,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._handle("DELETE")
 
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
     # -- routes -----------------------------------------------------------------------------------
     def _route(self, method: str, path: str, query: dict[str, str], body: Any) -> None:
         c = self.cluster
@@ -510,7 +561,7 @@ class _Handler(BaseHTTPRequestHandler):
                             "name": t.plural,
                             "kind": t.kind,
                             "namespaced": True,
-                            "verbs": ["create", "delete", "get", "list", "watch"],
+                            "verbs": ["create", "delete", "get", "list", "patch", "watch"],
                         }
                         for t in found
                     ],
@@ -525,7 +576,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         ns, name, sub = m.group("ns"), m.group("name"), m.group("sub")
         t = c.types[key]
-        verb = {"POST": "create", "DELETE": "delete"}.get(method) or (
+        verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch"}.get(method) or (
             "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
         )
         resource = t.plural + (f"/{sub}" if sub else "")
@@ -545,6 +596,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         if method == "POST" and not name:
             return self._json(201, c.create(key, ns, body or {}))
+        if method == "PATCH" and name:
+            if self.headers.get("Content-Type", "").split(";")[0] != "application/merge-patch+json":
+                raise ApiStatus(415, "UnsupportedMediaType", "only merge patches are served here")
+            return self._json(200, c.patch(key, ns, name, body or {}))
         if method == "DELETE" and name:
             policy = (body or {}).get("propagationPolicy") or query.get("propagationPolicy") or "Background"
             c.delete(key, ns, name, policy)
@@ -631,6 +686,8 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     batch = [(kind, obj) for rv, k, kind, obj in c.history if rv > cursor and wanted(k, obj)]
                     cursor = c.rv
+            if batch and c.watch_delay.get(key):
+                time.sleep(c.watch_delay[key])
             for kind, obj in batch:
                 self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                 last_sent = time.monotonic()

@@ -17,7 +17,7 @@ from jupyter_disttrain.store import JobStore
 from .toycluster import ToyCluster
 
 CELL = """\
-%%distrun --backend kubernetes --flavor job --namespace team-a --image pytorch:local --nodes 2 --gpus 1 --pvc workspace:{ws} --name magic
+%%distrun --backend kubernetes --flavor job --namespace team-a --image pytorch:local --nodes 2 --gpus 1 --pvc workspace:{ws} --name magic --pending-timeout 10m
 import torch
 import torch.distributed as dist
 
@@ -34,6 +34,7 @@ def test_distrun_cell_runs_on_the_toy_cluster(
 ) -> None:
     root = workspace / ".disttrain" / "jobs"
     monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(root))  # the kernel inherits this and KUBECONFIG
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))  # this tree's code
     nb = new_notebook(
         cells=[
             new_code_cell("%load_ext jupyter_disttrain"),

@@ -149,7 +149,7 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     # The user's values reach the pod as argv of a constant wrapper, never inside a shell string.
     assert c["command"][:5] == [*mf.PYTHON_LAUNCH, mf.POD_WRAPPER]
     assert c["command"][5:] == [
-        job_dir + "/logs", "node-", "mnist-ddp-ab12c", "--",
+        job_dir + "/logs", job_dir + "/exits", "node-", "mnist-ddp-ab12c", "--",
         "torchrun", "--tee", "3", job_dir + "/train.py", "--epochs", "1",
     ]  # fmt: skip
     assert info.request["logs_on_pvc"] is True
@@ -182,7 +182,7 @@ def test_configmap_when_job_dir_is_not_on_a_volume(backend: KubernetesBackend, t
     cm, _, job = info.request["manifests"]
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == "mnist-ddp-ab12c-code"
     c = job["spec"]["template"]["spec"]["containers"][0]
-    assert c["workingDir"] == mf.CODE_DIR and c["command"][5] == "-"  # logs via pods/log
+    assert c["workingDir"] == mf.CODE_DIR and c["command"][5:7] == ["-", "-"]  # logs via pods/log
     assert "/disttrain/code/train.py" in c["command"]
     assert info.request["logs_on_pvc"] is False
     for obj in info.request["manifests"]:
@@ -199,6 +199,9 @@ def test_configmap_when_job_dir_is_not_on_a_volume(backend: KubernetesBackend, t
         ({"namespace": "Team_A"}, "--namespace"),
         ({"colour": "blue"}, "unknown Kubernetes option 'colour'"),
         ({"shm_size": "128Gi"}, "larger than --memory"),
+        ({"pending_timeout": "soon"}, "--pending-timeout 'soon' is not a duration"),
+        ({"colocate": "yes"}, "--colocate is a switch"),
+        ({"colocate": True}, "--colocate needs the notebook pod's node"),
     ],
 )
 def test_bad_options_give_one_line_errors(

@@ -128,3 +128,40 @@ def test_pending_job_shows_why() -> None:
     )
     assert (st.phase, st.reason) == (JobPhase.PENDING, "Unschedulable")
     assert st.message == "node-0: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+
+
+def _warning(obj: str, reason: str, message: str, when: str) -> dict[str, Any]:
+    kind, _, name = obj.partition("/")
+    return {
+        "involvedObject": {"kind": kind, "name": name},
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": when,
+    }
+
+
+def test_a_waiting_pods_latest_warning_is_its_reason() -> None:
+    """The kubelet reports pulls as reason "Failed", message "Error: ErrImagePull"."""
+    name = "j-abcde-0-x01"
+    creating = pod(0, "2026-01-01T00:00:01Z", {"phase": "Pending", "containerStatuses": [
+        cs({"waiting": {"reason": "ContainerCreating"}})
+    ]}, name=name)  # fmt: skip
+    events = [
+        _warning(f"Pod/{name}", "FailedMount", 'configmap "j-abcde-code" not found', "2026-01-01T00:00:02Z"),
+        _warning(f"Pod/{name}", "Failed", "Error: ErrImagePull", "2026-01-01T00:00:03Z"),
+    ]
+    status = build_status(JobStatus(job_id="j-abcde"), "job", "j-abcde", None, [creating], events)
+    assert (status.replicas[0].reason, status.replicas[0].message) == ("ErrImagePull", "Error: ErrImagePull")
+    assert (status.phase, status.reason) == (JobPhase.PENDING, "ErrImagePull")
+
+
+def test_an_ended_workload_is_held_open_until_the_pods_report() -> None:
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    running = pod(1, "2026-01-01T00:00:01Z", {"phase": "Running"})
+    prev = JobStatus(job_id="j-abcde")
+    held = build_status(prev, "job", "j-abcde", {"status": failed}, [running], [], final=False)
+    assert (held.phase, held.reason) == (JobPhase.RUNNING, "Ending")
+    assert "BackoffLimitExceeded" in (held.message or "")
+    final = build_status(prev, "job", "j-abcde", {"status": failed}, [running], [])
+    assert final.phase is JobPhase.FAILED and final.replicas[0].reason == "Stopped"

@@ -10,7 +10,9 @@ The kubelet ignores GPU requests as long as they fit its fake node (``gpus`` per
 is ``Unschedulable`` with the scheduler's message), so a ``--gpus 1`` job runs CPU torchrun
 processes. An endpoints controller fills each Service's
 ``Endpoints`` from the pods its selector matches (what cluster DNS serves for
-``<hostname>.<service>``). Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
+``<hostname>.<service>``); a garbage collector removes objects whose owners are all gone
+(``Background`` deletes, ownerReferences set afterwards) and a TTL controller finished Jobs
+past ``ttlSecondsAfterFinished``. Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
 127.0.0.1 and each job's port to a free local one. Volumes: PVC mounts must be host paths
 (the tests mount tmp dirs at the same paths, as a shared PVC would be); emptyDir and configMap
 mounts are materialised in a per-pod sandbox and their paths rewritten in argv, env and cwd.
@@ -19,6 +21,7 @@ mounts are materialised in a per-pod sandbox and their paths rewritten in argv, 
 from __future__ import annotations
 
 import abc
+import calendar
 import contextlib
 import os
 import re
@@ -39,6 +42,7 @@ PODS = "/v1/pods"
 SERVICES = "/v1/services"
 CONFIGMAPS = "/v1/configmaps"
 ENDPOINTS = "/v1/endpoints"
+PVCS = "/v1/persistentvolumeclaims"
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -511,6 +515,89 @@ class EndpointsController(Loop):
             self.cluster.update(ENDPOINTS, ns, name, lambda ep: ep.update(subsets=subsets))
 
 
+class GarbageCollector(Loop):
+    """Deletes objects all of whose owners (by uid) are gone, as the cluster's GC does after a
+    ``Background`` delete or when an ownerReference names an owner that no longer exists."""
+
+    def reconcile(self) -> None:
+        c = self.cluster
+        with c.cond:
+            live = {o["metadata"]["uid"] for o in c.objects.values()}
+            orphans = [
+                at
+                for at, o in c.objects.items()
+                if o["metadata"].get("ownerReferences")
+                and not any(r.get("uid") in live for r in o["metadata"]["ownerReferences"])
+            ]
+        for key, ns, name in orphans:
+            with contextlib.suppress(ApiStatus):
+                c.delete(key, ns, name)
+
+
+class TTLController(Loop):
+    """Deletes a finished Job ``ttlSecondsAfterFinished`` after it finished (foreground, as the
+    TTL-after-finished controller does)."""
+
+    def reconcile(self) -> None:
+        c = self.cluster
+        for job in c.items(BATCH_JOBS.key):
+            ttl = job["spec"].get("ttlSecondsAfterFinished")
+            ended = [
+                x.get("lastTransitionTime", "")
+                for x in job.get("status", {}).get("conditions", [])
+                if x["type"] in ("Complete", "Failed") and x["status"] == "True"
+            ]
+            if ttl is None or not ended:
+                continue
+            finished = calendar.timegm(time.strptime(ended[0], "%Y-%m-%dT%H:%M:%SZ"))
+            if time.time() >= finished + ttl:
+                with contextlib.suppress(ApiStatus):
+                    c.delete(
+                        BATCH_JOBS.key, job["metadata"]["namespace"], job["metadata"]["name"], "Foreground"
+                    )
+
+
+_SINGLE_NODE = ("ReadWriteOnce", "ReadWriteOncePod")
+
+
+def _claims(pod: dict[str, Any]) -> set[str]:
+    return {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"].get("volumes", []) or []
+        if v.get("persistentVolumeClaim")
+    }
+
+
+def attach_conflict(
+    cluster: FakeCluster, pod: dict[str, Any], node: str, started: set[tuple[str, str]]
+) -> str | None:
+    """The attach/detach controller's Multi-Attach error when a single-node claim (its PVC
+    object's ``accessModes``) of ``pod`` is in use on another node, else ``None``. In use: by a
+    running pod (the notebook's) or one the kubelet started that has not ended."""
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    for claim in sorted(_claims(pod)):
+        pvc = cluster.get(PVCS, ns, claim)
+        if pvc is None or not set(pvc["spec"].get("accessModes", [])) & set(_SINGLE_NODE):
+            continue
+        users = [
+            p["metadata"]["name"]
+            for p in cluster.items(PODS, ns)
+            if p["metadata"]["name"] != name
+            and p["spec"].get("nodeName") not in (None, node)
+            and claim in _claims(p)
+            and (
+                p.get("status", {}).get("phase") == "Running"
+                or ((ns, p["metadata"]["name"]) in started and p["status"].get("phase") == "Pending")
+            )
+        ]
+        if users:
+            return (
+                f'Multi-Attach error for volume "pvc-{pvc["metadata"]["uid"]}" '
+                f"Volume is already used by pod(s) {', '.join(sorted(users))}"
+            )
+    return None
+
+
 class ProcessKubelet(Loop):
     """Schedules pods onto one fake node and runs their containers as local processes."""
 
@@ -521,6 +608,7 @@ class ProcessKubelet(Loop):
         bad_images: tuple[str, ...] = (),
         image_paths: dict[str, str] | None = None,
         image_env: dict[str, dict[str, str]] | None = None,
+        nodes: int = 1,
     ) -> None:
         super().__init__(cluster)
         self.gpus = gpus
@@ -529,8 +617,11 @@ class ProcessKubelet(Loop):
         self.image_paths = dict(image_paths or {})
         # image -> its own ENV (a Dockerfile's), which the pod's env overrides name by name
         self.image_env = dict(image_env or {})
-        self.node = "fake-node-1"
+        self.nodes = [f"fake-node-{i + 1}" for i in range(nodes)]
+        self.node = self.nodes[0]
+        self._bound = 0  # pods bound so far: round-robin over the nodes
         self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        self._killers: list[threading.Thread] = []
         self.handled: set[tuple[str, str]] = set()
         self.ports: dict[tuple[str, str], int] = {}
         self._port_lock = threading.Lock()
@@ -541,6 +632,8 @@ class ProcessKubelet(Loop):
         super().stop()
         for proc in list(self.procs.values()):
             self._kill(proc)
+        for killer in self._killers:  # pods deleted just before: no process outlives the test
+            killer.join()
 
     def reconcile(self) -> None:
         for pod in self.cluster.items(PODS):
@@ -571,11 +664,17 @@ class ProcessKubelet(Loop):
         c = self.cluster
         ctr = pod["spec"]["containers"][0]
         gpus = int(ctr.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", "0"))
-        if gpus > self.gpus:
+        node = self._pick_node(pod)
+        if gpus > self.gpus or node is None:
+            n = len(self.nodes)
+            why = (
+                "Insufficient nvidia.com/gpu"
+                if gpus > self.gpus
+                else "node(s) didn't match Pod's node affinity"
+            )
             msg = (
-                "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. "
-                "preemption: 0/1 nodes are available: "
-                "1 No preemption victims found for incoming pod."
+                f"0/{n} nodes are available: {n} {why}. preemption: 0/{n} nodes are available: "
+                f"{n} No preemption victims found for incoming pod."
             )
             if self._once(pod, "unschedulable"):
                 self._update(
@@ -598,14 +697,16 @@ class ProcessKubelet(Loop):
         if self._once(pod, "scheduled"):
 
             def bind(p: dict[str, Any]) -> None:
-                p["spec"]["nodeName"] = self.node
+                p["spec"]["nodeName"] = node
                 p["status"]["conditions"] = [
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}
                 ]
 
+            self._bound += 1
             self._update(pod, bind)
             ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-            c.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {self.node}")
+            c.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
+        pod["spec"]["nodeName"] = node
         if ctr["image"] in self.bad_images:
             if self._once(pod, "pull"):
                 msg = f'Back-off pulling image "{ctr["image"]}"'
@@ -620,6 +721,15 @@ class ProcessKubelet(Loop):
                 c.record_event(pod, "Warning", "Failed", f'Failed to pull image "{ctr["image"]}": not found')
                 c.record_event(pod, "Normal", "BackOff", msg)
             return False
+        conflict = attach_conflict(c, pod, node, self.handled)
+        if conflict:
+            if self._once(pod, "attach"):
+                waiting = {"waiting": {"reason": "ContainerCreating"}}
+                self._update(
+                    pod, lambda p: p["status"].update(containerStatuses=[self._cstatus(ctr, waiting)])
+                )
+                c.record_event(pod, "Warning", "FailedAttachVolume", conflict)
+            return False
         for vol in pod["spec"].get("volumes", []):
             cm = vol.get("configMap")
             if cm and c.get(CONFIGMAPS, pod["metadata"]["namespace"], cm["name"]) is None:
@@ -628,6 +738,28 @@ class ProcessKubelet(Loop):
                 return False
         threading.Thread(target=self._run_pod, args=(pod,), daemon=True).start()
         return True
+
+    def _pick_node(self, pod: dict[str, Any]) -> str | None:
+        """Its ``nodeName``, else the node its required node affinity names, else the next one."""
+        spec = pod["spec"]
+        if spec.get("nodeName"):
+            return str(spec["nodeName"])
+        terms = (
+            spec.get("affinity", {})
+            .get("nodeAffinity", {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+            .get("nodeSelectorTerms", [])
+        )
+        wanted = {
+            v
+            for t in terms
+            for f in t.get("matchFields", [])
+            if f.get("key") == "metadata.name" and f.get("operator") == "In"
+            for v in f.get("values", [])
+        }
+        if terms:
+            return next((n for n in self.nodes if n in wanted), None)
+        return self.nodes[self._bound % len(self.nodes)]
 
     @staticmethod
     def _cstatus(
@@ -689,7 +821,7 @@ class ProcessKubelet(Loop):
                 env[item["name"]] = {
                     "metadata.name": meta["name"],
                     "metadata.namespace": meta["namespace"],
-                    "spec.nodeName": self.node,
+                    "spec.nodeName": pod["spec"].get("nodeName", self.node),
                     "status.podIP": "127.0.0.1",
                 }.get(path, "")
         for addr, port in (("PET_MASTER_ADDR", "PET_MASTER_PORT"), ("MASTER_ADDR", "MASTER_PORT")):
@@ -823,7 +955,9 @@ class ProcessKubelet(Loop):
             return
         proc = self.procs.pop((obj["metadata"]["namespace"], obj["metadata"]["name"]), None)
         if proc is not None:
-            threading.Thread(target=self._kill, args=(proc,), daemon=True).start()
+            killer = threading.Thread(target=self._kill, args=(proc,), daemon=True)
+            self._killers.append(killer)
+            killer.start()
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -851,6 +985,8 @@ class ToyCluster:
         self.loops: list[Loop] = [
             IndexedJobController(self.cluster),
             EndpointsController(self.cluster),
+            GarbageCollector(self.cluster),
+            TTLController(self.cluster),
             ProcessKubelet(self.cluster, **kubelet),
         ]
         if "pytorchjob" in install:

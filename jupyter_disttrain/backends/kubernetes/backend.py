@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,17 +34,22 @@ from ...specs import (
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
-from .client import CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
+from .claims import check_claims
+from .client import BY_KIND, CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
+from .exits import read_exits, status_from_exits
 from .informer import Informer, informer
 from .notebook import choose_accelerator, find_own_pod, notebook_container
 from .options import KubeOptions, parse_options, parse_quantity
+from .pending import PendingClock, timed_out
 from .podlogs import pod_log_lines
-from .status import build_status
+from .status import build_status, pods_settled
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
 log = logging.getLogger(__name__)
 DEFAULT_K8S_VERSION = (1, 29)
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# How long an ended workload waits for its pods' last status before it is final anyway.
+SETTLE_SECONDS = 10.0
 
 
 class KubernetesBackend(Backend):
@@ -55,6 +61,8 @@ class KubernetesBackend(Backend):
         super().__init__(store)
         self._client = client
         self._client_loaded = client is not None
+        self._ended_at: dict[str, float] = {}  # job id -> when its workload's end was first seen
+        self._pending = PendingClock()
 
     # -- the cluster -----------------------------------------------------------------------
     def client(self, required: bool = True) -> KubeClient | None:
@@ -107,6 +115,9 @@ class KubernetesBackend(Backend):
             or "default"
         )
         volumes = _merge_volumes(_pod_volumes(pod_spec, container), spec.volumes)
+        if client is not None:
+            check_claims(client, namespace, volumes, spec.nodes, opts.colocate)
+        node = _colocation(opts, pod, found)
         flavor = opts.flavor or self.discover_flavor()
         version = (
             opts.k8s_version or (self._server_version(client) if client else None) or DEFAULT_K8S_VERSION
@@ -128,6 +139,7 @@ class KubernetesBackend(Backend):
             gpu=gpu,
             accelerator_reason=why,
             notebook=inherited,
+            node=node,
         )
 
     def discover_flavor(self) -> str:
@@ -196,6 +208,7 @@ class KubernetesBackend(Backend):
         try:
             for obj in objects:
                 created.append(client.create(obj))
+            self._link_to_workload(client, created)
         except ApiError as exc:
             for obj in reversed(created):  # leave nothing half-made behind
                 self._delete_quietly(
@@ -218,6 +231,16 @@ class KubernetesBackend(Backend):
             status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
             self.store.write_status(status)
 
+    @staticmethod
+    def _link_to_workload(client: KubeClient, created: list[dict[str, Any]]) -> None:
+        """Make the workload (created last) the owner of the other objects, so the cluster's
+        garbage collector removes them with it (its TTL, a ``kubectl delete``)."""
+        *others, workload = created
+        owner = {"metadata": {"ownerReferences": [mf.owner_reference(workload)]}}
+        for obj in others:
+            meta = obj["metadata"]
+            client.merge_patch(BY_KIND[obj["kind"]], meta["namespace"], meta["name"], owner)
+
     # -- observe ---------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
         if status.is_terminal or "namespace" not in record.backend_state:
@@ -236,17 +259,36 @@ class KubernetesBackend(Backend):
             # Not in the cache: just created (the watch has not caught up) or removed behind our back.
             workload = client.get(WORKLOADS[flavor], ns, mf.object_name(record.id))
             if workload is None:
-                status.phase, status.reason = JobPhase.FAILED, "WorkloadDeleted"
-                status.message = f"the {WORKLOADS[flavor].kind} {record.id} is gone from namespace {ns}"
+                gone = f"the {WORKLOADS[flavor].kind} {record.id} is gone from namespace {ns}"
+                recorded = status_from_exits(status, flavor, read_exits(self.store.job_dir(record.id)), gone)
+                if recorded is not None:  # e.g. removed by its TTL after it ended
+                    return self._write_unless_ended(recorded)
+                status.phase, status.reason, status.message = JobPhase.FAILED, "WorkloadDeleted", gone
                 status.finish_time = now_iso()
                 return self._write_unless_ended(status)
         own_pods = pods.indexed(record.id)
         subjects = [record.id, mf.configmap_name(record.id), *(p["metadata"]["name"] for p in own_pods)]
         own_events = [e for name in subjects for e in events.indexed(name)]
         new = build_status(status, flavor, record.id, workload, own_pods, own_events)
+        if new.is_terminal and not pods_settled(own_pods):
+            # The pods' watch may lag the workload's: ask for the pods now before deciding.
+            selector = f"{mf.JOB_ID_LABEL}={record.id}"
+            own_pods = client.list_objects(PODS, ns, selector).get("items", [])
+            final = pods_settled(own_pods) or self._settle_over(record.id)
+            new = build_status(status, flavor, record.id, workload, own_pods, own_events, final)
+        if new.is_terminal:
+            self._ended_at.pop(record.id, None)
+        timeout = parse_options(record.spec.options).pending_timeout
+        if self._pending.overdue(new, workload, timeout):
+            self._remove_objects(record)  # pods that wait forever still hold quota and claims
+            return self._write_unless_ended(timed_out(new, timeout))
         if _comparable(new) != _comparable(status):
             return self._write_unless_ended(new)
         return new
+
+    def _settle_over(self, job_id: str) -> bool:
+        first = self._ended_at.setdefault(job_id, time.monotonic())
+        return time.monotonic() - first > SETTLE_SECONDS
 
     def _write_unless_ended(self, status: JobStatus) -> JobStatus:
         """Store ``status`` unless another process (a cancel in the kernel, say) ended the job
@@ -367,8 +409,6 @@ class KubernetesBackend(Backend):
 
     @staticmethod
     def _delete_quietly(client: KubeClient, kind: str, namespace: str, name: str) -> None:
-        from .client import BY_KIND
-
         with contextlib.suppress(ApiError):
             client.delete(BY_KIND[kind], namespace, name)
 
@@ -386,6 +426,17 @@ def _job_of(obj: dict[str, Any]) -> str | None:
 def _event_subject(event: dict[str, Any]) -> str | None:
     name: str | None = event.get("involvedObject", {}).get("name")
     return name
+
+
+def _colocation(opts: KubeOptions, pod: dict[str, Any] | None, found: str) -> str | None:
+    """With ``--colocate``, the notebook pod's node (every pod is to run there)."""
+    if not opts.colocate:
+        return None
+    node: str | None = (pod or {}).get("spec", {}).get("nodeName")
+    if not node:
+        why = found if pod is None else "it is not bound to a node yet"
+        raise InvalidSpecError(f"--colocate needs the notebook pod's node, and there is none: {why}")
+    return node
 
 
 def _pod_volumes(pod_spec: dict[str, Any], container: dict[str, Any]) -> list[Volume]:

@@ -53,6 +53,7 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 T9KJOBS = Resource("batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs", "PyTorchTrainingJob")
@@ -129,9 +130,10 @@ class KubeClient:
         query: dict[str, Any] | None,
         body: Any,
         timeout: float | tuple[float, float] | None,
+        content_type: str = "application/json",
     ) -> Any:
         params = [(k, _qs(v)) for k, v in (query or {}).items() if v is not None]
-        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
             m, url, hdrs, data, _ = self.api.param_serialize(
                 method,
@@ -157,9 +159,10 @@ class KubeClient:
         namespace: str | None = None,
         timeout: float = 30,
         as_json: bool = True,
+        content_type: str = "application/json",
     ) -> Any:
         """One request; returns the decoded JSON answer (or text), raises ``ApiError``."""
-        resp = self._send(method, path, query, body, timeout)
+        resp = self._send(method, path, query, body, timeout, content_type)
         raw = resp.read()
         if resp.status >= 400:
             raise self._error(resp.status, raw, method, path, query or {}, resource, name, namespace)
@@ -247,6 +250,19 @@ class KubeClient:
         res = BY_KIND[obj["kind"]]
         ns = obj["metadata"]["namespace"]
         out: dict[str, Any] = self.request("POST", res.path(ns), body=obj, resource=res, namespace=ns)
+        return out
+
+    def merge_patch(self, res: Resource, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Change part of an object (RFC 7386 JSON merge patch: lists are replaced whole)."""
+        out: dict[str, Any] = self.request(
+            "PATCH",
+            res.path(namespace, name),
+            body=patch,
+            resource=res,
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )
         return out
 
     def delete(self, res: Resource, namespace: str, name: str, propagation: str = "Background") -> bool:

@@ -19,6 +19,7 @@ from ...launch import rank_env
 from ...runtime import contract
 from ...specs import JobSpec, Volume
 from .options import KubeOptions, parse_quantity
+from .podscript import POD_WRAPPER, PYTHON_LAUNCH
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "jupyter-disttrain"
@@ -40,60 +41,6 @@ RANK_PREFIX = "[rank${rank}]:"
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 HOSTNAME_MAX = 63
 
-# The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
-# dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod.
-# A constant: user values (paths, ids, torchrun arguments) arrive as argv only.
-POD_WRAPPER = """\
-import os, signal, socket, subprocess, sys
-log_dir, prefix, job_id, _, *cmd = sys.argv[1:]
-host = os.environ.get("HOSTNAME") or socket.gethostname()
-replica = prefix + (host[len(job_id) + 1:] if host.startswith(job_id + "-") else host)
-out = None
-if log_dir != "-":
-    os.makedirs(log_dir, exist_ok=True)
-    out = open(os.path.join(log_dir, replica + ".log"), "ab", buffering=0)
-def emit(chunk):
-    sys.stdout.buffer.write(chunk)
-    sys.stdout.buffer.flush()
-    if out:
-        out.write(chunk)
-try:
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-except FileNotFoundError:
-    hint = " is not on PATH in this image; use an image with PyTorch (--image)"
-    emit(f"jupyter-disttrain: {cmd[0]}{hint}\\n".encode())
-    sys.exit(127)
-for sig in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(sig, lambda num, frame: child.send_signal(num))
-for chunk in iter(lambda: child.stdout.read1(65536), b""):
-    emit(chunk)
-code = child.wait()
-sys.exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N, as a shell reports it
-"""
-
-# Puts the job's PYTHONPATH in front of the image's, then runs the wrapper with the image's
-# Python, found as torchrun is (on PATH: python3, python), else the interpreter of torchrun's own
-# "#!" line; without any, it says so. $1 is the wrapper, the
-# rest its argv: user values never enter the script.
-FIND_PYTHON = """\
-set -f
-torchrun_python() {
-  t=$(command -v torchrun) && IFS= read -r line < "$t" || return 0
-  case $line in '#!'*) set -- ${line#??}; [ "${1##*/}" = env ] && shift; echo "$1";; esac
-}
-export PYTHONPATH="$DISTTRAIN_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
-for py in python3 python "$(torchrun_python)"; do
-  if [ -n "$py" ] && command -v "$py" >/dev/null 2>&1; then
-    wrapper=$1; shift
-    exec "$py" -u -c "$wrapper" "$@"
-  fi
-done
-echo "$0: this image has no python3 or python on PATH, nor a torchrun to find one by;" \\
-  "use an image with Python and PyTorch (--image)" >&2
-exit 127
-"""
-PYTHON_LAUNCH = ("/bin/sh", "-c", FIND_PYTHON, "jupyter-disttrain")
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -109,6 +56,7 @@ class Placement:
     gpu: bool = False
     accelerator_reason: str = ""
     notebook: str | None = None  # the notebook pod and container inherited from, if any
+    node: str | None = None  # --colocate: the notebook pod's node, where every pod must run
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -140,6 +88,19 @@ def object_name(job_id: str) -> str:
 
 def configmap_name(job_id: str) -> str:
     return f"{job_id}-code"
+
+
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    """A reference to the created workload (its uid): the cluster's garbage collector removes
+    the other objects of the job with it (a TTL, a delete by hand). Not ``blockOwnerDeletion``,
+    which needs permission to set finalizers on the owner."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
 
 
 def labels(job_id: str) -> dict[str, str]:
@@ -390,11 +351,14 @@ def _script_path(spec: JobSpec, place: Placement) -> str:
 
 
 def container_command(spec: JobSpec, job_id: str, place: Placement) -> list[str]:
-    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <replica prefix> <job id> --
+    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <exit dir> <replica prefix> <job id> --
     torchrun ... script args``: the image's python runs the wrapper, which runs torchrun."""
-    log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR) if place.pvc_for_job_dir else "-"
+    log_dir = exit_dir = "-"  # no shared job dir: logs via pods/log, no exit record
+    if place.pvc_for_job_dir is not None:
+        log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
+        exit_dir = posixpath.join(place.job_dir, contract.EXITS_DIR)
     launcher = ["torchrun", "--tee", "3", _script_path(spec, place), *spec.args]
-    wrapper_args = [log_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+    wrapper_args = [log_dir, exit_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 
 
@@ -468,6 +432,10 @@ def pod_template(
         pod_spec["tolerations"] = tolerations
     if opts.priority_class:
         pod_spec["priorityClassName"] = opts.priority_class
+    if place.node:  # through the scheduler (nodeName would skip its resource checks)
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [place.node]}]}
+        required = {"nodeSelectorTerms": [term]}
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
     if place.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in place.image_pull_secrets]
     return {

@@ -42,6 +42,8 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
+DEFAULT_PENDING_TIMEOUT = 900.0  # seconds a job may wait for all its pods to start
 
 
 def parse_quantity(text: str, flag: str) -> float:
@@ -84,6 +86,14 @@ class KubeOptions:
     priority_class: str | None = option(help="priority class of the pods")
     queue: str | None = option(help="scheduling queue (Kueue's queue-name label; T9k's queue)")
     flavor: str | None = option(choices=FLAVORS, help="workload kind (default: detected)")
+    colocate: bool = option(
+        False, switch=True, help="run every pod on the notebook pod's node (to share a ReadWriteOnce PVC)"
+    )
+    pending_timeout: float = option(
+        DEFAULT_PENDING_TIMEOUT,
+        metavar="DURATION",
+        help="fail the job when its pods have not all started after this long (default 15m; 0: wait)",
+    )
     k8s_version: tuple[int, int] | None = None  # the cluster's, for manifests without a cluster
 
 
@@ -126,7 +136,28 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
         priority_class=names["priority_class"],
         queue=names["queue"],
         k8s_version=parse_version(version) if version else None,
+        colocate=_opt_bool(options, "colocate"),
+        pending_timeout=parse_duration(options.get("pending_timeout"), "--pending-timeout"),
     )
+
+
+def parse_duration(value: Any, flag: str) -> float:
+    """``"15m"``, ``"90s"``, ``"1h"``, ``"600"`` or a number → seconds (``None``: the default)."""
+    if value is None or value == "":
+        return DEFAULT_PENDING_TIMEOUT
+    m = _DURATION.match(str(value)) if isinstance(value, (str, int, float)) else None
+    if not m or isinstance(value, bool):
+        raise InvalidSpecError(
+            f"{flag} {value!r} is not a duration; write e.g. '15m', '90s' or '1h' (0: no limit)"
+        )
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
+
+
+def _opt_bool(options: dict[str, Any], key: str) -> bool:
+    value = options.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidSpecError(f"--{key.replace('_', '-')} is a switch: give it without a value")
+    return value
 
 
 def _opt_str(options: dict[str, Any], key: str) -> str | None:

@@ -81,9 +81,14 @@ def replica_from_pod(flavor: str, job_id: str, pod: dict[str, Any]) -> ReplicaSt
 
 
 def replicas_from_pods(
-    flavor: str, job_id: str, pods: list[dict[str, Any]], expected: list[ReplicaStatus]
+    flavor: str,
+    job_id: str,
+    pods: list[dict[str, Any]],
+    expected: list[ReplicaStatus],
+    warnings: dict[str, Event] | None = None,
 ) -> list[ReplicaStatus]:
-    """One entry per replica: the newest pod of each; replaced pods count as restarts."""
+    """One entry per replica: the newest pod of each; replaced pods count as restarts. A pod
+    waiting without a reason of its own gets its latest warning (``warnings``, by pod name)."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         by_name.setdefault(replica_name(flavor, job_id, pod)[0], []).append(pod)
@@ -92,8 +97,37 @@ def replicas_from_pods(
         group.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"].get("name", "")))
         rep = replica_from_pod(flavor, job_id, group[-1])
         rep.restarts += len(group) - 1
+        warning = (warnings or {}).get(group[-1]["metadata"].get("name", ""))
+        if warning is not None and rep.phase is JobPhase.PENDING and rep.reason in (None, *_STARTING):
+            rep.reason, rep.message = warning.reason, warning.message
         out[name] = rep
     return sorted(out.values(), key=lambda r: (r.role not in ("master", "node"), r.role, r.index))
+
+
+# Warnings that explain why a pod (or the workload's pods) cannot start; the kubelet reports
+# image pulls as reason "Failed" with the message "Error: ErrImagePull".
+STUCK_REASONS = (
+    "FailedCreate",
+    "FailedScheduling",
+    "FailedAttachVolume",
+    "FailedMount",
+    "ImagePullBackOff",
+    "ErrImagePull",
+)
+_STARTING = ("ContainerCreating", "PodInitializing")
+
+
+def latest_warnings(events: list[Event]) -> dict[str, Event]:
+    """Object name → its latest warning that says why it cannot start (reason normalised)."""
+    out: dict[str, Event] = {}
+    for ev in events:  # oldest first: later ones win
+        reason = ev.reason
+        if reason == "Failed" and ev.message.startswith("Error: "):
+            reason = ev.message[len("Error: ") :]
+        if ev.type == "Warning" and reason in STUCK_REASONS:
+            name = (ev.object or "").partition("/")[2]
+            out[name] = Event(ev.time, ev.type, reason, ev.message, ev.object, ev.count)
+    return out
 
 
 def conditions_of(workload: dict[str, Any] | None) -> list[Condition]:
@@ -140,6 +174,15 @@ def events_for(job_id: str, events: list[dict[str, Any]]) -> list[Event]:
     return out[-MAX_EVENTS:]
 
 
+def pods_settled(pods: list[dict[str, Any]]) -> bool:
+    """Whether every pod has reported its end (or is being removed, so will not report one)."""
+    return all(
+        p.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        or p.get("metadata", {}).get("deletionTimestamp")
+        for p in pods
+    )
+
+
 def build_status(
     prev: JobStatus,
     flavor: str,
@@ -147,28 +190,48 @@ def build_status(
     workload: dict[str, Any] | None,
     pods: list[dict[str, Any]],
     events: list[dict[str, Any]],
+    final: bool = True,
 ) -> JobStatus:
-    """The job's status now, from its workload object, its pods and the namespace's events."""
+    """The job's status now, from its workload object, its pods and the namespace's events.
+
+    ``final=False`` holds an ended workload's job open: the workload's and the pods' watches are
+    independent, so its end can arrive before the pods' last updates (who failed, exit codes).
+    """
     status = JobStatus.from_dict(prev.to_dict())
-    status.replicas = replicas_from_pods(flavor, job_id, pods, prev.replicas)
+    cluster_events = events_for(job_id, events)
+    warnings = latest_warnings(cluster_events)
+    status.replicas = replicas_from_pods(flavor, job_id, pods, prev.replicas, warnings)
     status.conditions = conditions_of(workload)
     own = [e for e in prev.events if e.object is None]  # ours (Submitted, Cancelled...), not the cluster's
-    status.events = sorted(own + events_for(job_id, events), key=lambda e: e.time)[-MAX_EVENTS:]
+    status.events = sorted(own + cluster_events, key=lambda e: e.time)[-MAX_EVENTS:]
     wst = (workload or {}).get("status", {}) or {}
     status.start_time = status.start_time or wst.get("startTime")
     phase, reason, message = _phase(flavor, status.conditions, wst, status.replicas)
+    refused = warnings.get(job_id)
+    with_pods = {replica_name(flavor, job_id, p)[0] for p in pods}
+    if refused and not phase.is_terminal and any(r.name not in with_pods for r in status.replicas):
+        # The workload's own warning (FailedCreate: a quota or PodSecurity refused its pods).
+        reason, message = refused.reason, refused.message
+    if phase.is_terminal and not final:
+        message = f"the workload ended ({reason or phase.value}); waiting for its pods to report"
+        phase, reason = JobPhase.RUNNING, "Ending"
     status.phase, status.reason, status.message = phase, reason, message
     if phase.is_terminal:
-        for rep in status.replicas:  # e.g. stopped by the Job controller once rank 0 succeeded
-            if not rep.phase.is_terminal:
-                rep.phase, rep.reason = JobPhase.CANCELLED, rep.reason or "Stopped"
-                rep.message = rep.message or "the job ended before this replica did"
-        status.finish_time = status.finish_time or wst.get("completionTime") or now_iso()
-        failed = next((r for r in status.replicas if r.phase is JobPhase.FAILED), None)
-        status.exit_code = 0 if phase is JobPhase.SUCCEEDED else (failed.exit_code if failed else 1)
+        _finish(status, wst)
     elif phase is JobPhase.RUNNING and not status.start_time:
         status.start_time = now_iso()
     return status
+
+
+def _finish(status: JobStatus, wst: dict[str, Any]) -> None:
+    """Close an ended job: replicas still running were stopped; the exit code is the failed one's."""
+    for rep in status.replicas:  # e.g. stopped by the Job controller once rank 0 succeeded
+        if not rep.phase.is_terminal:
+            rep.phase, rep.reason = JobPhase.CANCELLED, rep.reason or "Stopped"
+            rep.message = rep.message or "the job ended before this replica did"
+    status.finish_time = status.finish_time or wst.get("completionTime") or now_iso()
+    failed = next((r for r in status.replicas if r.phase is JobPhase.FAILED), None)
+    status.exit_code = 0 if status.phase is JobPhase.SUCCEEDED else (failed.exit_code if failed else 1)
 
 
 def _phase(
@@ -190,12 +253,12 @@ def _phase(
             detail += f": {last[0]}" if last else ""
             message = f"{message}; {detail}" if message else detail
         return JobPhase.FAILED, (failed.reason if failed else "Failed"), message
-    if any(r.phase is JobPhase.RUNNING for r in replicas):
-        return JobPhase.RUNNING, None, None
-    # Still pending: surface why (ImagePullBackOff, Unschedulable...) at job level.
+    # A replica that cannot start (ImagePullBackOff, Unschedulable, Multi-Attach...) says why at
+    # job level, also while the others run: they wait for it at the rendezvous.
     stuck = next(
-        (r for r in replicas if r.reason and r.reason not in ("ContainerCreating", "PodInitializing")), None
+        (r for r in replicas if r.phase is JobPhase.PENDING and r.reason and r.reason not in _STARTING), None
     )
-    if stuck is not None:
-        return JobPhase.PENDING, stuck.reason, f"{stuck.name}: {stuck.message or stuck.reason}"
-    return JobPhase.PENDING, None, None
+    why = (stuck.reason, f"{stuck.name}: {stuck.message or stuck.reason}") if stuck else (None, None)
+    if any(r.phase is JobPhase.RUNNING for r in replicas):
+        return JobPhase.RUNNING, *why
+    return JobPhase.PENDING, *why

@@ -1,0 +1,85 @@
+"""The pod's entry scripts: constants, so user values (paths, ids, torchrun arguments) only
+ever travel as argv and no shell string is built from them."""
+
+from __future__ import annotations
+
+# The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
+# dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod, and
+# records its end in <job_dir>/exits/<replica>.json: the job's verdict once a TTL removed the
+# workload (and its pods) before anyone looked.
+# torchrun exits 1 whichever rank failed; the wrapper exits with the failed rank's own code,
+# read from the "Root Cause" of torchrun's failure report at the end of the output.
+POD_WRAPPER = """\
+import json, os, re, signal, socket, subprocess, sys, time
+log_dir, exit_dir, prefix, job_id, _, *cmd = sys.argv[1:]
+host = os.environ.get("HOSTNAME") or socket.gethostname()
+replica = prefix + (host[len(job_id) + 1:] if host.startswith(job_id + "-") else host)
+out, tail = None, b""
+if log_dir != "-":
+    os.makedirs(log_dir, exist_ok=True)
+    out = open(os.path.join(log_dir, replica + ".log"), "ab", buffering=0)
+def emit(chunk):
+    global tail
+    tail = (tail + chunk)[-65536:]
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+    if out:
+        out.write(chunk)
+try:
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+except FileNotFoundError:
+    hint = " is not on PATH in this image; use an image with PyTorch (--image)"
+    emit(f"jupyter-disttrain: {cmd[0]}{hint}\\n".encode())
+    sys.exit(127)
+stopped_by = []
+def forward(num, frame):
+    stopped_by.append(signal.Signals(num).name)
+    child.send_signal(num)
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, forward)
+for chunk in iter(lambda: child.stdout.read1(65536), b""):
+    emit(chunk)
+def exit_code(code):
+    _, root, report = tail.rpartition(b"Root Cause (first observed failure):")
+    rank = re.search(rb"exitcode\\s*:\\s*(-?\\d+)", report) if code and root else None
+    code = int(rank.group(1)) if rank and int(rank.group(1)) else code
+    return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+def record(code):
+    if exit_dir == "-":
+        return
+    os.makedirs(exit_dir, exist_ok=True)
+    path = os.path.join(exit_dir, replica + ".json")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(path + ".tmp", "w") as f:
+        json.dump({"exit_code": code, "finish_time": when, "signal": (stopped_by or [None])[0]}, f)
+    os.replace(path + ".tmp", path)
+code = exit_code(child.wait())
+try:
+    record(code)
+except OSError as exc:  # the verdict is also in the pod's status while the pod exists
+    emit(f"jupyter-disttrain: cannot record the exit in {exit_dir}: {exc}\\n".encode())
+sys.exit(code)
+"""
+
+# Puts the job's PYTHONPATH in front of the image's, then runs the wrapper with the image's
+# Python, found as torchrun is (on PATH: python3, python), else the interpreter of torchrun's own
+# "#!" line; without any, it says so. $1 is the wrapper, the
+# rest its argv: user values never enter the script.
+FIND_PYTHON = """\
+set -f
+torchrun_python() {
+  t=$(command -v torchrun) && IFS= read -r line < "$t" || return 0
+  case $line in '#!'*) set -- ${line#??}; [ "${1##*/}" = env ] && shift; echo "$1";; esac
+}
+export PYTHONPATH="$DISTTRAIN_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
+for py in python3 python "$(torchrun_python)"; do
+  if [ -n "$py" ] && command -v "$py" >/dev/null 2>&1; then
+    wrapper=$1; shift
+    exec "$py" -u -c "$wrapper" "$@"
+  fi
+done
+echo "$0: this image has no python3 or python on PATH, nor a torchrun to find one by;" \\
+  "use an image with Python and PyTorch (--image)" >&2
+exit 127
+"""
+PYTHON_LAUNCH = ("/bin/sh", "-c", FIND_PYTHON, "jupyter-disttrain")
