@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ...errors import BackendError, InvalidSpecError
-from ...logfiles import Budget, group_runs
+from ...logfiles import Budget
 from ...specs import (
     DryRun,
     Event,
@@ -26,7 +26,6 @@ from ...specs import (
     JobSpec,
     JobStatus,
     LogLine,
-    LogRun,
     ReplicaStatus,
     Volume,
     now_iso,
@@ -302,42 +301,21 @@ class KubernetesBackend(Backend):
             log.warning("could not record the status of job %s: %s", status.job_id, exc)
         return status
 
-    def logs(
+    def _streamed_logs(
         self,
-        job_id: str,
-        replica: str | None = None,
+        record: JobRecord,
+        replica: str | None,
         *,
-        follow: bool = False,
-        tail: int | None = None,
-        offset: str | int | None = None,
-        budget: Budget | None = None,
-        since: int | None = None,
-    ) -> Iterator[LogLine]:
-        """Per-replica output: the log files on the shared PVC when the job dir is there (they
-        outlive the pods), else the pods' own logs (``pods/log``; ``since`` in seconds)."""
-        if self._logs_in_files(job_id):
-            return super().logs(job_id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
-        return self.pod_logs(
-            job_id, replica, follow=follow, tail=tail, offset=offset, since=since, budget=budget
-        )
-
-    def log_runs(
-        self,
-        job_id: str,
-        replica: str | None = None,
-        *,
-        tail: int | None = None,
-        offset: str | int | None = None,
-        max_lines: int = 5000,
-        final: bool = True,
-        budget: Budget | None = None,
-    ) -> list[LogRun]:
-        if self._logs_in_files(job_id):
-            return super().log_runs(
-                job_id, replica, tail=tail, offset=offset, max_lines=max_lines, final=final, budget=budget
-            )
-        lines = self.pod_logs(job_id, replica, tail=tail, offset=offset, budget=budget or Budget())
-        return group_runs(lines, max_lines)
+        follow: bool,
+        tail: int | None,
+        offset: str | int | None,
+        budget: Budget | None,
+    ) -> Iterator[LogLine] | None:
+        """The pods' own logs (``pods/log``) when the job dir is not on a shared PVC; else the
+        log files there (they outlive the pods)."""
+        if self._logs_in_files(record.id):
+            return None
+        return self.pod_logs(record.id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
 
     def _logs_in_files(self, job_id: str) -> bool:
         """Whether the job's output is in log files of the job dir (on the shared PVC, or never
