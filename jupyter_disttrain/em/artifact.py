@@ -36,22 +36,23 @@ class Artifact:
     def add_file(self, path: str | os.PathLike[str], name: str | None = None) -> None:
         """Copy the file at ``path`` into the artifact, as ``name`` (default: its file name;
         ``sub/dir/name`` keeps a layout)."""
+        if not self.active:  # the file may exist on the recording rank only (a rank-0 checkpoint)
+            return
         source = Path(path)
         if not source.is_file():
             what = "a directory (use add_dir)" if source.is_dir() else "no such file"
             raise FileNotFoundError(f"artifact {self.name!r}: add_file({str(path)!r}): {what}")
-        if self.active:
-            self._copy(source, artifact_path(source.name if name is None else name))
-            self._write_manifest()
+        self._copy(source, artifact_path(source.name if name is None else name))
+        self._write_manifest()
 
     def add_dir(self, path: str | os.PathLike[str]) -> None:
         """Copy every file under the directory ``path``, as ``<dir name>/<relative path>``.
         Symbolic links to directories are not followed (no cycles, nothing from elsewhere)."""
+        if not self.active:
+            return
         root = Path(path)
         if not root.is_dir():
             raise NotADirectoryError(f"artifact {self.name!r}: add_dir({str(path)!r}): not a directory")
-        if not self.active:
-            return
         for folder, _, files in os.walk(root):
             for file in sorted(files):
                 source = Path(folder, file)
