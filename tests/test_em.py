@@ -28,6 +28,12 @@ def outside_a_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / ".disttrain"
 
 
+@pytest.fixture
+def no_tensorboard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests of the files alone skip the TensorBoard follower (a process that imports torch)."""
+    monkeypatch.setattr(run_module, "start_follower", lambda *args: None)
+
+
 def test_a_run_outside_a_job_writes_record_metrics_and_tensorboard(outside_a_job: Path) -> None:
     run = em.create_run("mnist", hparams={"lr": 0.1, "opt": "sgd", "layers": [2, 3]}, description="first")
     for step in range(5):
@@ -58,6 +64,7 @@ def test_a_run_outside_a_job_writes_record_metrics_and_tensorboard(outside_a_job
     ], "no stray hparams sub-directory"
 
 
+@pytest.mark.usefixtures("no_tensorboard")
 def test_log_returns_at_once_and_a_background_thread_writes(outside_a_job: Path) -> None:
     run = em.create_run("buffered")
     run.log("train", {"loss": 1.0}, step=0)
@@ -89,6 +96,7 @@ def test_nan_and_infinity_are_kept_and_a_step_going_back_is_flagged(outside_a_jo
     assert math.isnan(scalars["train/loss"][0][1]) and scalars["train/grad"] == [(10, math.inf)]
 
 
+@pytest.mark.usefixtures("no_tensorboard")
 def test_numpy_and_tensor_scalars_are_numbers(outside_a_job: Path) -> None:
     import numpy as np
     import torch
@@ -122,6 +130,7 @@ def test_numpy_and_tensor_scalars_are_numbers(outside_a_job: Path) -> None:
         (lambda r: r.mark_output("ck"), TypeError, "mark_output: an artifact"),
     ],
 )
+@pytest.mark.usefixtures("no_tensorboard")
 def test_bad_input_is_one_line_that_says_what_to_write(call, error, message) -> None:  # type: ignore[no-untyped-def]
     with em.create_run("bad") as run:
         with pytest.raises(error, match=message) as info:
@@ -131,6 +140,7 @@ def test_bad_input_is_one_line_that_says_what_to_write(call, error, message) -> 
     assert not [p for p in metric_lines(Path(".disttrain/runs/bad/metrics.jsonl")) if p["name"] != "loss"]
 
 
+@pytest.mark.usefixtures("no_tensorboard")
 def test_other_ranks_record_nothing_by_default(outside_a_job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -160,6 +170,7 @@ def test_ranks_all_records_each_ranks_metrics_under_rank_n(
         assert scalars == {"train/loss": [(0, rank)]} and hparams == {"lr": 1}
 
 
+@pytest.mark.usefixtures("no_tensorboard")
 def test_artifacts_are_copied_byte_identical_with_a_manifest(outside_a_job: Path, tmp_path: Path) -> None:
     src = tmp_path / "ckpt"
     (src / "sub").mkdir(parents=True)
@@ -190,6 +201,7 @@ def test_artifacts_are_copied_byte_identical_with_a_manifest(outside_a_job: Path
     assert run_record(outside_a_job / "runs" / "arts")["inputs"] == ["data"]
 
 
+@pytest.mark.usefixtures("no_tensorboard")
 def test_login_and_upload_do_nothing_and_say_so_once(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,9 @@ def write_json(path: Path, data: Any) -> None:
         raise
 
 
-def append_lines(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Append one JSON object per line. One ``write`` on an O_APPEND file: a crash leaves whole
-    lines (or, at worst, a last line without its newline, which readers skip)."""
-    data = "".join(json.dumps(r, separators=(",", ":"), allow_nan=False) + "\n" for r in records)
-    if not data:
-        return
+def append_text(path: Path, data: str) -> None:
+    """Append whole lines in one ``write`` on an O_APPEND file: a crash leaves whole lines (or,
+    at worst, a last line without its newline, which readers skip)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         view = memoryview(data.encode("utf-8"))
@@ -45,15 +41,6 @@ def append_lines(path: Path, records: Iterable[dict[str, Any]]) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-
-
-def read_lines(path: Path) -> list[dict[str, Any]]:
-    """Every whole line of a JSONL file (a torn last line is left out)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.split("\n")[:-1] if line]
 
 
 def copy_file(source: Path, target: Path) -> tuple[int, str]:

@@ -51,9 +51,8 @@ def _int_env(name: str, default: int) -> int:
 
 def platform_info(place: Place, recording_ranks: int) -> dict[str, Any]:
     """What the run ran on. torch's version comes from its installed metadata and the GPU count
-    only from a torch the script already imported: importing it here would cost seconds in a
-    script that does not use it."""
-    torch = sys.modules.get("torch")
+    from a torch the script already imported, else from the NVIDIA device files: importing torch
+    here would cost seconds in a script that does not use it."""
     info: dict[str, Any] = {
         "python": platform.python_version(),
         "host": platform.node(),
@@ -61,14 +60,18 @@ def platform_info(place: Place, recording_ranks: int) -> dict[str, Any]:
         "world_size": place.world_size,
         "recording_ranks": recording_ranks,
         "torch": _torch_version(),
-        "gpus": None,
+        "gpus": _gpus(sys.modules.get("torch")),
     }
+    return info
+
+
+def _gpus(torch: Any) -> int:
     if torch is not None:
         try:
-            info["gpus"] = int(torch.cuda.device_count())
+            return int(torch.cuda.device_count())
         except Exception:  # a broken CUDA setup must not stop the run's record
-            info["gpus"] = 0
-    return info
+            return 0
+    return len([n for n in os.listdir("/dev") if n.removeprefix("nvidia").isdigit()])
 
 
 def _torch_version() -> str | None:

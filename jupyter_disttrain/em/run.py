@@ -12,13 +12,21 @@ import time
 import types
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Literal
 
 from . import exits
 from .artifact import Artifact
-from .checks import check_metric_name, check_name, check_step, check_type, json_number, metric_value
+from .checks import (
+    METRIC_TYPES,
+    check_metric_name,
+    check_name,
+    check_step,
+    check_type,
+    json_number,
+    metric_value,
+)
 from .files import write_json
+from .follow import start_follower, stop_follower
 from .place import Place, platform_info
 from .sink import Sink
 
@@ -65,9 +73,9 @@ class Run:
         # The record and the artifacts are rank 0's; ranks="all" adds every rank's own metrics.
         self.active = place.rank == 0 or ranks == "all"
         self._owner = place.rank == 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # SIGTERM may end the run inside the main thread's _end
         self._last_step: dict[str, int] = {}
-        self._calls: dict[str, int] = {}
+        self._names: set[str] = set()
         self._final: dict[str, float] = {}
         self._record: dict[str, Any] = {}
         if not self.active:
@@ -75,8 +83,10 @@ class Run:
         per_rank = "" if ranks == "0" else f"rank-{place.rank}"
         metrics_dir = self.dir / per_rank
         metrics_dir.mkdir(parents=True, exist_ok=True)
-        self._tb = self._open_tensorboard(place.tensorboard / self.name / per_rank)
-        self._sink = Sink(metrics_dir / METRICS_FILE, self._tb)
+        self._sink = Sink(metrics_dir / METRICS_FILE)
+        self._follower = start_follower(
+            self._sink.path, place.tensorboard / self.name / per_rank, self.hparams
+        )
         if self._owner:
             self._record = {
                 "name": self.name,
@@ -115,29 +125,34 @@ class Run:
         the points are written by a background thread."""
         if not self.active:
             return
-        check_type(type)
-        if not isinstance(metrics, Mapping):
+        if type not in METRIC_TYPES:
+            check_type(type)
+        if metrics.__class__ is not dict and not isinstance(metrics, Mapping):
             raise TypeError(
                 f"metrics: a dict of name to number is needed (e.g. {{'loss': 0.25}}): {metrics!r}"[:200]
             )
-        step = check_step("step", step)
-        epoch = check_step("epoch", epoch)
-        points = [(check_metric_name(k), metric_value(k, v)) for k, v in metrics.items()]
+        # The common cases (an int step, a float value, a name seen before) skip the checks'
+        # function calls: this runs once per metric per training step.
+        if step is not None and step.__class__ is not int:
+            step = check_step("step", step)
+        if epoch is not None and epoch.__class__ is not int:
+            epoch = check_step("epoch", epoch)
+        points = [
+            (k if k in self._names else self._new_name(k), v if v.__class__ is float else metric_value(k, v))
+            for k, v in metrics.items()
+        ]
         now = time.time()
-        with self._lock:  # the step bookkeeping, if several threads log
-            backwards = step is not None and step < self._last_step.get(type, step)
-            if step is not None:
-                self._last_step[type] = step
-            tb_step = self._calls.get(type, 0) if step is None else step
-            self._calls[type] = self._calls.get(type, 0) + 1
+        backwards = False
+        if step is not None:
+            backwards = step < self._last_step.get(type, step)
+            self._last_step[type] = step
         for name, value in points:
-            record = {"type": type, "name": name, "value": json_number(value), "step": step, "epoch": epoch}
-            record["time"] = now
-            if backwards:
-                record["step_backwards"] = True
-            tag = f"{type}/{name}"
-            self._final[tag] = value
-            self._sink.put((record, (tag, value, tb_step, now)))
+            self._final[f"{type}/{name}"] = value
+            self._sink.put((type, name, value, step, epoch, now, backwards))
+
+    def _new_name(self, name: str) -> str:
+        self._names.add(check_metric_name(name))
+        return name
 
     def finish(self) -> None:
         """Write every point and mark the run finished. Calling it again does nothing."""
@@ -174,11 +189,7 @@ class Run:
             self.active = False
         exits.untrack(self)
         self._sink.close()
-        if self._tb is not None:
-            try:
-                self._tb.close(self._final, finished=status == "finished")
-            except Exception as exc:  # the record below matters more than the event file
-                log.error("em: could not close the TensorBoard file of run %r: %s", self.name, exc)
+        stop_follower(self._follower, status)
         if self._owner:
             self._record.update({"status": status, "end_time": _iso(time.time()), "reason": reason})
             self._record["final_metrics"] = {k: json_number(v) for k, v in sorted(self._final.items())}
@@ -186,15 +197,6 @@ class Run:
 
     def _save(self) -> None:
         write_json(self.dir / RUN_FILE, self._record)
-
-    def _open_tensorboard(self, logdir: Path) -> Any:
-        try:
-            from .tb import TensorBoard
-
-            return TensorBoard(logdir, self.hparams)
-        except ImportError as exc:
-            say_once(f"em: no TensorBoard event file ({exc}); metrics.jsonl has every point")
-            return None
 
     def artifact(self, name: str) -> Artifact:
         """A new artifact of this run (what ``em.create_artifact`` makes for the current run)."""

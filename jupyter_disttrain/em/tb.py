@@ -1,8 +1,8 @@
 """A run's TensorBoard event file: scalars as ``<type>/<metric>`` and the HParams plugin's summaries.
 
 ``torch.utils.tensorboard`` writes it: every training process has torch already, so this adds no
-dependency (tensorboardX would be one more package to install in every image), and it is imported
-only when a recording run starts, never when ``em`` is imported.
+dependency (tensorboardX would be one more package to install in every image). Only the
+follower process (``follow.py``) imports it, never ``em`` itself.
 
 ``SummaryWriter.add_hparams`` would write the hparams into a new timestamped sub-directory, which
 TensorBoard shows as a second run; the same three summaries go into the run's own file instead:
