@@ -76,3 +76,18 @@ def test_exit_without_finish_writes_the_points(tmp_path: Path, after: str, statu
     record = assert_every_point(tmp_path)
     assert (record["status"], record["reason"]) == (status, reason)
     assert record["final_metrics"] == {"train/loss": 0.99}
+
+
+def test_a_forked_child_that_gets_sigterm_leaves_the_parents_run_alone(tmp_path: Path) -> None:
+    after = """
+    pid = os.fork()
+    if pid == 0:  # a DataLoader worker, say: killed while the parent's points still wait
+        run.log("train", {"loss": 9.0}, step=1000)
+        os.kill(os.getpid(), signal.SIGTERM)
+    _, code = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(code) and os.WTERMSIG(code) == signal.SIGTERM
+    run.finish()
+    """
+    done = run_script(tmp_path, after=after)
+    assert done.returncode == 0, done.stderr
+    assert assert_every_point(tmp_path)["status"] == "finished"  # the child's point is not there

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 
 class OpenRun(Protocol):
+    active: bool
+
     def _flush(self) -> None: ...
     def _end(self, status: str, reason: str | None) -> None: ...
 
@@ -45,6 +47,7 @@ def _install() -> None:
         return
     _installed = True
     atexit.register(_at_exit)
+    os.register_at_fork(after_in_child=_forget_in_child)
     previous_hook = sys.excepthook
 
     def excepthook(kind: type[BaseException], exc: BaseException, tb: types.TracebackType | None) -> None:
@@ -57,6 +60,14 @@ def _install() -> None:
     if threading.current_thread() is threading.main_thread():
         _previous_sigterm = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _forget_in_child() -> None:
+    """A forked child (a DataLoader worker) shares the runs' files but not their writer thread:
+    its copies must neither write the parent's waiting points again nor end the run on SIGTERM."""
+    for run in _open:
+        run.active = False
+    _open.clear()
 
 
 def _at_exit() -> None:
