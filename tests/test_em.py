@@ -97,6 +97,22 @@ def test_nan_and_infinity_are_kept_and_a_step_going_back_is_flagged(outside_a_jo
 
 
 @pytest.mark.usefixtures("no_tensorboard")
+def test_memory_is_bounded_when_logging_outruns_the_writer(
+    outside_a_job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sink, "MAX_PENDING", 50)
+    monkeypatch.setattr(sink, "WAKE_AT", 10**9)  # the background writer sleeps: put() must write
+    with em.create_run("burst") as run:
+        waiting = []
+        for step in range(1000):
+            run.log("train", {"loss": 0.1}, step=step)
+            waiting.append(len(run._sink._pending))
+    assert max(waiting) < 50
+    steps = [p["step"] for p in metric_lines(outside_a_job / "runs" / "burst" / "metrics.jsonl")]
+    assert steps == list(range(1000))
+
+
+@pytest.mark.usefixtures("no_tensorboard")
 def test_numpy_and_tensor_scalars_are_numbers(outside_a_job: Path) -> None:
     import numpy as np
     import torch
