@@ -18,6 +18,7 @@ JUPYTER = ("tornado", "jupyter_server", "jupyter_server_proxy", "IPython", "ipyw
 # Layer of each module (dotted, under the package); the first prefix that matches wins.
 LAYERS = [
     ("runtime", "runtime"),
+    ("em", "em"),
     ("backends", "backends"),
     ("front:server", "server"),
     ("front:magic", "magics"),
@@ -32,6 +33,10 @@ LAYERS = [
 # What each layer may import from the package.
 ALLOWED = {
     "runtime": {"runtime"},
+    # Experiment tracking runs inside the training processes like the runtime, but it is the
+    # user's API, not the launcher's: its own layer, on the runtime's names only, so a script
+    # importing it pulls in none of the job machinery (and no Jupyter).
+    "em": {"em", "runtime"},
     "core": {"core", "runtime"},
     "backends": {"core", "runtime", "backends"},
     "job layer": {"core", "backends", "job layer"},
@@ -41,7 +46,7 @@ ALLOWED = {
     "front:server": {"core", "backends", "job layer", "front:server"},
     "entry points": {"core", "job layer", "front:magic", "front:server"},
 }
-NO_JUPYTER = {"runtime", "core", "backends", "job layer", "commands", "front:cli"}
+NO_JUPYTER = {"runtime", "em", "core", "backends", "job layer", "commands", "front:cli"}
 
 
 def layer_of(module: str) -> str:
