@@ -38,7 +38,7 @@ from .claims import check_claims
 from .client import BY_KIND, CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
 from .exits import read_exits, status_from_exits
 from .informer import Informer, informer
-from .notebook import choose_accelerator, find_own_pod, notebook_container
+from .notebook import choose_accelerator, find_own_pod, notebook_container, security_contexts
 from .options import KubeOptions, parse_options, parse_quantity
 from .pending import PendingClock, timed_out
 from .podlogs import keep_pod_logs, pod_log_lines
@@ -124,6 +124,7 @@ class KubernetesBackend(Backend):
         )
         secrets = tuple(s["name"] for s in pod_spec.get("imagePullSecrets", []) or [] if s.get("name"))
         gpu, why = choose_accelerator(spec.accelerator, container if pod else None)
+        pod_security, container_security = security_contexts(pod, container, opts.run_as_root)
         inherited = None
         if pod is not None:
             meta = pod["metadata"]
@@ -140,6 +141,8 @@ class KubernetesBackend(Backend):
             accelerator_reason=why,
             notebook=inherited,
             node=node,
+            pod_security=pod_security,
+            container_security=container_security,
         )
 
     def discover_flavor(self) -> str:
