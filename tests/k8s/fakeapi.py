@@ -11,8 +11,9 @@ Stdlib only. What it serves, as the API server does:
   history before it is compacted), ``labelSelector`` (=, ==, !=, exists, !, in, notin),
   ``fieldSelector`` (dotted paths, = and !=), ``timeoutSeconds`` and bookmarks;
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
-* admission refusals (``admission`` hooks: quota, PodSecurity), RBAC denials (403 with the API
-  server's message), dropped watches and lagging watches
+* admission refusals (``admission`` hooks: quota, PodSecurity; ``restricted_pod_security`` checks
+  a namespace's pods against the "restricted" profile as the real admission controller does),
+  RBAC denials (403 with the API server's message), dropped watches and lagging watches
   (``watch_delay``; lists stay current), for failure tests;
 * name validation with the API server's 422 answers: every name a DNS-1123 subdomain, Services
   (and, through the training operator's webhook, PyTorchJobs) DNS-1035 labels, a pod's hostname
@@ -145,6 +146,84 @@ def validate(kind: str, obj: dict[str, Any]) -> None:
         message = _invalid(kind, name, path, value, rule)
         if message:
             raise ApiStatus(422, "Invalid", message)
+
+
+# -- PodSecurity admission ----------------------------------------------------------------------
+# Volume types the "restricted" profile allows (Pod Security Standards).
+_RESTRICTED_VOLUMES = frozenset(
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+)
+_SECCOMP_OK = ("RuntimeDefault", "Localhost")
+
+
+def _restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """What the PodSecurity admission controller's "restricted" profile finds wrong with a pod,
+    in its words (a container's own securityContext overrides the pod's)."""
+    spec = pod.get("spec") or {}
+    psc = spec.get("securityContext") or {}
+    found: list[str] = []
+    containers = [*spec.get("initContainers", []), *spec.get("containers", [])]
+    for ctr in containers:
+        csc, name = ctr.get("securityContext") or {}, ctr.get("name")
+        if csc.get("privileged"):
+            found.append(f'privileged (container "{name}" must not set securityContext.privileged=true)')
+        if csc.get("allowPrivilegeEscalation") is not False:
+            found.append(
+                f'allowPrivilegeEscalation != false (container "{name}" must set '
+                "securityContext.allowPrivilegeEscalation=false)"
+            )
+        caps = csc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []) or set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            found.append(
+                f'unrestricted capabilities (container "{name}" must set '
+                'securityContext.capabilities.drop=["ALL"])'
+            )
+        if csc.get("runAsNonRoot", psc.get("runAsNonRoot")) is not True:
+            found.append(
+                f'runAsNonRoot != true (pod or container "{name}" must set securityContext.runAsNonRoot=true)'
+            )
+        if csc.get("runAsUser", psc.get("runAsUser")) == 0:
+            found.append(f'runAsUser=0 (container "{name}" must not set runAsUser=0)')
+        seccomp = (csc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in _SECCOMP_OK:
+            found.append(
+                f'seccompProfile (pod or container "{name}" must set securityContext.seccompProfile.type '
+                'to "RuntimeDefault" or "Localhost")'
+            )
+    bad = [v["name"] for v in spec.get("volumes", []) if not set(v) - {"name"} <= _RESTRICTED_VOLUMES]
+    if bad:
+        found.append(f"restricted volume types (volumes {', '.join(bad)} use a type not allowed)")
+    return found
+
+
+def restricted_pod_security(namespace: str) -> Callable[[str, dict[str, Any]], None]:
+    """An admission hook for ``FakeCluster.admission``: ``namespace`` is labelled
+    ``pod-security.kubernetes.io/enforce: restricted``, so pods that break the profile are refused
+    (403, as the API server answers the Job controller)."""
+
+    def admit(kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata", {})
+        if kind != "Pod" or meta.get("namespace") != namespace:
+            return
+        found = _restricted_violations(obj)
+        if found:
+            raise ApiStatus(
+                403,
+                "Forbidden",
+                f'pods "{meta.get("name")}" is forbidden: violates PodSecurity "restricted:latest": '
+                + ", ".join(found),
+            )
+
+    return admit
 
 
 # -- selectors ---------------------------------------------------------------------------------

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
+from jupyter_disttrain.backends.kubernetes.manifests import JOB_ID_LABEL
 from jupyter_disttrain.logfiles import CUT_MARKER, MAX_LINE, Budget
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
 
 from .conftest import ddp_spec, wait_for
-from .toycluster import ToyCluster
+from .toycluster import PODS, ToyCluster
 
 SCRIPT = """
 print("x" * 200_000, flush=True)
@@ -37,3 +38,20 @@ def test_pod_log_reads_cut_long_lines_and_stop_at_the_budget(
     runs = backend.log_runs(job_id, budget=Budget(50_000))
     rest = backend.log_runs(job_id, offset=runs[-1].offset)
     assert [t for r in runs + rest for t in r.lines] == [ln.text for ln in everything]
+
+
+def test_pod_logs_are_kept_in_the_job_dir_at_cancel(toy: ToyCluster, workspace: Path, tmp_path: Path) -> None:
+    """Without a shared job dir ``pods/log`` is the only copy of the output, and it goes with the
+    pods: cancel keeps each pod's last log in the local job dir first."""
+    backend = KubernetesBackend(JobStore(tmp_path / "local-jobs"))  # not shared: logs via pods/log
+    spec = ddp_spec(workspace, nodes=2, options={"flavor": "job"})
+    job_id = backend.submit(spec, "import time\nprint('started', flush=True)\ntime.sleep(300)\n")
+    wait_for(backend, job_id, lambda s: sum("started" in ln.text for ln in backend.logs(job_id)) == 2)
+    status = backend.cancel(job_id)
+    assert status.phase is JobPhase.CANCELLED
+    assert not [p for p in toy.cluster.items(PODS) if p["metadata"]["labels"].get(JOB_ID_LABEL) == job_id]
+    kept = {(ln.replica, ln.rank, ln.text) for ln in backend.logs(job_id) if "started" in ln.text}
+    assert kept == {("node-0", 0, "[rank0]:started"), ("node-1", 1, "[rank1]:started")}
+    assert sorted(p.name for p in backend.store.logs_dir(job_id).iterdir()) == ["node-0.log", "node-1.log"]
+    backend.delete(job_id)  # no pods left to read: the kept files stay the job's logs
+    assert len([ln for ln in backend.logs(job_id) if "started" in ln.text]) == 2

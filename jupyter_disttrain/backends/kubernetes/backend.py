@@ -37,10 +37,10 @@ from .claims import check_claims
 from .client import BY_KIND, CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
 from .exits import read_exits, status_from_exits
 from .informer import Informer, informer
-from .notebook import choose_accelerator, find_own_pod, notebook_container
+from .notebook import choose_accelerator, find_own_pod, notebook_container, security_contexts
 from .options import KubeOptions, parse_options, parse_quantity
 from .pending import PendingClock, timed_out
-from .podlogs import pod_log_lines
+from .podlogs import keep_pod_logs, pod_log_lines
 from .status import build_status, pods_settled
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
@@ -123,6 +123,7 @@ class KubernetesBackend(Backend):
         )
         secrets = tuple(s["name"] for s in pod_spec.get("imagePullSecrets", []) or [] if s.get("name"))
         gpu, why = choose_accelerator(spec.accelerator, container if pod else None)
+        pod_security, container_security = security_contexts(pod, container, opts.run_as_root)
         inherited = None
         if pod is not None:
             meta = pod["metadata"]
@@ -139,6 +140,8 @@ class KubernetesBackend(Backend):
             accelerator_reason=why,
             notebook=inherited,
             node=node,
+            pod_security=pod_security,
+            container_security=container_security,
         )
 
     def discover_flavor(self) -> str:
@@ -319,9 +322,11 @@ class KubernetesBackend(Backend):
 
     def _logs_in_files(self, job_id: str) -> bool:
         """Whether the job's output is in log files of the job dir (on the shared PVC, or never
-        launched): else it lives only in its pods, read through ``pods/log``."""
+        launched), or kept there when the pods were deleted: else it lives only in its pods,
+        read through ``pods/log``."""
         record = self.store.read_record(job_id)
-        return bool(record.request.get("logs_on_pvc")) or "namespace" not in record.backend_state
+        state = record.backend_state
+        return bool(record.request.get("logs_on_pvc") or state.get("logs_kept")) or "namespace" not in state
 
     def pod_logs(
         self,
@@ -378,12 +383,25 @@ class KubernetesBackend(Backend):
         client = self.client()
         assert client is not None
         ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
+        if not record.request.get("logs_on_pvc"):
+            self._keep_pod_logs(client, record, ns, flavor)
         name = mf.object_name(record.id)
         client.delete(WORKLOADS[flavor], ns, name, propagation="Foreground")
         if flavor == "job":
             client.delete(SERVICES, ns, name)
         if any(o.get("kind") == "ConfigMap" for o in record.request.get("manifests", [])):
             client.delete(CONFIGMAPS, ns, mf.configmap_name(record.id))
+
+    def _keep_pod_logs(self, client: KubeClient, record: JobRecord, ns: str, flavor: str) -> None:
+        """Copy the pods' logs into the job dir before the pods go: they are the only copy."""
+        try:
+            kept = keep_pod_logs(client, ns, record.id, flavor, self.store.logs_dir(record.id))
+        except (ApiError, OSError) as exc:  # the cancel itself must still happen
+            log.warning("could not keep the pod logs of job %s: %s", record.id, exc)
+            return
+        if kept and not record.backend_state.get("logs_kept"):
+            record.backend_state["logs_kept"] = True  # from now on, logs are read from these files
+            self.store.write_record(record)
 
     @staticmethod
     def _delete_quietly(client: KubeClient, kind: str, namespace: str, name: str) -> None:

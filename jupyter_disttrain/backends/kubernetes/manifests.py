@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InvalidSpecError
@@ -57,6 +57,9 @@ class Placement:
     accelerator_reason: str = ""
     notebook: str | None = None  # the notebook pod and container inherited from, if any
     node: str | None = None  # --colocate: the notebook pod's node, where every pod must run
+    # securityContext of the pods and of their container (the notebook's, or --run-as-root's)
+    pod_security: dict[str, Any] = field(default_factory=dict)
+    container_security: dict[str, Any] = field(default_factory=dict)
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -418,9 +421,22 @@ def pod_template(
         # why: the kubelet puts the end of its output into the status.
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if place.container_security:
+        container["securityContext"] = dict(place.container_security)
     if place.flavor == "job":
         container["ports"] = [{"name": "c10d", "containerPort": MASTER_PORT}]
-    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes, **_pod_fields(opts, place)}
+    return {
+        "metadata": {"labels": labels(job_id), "annotations": {"sidecar.istio.io/inject": "false"}},
+        "spec": pod_spec,
+    }
+
+
+def _pod_fields(opts: KubeOptions, place: Placement) -> dict[str, Any]:
+    """Who the pods run as and where they may run: the pod spec's fields besides the containers."""
+    pod_spec: dict[str, Any] = {}
+    if place.pod_security:
+        pod_spec["securityContext"] = dict(place.pod_security)
     if opts.service_account:
         pod_spec["serviceAccountName"] = opts.service_account
     if opts.node_selector:
@@ -438,10 +454,7 @@ def pod_template(
         pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
     if place.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in place.image_pull_secrets]
-    return {
-        "metadata": {"labels": labels(job_id), "annotations": {"sidecar.istio.io/inject": "false"}},
-        "spec": pod_spec,
-    }
+    return pod_spec
 
 
 def _resources(spec: JobSpec, gpu: bool) -> dict[str, Any]:

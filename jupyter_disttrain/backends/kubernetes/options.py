@@ -89,6 +89,11 @@ class KubeOptions:
     colocate: bool = option(
         False, switch=True, help="run every pod on the notebook pod's node (to share a ReadWriteOnce PVC)"
     )
+    run_as_root: bool = option(
+        False,
+        switch=True,
+        help="run the pods as root instead of inheriting the notebook pod's securityContext",
+    )
     pending_timeout: float = option(
         DEFAULT_PENDING_TIMEOUT,
         metavar="DURATION",
@@ -137,6 +142,7 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
         queue=names["queue"],
         k8s_version=parse_version(version) if version else None,
         colocate=_opt_bool(options, "colocate"),
+        run_as_root=_opt_bool(options, "run_as_root"),
         pending_timeout=parse_duration(options.get("pending_timeout"), "--pending-timeout"),
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...logfiles import CUT_MARKER, MAX_LINE, Budget, LogSource, format_offset, parse_offset, rank_of
+from ...runtime.contract import log_file
 from ...specs import LogLine
 from ...store import JobRecord
 from . import manifests as mf
@@ -27,10 +28,14 @@ FETCH_BYTES = 32 << 20
 
 
 def _job_pods(pods: Informer, record: JobRecord, flavor: str) -> dict[str, dict[str, Any]]:
+    return newest_per_replica(pods.indexed(record.id), record.id, flavor)
+
+
+def newest_per_replica(pods: list[dict[str, Any]], job_id: str, flavor: str) -> dict[str, dict[str, Any]]:
     """Newest pod per replica name."""
     out: dict[str, dict[str, Any]] = {}
-    for pod in pods.indexed(record.id):
-        name = replica_name(flavor, record.id, pod)[0]
+    for pod in pods:
+        name = replica_name(flavor, job_id, pod)[0]
         old = out.get(name)
         if old is None or old["metadata"].get("creationTimestamp", "") <= pod["metadata"].get(
             "creationTimestamp", ""
@@ -108,22 +113,8 @@ def pod_log_lines(
         for rep, pod in current.items():
             if replica not in (None, rep):
                 continue
-            ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-            try:
-                text = client.request(
-                    "GET",
-                    PODS.path(ns, pod_name, "log"),
-                    query=query(False),
-                    resource=PODS,
-                    name=pod_name,
-                    namespace=ns,
-                    as_json=False,
-                )
-            except ApiError as exc:
-                if exc.status in (400, 404):
-                    continue
-                raise
-            for line in str(text or "").splitlines():
+            text = read_pod_log(client, pod, query(False))
+            for line in (text or "").splitlines():
                 out = emit(
                     rep, _text(line.encode("utf-8", "surrogateescape")) if len(line) > MAX_LINE else line
                 )
@@ -157,6 +148,44 @@ def pod_log_lines(
                 yield out
     finally:
         stop.set()
+
+
+def read_pod_log(client: KubeClient, pod: dict[str, Any], query: dict[str, Any]) -> str | None:
+    """One read of a pod's log; ``None`` when it has none (not started yet, or gone)."""
+    ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    try:
+        text = client.request(
+            "GET",
+            PODS.path(ns, pod_name, "log"),
+            query=query,
+            resource=PODS,
+            name=pod_name,
+            namespace=ns,
+            as_json=False,
+        )
+    except ApiError as exc:
+        if exc.status in (400, 404):
+            return None
+        raise
+    return str(text or "")
+
+
+def keep_pod_logs(client: KubeClient, namespace: str, job_id: str, flavor: str, logs_dir: Path) -> list[str]:
+    """Copy the last log of each of the job's pods to ``logs_dir/<replica>.log`` before the pods
+    are deleted: without a shared job dir ``pods/log`` is the only copy, and it goes with the pod.
+    Returns the replicas kept."""
+    selector = f"{mf.JOB_ID_LABEL}={job_id}"
+    pods = client.list_objects(PODS, namespace, selector).get("items", [])
+    query = {"container": mf.CONTAINER[flavor], "limitBytes": FETCH_BYTES}
+    kept = []
+    for rep, pod in newest_per_replica(pods, job_id, flavor).items():
+        text = read_pod_log(client, pod, query)
+        if not text:
+            continue
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        (logs_dir / log_file(rep)).write_text(text if text.endswith("\n") else text + "\n", "utf-8")
+        kept.append(rep)
+    return kept
 
 
 def _text(raw: bytes) -> str:
