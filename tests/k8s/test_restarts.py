@@ -13,6 +13,7 @@ from jupyter_disttrain.specs import JobPhase
 
 from .conftest import ddp_spec, start_toy, wait_for
 from .test_control_loop import backend_store
+from .toycluster import PODS
 
 # Fails the first time (a transient error), works when run again: the marker is on the shared PVC.
 ONCE = """
@@ -52,5 +53,41 @@ def test_a_transient_failure_is_retried_with_max_restarts(
             assert any("second run ok" in ln.text for ln in backend.logs(job_id))
         else:
             assert (status.phase, replica.exit_code) == (JobPhase.FAILED, 3), status.message
+    finally:
+        gen.close()
+
+
+# Waits to be evicted the first time; works when run again.
+EVICTED_ONCE = """
+import os, pathlib, time
+marker = pathlib.Path(os.environ["DISTTRAIN_JOB_DIR"]) / "started"
+if not marker.exists():
+    marker.write_text("1")
+    time.sleep(120)
+print("after the eviction", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("version", "survives"), [((1, 33), True), ((1, 25), False)])
+def test_an_evicted_pod_is_replaced_without_spending_a_restart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path, version: tuple[int, int], survives: bool
+) -> None:
+    # podFailurePolicy (from 1.26) ignores a pod the cluster disrupted (a drain, a preemption):
+    # with --max-restarts 0 the Job still replaces it. Before 1.26 the eviction fails the job.
+    gen = start_toy(monkeypatch, tmp_path, version=version)
+    toy = next(gen)
+    try:
+        backend = KubernetesBackend(backend_store(workspace))
+        job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), EVICTED_ONCE)
+        job_dir = Path(backend.store.job_dir(job_id))
+        wait_for(backend, job_id, lambda s: (job_dir / "started").exists() or s.is_terminal)
+        (pod,) = [p for p in toy.cluster.items(PODS) if p["metadata"]["name"].startswith(job_id)]
+        toy.kubelet.evict(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        status = wait_for(backend, job_id, lambda s: s.is_terminal)
+        if survives:
+            assert status.phase is JobPhase.SUCCEEDED, status.message
+            assert any("after the eviction" in ln.text for ln in backend.logs(job_id))
+        else:
+            assert status.phase is JobPhase.FAILED, status.message
     finally:
         gen.close()

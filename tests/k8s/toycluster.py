@@ -128,6 +128,17 @@ def _pod_from_template(owner: dict[str, Any], template: dict[str, Any], name: st
     }
 
 
+def _ignored(job: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """Whether the Job's podFailurePolicy has an ``Ignore`` rule for this failed pod's conditions
+    (its failure then does not count against backoffLimit, as in the real controller)."""
+    conditions = {(c["type"], c["status"]) for c in pod["status"].get("conditions", [])}
+    for rule in job["spec"].get("podFailurePolicy", {}).get("rules", []):
+        wanted = {(c["type"], c.get("status", "True")) for c in rule.get("onPodConditions", [])}
+        if rule.get("action") == "Ignore" and wanted and wanted & conditions:
+            return True
+    return False
+
+
 class IndexedJobController(Loop):
     """batch/v1 Job with completionMode Indexed: pods, counters, Complete/Failed conditions."""
 
@@ -145,7 +156,7 @@ class IndexedJobController(Loop):
         finished = any(x["type"] in ("Complete", "Failed") and x["status"] == "True" for x in conds)
         completions = job["spec"]["completions"]
         backoff = job["spec"].get("backoffLimit", 6)
-        failed = sum(1 for p in mine if p["status"].get("phase") == "Failed")
+        failed = sum(1 for p in mine if p["status"].get("phase") == "Failed" and not _ignored(job, p))
         done_idx = {
             int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
             for p in mine
@@ -888,7 +899,10 @@ class ProcessKubelet(Loop):
                 pod,
                 lambda p, t=term, r=restarts, lt=last, ph=phase: p["status"].update(
                     phase=ph,
-                    conditions=[*p["status"].get("conditions", [])[:1], {"type": "Ready", "status": "False"}],
+                    conditions=[
+                        *(x for x in p["status"].get("conditions", []) if x["type"] != "Ready"),
+                        {"type": "Ready", "status": "False"},
+                    ],
                     containerStatuses=[self._cstatus(ctr, {"terminated": t}, r, lt)],
                 ),
             )
@@ -949,6 +963,18 @@ class ProcessKubelet(Loop):
         with self.cluster.cond:
             lines = [ln for _, ln in self.cluster.logs[(ns, name)].lines[-80:]]
         return b"\n".join(lines)[-2048:].decode("utf-8", "replace")
+
+    def evict(self, ns: str, name: str) -> None:
+        """A disruption (a drain, a preemption): the pod gets the ``DisruptionTarget`` condition,
+        then its processes are stopped, so it ends ``Failed`` with it; a Job's podFailurePolicy
+        decides whether that failure counts."""
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+        self.cluster.update(
+            PODS, ns, name, lambda p: p["status"].setdefault("conditions", []).append(condition)
+        )
+        proc = self.procs.get((ns, name))
+        if proc is not None:
+            self._kill(proc)
 
     def _deleted(self, key: str, obj: dict[str, Any]) -> None:
         if key != PODS:
