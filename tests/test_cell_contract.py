@@ -1,6 +1,6 @@
 """The click contract between the view under a %%distrun cell and the lab extension is declared
 alike on both sides: widgets.py's constants and labextension/cellcontract.ts (with the command
-ids of labextension/commands.ts)."""
+ids of labextension/ids.ts)."""
 
 import re
 from pathlib import Path
@@ -17,7 +17,7 @@ def _ts_strings(name: str) -> dict[str, str]:
 
 
 def test_widgets_and_lab_extension_declare_the_same_contract() -> None:
-    contract, commands = _ts_strings("cellcontract.ts"), _ts_strings("commands.ts")
+    contract, commands = _ts_strings("cellcontract.ts"), _ts_strings("ids.ts")
     assert contract["CELL_COMMAND_ATTRIBUTE"] == widgets.COMMAND_ATTRIBUTE
     assert contract["CELL_JOB_ATTRIBUTE"] == widgets.JOB_ATTRIBUTE
     assert contract["CELL_CANCEL_CLASS"] == widgets.CANCEL_CLASS
