@@ -48,3 +48,39 @@ def test_sys_exit_with_a_message_still_prints_it_and_fails_the_rank(store: JobSt
     assert status.phase is JobPhase.FAILED
     texts = [ln.text for ln in job.logs(replica="rank-0")]
     assert "stopping: bad" in texts
+
+
+# A DDP model keeps its process group after destroy_process_group. Releasing it at exit runs
+# ProcessGroupGloo's destructor, which waits for gloo's threads while holding the GIL they need:
+# a rank hung that way in CI. The model must outlive the script, and the file still be flushed.
+MODEL_KEEPS_ITS_GROUP = """
+import os
+import torch
+import torch.distributed as dist
+
+class Trainer:  # holds its group, as DDP and Lightning's strategies do
+    def __init__(self, group):
+        self.group = group
+        self.model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2), process_group=group)
+
+    def __del__(self):  # only a release before the process ends would print
+        print(f"trainer released on rank {rank}", flush=True)
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+trainer = Trainer(dist.new_group([0, 1]))
+trainer.model(torch.ones(3, 4)).sum().backward()
+dist.destroy_process_group()
+log = open(os.path.join(os.environ["DISTTRAIN_JOB_DIR"], f"kept-{rank}.txt"), "w")
+log.write("flushed")
+"""
+
+
+def test_objects_holding_a_process_group_are_not_torn_down_at_rank_exit(store: JobStore) -> None:
+    job = api.submit(MODEL_KEEPS_ITS_GROUP, store=store, gpus=2, accelerator="cpu")
+    status = job.wait(timeout=120)
+    texts = [ln.text for ln in job.logs()]
+    assert status.phase is JobPhase.SUCCEEDED, (status.message, texts)
+    assert not [t for t in texts if "trainer released" in t]
+    for rank in (0, 1):
+        assert (job.dir / f"kept-{rank}.txt").read_text() == "flushed"

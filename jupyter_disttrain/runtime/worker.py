@@ -13,6 +13,7 @@ import atexit
 import builtins
 import contextlib
 import gc
+import io
 import json
 import os
 import socket
@@ -107,14 +108,15 @@ def main(argv: list[str]) -> None:
             _write_final_record(record_path, record)
     if ended is not None and isinstance(ended.code, str):
         print(ended.code, file=sys.stderr)  # what ``sys.exit("message")`` prints
-    _exit_before_teardown(code, namespace)
+    _exit_before_teardown(code)
     if ended is not None:
         raise ended
 
 
 def _main_module(script: str) -> dict[str, Any]:
-    """A fresh ``__main__`` for ``script``, as ``runpy.run_path`` makes it, whose namespace we
-    keep (runpy hands back only a copy), so the exit can release what the script holds."""
+    """A fresh ``__main__`` for ``script``, as ``runpy.run_path`` makes it, that stays
+    ``sys.modules["__main__"]`` (runpy would restore the previous one) so the script's objects
+    live until the rank exits."""
     module = types.ModuleType("__main__")
     module.__file__ = script
     module.__loader__ = module.__spec__ = module.__package__ = None
@@ -123,30 +125,40 @@ def _main_module(script: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _exit_before_teardown(code: int, namespace: dict[str, Any]) -> None:
+def _exit_before_teardown(code: int) -> None:
     """End a rank that used a process group, skipping the interpreter's teardown.
 
     Tearing down torch's C++ state there, gloo's threads included, now and then aborts a rank
     that finished its work, even after ``destroy_process_group`` (``terminate called without an
     active exception``, SIGABRT: 1 in 12 Accelerate jobs on a loaded machine), and torchrun
-    then fails the whole job. What Python does before and during its teardown that users rely
-    on still happens: non-daemon threads are joined, atexit functions run (logging's flush among
-    them), the script's objects are released (files it left open are flushed and closed by
-    their finalizers), output is flushed.
+    then fails the whole job. What Python does before its teardown that users rely on still
+    happens: non-daemon threads are joined, atexit functions run (logging's flush and
+    ``weakref.finalize`` among them), files the script left open are flushed, output is flushed.
+
+    The script's objects are deliberately not released: an object that holds a process group
+    (a DDP model keeps its group after ``destroy_process_group``) would run the group's C++
+    destructor, which waits for gloo's threads while holding the GIL those threads need
+    (a deadlock seen in CI). Nothing is lost by keeping them: the process ends with ``_exit``.
     """
     if not joined_any():
         return
+    gc.disable()  # an automatic collection could release such a group just the same
     main_thread = threading.main_thread()
     for thread in threading.enumerate():
         if thread is not main_thread and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()
-    namespace.clear()
-    gc.collect()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    _flush_open_files()
     os._exit(code)
+
+
+def _flush_open_files() -> None:
+    """Flush what the script wrote to files it never closed, as their finalizers would."""
+    for obj in gc.get_objects():
+        if isinstance(obj, io.IOBase) and obj is not sys.stdin:
+            with contextlib.suppress(Exception):
+                if not obj.closed:
+                    obj.flush()
 
 
 if __name__ == "__main__":
