@@ -22,9 +22,11 @@ if [ ! -d "$ROOT/node_modules/@jupyterlab/galata" ]; then
 fi
 
 # Use the installed package if there is one, else this checkout (server, kernels and page).
+# DISTTRAIN_UI_FROM_CHECKOUT=1 tests this checkout even where another one is installed (a git
+# worktree beside an editable install); run `jlpm build` in it first.
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/disttrain-ui.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-if ! jupyter labextension list 2>&1 | grep -q "jupyter_disttrain"; then
+if [ -n "${DISTTRAIN_UI_FROM_CHECKOUT:-}" ] || ! jupyter labextension list 2>&1 | grep -q "jupyter_disttrain"; then
   if [ ! -f "$ROOT/jupyter_disttrain/labextension/package.json" ]; then
     echo "== building the lab extension (first run only, ~1 min)"
     (cd "$ROOT" && jlpm build)
