@@ -140,7 +140,9 @@ async def test_auto_stack_falls_back_and_says_why(jp_fetch: Any, busy_job: Job) 
 
 async def test_a_stuck_rank_is_flagged_quiet(jp_fetch: Any, busy_job: Job) -> None:
     async def quiet() -> Any:
-        answer = await get_json(jp_fetch, "jobs", busy_job.id, "resources", params={"since": str(time.time())})
+        answer = await get_json(
+            jp_fetch, "jobs", busy_job.id, "resources", params={"since": str(time.time())}
+        )
         return answer if answer["replicas"]["rank-1"]["quiet"] else None
 
     answer = await poll(quiet, "rank-1 flagged quiet", deadline=120, every=1.0)
