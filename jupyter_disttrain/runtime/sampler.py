@@ -111,7 +111,6 @@ class TreeSampler:
 
         self.root = psutil.Process(pid)
         self._known: dict[int, Any] = {pid: self.root}
-        self.root.cpu_percent(None)  # the first reading only starts the clock
         self.env: dict[str, str] = {}
         with contextlib.suppress(psutil.Error):
             self.env = self.root.environ()
@@ -336,7 +335,10 @@ class Monitor:
                 sampler = self._samplers[replica] = TreeSampler(pid)
             except psutil.Error:
                 return None
-            return None  # CPU percentages need two readings: the first sample comes next tick
+            # A new rank comes with a fresh process table: this learns its tree and starts the
+            # CPU clocks (percentages need two readings), so the first sample comes next tick.
+            sampler.sample(children)
+            return None
         sample = sampler.sample(children)
         if sample is None:
             del self._samplers[replica]
