@@ -26,6 +26,7 @@ MAX_BYTES = 512 * 1024  # a series file is compacted when it grows past this
 # The process table is read whole (for new descendants, e.g. DataLoader workers) every this many
 # ticks; in between each rank's known tree is sampled, so a tick reads only the ranks' own files.
 RESCAN_TICKS = 5
+DEFAULT_INTERVAL = 2.0  # seconds between samples (the local backend's --monitor-interval)
 DETAIL = 200  # after compaction, samples of age A are at least A / DETAIL seconds apart
 
 

@@ -10,6 +10,8 @@ Stdlib only. What it serves, as the API server does:
 * list/watch with ``resourceVersion`` (watch from it; ``410 Gone`` as an ERROR event once the
   history before it is compacted), ``labelSelector`` (=, ==, !=, exists, !, in, notin),
   ``fieldSelector`` (dotted paths, = and !=), ``timeoutSeconds`` and bookmarks;
+* ``metrics.k8s.io/v1beta1`` PodMetrics lists (``labelSelector``), as metrics-server serves
+  them, when ``pod_metrics`` is set (the toy kubelet's: usage of each pod's processes); else 404;
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
 * admission refusals (``admission`` hooks: quota, PodSecurity; ``restricted_pod_security`` checks
   a namespace's pods against the "restricted" profile as the real admission controller does),
@@ -337,6 +339,9 @@ class FakeCluster:
         self.admission: list[Callable[[str, dict[str, Any]], None]] = []
         # Resource key -> seconds every watch of it holds its events back (a lagging watch cache).
         self.watch_delay: dict[str, float] = {}
+        # metrics-server: (namespace, pod) -> {container: {"cpu": "..n", "memory": "..Ki"}}, or
+        # None before its first scrape; the metrics API is not served while this is None.
+        self.pod_metrics: Callable[[str, str], dict[str, dict[str, str]] | None] | None = None
 
     def type_of(self, kind: str) -> ResourceType:
         return next(t for t in self.types.values() if t.kind == kind)
@@ -528,6 +533,7 @@ class FakeCluster:
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
+_METRICS_PATH = re.compile(r"^/apis/metrics\.k8s\.io/v1beta1/namespaces/(?P<ns>[^/]+)/pods/?$")
 _NS_PATH = re.compile(
     r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
     r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
@@ -646,6 +652,9 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
+        m = _METRICS_PATH.match(path)
+        if m and c.pod_metrics is not None and method == "GET":
+            return self._pod_metrics(m.group("ns"), query)
         m = _NS_PATH.match(path)
         if not m:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
@@ -716,6 +725,39 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _pod_metrics(self, ns: str, query: dict[str, str]) -> None:
+        """``PodMetricsList``: one reading per pod that has one, as metrics-server answers."""
+        c, labels = self.cluster, label_matcher(query.get("labelSelector"))
+        assert c.pod_metrics is not None
+        items = []
+        for pod in c.items("/v1/pods", ns):
+            meta = pod["metadata"]
+            usage = c.pod_metrics(ns, meta["name"]) if labels(meta.get("labels", {})) else None
+            if usage is None:
+                continue
+            items.append(
+                {
+                    "kind": "PodMetrics",
+                    "apiVersion": "metrics.k8s.io/v1beta1",
+                    "metadata": {
+                        "name": meta["name"],
+                        "namespace": ns,
+                        "labels": meta.get("labels", {}),
+                        "creationTimestamp": now(),
+                    },
+                    "timestamp": now(),
+                    "window": "10s",
+                    "containers": [{"name": n, "usage": u} for n, u in usage.items()],
+                }
+            )
+        body = {
+            "kind": "PodMetricsList",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {},
+            "items": items,
+        }
+        return self._json(200, body)
 
     def _watch(self, key: str, ns: str, query: dict[str, str]) -> None:
         c = self.cluster

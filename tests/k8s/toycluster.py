@@ -976,6 +976,23 @@ class ProcessKubelet(Loop):
         if proc is not None:
             self._kill(proc)
 
+    def usage(self, ns: str, name: str) -> dict[str, dict[str, str]] | None:
+        """What metrics-server would report of a running pod: CPU (average since its start, in
+        nanocores) and resident memory of its processes; None when it does not run."""
+        import psutil
+
+        proc = self.procs.get((ns, name))
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            root = psutil.Process(proc.pid)
+            tree = [root, *root.children(recursive=True)]
+            cpu = sum(sum(p.cpu_times()[:2]) for p in tree) / max(1e-3, time.time() - root.create_time())
+            rss = sum(p.memory_info().rss for p in tree)
+        except psutil.Error:
+            return None
+        return {"trainer": {"cpu": f"{int(cpu * 1e9)}n", "memory": f"{rss // 1024}Ki"}}
+
     def _deleted(self, key: str, obj: dict[str, Any]) -> None:
         if key != PODS:
             return
@@ -1002,7 +1019,11 @@ class ToyCluster:
     """Fake API server + controllers + process kubelet, as a context manager."""
 
     def __init__(
-        self, version: tuple[int, int] = (1, 33), install: tuple[str, ...] = (), **kubelet: Any
+        self,
+        version: tuple[int, int] = (1, 33),
+        install: tuple[str, ...] = (),
+        pod_metrics: bool = False,
+        **kubelet: Any,
     ) -> None:
         from .fakeapi import FakeApiServer
 
@@ -1015,6 +1036,8 @@ class ToyCluster:
             TTLController(self.cluster),
             ProcessKubelet(self.cluster, **kubelet),
         ]
+        if pod_metrics:  # a metrics-server: the metrics API is served
+            self.cluster.pod_metrics = self.kubelet.usage
         if "pytorchjob" in install:
             self.loops.append(PyTorchJobController(self.cluster))
         if "t9k" in install:

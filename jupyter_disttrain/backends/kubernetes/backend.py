@@ -19,6 +19,8 @@ import yaml
 
 from ...errors import BackendError, InvalidSpecError
 from ...logfiles import Budget
+from ...payloads import Resources
+from ...resources import ReplicaState, read_resources, sampled_replicas
 from ...specs import (
     DryRun,
     Event,
@@ -358,6 +360,28 @@ class KubernetesBackend(Backend):
             since=since,
             is_done=lambda: self.describe(job_id).is_terminal,
             budget=budget,
+        )
+
+    # -- resources -------------------------------------------------------------------------
+    def _resources(
+        self, record: JobRecord, status: JobStatus, replicas: list[ReplicaState], since: float | None
+    ) -> Resources:
+        """The pods' own samples of their ranks when the job dir is on the shared PVC, else the
+        cluster's metrics API (CPU and memory per pod), else a message saying why there is none."""
+        job_dir = self.store.job_dir(record.id)
+        if record.request.get("logs_on_pvc"):
+            ranks = [ReplicaState(name, status.is_terminal, None) for name in sampled_replicas(job_dir)]
+            return read_resources(job_dir, ranks, since)
+        from .podmetrics import pod_resources
+
+        state = record.backend_state
+        client = self.client(required=False)
+        if client is None or "namespace" not in state:
+            return read_resources(job_dir, [], since, message="the job has no pods to measure")
+        selector = f"{mf.JOB_ID_LABEL}={record.id}"
+        ended = status.is_terminal
+        return pod_resources(
+            client, state["namespace"], selector, record.id, state["flavor"], ended, since, time.time()
         )
 
     # -- stop ------------------------------------------------------------------------------
