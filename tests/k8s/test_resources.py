@@ -11,6 +11,7 @@ import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.podmetrics import NOT_SERVED, cpu_percent, memory_bytes
+from jupyter_disttrain.errors import BackendError
 from jupyter_disttrain.store import JobStore
 
 from .conftest import ddp_spec, start_toy, wait_for
@@ -103,3 +104,28 @@ def test_quantities_as_metrics_server_writes_them() -> None:
     assert memory_bytes("123456Ki") == 123456 * 1024
     assert memory_bytes("2Gi") == 2 * 2**30
     assert memory_bytes("1000000") == 1000000
+
+
+STUCK = """
+import time
+def stuck_here():
+    time.sleep(600)
+print("stuck", flush=True)
+stuck_here()
+"""
+
+
+def test_stack_through_pods_exec_and_a_clear_message_without_the_grant(
+    toy: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
+    job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), STUCK)
+    try:
+        wait_for(backend, job_id, lambda s: any("stuck" in ln.text for ln in backend.logs(job_id)))
+        dump = backend.stack(job_id, "node-0")
+        assert dump.method == "py-spy" and "==== rank-0 (pid " in dump.text
+        assert "stuck_here" in dump.text, dump.text
+        toy.cluster.denied.add(("create", "pods/exec"))
+        with pytest.raises(BackendError, match="grant pods/exec"):
+            backend.stack(job_id, "node-0")
+    finally:
+        backend.cancel(job_id)

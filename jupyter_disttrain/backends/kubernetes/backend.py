@@ -19,7 +19,7 @@ import yaml
 
 from ...errors import BackendError, InvalidSpecError
 from ...logfiles import Budget
-from ...payloads import Resources
+from ...payloads import Resources, StackDump
 from ...resources import ReplicaState, read_resources, sampled_replicas
 from ...specs import (
     DryRun,
@@ -43,6 +43,7 @@ from .notebook import choose_accelerator, find_own_pod, notebook_container, secu
 from .options import KubeOptions, parse_options, parse_quantity
 from .pending import PendingClock, timed_out
 from .podlogs import keep_pod_logs, pod_log_lines
+from .podscript import POD_STACKS
 from .status import build_status, pods_settled
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
@@ -383,6 +384,27 @@ class KubernetesBackend(Backend):
         return pod_resources(
             client, state["namespace"], selector, record.id, state["flavor"], ended, since, time.time()
         )
+
+    # -- stacks ------------------------------------------------------------------------------
+    def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
+        """py-spy in the replica's pod through ``pods/exec``: the stacks of each rank it runs."""
+        if method == "faulthandler":
+            raise InvalidSpecError(
+                "on Kubernetes the stacks are read by py-spy in the pod; leave out --method faulthandler"
+            )
+        from .podexec import exec_in_pod
+        from .podlogs import newest_per_replica
+
+        client = self.client()
+        assert client is not None
+        ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
+        pods = pods_informer(client, ns)
+        pods.wait_synced()
+        pod = newest_per_replica(pods.indexed(record.id), record.id, flavor).get(replica)
+        if pod is None:
+            raise BackendError(f"{replica} has no pod now: no process to read")
+        text = exec_in_pod(client, ns, pod["metadata"]["name"], ["python3", "-c", POD_STACKS, record.id])
+        return StackDump(replica, "py-spy", text, None)
 
     # -- stop ------------------------------------------------------------------------------
     def _cancel_existing(self, record: JobRecord) -> None:

@@ -127,3 +127,28 @@ echo "$0: this image has no python3 or python on PATH, nor a torchrun to find on
 exit 127
 """
 PYTHON_LAUNCH = ("/bin/sh", "-c", FIND_PYTHON, "jupyter-disttrain")
+
+# Run in a pod through pods/exec: the Python stacks of each rank of this job in the pod (the
+# processes whose environment names the job and a RANK, on this pod's host), by py-spy.
+# argv: the job id. Exit 3 when the image has no py-spy.
+POD_STACKS = """\
+import os, shutil, subprocess, sys
+spy = shutil.which("py-spy")
+if spy is None:
+    sys.exit("py-spy is not installed in this image: add it (pip install py-spy) to read stacks")
+job, host, found = sys.argv[1], os.environ.get("HOSTNAME"), 0
+for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(v.split("=", 1) for v in f.read().decode("utf-8", "replace").split("\\0") if "=" in v)
+    except OSError:
+        continue
+    if env.get("DISTTRAIN_JOB_ID") != job or "RANK" not in env or env.get("HOSTNAME") != host:
+        continue
+    found += 1
+    done = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+    print(f"==== rank-{env['RANK']} (pid {pid}) ====", flush=True)
+    print(done.stdout if done.returncode == 0 else f"py-spy failed: {done.stderr.strip()}", flush=True)
+if not found:
+    sys.exit("no rank of this job runs in this pod")
+"""
