@@ -26,6 +26,7 @@ from typing import Any
 from .payloads import GpuSample, ReplicaResources, Resources, ResourceSample
 from .runtime import contract
 from .runtime.sampler import read_series
+from .specs import ReplicaStatus, iso_seconds
 from .store import read_json
 
 QUIET_FACTOR = 10
@@ -44,6 +45,11 @@ class ReplicaState:
     name: str
     ended: bool
     started: float | None
+
+    @classmethod
+    def of(cls, replica: ReplicaStatus, job_ended: bool) -> ReplicaState:
+        started = iso_seconds(replica.start_time) if replica.start_time else None
+        return cls(replica.name, replica.phase.is_terminal or job_ended, started)
 
 
 def thin(items: list[Any], n: int) -> list[Any]:

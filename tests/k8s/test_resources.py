@@ -4,8 +4,9 @@ without a PVC the cluster's metrics API gives CPU and memory per pod, and its ab
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,14 +34,12 @@ def toy_metrics(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Toy
     yield from start_toy(monkeypatch, tmp_path, pod_metrics=True)
 
 
-def _until(check, what: str, timeout: float = 120):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
+def until(check: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + 120
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.3)
-    raise AssertionError(f"gave up waiting for {what}")
+    return value
 
 
 def test_pods_sample_their_ranks_into_the_job_dir_on_the_pvc(
@@ -55,14 +54,14 @@ def test_pods_sample_their_ranks_into_the_job_dir_on_the_pvc(
             full = sorted(ranks) == ["rank-0", "rank-1"] and all(len(r.samples) >= 2 for r in ranks.values())
             return answer if full else None
 
-        answer = _until(sampled, "samples of both ranks")
+        answer = until(sampled, "samples of both ranks")
         assert answer.source == "sampler" and answer.message is None
         for rank in answer.replicas.values():
             assert max(s.rss_bytes for s in rank.samples) >= 150 * MB
             assert all(s.gpus is None and s.gpu_mem_bytes is None for s in rank.samples)  # no GPU here
             assert rank.last_output is not None and not rank.quiet  # the pod's log, noted by its sampler
         since = answer.now
-        newer = _until(lambda: backend.resources(job_id, since).replicas["rank-0"].samples, "newer samples")
+        newer = until(lambda: backend.resources(job_id, since).replicas["rank-0"].samples, "newer samples")
         assert all(s.t > since for s in newer)
     finally:
         backend.cancel(job_id)
@@ -81,7 +80,7 @@ def test_without_a_pvc_cpu_and_memory_come_from_the_metrics_api(
             pod = answer.replicas.get("node-0")
             return answer if pod and pod.samples and pod.samples[0].rss_bytes >= 150 * MB else None
 
-        answer = _until(holding, "node-0's memory in the pod metrics")
+        answer = until(holding, "node-0's memory in the pod metrics")
         assert answer.source == "metrics.k8s.io" and answer.interval == 10.0
         (sample,) = answer.replicas["node-0"].samples
         assert sample.cpu_percent >= 0 and sample.threads == 0  # the metrics API has no threads

@@ -23,17 +23,11 @@ def exec_in_pod(client: KubeClient, namespace: str, pod: str, argv: list[str]) -
     from kubernetes.client.exceptions import ApiException
     from kubernetes.stream import stream
 
+    # Output and errors, no stdin or tty; the socket kept open to read the status channel too.
+    channels = {"stdout": True, "stderr": True, "stdin": False, "tty": False, "_preload_content": False}
     try:
         ws: Any = stream(
-            CoreV1Api(client.api).connect_get_namespaced_pod_exec,
-            pod,
-            namespace,
-            command=argv,
-            stdout=True,
-            stderr=True,
-            stdin=False,
-            tty=False,
-            _preload_content=False,
+            CoreV1Api(client.api).connect_get_namespaced_pod_exec, pod, namespace, command=argv, **channels
         )
     except ApiException as exc:
         if exc.status == 403 or "403" in str(exc.reason):
