@@ -295,6 +295,9 @@ class Monitor:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
+        # Below the training processes' priority: on a busy machine the samples wait, not the ranks.
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
