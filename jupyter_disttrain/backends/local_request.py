@@ -32,11 +32,11 @@ class LocalRequest:
     exit_timeout: float = DEFAULT_EXIT_TIMEOUT
     device: str = "cpu"  # "cuda" when the agents got GPUs
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LocalRequest:
+    def from_json(cls, data: dict[str, Any]) -> LocalRequest:
         agents = [
             AgentCommand(int(a["node"]), list(a["argv"]), dict(a["env"])) for a in data.get("agents", [])
         ]
