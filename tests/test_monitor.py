@@ -217,6 +217,6 @@ def test_monitor_interval_reaches_the_launch_request() -> None:
     from jupyter_disttrain.manager import spec_from_words
 
     off = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": 0})
-    assert dryrun("print(1)\n", off).request["monitor_interval"] == 0
+    assert dryrun("print(1)\n", off).request.to_json()["monitor_interval"] == 0
     default = spec_from_words(gpus=1, backend="local", accelerator="cpu")
-    assert dryrun("print(1)\n", default).request["monitor_interval"] == 2.0
+    assert dryrun("print(1)\n", default).request.to_json()["monitor_interval"] == 2.0

@@ -29,6 +29,7 @@ from ..specs import (
     JobPhase,
     JobSpec,
     JobStatus,
+    LaunchRequest,
     ReplicaStatus,
     validate_exit_timeout,
     validate_grace_period,
@@ -127,16 +128,16 @@ class LocalBackend(Backend):
             device="cuda" if gpus else "cpu",
             monitor_interval=float(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL)),
         )
-        return DryRun(job_id, str(job_dir), self.name, request.to_dict(), format_request(request))
+        return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
-    def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
+    def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
         return [
             ReplicaStatus(name=contract.rank_name(r), role="worker", index=r) for r in range(spec.world_size)
         ]
 
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)
-        request = LocalRequest.from_dict(record.request)
+        request = LocalRequest.from_json(record.request)
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
         log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
         try:
@@ -187,11 +188,11 @@ class LocalBackend(Backend):
             return None
 
     def _stop_leftovers(self, record: JobRecord) -> None:
-        grace = LocalRequest.from_dict(record.request).grace_period
+        grace = LocalRequest.from_json(record.request).grace_period
         procs.stop_processes(procs.job_processes(record.id), grace)
 
     def _cancel_existing(self, record: JobRecord) -> None:
-        grace = LocalRequest.from_dict(record.request).grace_period
+        grace = LocalRequest.from_json(record.request).grace_period
         launcher = self._launcher(record)
         if launcher and procs.is_alive(launcher):
             os.kill(int(launcher["pid"]), 15)

@@ -33,11 +33,11 @@ class LocalRequest:
     device: str = "cpu"  # "cuda" when the agents got GPUs
     monitor_interval: float = DEFAULT_MONITOR_INTERVAL  # seconds between resource samples; 0: none
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LocalRequest:
+    def from_json(cls, data: dict[str, Any]) -> LocalRequest:
         agents = [
             AgentCommand(int(a["node"]), list(a["argv"]), dict(a["env"])) for a in data.get("agents", [])
         ]

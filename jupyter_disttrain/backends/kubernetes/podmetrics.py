@@ -13,7 +13,7 @@ from typing import Any
 from ...payloads import ReplicaResources, Resources, ResourceSample
 from ...specs import iso_seconds
 from .client import ApiError, KubeClient, Resource
-from .status import replica_name
+from .flavors.base import Flavor
 
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
 _CPU = re.compile(r"^(?P<num>[0-9.]+)(?P<unit>[num]?)$")
@@ -67,7 +67,7 @@ def pod_resources(
     namespace: str,
     selector: str,
     job_id: str,
-    flavor: str,
+    flavor: Flavor,
     ended: bool,
     since: float | None,
     now: float,
@@ -86,7 +86,7 @@ def pod_resources(
         return Resources(0.0, now, None, message, {})
     replicas: dict[str, ReplicaResources] = {}
     for item in answer.get("items", []):
-        name, _, _ = replica_name(flavor, job_id, {"metadata": item.get("metadata", {})})
+        name, _, _ = flavor.replica_of(job_id, {"metadata": item.get("metadata", {})})
         sample = sample_of(item)
         samples = [sample] if since is None or sample.t > since else []
         replicas[name] = ReplicaResources(samples, ended, None, None, False)
