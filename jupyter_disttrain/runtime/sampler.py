@@ -314,12 +314,13 @@ class Monitor:
         fresh = self._ticks % RESCAN_TICKS == 0 or bool(set(running) - set(self._samplers))
         children = children_map() if fresh else None
         self._ticks += 1
-        now = time.time()
         for replica, pid in running.items():
             sample = self._sample(replica, pid, children)
             if sample is None:
                 continue
-            sample = {"t": round(now, 3), **sample}
+            # Stamped just before it is written: a reader that took its ``now`` earlier and read
+            # the file before this write gets it on its next ``since=now`` read (t > its now).
+            sample = {"t": round(time.time(), 3), **sample}
             log = self.log_of(replica)
             if log:
                 with contextlib.suppress(OSError):
