@@ -11,7 +11,7 @@ import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
 import { readEvents } from './sse';
 import type { IJobDetail, IJobScript, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
 
-import type { IJobResources, IStackDump } from './resourcetypes';
+import type { IResources, IStackDump } from './resourcetypes';
 
 export * from './types';
 
@@ -154,8 +154,8 @@ export async function streamLogs(
 }
 
 /** Resource samples of every replica newer than `since` (server seconds; all when undefined). */
-export function getResources(id: string, since?: number): Promise<IJobResources> {
-  return requestAPI<IJobResources>(`jobs/${enc(id)}/resources`, {}, { since });
+export function getResources(id: string, since?: number): Promise<IResources> {
+  return requestAPI<IResources>(`jobs/${enc(id)}/resources`, {}, { since });
 }
 
 /** Dump the Python stacks of a running replica (404 unknown replica, 409 ended job). */

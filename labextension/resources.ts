@@ -7,7 +7,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { formatBytes, formatPercent } from './format';
-import type { IJobResources, IReplicaResources, IResourceSample } from './resourcetypes';
+import type { IResources, IReplicaResources, IResourceSample } from './resourcetypes';
 
 /** Samples kept per replica: 20 minutes at the sampler's default 2 s. */
 export const DEFAULT_WINDOW = 600;
@@ -137,7 +137,7 @@ export function nextSince(replicas: ReadonlyMap<string, IReplicaResources>): num
 export interface IResourcesModelOptions {
   jobId: string;
   /** Loads samples newer than `since` (all when undefined); `getResources` in the extension. */
-  fetchResources: (id: string, since?: number) => Promise<IJobResources>;
+  fetchResources: (id: string, since?: number) => Promise<IResources>;
   /** Milliseconds between reads at least (the sampler's own interval sets the pace above it). */
   interval?: number;
   /** Samples kept per replica. */
@@ -236,7 +236,7 @@ export class ResourcesModel {
   /** Read what is new (rejects on error so the poll backs off); stops after the job's end. */
   async refresh(): Promise<void> {
     const last = this._ended();
-    let answer: IJobResources;
+    let answer: IResources;
     try {
       answer = await this._fetch(this.jobId, nextSince(this._replicas));
     } catch (err) {
@@ -260,7 +260,7 @@ export class ResourcesModel {
     Signal.clearData(this);
   }
 
-  private _apply(answer: IJobResources): void {
+  private _apply(answer: IResources): void {
     this._error = null;
     this._source = answer.source ?? null;
     this._message = answer.message ?? null;

@@ -28,7 +28,7 @@ export interface IReplicaResources {
   quiet: boolean;
 }
 
-export interface IJobResources {
+export interface IResources {
   interval: number;
   now: number;
   source: string | null;

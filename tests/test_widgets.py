@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import textwrap
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jupyter_disttrain import widgets
+from jupyter_disttrain import api, widgets
+from jupyter_disttrain.errors import BackendError
+from jupyter_disttrain.payloads import GpuSample, ReplicaResources, Resources, ResourceSample
 from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+from jupyter_disttrain.store import JobStore
 
 
 def _status(phase: JobPhase, *replica_phases: JobPhase, reason: str | None = None) -> JobStatus:
@@ -215,3 +221,114 @@ def test_a_multi_line_status_message_keeps_the_summary_on_one_line() -> None:
     status.message = "rank-1 exited with code 1: ValueError: bad\nTraceback (most recent call last):\n  ..."
     expected = "distrun j (j-1): Failed - Error: rank-1 exited with code 1: ValueError: bad"
     assert widgets.summary("j", "j-1", status) == expected
+
+
+def _sample(t: float, cpu: float = 98.4, rss: int = 312 * 1024**2, **gpu: Any) -> ResourceSample:
+    return ResourceSample(t=t, cpu_percent=cpu, rss_bytes=rss, threads=4, read_bytes=0, write_bytes=0, **gpu)
+
+
+def _resources(now: float, interval: float = 2.0, **replicas: ReplicaResources) -> Resources:
+    return Resources(interval=interval, now=now, source="sampler", message=None, replicas=replicas)
+
+
+def _replica(*samples: ResourceSample, quiet: bool = False, ended: bool = False) -> ReplicaResources:
+    return ReplicaResources(
+        samples=list(samples), ended=ended, last_output=None, last_progress=None, quiet=quiet
+    )
+
+
+def test_a_chip_shows_cpu_and_memory_and_the_gpu_only_where_there_is_one() -> None:
+    assert widgets.chip_usage(_sample(1)) == "CPU 98% · 312 MB"
+    assert widgets.chip_usage(_sample(1, cpu=0.42, rss=1536)) == "CPU 0.4% · 1.50 KB"
+    gpus = [GpuSample(index=0, util_percent=70, mem_used_bytes=2 * 1024**3, mem_total_bytes=16 * 1024**3)]
+    gpus.append(GpuSample(index=1, util_percent=30, mem_used_bytes=1024**3, mem_total_bytes=16 * 1024**3))
+    assert widgets.chip_usage(_sample(1, gpus=gpus)) == "CPU 98% · 312 MB · GPU 50% 3.00 GB"
+    # the rank's own GPU memory, where the sampler could tell it, over what its devices hold
+    assert widgets.chip_usage(_sample(1, gpus=gpus, gpu_mem_bytes=512 * 1024**2)).endswith("GPU 50% 512 MB")
+    assert widgets.chip_usage(_sample(1, gpus=[])) == "CPU 98% · 312 MB"
+
+
+def test_the_widget_chips_carry_each_ranks_usage_and_quiet_mark_while_it_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
+    assert isinstance(view, widgets.WidgetView)
+    running = JobStatus(
+        job_id="j-1",
+        phase=JobPhase.RUNNING,
+        replicas=[ReplicaStatus(name=f"rank-{i}", index=i, phase=JobPhase.RUNNING) for i in range(2)],
+    )
+    view.update(running)
+    view.usage(
+        _resources(
+            10, **{"rank-0": _replica(_sample(8, cpu=50), _sample(10, cpu=187.6)), "rank-1": _replica()}
+        )
+    )
+    chips = view.chips.value
+    assert "CPU 188% · 312 MB" in chips and "CPU 50%" not in chips  # the latest sample
+    assert "quiet" not in chips
+    view.usage(_resources(12, **{"rank-1": _replica(_sample(12, cpu=0.0), quiet=True)}))
+    chips = view.chips.value
+    assert "CPU 188%" in chips  # rank-0 keeps its last values until new ones come
+    assert "CPU 0% · 312 MB" in chips and chips.count("jp-DistTrain-chipQuiet") == 1
+    assert "CPU" not in view.text()  # the saved text stays the stable summary
+    running.replicas[0].phase = JobPhase.SUCCEEDED
+    view.update(running)
+    assert view.chips.value.count("CPU") == 1  # an exited rank shows no usage
+
+
+def test_the_usage_feed_reads_at_the_samplers_pace_from_the_last_now_and_ends_on_an_error() -> None:
+    clock = [100.0]
+    asked: list[float | None] = []
+
+    def fetch(since: float | None) -> Resources:
+        asked.append(since)
+        if len(asked) == 3:
+            raise BackendError("the kubernetes backend cannot sample this cluster")
+        return _resources(1000.0 + len(asked), interval=5)
+
+    feed = widgets.UsageFeed(fetch, clock=lambda: clock[0])
+    assert feed.poll() is not None
+    assert feed.poll() is None  # not due yet
+    clock[0] += 5
+    assert feed.poll() is not None
+    assert asked == [None, 1001.0]
+    clock[0] += 5
+    assert feed.poll() is None and feed.stopped == "the kubernetes backend cannot sample this cluster"
+    clock[0] += 5
+    assert feed.poll() is None and len(asked) == 3
+
+
+BURN = """
+import time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+end = time.time() + 60
+while time.time() < end:
+    sum(range(10000))
+"""
+
+
+def test_a_real_jobs_burning_rank_shows_its_cpu_on_its_chip(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the job layer, as ``%%distrun`` feeds the widget: a busy rank's chip says > 50 % CPU."""
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    job = api.submit(BURN, store=store, gpus=2, name="burn")
+    try:
+        view = widgets.make_view(job.id, str(job.dir), job.cancel)
+        assert isinstance(view, widgets.WidgetView)
+        feed = widgets.UsageFeed(lambda since: job.manager.resources(job.id, since))
+        deadline = time.monotonic() + 50
+        busy = None
+        while time.monotonic() < deadline and busy is None:
+            view.update(job.status())
+            if (answer := feed.poll()) is not None:
+                view.usage(answer)
+            busy = re.search(r"rank-0: Running</span><span[^>]*>CPU (\d+)%", view.chips.value)
+            time.sleep(0.5)
+        assert busy is not None, view.chips.value
+        assert int(busy.group(1)) > 50, view.chips.value
+    finally:
+        job.cancel()

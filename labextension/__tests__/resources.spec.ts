@@ -1,6 +1,6 @@
 import { formatBytes, formatPercent } from '../format';
 import { measureMax, MEASURES, mergeSamples, nextSince, ResourcesModel } from '../resources';
-import type { IJobResources, IReplicaResources, IResourceSample } from '../resourcetypes';
+import type { IResources, IReplicaResources, IResourceSample } from '../resourcetypes';
 
 function sample(t: number, extra: Partial<IResourceSample> = {}): IResourceSample {
   return {
@@ -20,19 +20,19 @@ function replica(samples: IResourceSample[], more: Partial<IReplicaResources> = 
 
 function answer(
   replicas: Record<string, IReplicaResources>,
-  more: Partial<IJobResources> = {}
-): IJobResources {
+  more: Partial<IResources> = {}
+): IResources {
   return { interval: 2, now: 100, source: 'sampler', message: null, replicas, ...more };
 }
 
 const measure = (key: string) => MEASURES.find(m => m.key === key)!;
 
 /** A server whose answers the test scripts, recording the `since` of each call. */
-function server(answers: (IJobResources | Error)[]) {
+function server(answers: (IResources | Error)[]) {
   const since: (number | undefined)[] = [];
   return {
     since,
-    fetchResources: async (_id: string, s?: number): Promise<IJobResources> => {
+    fetchResources: async (_id: string, s?: number): Promise<IResources> => {
       const next = answers[Math.min(since.length, answers.length - 1)];
       since.push(s);
       if (next instanceof Error) {
