@@ -38,7 +38,7 @@ from .specs import JobPhase, JobStatus, LogLine
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle
 
-    from .payloads import ResourceSample, Resources
+    from .payloads import Resources, ResourceSample
 
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
