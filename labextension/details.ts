@@ -299,8 +299,9 @@ function table(head: string[], rows: (string | HTMLElement)[][], className = '')
   const tbody = document.createElement('tbody');
   for (const row of rows) {
     const r = document.createElement('tr');
-    for (const cell of row) {
+    for (const [i, cell] of row.entries()) {
       const td = document.createElement('td');
+      td.dataset.column = head[i]; // a stable handle for tests and styles
       if (typeof cell === 'string') {
         td.textContent = cell;
       } else {
