@@ -64,9 +64,12 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   const rank0 = table.locator('tr[data-replica="rank-0"]');
   // a burning rank: above 50 % of a core once a few samples are in
   await expect
-    .poll(async () => parseFloat((await rank0.locator('td[data-column="CPU"]').textContent()) ?? ''), {
-      timeout: 60000
-    })
+    .poll(
+      async () => parseFloat((await rank0.locator('td[data-column="CPU"]').textContent()) ?? ''),
+      {
+        timeout: 60000
+      }
+    )
     .toBeGreaterThan(50);
   await expect(rank0.locator('td[data-column="Memory"]')).toHaveText(/(KB|MB|GB)$/);
 
