@@ -58,3 +58,15 @@ class ForeignJobDirError(UnknownJobError):
 
     def __str__(self) -> str:
         return f"{self.job_id!r} under the job root is not a job of this store: {self.why}"
+
+
+class UnknownReplicaError(DistTrainError, LookupError):
+    """The job has no replica of that name (REST: 404)."""
+
+
+class JobEndedError(DistTrainError):
+    """The request needs a running job and this one has ended (REST: 409)."""
+
+    def __init__(self, job_id: str, phase: str, what: str) -> None:
+        super().__init__(f"job {job_id} has ended ({phase}): {what} needs a running job")
+        self.phase = phase

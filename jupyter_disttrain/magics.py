@@ -69,7 +69,7 @@ def _job_flags(f: Any) -> Any:
 
 @magics_class
 class DistTrainMagics(Magics):
-    """``%%distrun`` and ``%distrun list|status|logs|cancel|delete``."""
+    """``%%distrun`` and ``%distrun list|status|logs|stack|cancel|delete``."""
 
     @magic_arguments()
     @_job_flags
@@ -93,6 +93,7 @@ class DistTrainMagics(Magics):
             %distrun list
             %distrun status JOB_ID
             %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
+            %distrun stack JOB_ID [--replica rank-1]
             %distrun cancel JOB_ID
             %distrun delete JOB_ID [--purge]
         """

@@ -24,7 +24,7 @@ from .errors import DistTrainError, InvalidSpecError
 from .flags import JobWords, RunWords, given
 from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
 from .logfiles import Budget, take_lines
-from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, to_json
+from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, Resources, StackDump, to_json
 from .specs import DryRun, JobSpec, JobStatus, Volume, validate_job_id
 
 if TYPE_CHECKING:
@@ -195,6 +195,26 @@ class JobManager:
             raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
         backend = self.backend_of(job_id)
         return backend, replica, backend.describe(job_id).is_terminal
+
+    # -- resources and stacks --------------------------------------------------------------------
+    def resources(self, job_id: str, since: float | None = None) -> Resources:
+        """Each replica's resource samples newer than ``since`` (seconds since the epoch; all kept
+        ones when None, thinned to ``resources.MAX_POINTS``) and its liveness."""
+        validate_job_id(job_id)
+        if since is not None and not since >= 0:  # also refuses NaN
+            raise InvalidSpecError("since must be seconds since the epoch: an earlier answer's 'now'")
+        return self.backend_of(job_id).resources(job_id, since)
+
+    def stack(self, job_id: str, replica: str, method: str | None = None) -> StackDump:
+        """The Python stacks of every thread of ``replica`` (py-spy, else faulthandler; ``method``
+        forces one)."""
+        from .stacks import validate_method
+
+        validate_job_id(job_id)
+        name = validate_replica(replica)
+        if name is None:
+            raise InvalidSpecError("name the replica whose stacks to dump, e.g. rank-1")
+        return self.backend_of(job_id).stack(job_id, name, validate_method(method))
 
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:

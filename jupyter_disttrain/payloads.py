@@ -7,10 +7,10 @@ when the checked-in file is stale), so the lab extension cannot drift from the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from .specs import JobPhase, JobSpec, JobStatus, LogLine, LogRun, to_plain
+from .specs import ABSENT_WHEN_NONE, JobPhase, JobSpec, JobStatus, LogLine, LogRun, to_plain
 from .store import JobRecord
 
 # TensorBoard id meaning every job's runs side by side (not a valid job id: ids are DNS labels).
@@ -115,6 +115,77 @@ class LogQuery:
     offset: str | None = None
     tail: int | None = None
     limit: int | None = None
+
+
+def absent() -> Any:
+    """A field left out of the JSON when None (``ABSENT_WHEN_NONE``)."""
+    return field(default=None, metadata={ABSENT_WHEN_NONE: True})
+
+
+@dataclass
+class GpuSample:
+    """One GPU a rank uses, as NVML reports it: utilisation over the last sample period and memory."""
+
+    index: int
+    util_percent: float
+    mem_used_bytes: int
+    mem_total_bytes: int
+
+
+@dataclass
+class ResourceSample:
+    """One sample of a rank's process tree (the rank and its children, e.g. DataLoader workers).
+
+    ``t`` is in seconds since the epoch; ``cpu_percent`` is of one core (200 = two cores busy);
+    I/O bytes are cumulative. ``gpus`` and ``gpu_mem_bytes`` (the tree's own GPU memory) are
+    absent where the rank has no GPU or NVML cannot be read.
+    """
+
+    t: float
+    cpu_percent: float
+    rss_bytes: int
+    threads: int
+    read_bytes: int
+    write_bytes: int
+    gpus: list[GpuSample] | None = absent()  # noqa: RUF009 (a field() with metadata)
+    gpu_mem_bytes: int | None = absent()
+
+
+@dataclass
+class ReplicaResources:
+    """One replica's samples and liveness: when it last wrote output and made progress (an em
+    metric or a TensorBoard event), and whether it has been silent for much longer than usual."""
+
+    samples: list[ResourceSample]
+    ended: bool
+    last_output: float | None
+    last_progress: float | None
+    quiet: bool
+
+
+@dataclass
+class Resources:
+    """Every replica's resource samples newer than the query's ``since`` (at most ``MAX_POINTS``
+    each, thinned evenly); ``source`` is where they come from (``sampler``: the job's own,
+    ``metrics.k8s.io``: the cluster's, CPU and memory only; null: none) and ``message`` why
+    there are none or fewer. Ask again with ``since=now`` for what is new."""
+
+    interval: float
+    now: float
+    source: str | None
+    message: str | None
+    replicas: dict[str, ReplicaResources]
+
+
+@dataclass
+class StackDump:
+    """The Python stacks of every thread of one rank (or of each rank in a pod), and how they
+    were taken (``py-spy`` or ``faulthandler``); ``note`` says why the fallback was used."""
+
+    replica: str
+    method: str
+    text: str
+    note: str | None
 
 
 def to_json(payload: Any) -> dict[str, Any]:

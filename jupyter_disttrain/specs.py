@@ -96,6 +96,28 @@ def validate_grace_period(value: object, field: str = "grace_period") -> float:
     return float(value)
 
 
+DEFAULT_MONITOR_INTERVAL = 2.0
+MAX_MONITOR_INTERVAL = 3600.0
+MONITOR_INTERVAL_HELP = (
+    "seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off (default 2)"
+)
+
+
+def validate_monitor_interval(value: object, field: str = "monitor_interval") -> float:
+    """Seconds between resource samples: 0 (off), or from 0.2 to ``MAX_MONITOR_INTERVAL``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not (value == 0 or 0.2 <= value <= MAX_MONITOR_INTERVAL)
+    ):
+        raise InvalidSpecError(
+            f"{field} must be 0 (off) or a number of seconds from 0.2 to {MAX_MONITOR_INTERVAL:.0f}, "
+            f"not {value!r}"
+        )
+    return float(value)
+
+
 def validate_exit_timeout(value: object, field: str = "exit_timeout") -> float:
     """How long a rank may hang at exit after a peer finished: a finite number of seconds > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == math.inf:
@@ -382,9 +404,18 @@ def _known_fields(cls: type[_T], data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+# Field metadata: the field is left out of the JSON (not null) when None, e.g. GPU measures
+# where there is no GPU; the generated TypeScript makes it optional (``name?: T``).
+ABSENT_WHEN_NONE = "absent_when_none"
+
+
 def to_plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            f.name: to_plain(value)
+            for f in dataclasses.fields(obj)
+            if (value := getattr(obj, f.name)) is not None or not f.metadata.get(ABSENT_WHEN_NONE)
+        }
     if isinstance(obj, Enum):
         return obj.value
     if isinstance(obj, dict):

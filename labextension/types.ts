@@ -166,6 +166,62 @@ export interface ILogRunsPage {
   more: boolean;
 }
 
+/** One GPU a rank uses, as NVML reports it: utilisation over the last sample period and memory. */
+export interface IGpuSample {
+  index: number;
+  util_percent: number;
+  mem_used_bytes: number;
+  mem_total_bytes: number;
+}
+
+/** One sample of a rank's process tree (the rank and its children, e.g. */
+export interface IResourceSample {
+  t: number;
+  cpu_percent: number;
+  rss_bytes: number;
+  threads: number;
+  read_bytes: number;
+  write_bytes: number;
+  gpus?: IGpuSample[];
+  gpu_mem_bytes?: number;
+}
+
+/**
+ * One replica's samples and liveness: when it last wrote output and made progress (an em metric or
+ * a TensorBoard event), and whether it has been silent for much longer than usual.
+ */
+export interface IReplicaResources {
+  samples: IResourceSample[];
+  ended: boolean;
+  last_output: number | null;
+  last_progress: number | null;
+  quiet: boolean;
+}
+
+/**
+ * Every replica's resource samples newer than the query's `since` (at most `MAX_POINTS` each,
+ * thinned evenly); `source` is where they come from (`sampler`: the job's own, `metrics.k8s.io`:
+ * the cluster's, CPU and memory only; null: none) and `message` why there are none or fewer.
+ */
+export interface IResources {
+  interval: number;
+  now: number;
+  source: string | null;
+  message: string | null;
+  replicas: Record<string, IReplicaResources>;
+}
+
+/**
+ * The Python stacks of every thread of one rank (or of each rank in a pod), and how they were
+ * taken (`py-spy` or `faulthandler`); `note` says why the fallback was used.
+ */
+export interface IStackDump {
+  replica: string;
+  method: string;
+  text: string;
+  note: string | null;
+}
+
 /** The query of a log read: one replica or all, from an offset or the last `tail` lines. */
 export interface ILogQuery {
   replica?: string;

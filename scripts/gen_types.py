@@ -40,6 +40,11 @@ SHAPES: list[type] = [
     payloads.LogPage,
     specs.LogRun,
     payloads.LogRunsPage,
+    payloads.GpuSample,
+    payloads.ResourceSample,
+    payloads.ReplicaResources,
+    payloads.Resources,
+    payloads.StackDump,
 ]
 QUERIES: list[type] = [payloads.LogQuery]  # request parameters: every field optional
 _PRIMITIVES = {str: "string", int: "number", float: "number", bool: "boolean", Any: "unknown"}
@@ -85,6 +90,9 @@ def interface(cls: type, *, optional: bool = False) -> list[str]:
         tp = hints[field.name]
         if optional:  # a query leaves out what it does not set
             tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))] or tp  # noqa: UP007
+            lines.append(f"  {field.name}?: {ts_type(tp)};")
+        elif field.metadata.get(specs.ABSENT_WHEN_NONE):  # left out of the JSON when None
+            tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))]  # noqa: UP007
             lines.append(f"  {field.name}?: {ts_type(tp)};")
         else:
             lines.append(f"  {field.name}: {ts_type(tp)};")

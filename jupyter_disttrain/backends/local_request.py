@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..specs import DEFAULT_EXIT_TIMEOUT
+from ..specs import DEFAULT_EXIT_TIMEOUT, DEFAULT_MONITOR_INTERVAL
 
 DEFAULT_GRACE_PERIOD = 10.0
 
@@ -31,6 +31,7 @@ class LocalRequest:
     grace_period: float = DEFAULT_GRACE_PERIOD
     exit_timeout: float = DEFAULT_EXIT_TIMEOUT
     device: str = "cpu"  # "cuda" when the agents got GPUs
+    monitor_interval: float = DEFAULT_MONITOR_INTERVAL  # seconds between resource samples; 0: none
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,4 +47,6 @@ class LocalRequest:
             grace_period=float(data.get("grace_period", DEFAULT_GRACE_PERIOD)),
             exit_timeout=float(data.get("exit_timeout", DEFAULT_EXIT_TIMEOUT)),
             device=str(data.get("device", "cpu")),
+            # A job recorded before monitoring existed was never sampled.
+            monitor_interval=float(data.get("monitor_interval", 0.0)),
         )

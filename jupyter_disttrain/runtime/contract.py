@@ -25,6 +25,12 @@ LOGS_DIR = "logs"
 EXITS_DIR = "exits"  # Kubernetes: <replica>.json, written by the pod wrapper at its exit
 RANKS_DIR = "ranks"
 TENSORBOARD_DIR = "tensorboard"
+METRICS_DIR = "metrics"  # <replica>.jsonl: resource samples; monitor.json: how they are taken
+MONITOR_FILE = "monitor.json"
+STACKS_DIR = "stacks"  # <replica>.txt: the faulthandler dumps the rank wrapper writes on STACK_SIGNAL
+# The signal on which the rank wrapper dumps every thread's Python stack (faulthandler). torchrun
+# neither uses nor forwards it by default (its agent handles TERM, INT, HUP and QUIT).
+STACK_SIGNAL = "SIGUSR2"
 
 
 def rank_name(rank: int) -> str:
@@ -40,6 +46,14 @@ def agent_name(node: int) -> str:
 
 def log_file(replica: str) -> str:
     return f"{replica}.log"
+
+
+def metrics_file(replica: str) -> str:
+    return f"{replica}.jsonl"
+
+
+def stack_file(replica: str) -> str:
+    return f"{replica}.txt"
 
 
 def record_file(rank: int) -> str:

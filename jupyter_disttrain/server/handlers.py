@@ -25,9 +25,11 @@ from ..errors import (
     BackendError,
     DistTrainError,
     InvalidSpecError,
+    JobEndedError,
     PackagingError,
     UnknownBackendError,
     UnknownJobError,
+    UnknownReplicaError,
 )
 from .context import SETTINGS_KEY, ServerContext
 from .jobs import JobService
@@ -41,6 +43,8 @@ _OFFSET = re.compile(r"^[A-Za-z0-9._:,-]{0,8192}$")
 # The one table of domain error -> HTTP status; the first matching class wins.
 _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (UnknownJobError, 404),
+    (UnknownReplicaError, 404),
+    (JobEndedError, 409),
     (InvalidSpecError, 400),
     (PackagingError, 400),
     (UnknownBackendError, 400),
@@ -128,6 +132,15 @@ class DistTrainHandler(APIHandler):
         except ValueError:
             raise web.HTTPError(400, "%s", f"{name} must be a whole number, not {raw!r}") from None
 
+    def float_argument(self, name: str) -> float | None:
+        raw = self.get_argument(name, None)
+        if raw in (None, ""):
+            return None
+        try:
+            return float(raw)
+        except ValueError:
+            raise web.HTTPError(400, "%s", f"{name} must be a number, not {raw!r}") from None
+
     def bool_argument(self, name: str) -> bool:
         raw = (self.get_argument(name, "") or "").lower()
         if raw in ("", "0", "false", "no"):
@@ -187,6 +200,27 @@ class CancelHandler(DistTrainHandler):
         # A cancel waits up to the job's grace period: in threads of its own, so that
         # listings and log reads in the shared pool never queue behind it.
         self.write_json(await self.call_in(self.ctx.cancel_executor, self.ctx.service.cancel, job_id))
+
+
+class ResourcesHandler(DistTrainHandler):
+    """Every replica's resource samples newer than ``since`` (an earlier answer's ``now``)."""
+
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        since = self.float_argument("since")
+        self.write_json(await self.call(self.ctx.service.resources, job_id, since))
+
+
+class StackHandler(DistTrainHandler):
+    """Dump a replica's Python stacks (a POST: it signals or ptraces the rank)."""
+
+    @web.authenticated
+    async def post(self, job_id: str, replica: str) -> None:
+        method = self.get_argument("method", None)
+        # py-spy may take seconds: in the threads of their own, not the shared pool.
+        self.write_json(
+            await self.call_in(self.ctx.cancel_executor, self.ctx.service.stack, job_id, replica, method)
+        )
 
 
 class LogsHandler(DistTrainHandler):

@@ -43,6 +43,14 @@ class JobService:
         """A log page in runs, for the event stream (``JobManager.log_runs``)."""
         return to_json(self.manager.log_runs(job_id, **query))
 
+    def resources(self, job_id: str, since: float | None = None) -> dict[str, Any]:
+        """Every replica's resource samples newer than ``since`` (``JobManager.resources``)."""
+        return to_json(self.manager.resources(job_id, since))
+
+    def stack(self, job_id: str, replica: str, method: str | None = None) -> dict[str, Any]:
+        """A replica's Python stacks (``JobManager.stack``)."""
+        return to_json(self.manager.stack(job_id, replica, method))
+
     def phase(self, job_id: str) -> str:
         return self.manager.phase(job_id)
 

@@ -38,6 +38,16 @@ ROUTES: tuple[Route, ...] = (
         h.LogStreamHandler,
         "disttrain/api/jobs/demo-abcde/logs/stream",
     ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/resources",
+        h.ResourcesHandler,
+        "disttrain/api/jobs/demo-abcde/resources",
+    ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/replicas/(?P<replica>[^/]+)/stack",
+        h.StackHandler,
+        "disttrain/api/jobs/demo-abcde/replicas/rank-0/stack",
+    ),
     Route(rf"disttrain/api/jobs/{_JOB}/cancel", h.CancelHandler, "disttrain/api/jobs/demo-abcde/cancel"),
     Route(r"disttrain/api/tensorboard/?", h.TensorBoardListHandler, "disttrain/api/tensorboard"),
     Route(rf"disttrain/api/tensorboard/{_TB}/?", h.TensorBoardHandler, "disttrain/api/tensorboard/_all"),
