@@ -182,7 +182,7 @@ class DistTrainMagics(Magics):
         from .polling import Backoff
 
         view = make_view(job.id, str(job.dir), cancel)
-        feed = UsageFeed(lambda since: job.manager.resources(job.id, since))
+        feed = UsageFeed(job.resources)
         offset: str | None = None
         poll = Backoff(*_FOLLOW)
         last_phase = None

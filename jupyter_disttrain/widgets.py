@@ -14,7 +14,7 @@ extension also recognises it by its classes and cancels through the REST API rig
 
 Each rank chip also shows the rank's latest CPU %, memory and (where it has one) GPU use, and a
 "quiet" mark when the rank has been silent for longer than usual: ``UsageFeed`` reads them
-through the job layer (``JobManager.resources``) at the sampler's pace, not over REST.
+through the job layer (``Job.resources``) at the sampler's pace, not over REST.
 """
 
 from __future__ import annotations

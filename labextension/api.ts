@@ -11,7 +11,7 @@ import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
 import { readEvents } from './sse';
 import type { IJobDetail, IJobScript, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
 
-import type { IResources, IStackDump } from './resourcetypes';
+import type { IResources, IStackDump } from './types';
 
 export * from './types';
 

@@ -6,7 +6,7 @@
 import { Clipboard } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import type { IStackDump } from './resourcetypes';
+import type { IStackDump } from './types';
 
 export class StackView extends Widget {
   constructor(replica: string) {

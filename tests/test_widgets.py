@@ -322,7 +322,7 @@ def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
     try:
         view = widgets.make_view(job.id, str(job.dir), job.cancel)
         assert isinstance(view, widgets.WidgetView)
-        feed = widgets.UsageFeed(lambda since: job.manager.resources(job.id, since))
+        feed = widgets.UsageFeed(job.resources)
         latest: dict[str, ResourceSample] = {}
 
         def follow_until(done: Callable[[], bool], seconds: float) -> None:

@@ -1,6 +1,6 @@
 import { formatBytes, formatPercent } from '../format';
 import { measureMax, MEASURES, mergeSamples, nextSince, ResourcesModel } from '../resources';
-import type { IResources, IReplicaResources, IResourceSample } from '../resourcetypes';
+import type { IResources, IReplicaResources, IResourceSample } from '../types';
 
 function sample(t: number, extra: Partial<IResourceSample> = {}): IResourceSample {
   return {
