@@ -250,7 +250,7 @@ export class JobDetails extends Panel {
   private _stackButton(replica: string): HTMLButtonElement {
     const b = document.createElement('button');
     b.type = 'button';
-    b.className = 'jp-Button jp-mod-minimal jp-mod-styled jp-DistTrainDetails-stack';
+    b.className = 'jp-Button jp-mod-minimal jp-mod-small jp-DistTrainDetails-stack';
     b.textContent = 'Stack';
     b.title = `Dump the Python stacks of every thread of ${replica}`;
     b.setAttribute('aria-label', `Stack of ${replica}`);

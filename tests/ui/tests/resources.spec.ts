@@ -81,6 +81,29 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   await details.locator('.jp-DistTrainResources').scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SHOTS, 'resources.png') });
 
+  // --- the sparklines take their colours from the theme, dark included
+  await page.theme.setDarkTheme();
+  const colours = await page.evaluate(() => {
+    const probe = document.createElement('div');
+    probe.style.background = 'var(--jp-layout-color2)';
+    probe.style.color = 'var(--jp-brand-color1)';
+    document.body.append(probe);
+    const theme = getComputedStyle(probe);
+    const spark = document.querySelector('.jp-DistTrainSpark-cpu')!;
+    const result = {
+      background: theme.backgroundColor,
+      brand: theme.color,
+      spark: getComputedStyle(spark).backgroundColor,
+      line: getComputedStyle(spark.querySelector('.jp-DistTrainSpark-line')!).stroke
+    };
+    probe.remove();
+    return result;
+  });
+  expect(colours.spark).toBe(colours.background);
+  expect(colours.line).toBe(colours.brand);
+  expect(colours.spark).not.toBe('rgb(238, 238, 238)'); // the light theme's
+  await page.theme.setLightTheme();
+
   // --- its Stack button shows where it is stuck
   await rank1.locator('.jp-DistTrainDetails-stack').click();
   const dialog = page.locator('.jp-Dialog');
