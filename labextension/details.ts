@@ -9,6 +9,7 @@ import { Panel, Widget } from '@lumino/widgets';
 
 import { IJobDetail, TERMINAL_PHASES } from './api';
 import { JobDetailsModel } from './detailsmodel';
+import { nameRows, table } from './dom';
 import { formatTime, jobShape } from './format';
 import { phaseBadge } from './panel';
 import { ResourcesModel } from './resources';
@@ -241,9 +242,11 @@ export class JobDetails extends Panel {
       return cells;
     });
     const t = table(head, rows, 'jp-DistTrainDetails-replicas');
-    t.querySelectorAll('tbody tr').forEach((tr, i) => {
-      (tr as HTMLElement).dataset.replica = job.status.replicas[i].name;
-    });
+    nameRows(
+      t,
+      'replica',
+      job.status.replicas.map(r => r.name)
+    );
     return t;
   }
 
@@ -282,35 +285,4 @@ function keyValues(rows: [string, string][]): HTMLElement {
     dl.append(dt, dd);
   }
   return dl;
-}
-
-function table(head: string[], rows: (string | HTMLElement)[][], className = ''): HTMLElement {
-  const t = document.createElement('table');
-  t.className = `jp-DistTrainDetails-table ${className}`.trim();
-  const tr = document.createElement('tr');
-  for (const h of head) {
-    const th = document.createElement('th');
-    th.scope = 'col';
-    th.textContent = h;
-    tr.append(th);
-  }
-  const thead = document.createElement('thead');
-  thead.append(tr);
-  const tbody = document.createElement('tbody');
-  for (const row of rows) {
-    const r = document.createElement('tr');
-    for (const [i, cell] of row.entries()) {
-      const td = document.createElement('td');
-      td.dataset.column = head[i]; // a stable handle for tests and styles
-      if (typeof cell === 'string') {
-        td.textContent = cell;
-      } else {
-        td.append(cell);
-      }
-      r.append(td);
-    }
-    tbody.append(r);
-  }
-  t.append(thead, tbody);
-  return t;
 }

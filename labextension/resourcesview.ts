@@ -3,6 +3,7 @@
  * replica per measure, the latest value beside it), the replica table's extra columns and
  * the "quiet" badge. Plain DOM from `ResourcesModel`, redrawn with the details.
  */
+import { nameRows, table } from './dom';
 import { formatDuration } from './format';
 import { IMeasure, measureMax, ResourcesModel } from './resources';
 import { sparkline } from './sparkline';
@@ -102,39 +103,25 @@ export function resourcesSection(model: ResourcesModel): HTMLElement {
     return root;
   }
   const measures = model.measures();
-  const grid = document.createElement('table');
-  grid.className = 'jp-DistTrainResources-grid';
-  const head = document.createElement('tr');
-  for (const label of ['Replica', ...measures.map(m => m.label)]) {
-    const th = document.createElement('th');
-    th.scope = 'col';
-    th.textContent = label;
-    head.append(th);
-  }
-  const thead = document.createElement('thead');
-  thead.append(head);
-  const tbody = document.createElement('tbody');
-  for (const [name, series] of model.replicas) {
-    const tr = document.createElement('tr');
-    tr.dataset.replica = name;
-    const th = document.createElement('th');
-    th.scope = 'row';
-    th.textContent = name;
+  const names = [...model.replicas.keys()];
+  const rows = names.map(name => {
+    const label = document.createElement('span');
+    label.textContent = name;
+    const series = model.replicas.get(name)!;
     if (series.quiet) {
-      th.append(' ', quietBadge());
+      label.append(' ', quietBadge());
     }
     if (series.ended) {
-      th.title = `${name} has exited: its series ends here`;
+      label.title = `${name} has exited: its series ends here`;
     }
-    tr.append(th);
-    for (const m of measures) {
-      const td = document.createElement('td');
-      td.append(chartCell(model, name, m));
-      tr.append(td);
-    }
-    tbody.append(tr);
-  }
-  grid.append(thead, tbody);
+    return [label, ...measures.map(m => chartCell(model, name, m))];
+  });
+  const grid = table(
+    ['Replica', ...measures.map(m => m.label)],
+    rows,
+    'jp-DistTrainResources-grid'
+  );
+  nameRows(grid, 'replica', names);
   root.append(grid);
   return root;
 }
