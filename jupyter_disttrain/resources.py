@@ -26,6 +26,7 @@ from typing import Any
 from .payloads import GpuSample, ReplicaResources, Resources, ResourceSample
 from .runtime import contract
 from .runtime.sampler import read_series
+from .specs import ReplicaStatus, iso_seconds
 from .store import read_json
 
 QUIET_FACTOR = 10
@@ -44,6 +45,11 @@ class ReplicaState:
     name: str
     ended: bool
     started: float | None
+
+    @classmethod
+    def of(cls, replica: ReplicaStatus, job_ended: bool) -> ReplicaState:
+        started = iso_seconds(replica.start_time) if replica.start_time else None
+        return cls(replica.name, replica.phase.is_terminal or job_ended, started)
 
 
 def thin(items: list[Any], n: int) -> list[Any]:
@@ -123,6 +129,16 @@ def progress_times(job_dir: Path) -> dict[str, float]:
     return out
 
 
+def sampled_replicas(job_dir: Path) -> list[str]:
+    """The replicas that have a series file, in rank order (Kubernetes: the pods' samplers name
+    the ranks they found)."""
+    try:
+        names = [p.name[: -len(".jsonl")] for p in (job_dir / contract.METRICS_DIR).glob("rank-*.jsonl")]
+    except OSError:
+        return []
+    return sorted(names, key=lambda n: int(n[5:]) if n[5:].isdigit() else 1 << 30)
+
+
 def monitor_info(job_dir: Path) -> dict[str, Any] | None:
     """``metrics/monitor.json``: how the job's sampler runs (None when it never ran)."""
     try:
@@ -145,7 +161,10 @@ def read_resources(
     for rep in replicas:
         raw = read_series(str(job_dir / contract.METRICS_DIR / contract.metrics_file(rep.name)))
         new = [s for s in raw if since is None or s["t"] > since]
-        last_output = _mtime(job_dir / contract.LOGS_DIR / contract.log_file(rep.name))
+        # The rank's own log; on Kubernetes its pod's, whose time the pod's sampler notes.
+        outs = [_mtime(job_dir / contract.LOGS_DIR / contract.log_file(rep.name))]
+        outs += [s["out"] for s in raw[-1:] if isinstance(s.get("out"), (int, float))]
+        last_output = max((t for t in outs if t is not None), default=None)
         last_progress = progress.get(rep.name)
         seen = [t for t in (last_output, last_progress, rep.started) if t is not None]
         quiet = bool(seen) and not rep.ended and now - max(seen) > quiet_after(usual_interval(raw))

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from .errors import InvalidSpecError
+from .runtime.sampler import DEFAULT_INTERVAL
 
 # Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
 # leaves room for the id suffix and for the backends' own suffixes ("-worker-12").
@@ -96,7 +97,7 @@ def validate_grace_period(value: object, field: str = "grace_period") -> float:
     return float(value)
 
 
-DEFAULT_MONITOR_INTERVAL = 2.0
+DEFAULT_MONITOR_INTERVAL = DEFAULT_INTERVAL  # the samplers' own default, local and in pods
 MAX_MONITOR_INTERVAL = 3600.0
 MONITOR_INTERVAL_HELP = (
     "seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off (default 2)"

@@ -199,3 +199,24 @@ def test_quiet_replica_from_files(tmp_path: Path) -> None:
     assert not answer.replicas["rank-0"].quiet and answer.replicas["rank-0"].last_progress is not None
     ended = read_resources(tmp_path, [ReplicaState("rank-1", True, now - 200)])
     assert not ended.replicas["rank-1"].quiet  # an ended replica is never quiet
+
+
+@pytest.mark.parametrize("value", [-1, 0.05, 7200, float("nan"), True, "2"])
+def test_a_bad_monitor_interval_is_refused_naming_it(value: object) -> None:
+    from jupyter_disttrain.api import dryrun
+    from jupyter_disttrain.errors import InvalidSpecError
+    from jupyter_disttrain.manager import spec_from_words
+
+    spec = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": value})
+    with pytest.raises(InvalidSpecError, match=r"monitor_interval must be 0 \(off\) or a number of seconds"):
+        dryrun("print(1)\n", spec)
+
+
+def test_monitor_interval_reaches_the_launch_request() -> None:
+    from jupyter_disttrain.api import dryrun
+    from jupyter_disttrain.manager import spec_from_words
+
+    off = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": 0})
+    assert dryrun("print(1)\n", off).request["monitor_interval"] == 0
+    default = spec_from_words(gpus=1, backend="local", accelerator="cpu")
+    assert dryrun("print(1)\n", default).request["monitor_interval"] == 2.0

@@ -16,18 +16,7 @@ from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedErr
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..payloads import Resources, StackDump
 from ..resources import ReplicaState, read_resources
-from ..specs import (
-    DryRun,
-    Event,
-    JobPhase,
-    JobSpec,
-    JobStatus,
-    LogLine,
-    LogRun,
-    ReplicaStatus,
-    iso_seconds,
-    now_iso,
-)
+from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 
 
@@ -205,10 +194,7 @@ class Backend(abc.ABC):
         """Each replica's resource samples newer than ``since`` and its liveness."""
         record = self.store.read_record(job_id)
         status = self.describe(job_id)
-        replicas = [
-            ReplicaState(r.name, r.phase.is_terminal or status.is_terminal, _seconds(r.start_time))
-            for r in status.replicas
-        ]
+        replicas = [ReplicaState.of(r, status.is_terminal) for r in status.replicas]
         return self._resources(record, status, replicas, since)
 
     def stack(self, job_id: str, replica: str, method: str = "auto") -> StackDump:
@@ -312,7 +298,3 @@ class Backend(abc.ABC):
             for r in records
             if r.spec.backend == self.name
         ]
-
-
-def _seconds(iso: str | None) -> float | None:
-    return iso_seconds(iso) if iso else None

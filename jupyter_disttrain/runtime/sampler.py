@@ -23,6 +23,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 MAX_BYTES = 512 * 1024  # a series file is compacted when it grows past this
+# The process table is read whole (for new descendants, e.g. DataLoader workers) every this many
+# ticks; in between each rank's known tree is sampled, so a tick reads only the ranks' own files.
+RESCAN_TICKS = 5
+DEFAULT_INTERVAL = 2.0  # seconds between samples (the local backend's --monitor-interval)
 DETAIL = 200  # after compaction, samples of age A are at least A / DETAIL seconds apart
 
 
@@ -108,18 +112,18 @@ class TreeSampler:
 
         self.root = psutil.Process(pid)
         self._known: dict[int, Any] = {pid: self.root}
-        self.root.cpu_percent(None)  # the first reading only starts the clock
         self.env: dict[str, str] = {}
         with contextlib.suppress(psutil.Error):
             self.env = self.root.environ()
 
-    def sample(self, children: dict[int, list[int]]) -> dict[str, Any] | None:
-        """The tree's sums, or None once the rank itself has gone (its series ends)."""
+    def sample(self, children: dict[int, list[int]] | None) -> dict[str, Any] | None:
+        """The tree's sums, or None once the rank itself has gone (its series ends). ``children``
+        is a fresh read of the process table; without one, the tree is the one known already."""
         import psutil
 
         if not self.root.is_running():
             return None
-        pids = _descendants(self.root.pid, children)
+        pids = list(self._known) if children is None else _descendants(self.root.pid, children)
         procs = []
         for pid in pids:
             proc = self._known.get(pid)
@@ -273,6 +277,7 @@ class Monitor:
         self._files: dict[str, SeriesFile] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ticks = 0
 
     def start(self) -> None:
         os.makedirs(self.metrics_dir, exist_ok=True)
@@ -290,6 +295,9 @@ class Monitor:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
+        # Below the training processes' priority: on a busy machine the samples wait, not the ranks.
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
@@ -303,7 +311,9 @@ class Monitor:
             del self._samplers[gone]
         if not running:
             return
-        children = children_map()
+        fresh = self._ticks % RESCAN_TICKS == 0 or bool(set(running) - set(self._samplers))
+        children = children_map() if fresh else None
+        self._ticks += 1
         now = time.time()
         for replica, pid in running.items():
             sample = self._sample(replica, pid, children)
@@ -320,7 +330,7 @@ class Monitor:
                 series = self._files[replica] = SeriesFile(path)
             series.append(sample)
 
-    def _sample(self, replica: str, pid: int, children: dict[int, list[int]]) -> dict[str, Any] | None:
+    def _sample(self, replica: str, pid: int, children: dict[int, list[int]] | None) -> dict[str, Any] | None:
         import psutil
 
         sampler = self._samplers.get(replica)
@@ -329,7 +339,10 @@ class Monitor:
                 sampler = self._samplers[replica] = TreeSampler(pid)
             except psutil.Error:
                 return None
-            return None  # CPU percentages need two readings: the first sample comes next tick
+            # A new rank comes with a fresh process table: this learns its tree and starts the
+            # CPU clocks (percentages need two readings), so the first sample comes next tick.
+            sampler.sample(children)
+            return None
         sample = sampler.sample(children)
         if sample is None:
             del self._samplers[replica]
