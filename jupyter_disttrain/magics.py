@@ -173,7 +173,7 @@ class DistTrainMagics(Magics):
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
         from .failure import root_cause
-        from .widgets import SUMMARY_LINES, make_view
+        from .widgets import SUMMARY_LINES, UsageFeed, make_view
 
         def cancel() -> None:
             job.cancel()
@@ -182,6 +182,7 @@ class DistTrainMagics(Magics):
         from .polling import Backoff
 
         view = make_view(job.id, str(job.dir), cancel)
+        feed = UsageFeed(job.resources)
         offset: str | None = None
         poll = Backoff(*_FOLLOW)
         last_phase = None
@@ -195,6 +196,8 @@ class DistTrainMagics(Magics):
                     offset = lines[-1].offset
                 if rank_lines:
                     view.append(rank_lines)
+                if not status.is_terminal and (usage := feed.poll()) is not None:
+                    view.usage(usage)
                 if status.is_terminal and not lines:
                     break
                 poll.wait(active=bool(lines) or status.phase != last_phase)
