@@ -36,11 +36,11 @@ class MlflowRun:
     uuid: str
     name: str  # as the runs table shows it: PREFIX + the run's name, or its id when not unique
     status: str
-    start_time: str | None
-    end_time: str | None
     params: dict[str, Any]
     metrics: dict[str, MetricValue]
-    step: int | None
+    step: int | None  # the highest of the metrics' last steps
+    start_time: str | None
+    end_time: str | None
 
 
 def db_path(job_dir: Path) -> Path:

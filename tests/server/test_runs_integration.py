@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain.api import submit
 from jupyter_disttrain.store import JobStore
 
-from .conftest import poll
+from .conftest import poll, run_checkout_job
 
-HERE = str(Path(__file__).resolve().parents[2])
 HPARAMS = {"lr": 0.05, "batch": 16, "epochs": 2, "hidden": 32}
 STEPS = 8  # per epoch and rank: 2 ranks x 8 steps x 16 = 256 samples
 
@@ -78,18 +76,17 @@ def job_root(shared_root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def mnist_job(shared_root: Path) -> str:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", HERE)
-        job = submit(
-            SCRIPT, store=JobStore(shared_root), name="mnist", gpus=2, accelerator="cpu", hparams=HPARAMS
-        )
-    status = job.wait(timeout=300)
-    assert status.phase.value == "Succeeded", (status, [ln.text for ln in job.logs()][-30:])
-    return job.id
+    return run_checkout_job(shared_root, SCRIPT, "mnist", hparams=HPARAMS)
 
 
 async def get_json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
     return json.loads((await jp_fetch("disttrain", *parts, request_timeout=60, **kwargs)).body)
+
+
+async def hparams_plugin(jp_fetch: Any, job_id: str, route: str, request: dict[str, Any]) -> Any:
+    """An HParams plugin route of the job's TensorBoard (GET, the request as JSON in ``request``)."""
+    parts = ("tensorboard", job_id, "data", "plugin", "hparams", route)
+    return await get_json(jp_fetch, *parts, params={"request": json.dumps(request)})
 
 
 async def test_rest_routes_return_the_hparams_every_point_once_and_the_artifact(
@@ -149,35 +146,12 @@ async def test_tensorboard_serves_the_scalars_and_the_hparams_dashboard_lists_th
     )
     assert [p[1] for p in scalars] == list(range(TRAIN_POINTS))
 
-    request = {"experimentName": ""}
-    experiment = await get_json(
-        jp_fetch,
-        "tensorboard",
-        mnist_job,
-        "data",
-        "plugin",
-        "hparams",
-        "experiment",
-        params={"request": json.dumps(request)},
-    )
+    experiment = await hparams_plugin(jp_fetch, mnist_job, "experiment", {"experimentName": ""})
     assert {h["name"] for h in experiment["hparamInfos"]} == set(HPARAMS)
     assert {m["name"]["tag"] for m in experiment["metricInfos"]} == {"train/loss", "val/loss", "val/acc"}
-    request = {
-        "startIndex": 0,
-        "sliceSize": 10,
-        "allowedStatuses": ["STATUS_SUCCESS", "STATUS_UNKNOWN"],
-        "colParams": [],
-    }
-    groups = await get_json(
-        jp_fetch,
-        "tensorboard",
-        mnist_job,
-        "data",
-        "plugin",
-        "hparams",
-        "session_groups",
-        params={"request": json.dumps(request)},
-    )
+    statuses = ["STATUS_SUCCESS", "STATUS_UNKNOWN"]
+    request = {"startIndex": 0, "sliceSize": 10, "allowedStatuses": statuses, "colParams": []}
+    groups = await hparams_plugin(jp_fetch, mnist_job, "session_groups", request)
     sessions = [s["name"] for g in groups["sessionGroups"] for s in g["sessions"]]
     assert sessions == ["mnist"]
     assert groups["sessionGroups"][0]["hparams"]["lr"] == HPARAMS["lr"]

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain.api import submit
 from jupyter_disttrain.launch import rank_env
 from jupyter_disttrain.specs import JobSpec
 from jupyter_disttrain.store import JobStore
 from tests.em_helpers import tensorboard
 
-HERE = str(Path(__file__).resolve().parents[2])
+from .conftest import run_checkout_job
 
 SCRIPT = """
 import mlflow
@@ -62,14 +61,7 @@ def job_root(shared_root: Path) -> Path:
 def interop_job(shared_root: Path) -> str:
     pytest.importorskip("mlflow")
     pytest.importorskip("lightning")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", HERE)
-        for name in ("MLFLOW_TRACKING_URI", "PL_TRAINER_DEFAULT_ROOT_DIR"):
-            mp.delenv(name, raising=False)
-        job = submit(SCRIPT, store=JobStore(shared_root), name="interop", gpus=1, accelerator="cpu")
-    status = job.wait(timeout=300)
-    assert status.phase.value == "Succeeded", (status, [ln.text for ln in job.logs()][-30:])
-    return job.id
+    return run_checkout_job(shared_root, SCRIPT, "interop", 1)
 
 
 async def get_json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
