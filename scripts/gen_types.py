@@ -45,8 +45,14 @@ SHAPES: list[type] = [
     payloads.ReplicaResources,
     payloads.Resources,
     payloads.StackDump,
+    payloads.RunSummary,
+    payloads.RunList,
+    payloads.RunPoint,
+    payloads.ArtifactFile,
+    payloads.RunProgress,
+    payloads.RunDetail,
 ]
-QUERIES: list[type] = [payloads.LogQuery]  # request parameters: every field optional
+QUERIES: list[type] = [payloads.LogQuery, payloads.RunQuery]  # request parameters: every field optional
 _PRIMITIVES = {str: "string", int: "number", float: "number", bool: "boolean", Any: "unknown"}
 
 
@@ -114,6 +120,9 @@ def render() -> str:
         "",
         "/** TensorBoard id meaning every job's runs side by side (not a valid job id). */",
         f"export const ALL_JOBS = '{payloads.ALL_JOBS}';",
+        "",
+        "/** The run of a job whose script made no run of `em`: its captured hparams (and MLflow's). */",
+        f"export const JOB_RUN = '{payloads.JOB_RUN}';",
     ]
     for cls in SHAPES:
         out += ["", *interface(cls)]
