@@ -1,6 +1,7 @@
 /**
  * Job details: spec summary, replica table (with exit codes and reasons), conditions,
- * events, and the packaged script in JupyterLab's own read-only editor.
+ * events, the runs of experiment tracking (`RunsSection`), and the packaged script in
+ * JupyterLab's own read-only editor.
  */
 import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/codeeditor';
 import { Message } from '@lumino/messaging';
@@ -8,13 +9,17 @@ import { Panel, Widget } from '@lumino/widgets';
 
 import { IJobDetail } from './api';
 import { JobDetailsModel } from './detailsmodel';
+import { JobRunsModel } from './jobrunsmodel';
+import { keyValues, section, table } from './dom';
 import { formatTime, jobShape } from './format';
 import { phaseBadge } from './panel';
+import { RunsSection } from './runsection';
 
 export class JobDetails extends Panel {
   constructor(
     readonly model: JobDetailsModel,
-    private _editors: IEditorServices | null
+    private _editors: IEditorServices | null,
+    readonly runs: JobRunsModel | null = null
   ) {
     super();
     this.addClass('jp-DistTrainDetails');
@@ -23,6 +28,9 @@ export class JobDetails extends Panel {
     this._info.addClass('jp-DistTrainDetails-info');
     this._info.node.textContent = 'Loading…';
     this.addWidget(this._info);
+    if (runs) {
+      this.addWidget(new RunsSection(runs));
+    }
     model.changed.connect(this._update, this);
   }
 
@@ -33,10 +41,12 @@ export class JobDetails extends Panel {
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
     void this.model.start();
+    void this.runs?.start();
   }
 
   dispose(): void {
     this.model.dispose();
+    this.runs?.dispose();
     super.dispose();
   }
 
@@ -47,6 +57,9 @@ export class JobDetails extends Panel {
     } else if (job) {
       this.title.label = `Job: ${job.summary.name}`;
       this._render(job);
+      if (this.model.ended) {
+        this.runs?.markJobEnded();
+      }
     }
     if (script && !this._script) {
       this._showScript(script.name, script.text);
@@ -200,54 +213,4 @@ export class JobDetails extends Panel {
 
   private _info: Widget;
   private _script: Widget | null = null;
-}
-
-function section(text: string): HTMLElement {
-  const h = document.createElement('h3');
-  h.className = 'jp-DistTrainDetails-section';
-  h.textContent = text;
-  return h;
-}
-
-function keyValues(rows: [string, string][]): HTMLElement {
-  const dl = document.createElement('dl');
-  dl.className = 'jp-DistTrainDetails-spec';
-  for (const [k, v] of rows) {
-    const dt = document.createElement('dt');
-    dt.textContent = k;
-    const dd = document.createElement('dd');
-    dd.textContent = v;
-    dl.append(dt, dd);
-  }
-  return dl;
-}
-
-function table(head: string[], rows: (string | HTMLElement)[][], className = ''): HTMLElement {
-  const t = document.createElement('table');
-  t.className = `jp-DistTrainDetails-table ${className}`.trim();
-  const tr = document.createElement('tr');
-  for (const h of head) {
-    const th = document.createElement('th');
-    th.scope = 'col';
-    th.textContent = h;
-    tr.append(th);
-  }
-  const thead = document.createElement('thead');
-  thead.append(tr);
-  const tbody = document.createElement('tbody');
-  for (const row of rows) {
-    const r = document.createElement('tr');
-    for (const cell of row) {
-      const td = document.createElement('td');
-      if (typeof cell === 'string') {
-        td.textContent = cell;
-      } else {
-        td.append(cell);
-      }
-      r.append(td);
-    }
-    tbody.append(r);
-  }
-  t.append(thead, tbody);
-  return t;
 }

@@ -4,16 +4,17 @@ import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { IEditorServices } from '@jupyterlab/codeeditor';
 import { listIcon } from '@jupyterlab/ui-components';
 
-import { getJob, getScript } from '../api';
+import { getJob, getRun, getScript, listRuns } from '../api';
 import { CommandIDs, jobIdArg } from '../ids';
 import { JobDetails } from '../details';
 import { JobDetailsModel } from '../detailsmodel';
+import { JobRunsModel } from '../jobrunsmodel';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 import { openTab } from '../tabs';
 
 export const detailsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:details',
-  description: 'Job details tabs: spec, replicas, events and the packaged script.',
+  description: 'Job details tabs: spec, replicas, events, runs and the packaged script.',
   autoStart: true,
   requires: [IDistTrainSettings],
   optional: [IEditorServices, ILayoutRestorer],
@@ -39,7 +40,14 @@ export const detailsPlugin: JupyterFrontEndPlugin<void> = {
             interval: settings.values.refreshInterval,
             visible: () => content.isVisible
           });
-          const content: JobDetails = new JobDetails(model, editors);
+          const runs = new JobRunsModel({
+            jobId: id,
+            fetchRuns: listRuns,
+            fetchRun: getRun,
+            interval: settings.values.refreshInterval,
+            visible: () => content.isVisible
+          });
+          const content: JobDetails = new JobDetails(model, editors, runs);
           const widget = new MainAreaWidget({ content });
           widget.title.icon = listIcon;
           widget.addClass('jp-DistTrainDetailsPanel');

@@ -1,0 +1,55 @@
+/** Small DOM builders the details views share: a section heading, a key/value list, a table. */
+
+export function section(text: string): HTMLElement {
+  const h = document.createElement('h3');
+  h.className = 'jp-DistTrainDetails-section';
+  h.textContent = text;
+  return h;
+}
+
+export function keyValues(rows: [string, string][], className = ''): HTMLElement {
+  const dl = document.createElement('dl');
+  dl.className = `jp-DistTrainDetails-spec ${className}`.trim();
+  for (const [k, v] of rows) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+  return dl;
+}
+
+export function table(
+  head: string[],
+  rows: (string | HTMLElement)[][],
+  className = ''
+): HTMLElement {
+  const t = document.createElement('table');
+  t.className = `jp-DistTrainDetails-table ${className}`.trim();
+  const tr = document.createElement('tr');
+  for (const h of head) {
+    const th = document.createElement('th');
+    th.scope = 'col';
+    th.textContent = h;
+    tr.append(th);
+  }
+  const thead = document.createElement('thead');
+  thead.append(tr);
+  const tbody = document.createElement('tbody');
+  for (const row of rows) {
+    const r = document.createElement('tr');
+    for (const cell of row) {
+      const td = document.createElement('td');
+      if (typeof cell === 'string') {
+        td.textContent = cell;
+      } else {
+        td.append(cell);
+      }
+      r.append(td);
+    }
+    tbody.append(r);
+  }
+  t.append(thead, tbody);
+  return t;
+}
