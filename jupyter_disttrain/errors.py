@@ -41,6 +41,10 @@ class UnknownJobError(DistTrainError, KeyError):
         return f"no job {self.job_id!r}{where}; `{self.list_command}` shows the jobs that exist"
 
 
+class UnknownRunError(DistTrainError, LookupError):
+    """A job has no run (of ``em``), or a run no artifact file, of that name."""
+
+
 class UnknownBackendError(DistTrainError, LookupError):
     """The backend name matches neither a built-in backend nor an entry point."""
 

@@ -17,15 +17,16 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .flags import JobWords, RunWords, given
 from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
 from .logfiles import Budget, take_lines
-from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, to_json
-from .specs import DryRun, JobSpec, JobStatus, Volume, validate_job_id
+from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, RunDetail, RunSummary, to_json
+from .runs import RunsReader
+from .specs import DryRun, JobPhase, JobSpec, JobStatus, Volume, validate_job_id
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -54,6 +55,7 @@ class JobManager:
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, Listed] = {}  # by job id
+        self.runs = RunsReader()
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this store, made once and kept.
@@ -195,6 +197,45 @@ class JobManager:
             raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
         backend = self.backend_of(job_id)
         return backend, replica, backend.describe(job_id).is_terminal
+
+    # -- runs of experiment tracking (em) ------------------------------------------------------
+    def list_runs(self, job: str | None = None) -> list[RunSummary]:
+        """Every run of every listed job (newest job first), or of the job ``job``."""
+        if job is not None:
+            self.store.existing_dir(job)  # an unknown job is an error, not an empty list
+        out: list[RunSummary] = []
+        for listed in self.list_jobs():
+            if job is not None and listed.record.id != job:
+                continue
+            job_dir = self.store.job_dir(listed.record.id)
+            # The all-jobs TensorBoard reads the store's root: a job of another root is not in it.
+            in_root = job_dir.parent == self.store.root
+            out += self.runs.summaries(
+                job_dir,
+                listed.record.id,
+                listed.record.spec.name,
+                listed.status.phase,
+                listed.record.id if in_root else None,
+            )
+        return out
+
+    def run_detail(
+        self,
+        job_id: str,
+        run: str,
+        since: int | None = None,
+        limit: int | None = None,
+        rank: int | None = None,
+    ) -> RunDetail:
+        """A run's record, artifacts, progress and a page of its points from byte ``since``."""
+        job_dir = self.store.existing_dir(job_id)
+        return self.runs.detail(job_dir, job_id, run, JobPhase(self.phase(job_id)), since, limit, rank)
+
+    def open_artifact(self, job_id: str, run: str, path: str) -> IO[bytes]:
+        """An artifact file of a run, opened without following a link out of the run's directory
+        (opened here rather than handed out as a path: a link swapped in after a check of the
+        path would be followed by whoever opened it next)."""
+        return self.runs.open_artifact(self.store.existing_dir(job_id), run, path)
 
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:

@@ -166,10 +166,83 @@ export interface ILogRunsPage {
   more: boolean;
 }
 
+/** One run of a job's experiment tracking (`em`), as the runs table shows it. */
+export interface IRunSummary {
+  job_id: string;
+  job_name: string;
+  job_phase: Phase;
+  run: string;
+  status: string;
+  start_time: string | null;
+  end_time: string | null;
+  hparams: Record<string, unknown>;
+  metrics: Record<string, number | string>;
+  step: number | null;
+  total_steps: number | null;
+  eta_seconds: number | null;
+  artifacts: number;
+  tensorboard_run: string | null;
+}
+
+/** Every run of every listed job (or of one job), newest job first. */
+export interface IRunList {
+  runs: IRunSummary[];
+}
+
+/** One logged metric point; `flags` has step_backwards when its step went back (kept). */
+export interface IRunPoint {
+  type: string;
+  name: string;
+  value: number | string;
+  step: number | null;
+  epoch: number | null;
+  time: number;
+  flags: string[];
+}
+
+/**
+ * A file of a run's artifact `name`; `path` is relative to the run's artifacts, the download is
+ * `GET .../runs/<run>/artifacts/<path>`.
+ */
+export interface IArtifactFile {
+  name: string;
+  path: string;
+  size: number;
+  sha256: string | null;
+}
+
+/** The last step logged, the total when known, and the estimated seconds left while it runs. */
+export interface IRunProgress {
+  step: number | null;
+  total_steps: number | null;
+  eta_seconds: number | null;
+}
+
+/** A run's record (`run.json`) and a page of its metric points from byte offset `since`. */
+export interface IRunDetail {
+  job_id: string;
+  run: string;
+  status: string;
+  record: Record<string, unknown>;
+  points: IRunPoint[];
+  next: number;
+  more: boolean;
+  artifacts: IArtifactFile[];
+  progress: IRunProgress;
+  ranks: number[];
+}
+
 /** The query of a log read: one replica or all, from an offset or the last `tail` lines. */
 export interface ILogQuery {
   replica?: string;
   offset?: string;
   tail?: number;
   limit?: number;
+}
+
+/** The query of a run's points: from byte offset `since`, at most `limit` points, of `rank`. */
+export interface IRunQuery {
+  since?: number;
+  limit?: number;
+  rank?: number;
 }

@@ -40,8 +40,14 @@ SHAPES: list[type] = [
     payloads.LogPage,
     specs.LogRun,
     payloads.LogRunsPage,
+    payloads.RunSummary,
+    payloads.RunList,
+    payloads.RunPoint,
+    payloads.ArtifactFile,
+    payloads.RunProgress,
+    payloads.RunDetail,
 ]
-QUERIES: list[type] = [payloads.LogQuery]  # request parameters: every field optional
+QUERIES: list[type] = [payloads.LogQuery, payloads.RunQuery]  # request parameters: every field optional
 _PRIMITIVES = {str: "string", int: "number", float: "number", bool: "boolean", Any: "unknown"}
 
 

@@ -37,15 +37,18 @@ def create_run(
     hparams: Mapping[str, Any] | None = None,
     description: str | None = None,
     ranks: Ranks = "0",
+    total_steps: int | None = None,
 ) -> Run:
     """Start the run ``name`` and make it the current one (for ``create_artifact``).
 
     Every rank may call it: with ``ranks="0"`` rank 0 records and the others' calls do nothing;
     with ``ranks="all"`` every rank records its own metrics under ``runs/<name>/rank-N/``.
     The same name again continues the run (a torchrun restart appends to it).
+    ``total_steps``, the last step the training will log, gives the run's progress and ETA
+    (without it, an hparam ``total_steps`` or ``max_steps`` does).
     """
     global _current
-    _current = Run(name, hparams, description, ranks, here())
+    _current = Run(name, hparams, description, ranks, here(), total_steps=total_steps)
     return _current
 
 

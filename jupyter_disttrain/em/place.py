@@ -16,7 +16,6 @@ from typing import Any
 
 from ..runtime import contract
 
-RUNS_DIR = "runs"
 LOCAL_ROOT = ".disttrain"
 
 
@@ -34,7 +33,7 @@ def here() -> Place:
     root = Path(job_dir) if job_dir else Path.cwd() / LOCAL_ROOT
     tensorboard = os.environ.get(contract.TENSORBOARD_DIR_ENV) or str(root / contract.TENSORBOARD_DIR)
     return Place(
-        runs=root / RUNS_DIR,
+        runs=root / contract.RUNS_DIR,
         tensorboard=Path(tensorboard),
         job_id=os.environ.get(contract.JOB_ID_ENV),
         rank=_int_env("RANK", 0),

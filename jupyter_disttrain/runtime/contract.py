@@ -26,6 +26,17 @@ EXITS_DIR = "exits"  # Kubernetes: <replica>.json, written by the pod wrapper at
 RANKS_DIR = "ranks"
 TENSORBOARD_DIR = "tensorboard"
 
+# Experiment tracking (``em``): ``runs/<run>/run.json``, ``metrics.jsonl`` (``rank-N/metrics.jsonl``
+# with ranks="all"), ``artifacts/<artifact>/manifest.json`` and the artifact's files. Written by
+# ``em`` inside the training processes, read by the server (``runs.py``).
+RUNS_DIR = "runs"
+RUN_FILE = "run.json"
+METRICS_FILE = "metrics.jsonl"
+ARTIFACTS_DIR = "artifacts"
+MANIFEST_FILE = "manifest.json"
+# Run and artifact names become directory names (and TensorBoard run names).
+RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+
 
 def rank_name(rank: int) -> str:
     """A rank's replica name (``rank-0``): its log is ``logs/rank-0.log``, its record
