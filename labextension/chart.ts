@@ -23,6 +23,8 @@ export interface IMark {
 export interface IChartGeometry {
   /** The SVG path of the line (`M`/`L` commands; a new `M` after each non-finite point). */
   path: string;
+  /** Points with no finite neighbour to draw a line to (a dot each). */
+  dots: { x: number; y: number }[];
   marks: IMark[];
   /** The finite values' range (null without a finite value). */
   min: number | null;
@@ -69,7 +71,10 @@ export function chartGeometry(
 
   const commands: string[] = [];
   const marks: IMark[] = [];
+  const dots: { x: number; y: number }[] = [];
   let pen = false; // whether the line goes on from the previous point
+  const alone = (i: number) =>
+    !Number.isFinite(values[i - 1] ?? NaN) && !Number.isFinite(values[i + 1] ?? NaN);
   points.forEach((point, i) => {
     const v = values[i];
     const x = px(xs[i]);
@@ -83,11 +88,14 @@ export function chartGeometry(
     const y = py(v);
     commands.push(`${pen ? 'L' : 'M'}${x} ${y}`);
     pen = true;
+    if (alone(i)) {
+      dots.push({ x, y });
+    }
     if (point.flags.includes('step_backwards')) {
       marks.push({ x, y, kind: 'backwards', label: `${at} (the step went back)` });
     }
   });
-  return { path: commands.join(' '), marks, min, max, xMin, xMax };
+  return { path: commands.join(' '), dots, marks, min, max, xMin, xMax };
 }
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -142,6 +150,9 @@ export function renderChart(
     }),
     svg('path', { class: 'jp-DistTrainChart-line', d: g.path })
   );
+  for (const dot of g.dots) {
+    chart.append(svg('circle', { class: 'jp-DistTrainChart-dot', cx: dot.x, cy: dot.y, r: 2 }));
+  }
   for (const mark of g.marks) {
     const shape = svg('circle', {
       class: `jp-DistTrainChart-mark jp-mod-${mark.kind}`,

@@ -2,6 +2,7 @@
  * The Runs section of a job's details: for each run of `em`, its progress, hparams, a small
  * chart per metric and its artifacts with download links. Hidden while the job has no run.
  */
+import { downloadIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { artifactUrl } from './api';
@@ -53,10 +54,10 @@ export function progressBar(progress: IRunProgress): HTMLElement {
 
 function artifactLink(jobId: string, run: string, file: IArtifactFile): HTMLAnchorElement {
   const a = document.createElement('a');
-  a.className = 'jp-DistTrainRun-download jp-Button jp-mod-styled jp-mod-accept';
+  a.className = 'jp-DistTrainRun-download';
   a.href = artifactUrl(jobId, run, file.path);
   a.download = file.path.split('/').pop() ?? file.path;
-  a.textContent = 'Download';
+  a.append(downloadIcon.element({ tag: 'span', height: '14px', width: '14px' }), 'Download');
   a.title = `Download ${file.path}`;
   return a;
 }

@@ -13,6 +13,7 @@ describe('chartGeometry', () => {
     expect(g.path).toBe('M4 4 L54 29 L104 54');
     expect([g.min, g.max, g.xMin, g.xMax]).toEqual([0, 1, 0, 10]);
     expect(g.marks).toEqual([]);
+    expect(g.dots).toEqual([]);
   });
 
   it('breaks the line at NaN and infinities and marks them at the edges', () => {
@@ -21,6 +22,7 @@ describe('chartGeometry', () => {
       size
     );
     expect(g.path.split('M')).toHaveLength(4); // three pieces: 1 | 2 | 3
+    expect(g.dots).toHaveLength(3); // each alone between non-finite points: a dot
     expect(g.marks.map(m => [m.kind, m.y])).toEqual([
       ['nan', 54],
       ['inf', 4],
