@@ -127,6 +127,9 @@ export function tensorboardRunFilter(paths: readonly string[]): string {
   return `^(?:${alternatives.join('|')})(?:/rank-\\d+)?$`;
 }
 
+/** How much slower the table is refreshed while no job runs. */
+const IDLE_FACTOR = 5;
+
 export interface ISort {
   key: string;
   ascending: boolean;
@@ -145,10 +148,11 @@ export class RunsTableModel {
   constructor(options: IRunsTableModelOptions) {
     this._fetch = options.fetchRuns;
     const visible = options.visible ?? (() => true);
+    this._interval = options.interval ?? 2000;
     this.poll = new Poll({
       auto: false,
       factory: () => this.refresh(),
-      frequency: { interval: options.interval ?? 2000, backoff: true, max: 60 * 1000 },
+      frequency: { interval: this._interval, backoff: true, max: 60 * 1000 },
       name: 'jupyter_disttrain:runs',
       standby: () => !visible() || 'when-hidden'
     });
@@ -284,6 +288,11 @@ export class RunsTableModel {
     this._error = null;
     this._loaded = true;
     this._changed.emit();
+    // with every job ended only a new job changes the table: look for one less often
+    const interval = this.active ? this._interval : this._interval * IDLE_FACTOR;
+    if (this.poll.frequency.interval !== interval) {
+      this.poll.frequency = { ...this.poll.frequency, interval };
+    }
   }
 
   dispose(): void {
@@ -292,6 +301,7 @@ export class RunsTableModel {
   }
 
   private _fetch: () => Promise<IRunSummary[]>;
+  private _interval: number;
   private _runs: IRunSummary[] = [];
   private _columns: IRunColumn[] = runColumns([]);
   private _filter = '';

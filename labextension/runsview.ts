@@ -55,7 +55,7 @@ export class RunsView extends Widget {
     bar.append(this._filter, this._open, this._status);
 
     this._table = document.createElement('table');
-    this._table.className = 'jp-DistTrainRuns-table';
+    this._table.className = 'jp-DistTrainDetails-table jp-DistTrainRuns-table';
     const scroller = document.createElement('div');
     scroller.className = 'jp-DistTrainRuns-scroller';
     scroller.append(this._table);

@@ -116,6 +116,15 @@ describe('runs table', () => {
     expect(regex.test('j/tensorboard/aXbbc')).toBe(false);
   });
 
+  it('refreshes less often while no job runs', () => {
+    const model = new RunsTableModel({ fetchRuns: async () => RUNS, interval: 1000 });
+    model.set([run('live', 'r', {}, {}, 'Running'), ...RUNS]);
+    expect(model.poll.frequency.interval).toBe(1000);
+    model.set(RUNS);
+    expect(model.poll.frequency.interval).toBe(5000);
+    model.dispose();
+  });
+
   it('keeps the last runs and reports an error until the next success', async () => {
     const answers: (IRunSummary[] | Error)[] = [RUNS, new Error('server down'), RUNS.slice(2)];
     let calls = 0;

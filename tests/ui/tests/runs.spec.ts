@@ -9,6 +9,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 import { notebook } from './notebook';
+import { openPanel } from './sidebar';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
@@ -75,16 +76,19 @@ w.add_scalar("train/loss", 1.0, 0)
 w.close()
 `;
 
-async function openPanel(page: IJupyterLabPageFixture) {
-  const panel = page.locator('#jp-disttrain-sidebar');
-  if (!(await panel.isVisible())) {
-    await page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]').click();
-  }
-  await expect(panel).toBeVisible();
-  return panel;
-}
-
 type Request = IJupyterLabPageFixture['request'];
+
+/** The computed stroke of an SVG element, and the theme's brand colour. */
+function strokeAndBrand(locator: ReturnType<IJupyterLabPageFixture['locator']>) {
+  return locator.evaluate(el => {
+    const probe = document.createElement('div');
+    probe.style.color = 'var(--jp-brand-color1)';
+    document.body.append(probe);
+    const brand = getComputedStyle(probe).color;
+    probe.remove();
+    return { stroke: getComputedStyle(el).stroke, brand };
+  });
+}
 
 async function submit(request: Request, name: string, script: string): Promise<string> {
   const answer = await request.post('/disttrain/api/jobs', {
@@ -110,6 +114,7 @@ test('the job details show a run: hparams, charts, progress and a byte-identical
   request,
   tmpPath
 }) => {
+  test.setTimeout(420 * 1000); // two real jobs, one of them 2 ranks, on a loaded machine
   const liveId = await submit(request, 'uirunslive', LIVE);
   await page.contents.uploadContent(
     notebook(['%load_ext jupyter_disttrain', TRAIN]),
@@ -153,16 +158,10 @@ test('the job details show a run: hparams, charts, progress and a byte-identical
   const nan = run.locator('.jp-DistTrainChart[data-metric="val/loss"]');
   await expect(nan.locator('.jp-DistTrainChart-value')).toHaveText('NaN');
   await expect(nan.locator('.jp-DistTrainChart-mark.jp-mod-nan')).toHaveCount(1);
-  // the line follows the theme: its stroke is the brand colour
-  const colours = await loss.locator('.jp-DistTrainChart-line').evaluate(el => {
-    const probe = document.createElement('div');
-    probe.style.color = 'var(--jp-brand-color1)';
-    document.body.append(probe);
-    const brand = getComputedStyle(probe).color;
-    probe.remove();
-    return { stroke: getComputedStyle(el).stroke, brand };
-  });
-  expect(colours.stroke).toBe(colours.brand);
+  // the line follows the theme: its stroke is the theme's brand colour
+  const line = loss.locator('.jp-DistTrainChart-line');
+  const light = await strokeAndBrand(line);
+  expect(light.stroke).toBe(light.brand);
 
   // the artifact downloads byte-identical
   const link = run.locator('a.jp-DistTrainRun-download');
@@ -174,6 +173,15 @@ test('the job details show a run: hparams, charts, progress and a byte-identical
   await link.click();
   const file = await (await download).path();
   expect(fs.readFileSync(file).equals(ARTIFACT)).toBe(true);
+
+  // and in the dark theme
+  await page.theme.setDarkTheme();
+  const dark = await strokeAndBrand(line);
+  expect(dark.stroke).toBe(dark.brand);
+  expect(dark.stroke).not.toBe(light.stroke);
+  await run.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(SHOTS, 'run-details-dark.png') });
+  await page.theme.setLightTheme();
 
   // a running job: its chart grows as points are logged, with no click, each read going on
   // from where the last ended (since=<offset>); reading stops once the job has ended
@@ -208,6 +216,7 @@ test('the Runs view sorts, filters and opens the selected runs in TensorBoard', 
   page,
   request
 }) => {
+  test.setTimeout(420 * 1000); // a job, then TensorBoard of all jobs starting
   const id = await submit(request, 'uisweep', SWEEP);
   await waitForPhase(request, id, 'Succeeded');
 
@@ -267,4 +276,15 @@ test('the Runs view sorts, filters and opens the selected runs in TensorBoard', 
   await expect(frame.getByText(`${id}/tensorboard/lr-0.01`, { exact: true })).toHaveCount(0);
   await expect(frame.getByText(`${id}/tensorboard/plain`, { exact: true })).toHaveCount(0);
   await page.screenshot({ path: path.join(SHOTS, 'runs-tensorboard.png') });
+
+  // the palette's command opens (here: brings back) the view
+  await page
+    .locator('.lm-DockPanel-tabBar .lm-TabBar-tab', { hasText: 'Runs' })
+    .locator('.lm-TabBar-tabCloseIcon')
+    .click();
+  await expect(view).toHaveCount(0);
+  await page.keyboard.press('Control+Shift+C');
+  await page.locator('.lm-CommandPalette-input').fill('Open Runs');
+  await page.keyboard.press('Enter');
+  await expect(view.locator('tbody tr').first()).toBeVisible();
 });
