@@ -17,6 +17,7 @@ torchrun agents and for the Kubernetes pods alike:
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 from collections.abc import Mapping
@@ -61,6 +62,8 @@ def rank_env(
         "PYTHONUNBUFFERED": "1",
         **launcher_env(spec, cpu=cpu),
     }
+    if spec.hparams:
+        env[contract.HPARAMS_ENV] = json.dumps(spec.hparams, separators=(",", ":"))
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in inherited:
         env["OMP_NUM_THREADS"] = "1"
     env.update(spec.env)

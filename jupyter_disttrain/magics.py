@@ -118,6 +118,7 @@ class DistTrainMagics(Magics):
         spec = self._spec(args, script_args)
         carried = _carry_kernel_env(spec)
         packaged = self._package(cell, args, spec)
+        spec.hparams = packaged.hparams
         from . import api
 
         if args.dry_run:

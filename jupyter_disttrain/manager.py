@@ -11,6 +11,7 @@ Every method is blocking (files, cluster calls); the server runs them in worker 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import threading
@@ -19,13 +20,24 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from . import hparams
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .flags import JobWords, RunWords, given
 from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
 from .logfiles import Budget, take_lines
-from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, RunDetail, RunSummary, to_json
-from .runs import RunsReader
+from .payloads import (
+    JOB_RUN,
+    JobDetail,
+    JobSummary,
+    LogPage,
+    LogRunsPage,
+    RunDetail,
+    RunProgress,
+    RunSummary,
+    to_json,
+)
+from .runs import RunsReader, job_record, total_steps
 from .specs import DryRun, JobPhase, JobSpec, JobStatus, Volume, validate_job_id
 
 if TYPE_CHECKING:
@@ -210,13 +222,16 @@ class JobManager:
             job_dir = self.store.job_dir(listed.record.id)
             # The all-jobs TensorBoard reads the store's root: a job of another root is not in it.
             in_root = job_dir.parent == self.store.root
-            out += self.runs.summaries(
-                job_dir,
-                listed.record.id,
-                listed.record.spec.name,
-                listed.status.phase,
-                listed.record.id if in_root else None,
-            )
+            record, tb_prefix = listed.record, listed.record.id if in_root else None
+            phase, name = listed.status.phase, record.spec.name
+            runs = self.runs.summaries(job_dir, record.id, name, phase, tb_prefix)
+            if not runs and record.spec.hparams:
+                runs = [
+                    self.runs.job_run(
+                        record.id, record.spec.name, listed.status, record.spec.hparams, tb_prefix
+                    )
+                ]
+            out += runs
         return out
 
     def run_detail(
@@ -229,7 +244,17 @@ class JobManager:
     ) -> RunDetail:
         """A run's record, artifacts, progress and a page of its points from byte ``since``."""
         job_dir = self.store.existing_dir(job_id)
-        return self.runs.detail(job_dir, job_id, run, JobPhase(self.phase(job_id)), since, limit, rank)
+        if run == JOB_RUN:
+            return self._job_run_detail(job_id)
+        phase = JobPhase(self.phase(job_id))
+        return self.runs.detail(job_dir, job_id, run, phase, since, limit, rank)
+
+    def _job_run_detail(self, job_id: str) -> RunDetail:
+        record = self.store.read_record(job_id)
+        status = self.detail(job_id).status
+        data = job_record(status, record.spec.hparams)
+        progress = RunProgress(step=None, total_steps=total_steps(data), eta_seconds=None)
+        return RunDetail(job_id, JOB_RUN, data["status"], data, [], 0, False, [], progress, [])
 
     def open_artifact(self, job_id: str, run: str, path: str) -> IO[bytes]:
         """An artifact file of a run, opened without following a link out of the run's directory
@@ -239,10 +264,10 @@ class JobManager:
 
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
-        return self.backend(spec.backend).submit(spec, script, files)
+        return self.backend(spec.backend).submit(_with_arg_hparams(spec), script, files)
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
-        return self.backend(spec.backend).dryrun(spec, script=script, files=files)
+        return self.backend(spec.backend).dryrun(_with_arg_hparams(spec), script=script, files=files)
 
     def cancel(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).cancel(job_id)
@@ -255,6 +280,15 @@ class JobManager:
                 self.store.purge(job_id)
             return
         self.backend(record.backend).delete(job_id, purge=purge)
+
+
+def _with_arg_hparams(spec: JobSpec) -> JobSpec:
+    """``spec`` with the ``--name value`` arguments after ``--`` among its hparams (they win over
+    the notebook's dict: they are what the script reads)."""
+    from_args = hparams.from_args(spec.args)
+    if from_args:
+        spec = dataclasses.replace(spec, hparams=hparams.merged(spec.hparams, from_args))
+    return spec
 
 
 def spec_from_words(

@@ -15,6 +15,9 @@ from .store import JobRecord
 
 # TensorBoard id meaning every job's runs side by side (not a valid job id: ids are DNS labels).
 ALL_JOBS = "_all"
+# The run a job with no run of em shows its hyper-parameters (and MLflow metrics) as; not a
+# valid run name (those start with a letter or digit), so it never hides one.
+JOB_RUN = "_job"
 
 
 @dataclass

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import InvalidSpecError, UnknownRunError
-from .payloads import ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
+from .payloads import JOB_RUN, ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
 from .runtime.contract import (
     ARTIFACTS_DIR,
     MANIFEST_FILE,
@@ -33,7 +33,7 @@ from .runtime.contract import (
     TENSORBOARD_DIR,
 )
 from .safefiles import is_real_dir, open_beneath
-from .specs import JobPhase
+from .specs import JobPhase, JobStatus
 
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_JSON_BYTES = 1 << 20  # a run.json or an artifact's manifest
@@ -46,6 +46,19 @@ MAX_POINTS = 50_000
 CATCH_UP_BYTES = 8 << 20  # per listing and run; past it a listing skips to the file's tail
 # Where the total number of steps is taken from when create_run(total_steps=) was not given.
 TOTAL_STEP_HPARAMS = ("total_steps", "max_steps")
+
+
+def check_since(since: int | None) -> int:
+    if since is not None and since < 0:
+        raise InvalidSpecError("since must be 0 or more: the 'next' of an earlier answer")
+    return since or 0
+
+
+def check_limit(limit: int | None) -> int:
+    limit = DEFAULT_POINTS if limit is None else limit
+    if not 1 <= limit <= MAX_POINTS:
+        raise InvalidSpecError(f"limit must be between 1 and {MAX_POINTS}")
+    return limit
 
 
 def check_run_name(name: str) -> str:
@@ -197,6 +210,20 @@ def total_steps(record: dict[str, Any]) -> int | None:
     return total if total is None or total > 0 else None
 
 
+_JOB_STATUS = {JobPhase.SUCCEEDED: "finished", JobPhase.FAILED: "failed", JobPhase.CANCELLED: "failed"}
+
+
+def job_record(status: JobStatus, hparams: dict[str, Any]) -> dict[str, Any]:
+    """What stands for ``run.json`` in the ``JOB_RUN`` of a job: its hparams, its times."""
+    return {
+        "name": JOB_RUN,
+        "hparams": hparams,
+        "status": _JOB_STATUS.get(status.phase, "running"),
+        "start_time": status.start_time,
+        "end_time": status.finish_time,
+    }
+
+
 def run_status(record: dict[str, Any], phase: JobPhase) -> str:
     status = str(record.get("status") or "running")
     return "interrupted" if status == "running" and phase.is_terminal else status
@@ -257,6 +284,28 @@ class RunsReader:
             )
         return out
 
+    def job_run(
+        self, job_id: str, job_name: str, status: JobStatus, hparams: dict[str, Any], tb_prefix: str | None
+    ) -> RunSummary:
+        """The ``JOB_RUN`` row of a job that made no run of ``em``: its captured hparams."""
+        record = job_record(status, hparams)
+        return RunSummary(
+            job_id=job_id,
+            job_name=job_name,
+            job_phase=status.phase,
+            run=JOB_RUN,
+            status=record["status"],
+            start_time=record["start_time"],
+            end_time=record["end_time"],
+            hparams=hparams,
+            metrics={},
+            step=None,
+            total_steps=total_steps(record),
+            eta_seconds=None,
+            artifacts=0,
+            tensorboard_run=f"{tb_prefix}/{TENSORBOARD_DIR}" if tb_prefix else None,
+        )
+
     def record(self, job_dir: Path, run: str) -> dict[str, Any] | None:
         data = _read_json(job_dir, [RUNS_DIR, run, RUN_FILE])
         return data if isinstance(data, dict) else None
@@ -273,11 +322,7 @@ class RunsReader:
         rank: int | None = None,
     ) -> RunDetail:
         check_run_name(run)
-        if since is not None and since < 0:
-            raise InvalidSpecError("since must be 0 or more: the 'next' of an earlier answer")
-        limit = DEFAULT_POINTS if limit is None else limit
-        if not 1 <= limit <= MAX_POINTS:
-            raise InvalidSpecError(f"limit must be between 1 and {MAX_POINTS}")
+        since, limit = check_since(since), check_limit(limit)
         record = self.record(job_dir, run)
         if record is None:
             raise UnknownRunError(f"job {job_id} has no run {run!r} (see GET .../jobs/{job_id}/runs)")
@@ -288,7 +333,7 @@ class RunsReader:
                 "(with create_run(..., ranks='all') each rank records its own)"
             )
         parts = self._metrics_parts(run, record, rank)
-        points, nxt, more = read_points(job_dir, parts, since or 0, limit)
+        points, nxt, more = read_points(job_dir, parts, since, limit)
         tail = self._catch_up(job_dir, self._metrics_parts(run, record, None))
         return RunDetail(
             job_id=job_id,

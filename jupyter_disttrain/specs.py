@@ -196,6 +196,9 @@ class JobSpec:
     args: list[str] = field(default_factory=list)
     entrypoint: str = SCRIPT_NAME
     options: dict[str, Any] = field(default_factory=dict)
+    # The job's hyper-parameters, name to scalar (hparams.py: captured at submit from the
+    # notebook and the script's arguments); every rank gets them in $DISTTRAIN_HPARAMS.
+    hparams: dict[str, Any] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -216,6 +219,9 @@ class JobSpec:
         for key in self.env:
             validate_env_name(key)
         validate_entrypoint(self.entrypoint)
+        from .hparams import check  # hparams builds on errors only; kept out of specs' import time
+
+        check(self.hparams)
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,6 +10,9 @@ export const TERMINAL_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Faile
 /** TensorBoard id meaning every job's runs side by side (not a valid job id). */
 export const ALL_JOBS = '_all';
 
+/** The run of a job whose script made no run of `em`: its captured hparams (and MLflow's). */
+export const JOB_RUN = '_job';
+
 /** The one-line view of a job the list shows. */
 export interface IJobSummary {
   id: string;
@@ -55,6 +58,7 @@ export interface IJobSpec {
   args: string[];
   entrypoint: string;
   options: Record<string, unknown>;
+  hparams: Record<string, unknown>;
 }
 
 /** One replica: a rank on the local backend, a pod on Kubernetes. */

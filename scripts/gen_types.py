@@ -112,6 +112,9 @@ def render() -> str:
         "",
         "/** TensorBoard id meaning every job's runs side by side (not a valid job id). */",
         f"export const ALL_JOBS = '{payloads.ALL_JOBS}';",
+        "",
+        "/** The run of a job whose script made no run of `em`: its captured hparams (and MLflow's). */",
+        f"export const JOB_RUN = '{payloads.JOB_RUN}';",
     ]
     for cls in SHAPES:
         out += ["", *interface(cls)]

@@ -7,6 +7,7 @@ outside one (plain Python, a notebook cell), ``./.disttrain/runs/<run>/`` and ``
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import sys
@@ -39,6 +40,18 @@ def here() -> Place:
         rank=_int_env("RANK", 0),
         world_size=_int_env("WORLD_SIZE", 1),
     )
+
+
+def job_hparams() -> dict[str, Any]:
+    """The job's hyper-parameters captured at submit (``$DISTTRAIN_HPARAMS``), or none."""
+    text = os.environ.get(contract.HPARAMS_ENV)
+    if not text:
+        return {}
+    try:
+        values = json.loads(text)
+    except ValueError:
+        return {}
+    return values if isinstance(values, dict) else {}
 
 
 def _int_env(name: str, default: int) -> int:

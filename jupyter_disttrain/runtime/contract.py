@@ -13,6 +13,8 @@ from typing import TypedDict
 JOB_ID_ENV = "DISTTRAIN_JOB_ID"
 JOB_DIR_ENV = "DISTTRAIN_JOB_DIR"
 TENSORBOARD_DIR_ENV = "DISTTRAIN_TENSORBOARD_DIR"
+# The job's hyper-parameters as a JSON object (set when it has any): em.create_run's default.
+HPARAMS_ENV = "DISTTRAIN_HPARAMS"
 # The local backend's bookkeeping: where the rank wrapper writes, and which agent a rank is under.
 LOG_DIR_ENV = "DISTTRAIN_LOG_DIR"
 NODE_ENV = "DISTTRAIN_NODE"

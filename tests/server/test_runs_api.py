@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from jupyter_disttrain.api import submit
 from jupyter_disttrain.store import JobStore
 
 from .conftest import submit_job
@@ -61,6 +62,22 @@ def em_job(shared_root: Path) -> str:
         job = submit_job(shared_root, script=SCRIPT, name="tracked")
     status = job.wait(timeout=180)
     assert status.phase.value == "Succeeded", (status, [ln.text for ln in job.logs()][-20:])
+    return job.id
+
+
+@pytest.fixture(scope="module")
+def plain_job(shared_root: Path) -> str:
+    """A job whose script never calls em, with hparams given and arguments after --."""
+    job = submit(
+        "print('no em here')\n",
+        store=JobStore(shared_root),
+        name="plain",
+        gpus=1,
+        accelerator="cpu",
+        hparams={"lr": 0.3, "total_steps": 7},
+        args=["--epochs", "2"],
+    )
+    assert job.wait(timeout=120).phase.value == "Succeeded"
     return job.id
 
 
@@ -122,6 +139,19 @@ async def test_runs_list_every_run_with_hparams_last_metrics_and_progress(
     assert sorted(r["run"] for r in only) == ["killed", "mnist", "per-rank"]
     assert (await status_of(jp_fetch, "runs", params={"job": "no-such-job"}))[0] == 404
     assert (await status_of(jp_fetch, "runs", params={"job": "../x"}))[0] == 400
+
+
+async def test_a_job_without_runs_shows_its_captured_hparams_as_its_job_run(
+    jp_fetch: Any, plain_job: str
+) -> None:
+    (row,) = (await get_json(jp_fetch, "runs", params={"job": plain_job}))["runs"]
+    assert row["run"] == "_job" and row["status"] == "finished" and row["job_phase"] == "Succeeded"
+    assert row["hparams"] == {"lr": 0.3, "total_steps": 7, "epochs": 2}
+    assert row["total_steps"] == 7 and row["metrics"] == {} and row["start_time"] and row["end_time"]
+    assert row["tensorboard_run"] == f"{plain_job}/tensorboard"
+    page = await get_json(jp_fetch, "jobs", plain_job, "runs", "_job")
+    assert page["record"]["hparams"] == row["hparams"] and page["points"] == []
+    assert (page["status"], page["progress"]["total_steps"]) == ("finished", 7)
 
 
 async def test_detail_pages_return_every_point_once_with_flags(
