@@ -9,7 +9,6 @@ import { Panel, Widget } from '@lumino/widgets';
 
 import { IJobDetail } from './api';
 import { JobDetailsModel } from './detailsmodel';
-import { JobRunsModel } from './jobrunsmodel';
 import { keyValues, section, table } from './dom';
 import { formatTime, jobShape } from './format';
 import { phaseBadge } from './panel';
@@ -19,7 +18,7 @@ export class JobDetails extends Panel {
   constructor(
     readonly model: JobDetailsModel,
     private _editors: IEditorServices | null,
-    readonly runs: JobRunsModel | null = null
+    readonly runs: RunsSection | null = null
   ) {
     super();
     this.addClass('jp-DistTrainDetails');
@@ -29,7 +28,7 @@ export class JobDetails extends Panel {
     this._info.node.textContent = 'Loading…';
     this.addWidget(this._info);
     if (runs) {
-      this.addWidget(new RunsSection(runs));
+      this.addWidget(runs);
     }
     model.changed.connect(this._update, this);
   }
@@ -41,12 +40,12 @@ export class JobDetails extends Panel {
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
     void this.model.start();
-    void this.runs?.start();
+    void this.runs?.model.start();
   }
 
   dispose(): void {
     this.model.dispose();
-    this.runs?.dispose();
+    this.runs?.model.dispose();
     super.dispose();
   }
 
@@ -58,7 +57,7 @@ export class JobDetails extends Panel {
       this.title.label = `Job: ${job.summary.name}`;
       this._render(job);
       if (this.model.ended) {
-        this.runs?.markJobEnded();
+        this.runs?.model.markJobEnded();
       }
     }
     if (script && !this._script) {

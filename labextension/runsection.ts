@@ -9,8 +9,10 @@ import { artifactUrl } from './api';
 import { renderChart } from './chart';
 import { keyValues, section, table } from './dom';
 import { formatBytes, formatProgress, formatTime, formatValue } from './format';
+import { chartIcon } from './icons';
 import { JobRunsModel, RunSeries } from './jobrunsmodel';
-import type { IArtifactFile, IRunProgress, IRunSummary } from './types';
+import { tensorboardRunFilter } from './runsmodel';
+import { IArtifactFile, IRunProgress, IRunSummary, JOB_RUN } from './types';
 
 /** A run's status as a badge coloured like the job phase it corresponds to. */
 export function runStatusBadge(status: string): HTMLSpanElement {
@@ -63,7 +65,13 @@ function artifactLink(jobId: string, run: string, file: IArtifactFile): HTMLAnch
 }
 
 export class RunsSection extends Widget {
-  constructor(readonly model: JobRunsModel) {
+  /**
+   * @param openTensorBoard opens the job's TensorBoard showing the runs `runFilter` finds
+   */
+  constructor(
+    readonly model: JobRunsModel,
+    private _openTensorBoard: ((runFilter: string) => void) | null = null
+  ) {
     super();
     this.addClass('jp-DistTrainRuns-section');
     model.changed.connect(this._render, this);
@@ -101,13 +109,20 @@ export class RunsSection extends Widget {
     const head = document.createElement('div');
     head.className = 'jp-DistTrainRun-head';
     const h = document.createElement('h4');
-    h.textContent = summary.run;
+    h.textContent =
+      summary.run === JOB_RUN ? 'Hyper-parameters captured at submit (no run of em)' : summary.run;
     const when = document.createElement('span');
     when.className = 'jp-DistTrainRun-time';
     when.textContent = `${formatTime(summary.start_time)} – ${formatTime(summary.end_time)}`;
     const detail = series.detail;
     head.append(h, runStatusBadge(detail?.status ?? summary.status), when);
-    box.append(head, progressBar(detail?.progress ?? summary));
+    if (this._openTensorBoard) {
+      head.append(this._tensorboardButton(summary.run));
+    }
+    box.append(head);
+    if (summary.run !== JOB_RUN) {
+      box.append(progressBar(detail?.progress ?? summary)); // the job's hparams have no steps
+    }
 
     const hparams = Object.entries(summary.hparams);
     if (hparams.length) {
@@ -143,6 +158,19 @@ export class RunsSection extends Widget {
       );
     }
     return box;
+  }
+
+  /** In the job's own TensorBoard a run of em is `<run>` (and `<run>/rank-N`); the job's row, all. */
+  private _tensorboardButton(run: string): HTMLButtonElement {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'jp-DistTrainRun-tensorboard jp-Button jp-mod-minimal';
+    b.title = `Show ${run === JOB_RUN ? 'this job' : run} in the job's TensorBoard`;
+    b.append(chartIcon.element({ tag: 'span', height: '14px', width: '14px' }), 'TensorBoard');
+    b.addEventListener('click', () => {
+      this._openTensorBoard?.(run === JOB_RUN ? '' : tensorboardRunFilter([run]));
+    });
+    return b;
   }
 }
 

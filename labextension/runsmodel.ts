@@ -7,7 +7,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { metricNumber } from './format';
-import { IRunSummary, TERMINAL_PHASES } from './types';
+import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from './types';
 
 export type ColumnKind = 'run' | 'hparam' | 'metric';
 
@@ -120,11 +120,27 @@ export function escapeRegExp(s: string): string {
 /**
  * TensorBoard's run filter (its `runFilter` URL parameter, a case-insensitive regex searched
  * in each run's name) that shows exactly the runs at `paths` and, for a run every rank
- * recorded, its `rank-N` runs below: anchored at both ends so `a/run-1` does not show `a/run-10`.
+ * recorded, its `rank-N` runs below; and every run below each of `dirs` (a job's whole
+ * TensorBoard dir). Anchored at both ends so `a/run-1` does not show `a/run-10`.
  */
-export function tensorboardRunFilter(paths: readonly string[]): string {
-  const alternatives = [...new Set(paths)].sort().map(escapeRegExp);
-  return `^(?:${alternatives.join('|')})(?:/rank-\\d+)?$`;
+export function tensorboardRunFilter(
+  paths: readonly string[],
+  dirs: readonly string[] = []
+): string {
+  const any = (items: readonly string[]) => [...new Set(items)].sort().map(escapeRegExp).join('|');
+  const parts = [];
+  if (paths.length) {
+    parts.push(`^(?:${any(paths)})(?:/rank-\\d+)?$`);
+  }
+  if (dirs.length) {
+    parts.push(`^(?:${any(dirs)})(?:/.*)?$`);
+  }
+  return parts.join('|');
+}
+
+/** How a run is named on screen: the `JOB_RUN` of a job without a run of `em` says so. */
+export function runLabel(run: string): string {
+  return run === JOB_RUN ? '(job)' : run;
 }
 
 /** How much slower the table is refreshed while no job runs. */
@@ -242,8 +258,11 @@ export class RunsTableModel {
 
   /** The TensorBoard filter of the selected runs, or null when none is in TensorBoard. */
   get tensorboardFilter(): string | null {
-    const paths = this.selected.map(r => r.tensorboard_run).filter((p): p is string => !!p);
-    return paths.length ? tensorboardRunFilter(paths) : null;
+    const shown = this.selected.filter(r => r.tensorboard_run);
+    const path = (r: IRunSummary) => r.tensorboard_run!;
+    const dirs = shown.filter(r => r.run === JOB_RUN).map(path);
+    const paths = shown.filter(r => r.run !== JOB_RUN).map(path);
+    return shown.length ? tensorboardRunFilter(paths, dirs) : null;
   }
 
   /** The last refresh error, cleared by the next success. */

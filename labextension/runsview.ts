@@ -12,7 +12,7 @@ import { formatMetric, formatTime, formatValue } from './format';
 import { CommandIDs } from './ids';
 import { phaseBadge } from './panel';
 import { runStatusBadge } from './runsection';
-import { IRunColumn, runKey, RunsTableModel } from './runsmodel';
+import { IRunColumn, runKey, runLabel, RunsTableModel } from './runsmodel';
 import type { IRunSummary } from './types';
 
 /** The id of the Runs tab (one for the page). */
@@ -203,6 +203,8 @@ export class RunsView extends Widget {
   private _cell(run: IRunSummary, column: IRunColumn): string | HTMLElement {
     const value = column.value(run);
     switch (column.key) {
+      case 'run':
+        return runLabel(run.run);
       case 'job':
         return this._jobLink(run);
       case 'phase':

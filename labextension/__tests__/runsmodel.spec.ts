@@ -1,4 +1,10 @@
-import { compareCells, matchesFilter, RunsTableModel, tensorboardRunFilter } from '../runsmodel';
+import {
+  compareCells,
+  matchesFilter,
+  runLabel,
+  RunsTableModel,
+  tensorboardRunFilter
+} from '../runsmodel';
 import type { IRunSummary, Phase } from '../types';
 
 function run(
@@ -105,6 +111,28 @@ describe('runs table', () => {
       'mnist-abcde/tensorboard/run-2',
       'mnist-abcde/tensorboard',
       'x/mnist-abcde/tensorboard/run-10'
+    ];
+    expect(names.filter(n => regex.test(n))).toEqual(names.slice(0, 3));
+    model.dispose();
+  });
+
+  it("shows every run of a job's TensorBoard dir for the job's own row (no run of em)", () => {
+    const job = {
+      ...run('plain', '_job', { lr: 1 }, {}),
+      tensorboard_run: 'plain-abcde/tensorboard'
+    };
+    expect(runLabel(job.run)).toBe('(job)');
+    const model = new RunsTableModel({ fetchRuns: async () => [job, ...RUNS] });
+    model.set([job, ...RUNS]);
+    model.select(job, true);
+    model.select(RUNS[2], true);
+    const regex = new RegExp(model.tensorboardFilter!, 'i');
+    const names = [
+      'plain-abcde/tensorboard',
+      'plain-abcde/tensorboard/lightning_logs/version_0',
+      'cifar-abcde/tensorboard/base',
+      'plain-abcde/tensorboard2',
+      'cifar-abcde/tensorboard/base/other'
     ];
     expect(names.filter(n => regex.test(n))).toEqual(names.slice(0, 3));
     model.dispose();

@@ -9,6 +9,7 @@ import { CommandIDs, jobIdArg } from '../ids';
 import { JobDetails } from '../details';
 import { JobDetailsModel } from '../detailsmodel';
 import { JobRunsModel } from '../jobrunsmodel';
+import { RunsSection } from '../runsection';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 import { openTab } from '../tabs';
 
@@ -47,7 +48,10 @@ export const detailsPlugin: JupyterFrontEndPlugin<void> = {
             interval: settings.values.refreshInterval,
             visible: () => content.isVisible
           });
-          const content: JobDetails = new JobDetails(model, editors, runs);
+          const section = new RunsSection(runs, runFilter =>
+            app.commands.execute(CommandIDs.tensorboard, { id, runFilter })
+          );
+          const content: JobDetails = new JobDetails(model, editors, section);
           const widget = new MainAreaWidget({ content });
           widget.title.icon = listIcon;
           widget.addClass('jp-DistTrainDetailsPanel');

@@ -183,6 +183,13 @@ test('the job details show a run: hparams, charts, progress and a byte-identical
   await page.screenshot({ path: path.join(SHOTS, 'run-details-dark.png') });
   await page.theme.setLightTheme();
 
+  // the run's button opens the job's TensorBoard on that run
+  const jobId = (await row.getAttribute('data-job-id'))!;
+  await run.locator('button.jp-DistTrainRun-tensorboard').click();
+  const board = page.frameLocator(`#jp-disttrain-tensorboard-${jobId} iframe`);
+  await expect(board.getByText('mnist', { exact: true }).first()).toBeVisible({ timeout: 120000 });
+  await expect(board.getByText('train/loss').first()).toBeVisible();
+
   // a running job: its chart grows as points are logged, with no click, each read going on
   // from where the last ended (since=<offset>); reading stops once the job has ended
   const reads: number[] = [];
