@@ -12,6 +12,8 @@ import { IRunDetail, IRunPoint, IRunQuery, IRunSummary, TERMINAL_PHASES } from '
 
 /** Points kept per series (a chart is a few hundred pixels wide). */
 export const MAX_SERIES_POINTS = 2000;
+/** Run statuses after which a run gets no more points (unless it is continued). */
+const ENDED_RUN = new Set(['finished', 'failed']);
 /** Pages read per run and refresh, so one huge run does not hold the others up. */
 const PAGES_PER_REFRESH = 10;
 
@@ -145,6 +147,9 @@ export class JobRunsModel {
           series = new RunSeries(this.jobId, summary.run);
           this._series.set(summary.run, series);
         }
+        if (series.done && !jobEnded && summary.status === 'running') {
+          series.done = false; // a run continued under its name (a torchrun restart)
+        }
         if (!series.done) {
           await this._readOn(series, jobEnded);
         }
@@ -181,7 +186,8 @@ export class JobRunsModel {
       const answer = await this._fetchRun(this.jobId, series.run, { since: series.next });
       series.add(answer);
       if (!answer.more) {
-        series.done = jobEnded;
+        // read to its end: nothing more comes once the job or the run itself has ended
+        series.done = jobEnded || ENDED_RUN.has(answer.status);
         return;
       }
     }

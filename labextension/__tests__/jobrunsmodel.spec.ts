@@ -15,8 +15,15 @@ function summary(phase: Phase): IRunSummary {
  * `page` of them.
  */
 function growingRun(page = 1000) {
-  const state = { lines: [] as IRunPoint[], phase: 'Running' as Phase, queries: [] as IRunQuery[] };
-  const fetchRuns = async (): Promise<IRunSummary[]> => [summary(state.phase)];
+  const state = {
+    lines: [] as IRunPoint[],
+    phase: 'Running' as Phase,
+    status: 'running',
+    queries: [] as IRunQuery[]
+  };
+  const fetchRuns = async (): Promise<IRunSummary[]> => [
+    { ...summary(state.phase), status: state.status }
+  ];
   const fetchRun = async (_job: string, _run: string, query: IRunQuery): Promise<IRunDetail> => {
     state.queries.push(query);
     const from = (query.since ?? 0) / 10;
@@ -25,7 +32,7 @@ function growingRun(page = 1000) {
       points,
       next: (from + points.length) * 10,
       more: from + points.length < state.lines.length,
-      status: 'running',
+      status: state.status,
       artifacts: [],
       progress: { step: null, total_steps: null, eta_seconds: null }
     } as unknown as IRunDetail;
@@ -68,6 +75,23 @@ describe('JobRunsModel', () => {
     const calls = fake.state.queries.length;
     await new Promise(resolve => setTimeout(resolve, 30));
     expect(fake.state.queries.length).toBe(calls);
+    model.dispose();
+  });
+
+  it('stops reading a run that finished while its job runs on, until it is continued', async () => {
+    const fake = growingRun();
+    const model = new JobRunsModel({ jobId: 'j-aaaaa', ...fake });
+    fake.state.lines.push(point(0));
+    fake.state.status = 'finished';
+    await model.refresh();
+    await model.refresh();
+    expect(fake.state.queries).toHaveLength(1);
+    expect(model.ended).toBe(false); // the job runs: the list is still read
+    fake.state.status = 'running'; // the same name again (a restart) continues it
+    fake.state.lines.push(point(1));
+    await model.refresh();
+    expect(fake.state.queries.map(q => q.since)).toEqual([0, 10]);
+    expect(model.get('r')!.series.get('train/loss')).toHaveLength(2);
     model.dispose();
   });
 
