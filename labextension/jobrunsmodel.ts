@@ -7,6 +7,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { IViewPollOptions, viewPoll } from './viewpoll';
+
 import { metricNumber } from './format';
 import { IRunDetail, IRunPoint, IRunQuery, IRunSummary, TERMINAL_PHASES } from './types';
 
@@ -73,16 +75,12 @@ export class RunSeries {
   }
 }
 
-export interface IJobRunsModelOptions {
+export interface IJobRunsModelOptions extends IViewPollOptions {
   jobId: string;
   /** Lists the job's runs; `listRuns` in the extension. */
   fetchRuns: (job: string) => Promise<IRunSummary[]>;
   /** A page of a run; `getRun` in the extension. */
   fetchRun: (job: string, run: string, query: IRunQuery) => Promise<IRunDetail>;
-  /** Milliseconds between refreshes while the job runs. */
-  interval?: number;
-  /** Whether someone looks; the poll stands by while not. */
-  visible?: () => boolean;
 }
 
 export class JobRunsModel {
@@ -90,14 +88,12 @@ export class JobRunsModel {
     this.jobId = options.jobId;
     this._fetchRuns = options.fetchRuns;
     this._fetchRun = options.fetchRun;
-    const visible = options.visible ?? (() => true);
-    this.poll = new Poll({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: { interval: options.interval ?? 2000, backoff: true, max: 30000 },
-      name: `jupyter_disttrain:runs:${this.jobId}`,
-      standby: () => !visible() || 'when-hidden'
-    });
+    this.poll = viewPoll(
+      `jupyter_disttrain:runs:${this.jobId}`,
+      () => this.refresh(),
+      options,
+      30000
+    );
   }
 
   readonly jobId: string;

@@ -6,6 +6,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { IViewPollOptions, viewPoll } from './viewpoll';
+
 import { metricNumber } from './format';
 import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from './types';
 
@@ -151,27 +153,16 @@ export interface ISort {
   ascending: boolean;
 }
 
-export interface IRunsTableModelOptions {
+export interface IRunsTableModelOptions extends IViewPollOptions {
   /** Loads every run; `listRuns` in the extension. */
   fetchRuns: () => Promise<IRunSummary[]>;
-  /** Milliseconds between refreshes while the view is shown. */
-  interval?: number;
-  /** Whether someone looks; the poll stands by while not. */
-  visible?: () => boolean;
 }
 
 export class RunsTableModel {
   constructor(options: IRunsTableModelOptions) {
     this._fetch = options.fetchRuns;
-    const visible = options.visible ?? (() => true);
     this._interval = options.interval ?? 2000;
-    this.poll = new Poll({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: { interval: this._interval, backoff: true, max: 60 * 1000 },
-      name: 'jupyter_disttrain:runs',
-      standby: () => !visible() || 'when-hidden'
-    });
+    this.poll = viewPoll('jupyter_disttrain:runs', () => this.refresh(), options, 60 * 1000);
   }
 
   readonly poll: Poll;

@@ -38,6 +38,20 @@ const RUNS = [
   run('cifar', 'base', { lr: 0.05, batch: 64 }, { 'train/loss': 0.25 })
 ];
 
+/** Which of the TensorBoard run `names` the filter of the `selected` runs lets through. */
+function shownInTensorBoard(
+  runs: IRunSummary[],
+  selected: IRunSummary[],
+  names: string[]
+): string[] {
+  const model = new RunsTableModel({ fetchRuns: async () => runs });
+  model.set(runs);
+  selected.forEach(r => model.select(r, true));
+  const regex = new RegExp(model.tensorboardFilter!, 'i'); // as TensorBoard applies it
+  model.dispose();
+  return names.filter(n => regex.test(n));
+}
+
 describe('runs table', () => {
   it('has the fixed columns, then every hparam and every metric once', () => {
     const model = new RunsTableModel({ fetchRuns: async () => RUNS });
@@ -99,9 +113,7 @@ describe('runs table', () => {
     const model = new RunsTableModel({ fetchRuns: async () => RUNS });
     model.set(RUNS);
     expect(model.tensorboardFilter).toBeNull();
-    model.select(RUNS[0], true);
-    model.select(RUNS[2], true);
-    const regex = new RegExp(model.tensorboardFilter!, 'i'); // as TensorBoard applies it
+    model.dispose();
     const names = [
       'mnist-abcde/tensorboard/run-10',
       'mnist-abcde/tensorboard/run-10/rank-1', // a run every rank recorded
@@ -112,8 +124,7 @@ describe('runs table', () => {
       'mnist-abcde/tensorboard',
       'x/mnist-abcde/tensorboard/run-10'
     ];
-    expect(names.filter(n => regex.test(n))).toEqual(names.slice(0, 3));
-    model.dispose();
+    expect(shownInTensorBoard(RUNS, [RUNS[0], RUNS[2]], names)).toEqual(names.slice(0, 3));
   });
 
   it("shows every run of a job's TensorBoard dir for the job's own row (no run of em)", () => {
@@ -122,11 +133,6 @@ describe('runs table', () => {
       tensorboard_run: 'plain-abcde/tensorboard'
     };
     expect(runLabel(job.run)).toBe('(job)');
-    const model = new RunsTableModel({ fetchRuns: async () => [job, ...RUNS] });
-    model.set([job, ...RUNS]);
-    model.select(job, true);
-    model.select(RUNS[2], true);
-    const regex = new RegExp(model.tensorboardFilter!, 'i');
     const names = [
       'plain-abcde/tensorboard',
       'plain-abcde/tensorboard/lightning_logs/version_0',
@@ -134,8 +140,7 @@ describe('runs table', () => {
       'plain-abcde/tensorboard2',
       'cifar-abcde/tensorboard/base/other'
     ];
-    expect(names.filter(n => regex.test(n))).toEqual(names.slice(0, 3));
-    model.dispose();
+    expect(shownInTensorBoard([job, ...RUNS], [job, RUNS[2]], names)).toEqual(names.slice(0, 3));
   });
 
   it('escapes the characters a regex gives a meaning to', () => {
