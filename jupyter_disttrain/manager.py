@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from . import hparams
+from . import hparams, mlflowdb
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .flags import JobWords, RunWords, given
@@ -37,7 +37,7 @@ from .payloads import (
     RunSummary,
     to_json,
 )
-from .runs import RunsReader, job_record, total_steps
+from .runs import RunsReader, check_limit, check_since, job_record, total_steps
 from .specs import DryRun, JobPhase, JobSpec, JobStatus, Volume, validate_job_id
 
 if TYPE_CHECKING:
@@ -225,6 +225,7 @@ class JobManager:
             record, tb_prefix = listed.record, listed.record.id if in_root else None
             phase, name = listed.status.phase, record.spec.name
             runs = self.runs.summaries(job_dir, record.id, name, phase, tb_prefix)
+            runs += self.runs.mlflow_summaries(job_dir, record.id, name, phase, record.spec.hparams)
             if not runs and record.spec.hparams:
                 runs = [
                     self.runs.job_run(
@@ -247,6 +248,10 @@ class JobManager:
         if run == JOB_RUN:
             return self._job_run_detail(job_id)
         phase = JobPhase(self.phase(job_id))
+        if run.startswith(mlflowdb.PREFIX):
+            limit = check_limit(limit)
+            hparams = self.store.read_record(job_id).spec.hparams
+            return self.runs.mlflow_detail(job_dir, job_id, run, phase, hparams, check_since(since), limit)
         return self.runs.detail(job_dir, job_id, run, phase, since, limit, rank)
 
     def _job_run_detail(self, job_id: str) -> RunDetail:

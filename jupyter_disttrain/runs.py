@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from . import mlflowdb
 from .errors import InvalidSpecError, UnknownRunError
 from .payloads import JOB_RUN, ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
 from .runtime.contract import (
@@ -224,6 +225,20 @@ def job_record(status: JobStatus, hparams: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _mlflow_record(found: mlflowdb.MlflowRun, hparams: dict[str, Any], phase: JobPhase) -> dict[str, Any]:
+    """What stands for ``run.json`` in an MLflow run: its params over the job's hparams."""
+    record = {
+        "name": found.name,
+        "mlflow_run_id": found.uuid,
+        "hparams": {**hparams, **found.params},
+        "status": found.status,
+        "start_time": found.start_time,
+        "end_time": found.end_time,
+    }
+    record["status"] = run_status(record, phase)
+    return record
+
+
 def run_status(record: dict[str, Any], phase: JobPhase) -> str:
     status = str(record.get("status") or "running")
     return "interrupted" if status == "running" and phase.is_terminal else status
@@ -305,6 +320,51 @@ class RunsReader:
             artifacts=0,
             tensorboard_run=f"{tb_prefix}/{TENSORBOARD_DIR}" if tb_prefix else None,
         )
+
+    def mlflow_summaries(
+        self, job_dir: Path, job_id: str, job_name: str, phase: JobPhase, hparams: dict[str, Any]
+    ) -> list[RunSummary]:
+        """The job's MLflow runs (``mlflowdb``) as rows; the job's captured hparams under MLflow's params."""
+        out = []
+        for found in mlflowdb.runs(job_dir):
+            record = _mlflow_record(found, hparams, phase)
+            out.append(
+                RunSummary(
+                    job_id=job_id,
+                    job_name=job_name,
+                    job_phase=phase,
+                    run=found.name,
+                    status=record["status"],
+                    start_time=found.start_time,
+                    end_time=found.end_time,
+                    hparams=record["hparams"],
+                    metrics={f"mlflow/{k}": v for k, v in sorted(found.metrics.items())},
+                    step=found.step,
+                    total_steps=total_steps(record),
+                    eta_seconds=None,
+                    artifacts=0,
+                    tensorboard_run=None,
+                )
+            )
+        return out
+
+    def mlflow_detail(
+        self,
+        job_dir: Path,
+        job_id: str,
+        run: str,
+        phase: JobPhase,
+        hparams: dict[str, Any],
+        since: int,
+        limit: int,
+    ) -> RunDetail:
+        found = mlflowdb.find(job_dir, run)
+        if found is None:
+            raise UnknownRunError(f"job {job_id} has no MLflow run {run!r} (see GET .../runs?job={job_id})")
+        record = _mlflow_record(found, hparams, phase)
+        points, nxt, more = mlflowdb.points(job_dir, found.uuid, since, limit)
+        progress = RunProgress(step=found.step, total_steps=total_steps(record), eta_seconds=None)
+        return RunDetail(job_id, run, record["status"], record, points, nxt, more, [], progress, [])
 
     def record(self, job_dir: Path, run: str) -> dict[str, Any] | None:
         data = _read_json(job_dir, [RUNS_DIR, run, RUN_FILE])

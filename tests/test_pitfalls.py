@@ -142,6 +142,34 @@ CASES = [
         mp.spawn(train, args=(2,), nprocs=2)
         """,
     ),
+    (
+        "unguarded-writer",
+        """
+        from torch.utils.tensorboard import SummaryWriter
+        writer = SummaryWriter("runs/mnist")
+        """,
+        2,
+        """
+        from torch.utils.tensorboard import SummaryWriter
+        if dist.get_rank() == 0:
+            writer = SummaryWriter("runs/mnist")
+        """,
+    ),
+    (
+        "guarded-collective-save",
+        """
+        import deepspeed
+        engine, optimizer, _, _ = deepspeed.initialize(model=net, config=cfg)
+        if rank == 0:
+            engine.save_checkpoint("ckpts")
+        """,
+        4,
+        """
+        import deepspeed
+        engine, optimizer, _, _ = deepspeed.initialize(model=net, config=cfg)
+        engine.save_checkpoint("ckpts")
+        """,
+    ),
 ]
 
 
@@ -263,6 +291,33 @@ def test_unguarded_save_quiet_variants(source: str) -> None:
 )
 def test_unguarded_save_fires_variants(source: str, line: int) -> None:
     assert [(p.code, p.line) for p in check_pitfalls(source)] == [("unguarded-save", line)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'writer = SummaryWriter(f"runs/rank{rank}")',  # a directory per rank
+        "writer = SummaryWriter(log_dir=os.path.join(tb, str(dist.get_rank())))",
+        "if is_main_process():\n    writer = SummaryWriter()",
+        "def make():\n    return SummaryWriter()\nif rank == 0:\n    w = make()",
+        "from jupyter_disttrain import em\nrun = em.create_run('mnist')",  # em is rank-aware
+    ],
+)
+def test_unguarded_writer_quiet_variants(source: str) -> None:
+    assert check_pitfalls(source) == []
+
+
+def test_a_deepspeed_engine_saves_on_every_rank_and_others_still_on_one() -> None:
+    engine = "model_engine, opt, _, _ = deepspeed.initialize(model=m)\n"
+    # Unguarded: right for DeepSpeed (no unguarded-save); guarded by an early return: wrong.
+    assert check_pitfalls(engine + "model_engine.save_checkpoint('d')") == []
+    early = (
+        engine
+        + "def save():\n    if rank != 0:\n        return\n    model_engine.save_checkpoint('d')\nsave()"
+    )
+    assert [p.code for p in check_pitfalls(early)] == ["guarded-collective-save"]
+    # Without DeepSpeed, a save_checkpoint of one's own still belongs on rank 0.
+    assert [p.code for p in check_pitfalls("engine.save_checkpoint('d')")] == ["unguarded-save"]
 
 
 def test_ddp_state_dict_only_for_the_wrapped_name_after_wrapping() -> None:

@@ -22,6 +22,12 @@ NODE_ENV = "DISTTRAIN_NODE"
 # (a PYTHONPATH in the pod spec would replace the image's).
 PYTHONPATH_ENV = "DISTTRAIN_PYTHONPATH"
 
+# Other libraries' settings a job gets unless the user set them (README "Interop"): MLflow records
+# into a SQLite database in the job dir; Lightning's default logger writes into its TensorBoard dir.
+MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
+MLFLOW_DB = "mlflow.db"
+LIGHTNING_ROOT_ENV = "PL_TRAINER_DEFAULT_ROOT_DIR"
+
 # A job dir's own parts.
 LOGS_DIR = "logs"
 EXITS_DIR = "exits"  # Kubernetes: <replica>.json, written by the pod wrapper at its exit

@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_disttrain.api import submit
 from jupyter_disttrain.store import JobStore
 
-from .conftest import submit_job
+from .conftest import run_checkout_job
 
-HERE = str(Path(__file__).resolve().parents[2])
 STEPS = 30
 PAYLOAD = bytes(range(256)) * 4096 + b"tail"  # 1 MiB and a bit: more than one download chunk
 
@@ -57,28 +55,16 @@ def job_root(shared_root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def em_job(shared_root: Path) -> str:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", HERE)  # the ranks import this checkout's package
-        job = submit_job(shared_root, script=SCRIPT, name="tracked")
-    status = job.wait(timeout=180)
-    assert status.phase.value == "Succeeded", (status, [ln.text for ln in job.logs()][-20:])
-    return job.id
+    return run_checkout_job(shared_root, SCRIPT, "tracked")
 
 
 @pytest.fixture(scope="module")
 def plain_job(shared_root: Path) -> str:
     """A job whose script never calls em, with hparams given and arguments after --."""
-    job = submit(
-        "print('no em here')\n",
-        store=JobStore(shared_root),
-        name="plain",
-        gpus=1,
-        accelerator="cpu",
-        hparams={"lr": 0.3, "total_steps": 7},
-        args=["--epochs", "2"],
+    hparams = {"lr": 0.3, "total_steps": 7}
+    return run_checkout_job(
+        shared_root, "print('no em here')\n", "plain", 1, hparams=hparams, args=["--epochs", "2"]
     )
-    assert job.wait(timeout=120).phase.value == "Succeeded"
-    return job.id
 
 
 def run_dir(root: Path, job_id: str, run: str = "mnist") -> Path:
