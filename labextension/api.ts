@@ -9,7 +9,18 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
 import { readEvents } from './sse';
-import type { IJobDetail, IJobScript, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
+import type {
+  IJobDetail,
+  IJobScript,
+  IJobStatus,
+  IJobSummary,
+  ILogPage,
+  ILogQuery,
+  IRunDetail,
+  IRunList,
+  IRunQuery,
+  IRunSummary
+} from './types';
 
 import type { IResources, IStackDump } from './types';
 
@@ -176,4 +187,40 @@ export async function deleteJob(id: string): Promise<void> {
 /** Start (or find) the TensorBoard of a job, or of all jobs (`ALL_JOBS`); waits until it serves. */
 export function startTensorBoard(id: string): Promise<Record<string, unknown>> {
   return requestAPI(`tensorboard/${enc(id)}`, { method: 'POST' });
+}
+
+/** Every run (of `em`) of every job, or of the job `job`. */
+export async function listRuns(job?: string): Promise<IRunSummary[]> {
+  return (await requestAPI<IRunList>('runs', {}, { job })).runs;
+}
+
+/** A run's record, artifacts, progress and its metric points from byte offset `query.since`. */
+export function getRun(job: string, run: string, query: IRunQuery = {}): Promise<IRunDetail> {
+  return requestAPI<IRunDetail>(`jobs/${enc(job)}/runs/${enc(run)}`, {}, { ...query });
+}
+
+/**
+ * The download URL of a run's artifact file (`<artifact>/<file>`), for a plain link: like
+ * JupyterLab's file downloads it carries the `_xsrf` cookie's value, so the server may check
+ * that the GET comes from this page.
+ */
+export function artifactUrl(
+  job: string,
+  run: string,
+  path: string,
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
+  cookie: string = documentCookie()
+): string {
+  const file = path.split('/').map(enc).join('/');
+  const url = apiUrl(`jobs/${enc(job)}/runs/${enc(run)}/artifacts/${file}`, {}, settings);
+  const xsrf = /\b_xsrf=([^;]*)/.exec(cookie);
+  return xsrf ? `${url}?_xsrf=${enc(xsrf[1])}` : url;
+}
+
+function documentCookie(): string {
+  try {
+    return document.cookie;
+  } catch {
+    return ''; // a sandboxed page has no cookie access
+  }
 }

@@ -1,7 +1,7 @@
 /**
  * Job details: spec summary, replica table (with exit codes and reasons, the latest resource
- * values and a Stack action), resource sparklines, conditions, events, and the packaged script
- * in JupyterLab's own read-only editor.
+ * values and a Stack action), resource sparklines, conditions, events, the runs of experiment
+ * tracking (`RunsSection`), and the packaged script in JupyterLab's own read-only editor.
  */
 import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/codeeditor';
 import { Message } from '@lumino/messaging';
@@ -9,17 +9,20 @@ import { Panel, Widget } from '@lumino/widgets';
 
 import { IJobDetail, TERMINAL_PHASES } from './api';
 import { JobDetailsModel } from './detailsmodel';
-import { nameRows, table } from './dom';
+import { keyValues, nameRows, section, table } from './dom';
 import { formatTime, jobShape } from './format';
 import { phaseBadge } from './panel';
 import { ResourcesModel } from './resources';
 import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
+import { RunsSection } from './runsection';
 
 export interface IJobDetailsOptions {
   /** The job's resource series (the Resources section and the table's usage columns). */
   resources?: ResourcesModel;
   /** Dump a replica's stacks (the Stack action; absent: no action). */
   onStack?: (replica: string) => void;
+  /** The runs of experiment tracking (absent: no Runs section). */
+  runs?: RunsSection;
 }
 
 export class JobDetails extends Panel {
@@ -37,11 +40,16 @@ export class JobDetails extends Panel {
     this._info.addClass('jp-DistTrainDetails-info');
     this._info.node.textContent = 'Loading…';
     this.addWidget(this._info);
+    this.runs = options.runs ?? null;
+    if (this.runs) {
+      this.addWidget(this.runs);
+    }
     model.changed.connect(this._update, this);
     this.resources?.changed.connect(this._update, this);
   }
 
   readonly resources: ResourcesModel | null;
+  readonly runs: RunsSection | null;
 
   get jobId(): string {
     return this.model.jobId;
@@ -51,11 +59,13 @@ export class JobDetails extends Panel {
     super.onAfterAttach(msg);
     void this.model.start();
     void this.resources?.start();
+    void this.runs?.model.start();
   }
 
   dispose(): void {
     this.model.dispose();
     this.resources?.dispose();
+    this.runs?.model.dispose();
     super.dispose();
   }
 
@@ -66,6 +76,9 @@ export class JobDetails extends Panel {
     } else if (job) {
       this.title.label = `Job: ${job.summary.name}`;
       this._render(job);
+      if (this.model.ended) {
+        this.runs?.model.markJobEnded();
+      }
     }
     if (script && !this._script) {
       this._showScript(script.name, script.text);
@@ -265,24 +278,4 @@ export class JobDetails extends Panel {
   private _onStack: ((replica: string) => void) | null;
   private _info: Widget;
   private _script: Widget | null = null;
-}
-
-function section(text: string): HTMLElement {
-  const h = document.createElement('h3');
-  h.className = 'jp-DistTrainDetails-section';
-  h.textContent = text;
-  return h;
-}
-
-function keyValues(rows: [string, string][]): HTMLElement {
-  const dl = document.createElement('dl');
-  dl.className = 'jp-DistTrainDetails-spec';
-  for (const [k, v] of rows) {
-    const dt = document.createElement('dt');
-    dt.textContent = k;
-    const dd = document.createElement('dd');
-    dd.textContent = v;
-    dl.append(dt, dd);
-  }
-  return dl;
 }

@@ -5,6 +5,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { IViewPollOptions, viewPoll } from './viewpoll';
+
 import { IJobDetail, TERMINAL_PHASES } from './types';
 
 export interface IPackagedScript {
@@ -13,16 +15,12 @@ export interface IPackagedScript {
   text: string;
 }
 
-export interface IJobDetailsModelOptions {
+export interface IJobDetailsModelOptions extends IViewPollOptions {
   jobId: string;
   /** Loads the job's detail; `getJob` in the extension. */
   fetchJob: (id: string) => Promise<IJobDetail>;
   /** Loads the packaged script; `getScript` in the extension. */
   fetchScript: (id: string) => Promise<{ entrypoint: string; script: string }>;
-  /** Milliseconds between refreshes while the job runs. */
-  interval?: number;
-  /** Whether someone looks; the poll stands by while not. */
-  visible?: () => boolean;
 }
 
 export class JobDetailsModel {
@@ -30,14 +28,12 @@ export class JobDetailsModel {
     this.jobId = options.jobId;
     this._fetchJob = options.fetchJob;
     this._fetchScript = options.fetchScript;
-    const visible = options.visible ?? (() => true);
-    this.poll = new Poll({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: { interval: options.interval ?? 2000, backoff: true, max: 30000 },
-      name: `jupyter_disttrain:details:${this.jobId}`,
-      standby: () => !visible() || 'when-hidden'
-    });
+    this.poll = viewPoll(
+      `jupyter_disttrain:details:${this.jobId}`,
+      () => this.refresh(),
+      options,
+      30000
+    );
   }
 
   readonly jobId: string;

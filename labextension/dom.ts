@@ -1,4 +1,24 @@
-/** Small DOM builders the views share. */
+/** Small DOM builders the details views share: a section heading, a key/value list, a table. */
+
+export function section(text: string): HTMLElement {
+  const h = document.createElement('h3');
+  h.className = 'jp-DistTrainDetails-section';
+  h.textContent = text;
+  return h;
+}
+
+export function keyValues(rows: [string, string][], className = ''): HTMLElement {
+  const dl = document.createElement('dl');
+  dl.className = `jp-DistTrainDetails-spec ${className}`.trim();
+  for (const [k, v] of rows) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+  return dl;
+}
 
 /**
  * A table with a header row; each cell names its column (`data-column`), a stable handle for

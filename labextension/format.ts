@@ -50,6 +50,71 @@ export function formatTime(iso: string | null | undefined): string {
   return isNaN(t.getTime()) ? iso : t.toLocaleString();
 }
 
+/**
+ * A metric value as the API sends it (a number, or "NaN", "Infinity", "-Infinity", which
+ * JSON cannot hold) as a number; anything else is NaN.
+ */
+export function metricNumber(value: unknown): number {
+  if (typeof value === 'number') {
+    return value;
+  }
+  if (value === 'Infinity' || value === '-Infinity') {
+    return value === 'Infinity' ? Infinity : -Infinity;
+  }
+  return NaN;
+}
+
+/** A metric value with 4 significant digits; NaN and infinities said as such. */
+export function formatMetric(value: unknown): string {
+  const n = metricNumber(value);
+  if (Number.isNaN(n)) {
+    return 'NaN';
+  }
+  if (!Number.isFinite(n)) {
+    return n > 0 ? '∞' : '−∞';
+  }
+  if (Number.isInteger(n) && Math.abs(n) < 1e6) {
+    return String(n);
+  }
+  const abs = Math.abs(n);
+  if (abs !== 0 && (abs < 1e-3 || abs >= 1e6)) {
+    return n.toExponential(2);
+  }
+  return String(Number(n.toPrecision(4)));
+}
+
+/** An hparam value as text: strings as they are, numbers like metrics, the rest as JSON. */
+export function formatValue(value: unknown): string {
+  if (typeof value === 'string') {
+    return value;
+  }
+  if (typeof value === 'number') {
+    return formatMetric(value);
+  }
+  if (value === null || value === undefined) {
+    return '–';
+  }
+  return JSON.stringify(value);
+}
+
+/** "step 40 / 100 (40%), about 1m 05s left", "step 40", or '' before the first step. */
+export function formatProgress(progress: {
+  step: number | null;
+  total_steps: number | null;
+  eta_seconds: number | null;
+}): string {
+  const { step, total_steps: total, eta_seconds: eta } = progress;
+  if (step === null) {
+    return total ? `0 / ${total} steps` : '';
+  }
+  if (!total) {
+    return `step ${step}`;
+  }
+  const percent = Math.round((100 * Math.min(step, total)) / total);
+  const left = eta === null ? '' : `, about ${formatDuration(eta * 1000)} left`;
+  return `step ${step} / ${total} (${percent}%)${left}`;
+}
+
 /** `512 B`, `12.3 MB`, `1.50 GB` (powers of 1024, as `top` and `nvidia-smi` count). */
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KB', 'MB', 'GB', 'TB'];

@@ -5,6 +5,7 @@ export const CommandIDs = {
   details: 'disttrain:open-details',
   logs: 'disttrain:open-logs',
   tensorboard: 'disttrain:open-tensorboard',
+  runs: 'disttrain:open-runs',
   cancel: 'disttrain:cancel',
   remove: 'disttrain:delete',
   stack: 'disttrain:stack'

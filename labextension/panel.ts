@@ -10,6 +10,7 @@ import {
   refreshIcon,
   stopIcon,
   LabIcon,
+  tableRowsIcon,
   textEditorIcon
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
@@ -62,7 +63,11 @@ export class JobsPanel extends Widget {
     const tbAll = this._button(chartIcon, 'TensorBoard for all jobs', () => {
       void this._commands.execute(CommandIDs.tensorboard, { id: ALL_JOBS });
     });
-    header.append(h, tbAll, refresh);
+    const runs = this._button(tableRowsIcon, 'Runs of every job', () => {
+      void this._commands.execute(CommandIDs.runs);
+    });
+    runs.classList.add('jp-DistTrainPanel-runs');
+    header.append(h, runs, tbAll, refresh);
 
     this._status = document.createElement('div');
     this._status.className = 'jp-DistTrainPanel-status';

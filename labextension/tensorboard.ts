@@ -23,6 +23,21 @@ export interface ITensorBoardOptions {
   autoReload?: boolean;
   /** Seconds between automatic reloads. */
   interval?: number;
+  /** Show only the runs whose name this regex finds (TensorBoard's `runFilter`). */
+  runFilter?: string;
+}
+
+/**
+ * The page of TensorBoard for `jobId`, showing only the runs `runFilter` finds: TensorBoard
+ * 2.x reads its run filter (the runs table's "Filter runs (regex)") from the `runFilter`
+ * query parameter, and applies it to the run list and every chart.
+ */
+export function tensorboardPage(
+  jobId: string,
+  runFilter = '',
+  base = tensorboardUrl(jobId)
+): string {
+  return runFilter ? `${base}?runFilter=${encodeURIComponent(runFilter)}` : base;
 }
 
 export class TensorBoardFrame extends IFrame {
@@ -105,6 +120,7 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
     this.title.closable = true;
     this._interval = options.interval ?? 2;
     this._auto = options.autoReload ?? true;
+    this._runFilter = options.runFilter ?? '';
 
     const reload = new ToolbarButton({
       icon: refreshIcon,
@@ -146,6 +162,22 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
     this._schedule();
   }
 
+  /** The regex of the runs shown ('' for all). */
+  get runFilter(): string {
+    return this._runFilter;
+  }
+
+  /**
+   * Show only the runs `regex` finds ('' for all). A page already shown is loaded again even
+   * for the same regex: the user may have changed the filter inside TensorBoard since.
+   */
+  showRuns(regex: string): void {
+    this._runFilter = regex;
+    if (this.content.url) {
+      this.content.load(tensorboardPage(this.content.jobId, regex));
+    }
+  }
+
   /** Ask the server for this TensorBoard (starts it if needed), then show it. */
   async start(): Promise<void> {
     this._state.node.textContent = 'Starting TensorBoard…';
@@ -157,7 +189,7 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
       this._state.node.classList.add('jp-mod-error');
       return;
     }
-    this.content.load(tensorboardUrl(this.content.jobId));
+    this.content.load(tensorboardPage(this.content.jobId, this._runFilter));
     this._schedule();
   }
 
@@ -211,6 +243,7 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
 
   private _auto: boolean;
   private _interval: number;
+  private _runFilter: string;
   private _timer = 0;
   private _state: Widget;
   private _checkbox!: HTMLInputElement;

@@ -4,17 +4,19 @@ import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { IEditorServices } from '@jupyterlab/codeeditor';
 import { listIcon } from '@jupyterlab/ui-components';
 
-import { getJob, getResources, getScript } from '../api';
+import { getJob, getResources, getRun, getScript, listRuns } from '../api';
 import { CommandIDs, jobIdArg } from '../ids';
 import { JobDetails } from '../details';
 import { JobDetailsModel } from '../detailsmodel';
+import { JobRunsModel } from '../jobrunsmodel';
 import { ResourcesModel } from '../resources';
+import { RunsSection } from '../runsection';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 import { openTab } from '../tabs';
 
 export const detailsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:details',
-  description: 'Job details tabs: spec, replicas, resources, events and the packaged script.',
+  description: 'Job details tabs: spec, replicas, resources, events, runs and the packaged script.',
   autoStart: true,
   requires: [IDistTrainSettings],
   optional: [IEditorServices, ILayoutRestorer],
@@ -47,9 +49,20 @@ export const detailsPlugin: JupyterFrontEndPlugin<void> = {
             visible: () => content.isVisible,
             ended: () => model.ended
           });
+          const runs = new JobRunsModel({
+            jobId: id,
+            fetchRuns: listRuns,
+            fetchRun: getRun,
+            interval: settings.values.refreshInterval,
+            visible: () => content.isVisible
+          });
+          const section = new RunsSection(runs, runFilter =>
+            app.commands.execute(CommandIDs.tensorboard, { id, runFilter })
+          );
           const content: JobDetails = new JobDetails(model, editors, {
             resources,
-            onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica })
+            onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica }),
+            runs: section
           });
           const widget = new MainAreaWidget({ content });
           widget.title.icon = listIcon;

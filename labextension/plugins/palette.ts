@@ -9,7 +9,7 @@ const CATEGORY = 'Distributed Training';
 
 export const palettePlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:palette',
-  description: 'Command palette entries of the jobs panel and TensorBoard.',
+  description: 'Command palette entries of the jobs panel, the Runs view and TensorBoard.',
   autoStart: true,
   optional: [ICommandPalette],
   activate: (_app: JupyterFrontEnd, palette: ICommandPalette | null) => {
@@ -18,6 +18,7 @@ export const palettePlugin: JupyterFrontEndPlugin<void> = {
     }
     palette.addItem({ command: CommandIDs.open, category: CATEGORY });
     palette.addItem({ command: CommandIDs.refresh, category: CATEGORY });
+    palette.addItem({ command: CommandIDs.runs, category: CATEGORY });
     palette.addItem({
       command: CommandIDs.tensorboard,
       category: CATEGORY,

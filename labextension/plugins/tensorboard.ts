@@ -29,7 +29,9 @@ export const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
       icon: chartIcon,
       execute: args => {
         const id = typeof args.id === 'string' && args.id ? args.id : ALL_JOBS;
-        return openTab(
+        // the runs to show, as TensorBoard's run filter regex (the Runs view's selection)
+        const runFilter = typeof args.runFilter === 'string' ? args.runFilter : undefined;
+        const panel = openTab(
           app.shell,
           tracker,
           tensorboardTabId(id),
@@ -37,9 +39,14 @@ export const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
             new TensorBoardPanel({
               jobId: id,
               autoReload: settings.values.tensorboardAutoReload,
-              interval: settings.values.tensorboardReloadInterval
+              interval: settings.values.tensorboardReloadInterval,
+              runFilter
             })
         );
+        if (runFilter !== undefined) {
+          panel.showRuns(runFilter); // a tab already open shows the new selection
+        }
+        return panel;
       }
     });
     settings.changed.connect(() =>
@@ -50,7 +57,7 @@ export const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
     );
     void restorer?.restore(tracker, {
       command: CommandIDs.tensorboard,
-      args: w => ({ id: w.content.jobId }),
+      args: w => ({ id: w.content.jobId, runFilter: w.runFilter }),
       name: w => w.content.jobId
     });
   }

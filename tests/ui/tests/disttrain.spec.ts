@@ -8,6 +8,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 import { notebook } from './notebook';
+import { openPanel } from './sidebar';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
@@ -41,15 +42,6 @@ w = SummaryWriter(sys.argv[1])
 w.add_scalar("eval/accuracy", 0.9, 5)
 w.close()
 `;
-
-async function openPanel(page: IJupyterLabPageFixture) {
-  const panel = page.locator('#jp-disttrain-sidebar');
-  if (!(await panel.isVisible())) {
-    await page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]').click();
-  }
-  await expect(panel).toBeVisible();
-  return panel;
-}
 
 async function runNotebook(
   page: IJupyterLabPageFixture,

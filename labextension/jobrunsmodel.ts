@@ -1,0 +1,201 @@
+/**
+ * The runs of one job for its details view: each run's record, progress, artifacts and metric
+ * series. Points are read incrementally (`since` = the byte offset the last answer ended at)
+ * while the job runs; once it has ended, each run is read to its end and the poll stops.
+ * Each series keeps a bounded number of points (halved, keeping its marked points, when full).
+ */
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { IViewPollOptions, viewPoll } from './viewpoll';
+
+import { metricNumber } from './format';
+import { IRunDetail, IRunPoint, IRunQuery, IRunSummary, TERMINAL_PHASES } from './types';
+
+/** Points kept per series (a chart is a few hundred pixels wide). */
+export const MAX_SERIES_POINTS = 2000;
+/** Run statuses after which a run gets no more points (unless it is continued). */
+const ENDED_RUN = new Set(['finished', 'failed']);
+/** Pages read per run and refresh, so one huge run does not hold the others up. */
+const PAGES_PER_REFRESH = 10;
+
+/** Whether a point is one the chart marks (a step that went back, NaN or an infinity). */
+export function isMarked(point: IRunPoint): boolean {
+  return point.flags.length > 0 || !Number.isFinite(metricNumber(point.value));
+}
+
+/**
+ * `points` thinned to at most `max`: every other point goes, except the marked ones and
+ * the last, until it fits (the shape stays, memory stays bounded however long the run).
+ */
+export function thin(points: IRunPoint[], max: number): IRunPoint[] {
+  let out = points;
+  while (out.length > max) {
+    const before = out.length;
+    out = out.filter((p, i) => i % 2 === 0 || i === before - 1 || isMarked(p));
+    if (out.length === before) {
+      return out.slice(out.length - max); // all marked: the newest
+    }
+  }
+  return out;
+}
+
+/** One run as its details show it. */
+export class RunSeries {
+  constructor(
+    readonly jobId: string,
+    readonly run: string
+  ) {}
+
+  /** `<type>/<name>` → its points, oldest first, in the order they were logged. */
+  readonly series = new Map<string, IRunPoint[]>();
+  /** The last answer (record, progress, artifacts); null before the first. */
+  detail: IRunDetail | null = null;
+  /** The byte offset to read on from. */
+  next = 0;
+  /** Whether every point is read and the run will not change (its job has ended). */
+  done = false;
+
+  /** Take a page of the run: its points appended to their series, the rest replaced. */
+  add(page: IRunDetail, max: number = MAX_SERIES_POINTS): void {
+    this.detail = page;
+    this.next = page.next;
+    for (const point of page.points) {
+      const key = `${point.type}/${point.name}`;
+      let points = this.series.get(key);
+      if (!points) {
+        points = [];
+        this.series.set(key, points);
+      }
+      points.push(point);
+      if (points.length > max) {
+        this.series.set(key, thin(points, Math.floor(max / 2)));
+      }
+    }
+  }
+}
+
+export interface IJobRunsModelOptions extends IViewPollOptions {
+  jobId: string;
+  /** Lists the job's runs; `listRuns` in the extension. */
+  fetchRuns: (job: string) => Promise<IRunSummary[]>;
+  /** A page of a run; `getRun` in the extension. */
+  fetchRun: (job: string, run: string, query: IRunQuery) => Promise<IRunDetail>;
+}
+
+export class JobRunsModel {
+  constructor(options: IJobRunsModelOptions) {
+    this.jobId = options.jobId;
+    this._fetchRuns = options.fetchRuns;
+    this._fetchRun = options.fetchRun;
+    this.poll = viewPoll(
+      `jupyter_disttrain:runs:${this.jobId}`,
+      () => this.refresh(),
+      options,
+      30000
+    );
+  }
+
+  readonly jobId: string;
+  readonly poll: Poll;
+
+  /** The job's runs as last listed (their summary), in the server's order. */
+  get runs(): readonly IRunSummary[] {
+    return this._runs;
+  }
+
+  /** The series of a listed run. */
+  get(run: string): RunSeries | undefined {
+    return this._series.get(run);
+  }
+
+  get error(): string | null {
+    return this._error;
+  }
+
+  get loaded(): boolean {
+    return this._loaded;
+  }
+
+  /** Whether the job has ended and every run was read to its end (nothing more to poll). */
+  get ended(): boolean {
+    return this._ended;
+  }
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  start(): Promise<void> {
+    return this._ended ? Promise.resolve() : this.poll.start();
+  }
+
+  /** List the runs and read on in each (rejects on error so the poll backs off). */
+  async refresh(): Promise<void> {
+    try {
+      const runs = await this._fetchRuns(this.jobId);
+      // the phase before the reads: a run is done only if read to its end after the job ended
+      const jobEnded = runs.length ? TERMINAL_PHASES.has(runs[0].job_phase) : this._jobEndedSeen;
+      this._runs = runs;
+      for (const summary of runs) {
+        let series = this._series.get(summary.run);
+        if (!series) {
+          series = new RunSeries(this.jobId, summary.run);
+          this._series.set(summary.run, series);
+        }
+        if (series.done && !jobEnded && summary.status === 'running') {
+          series.done = false; // a run continued under its name (a torchrun restart)
+        }
+        if (!series.done) {
+          await this._readOn(series, jobEnded);
+        }
+      }
+      this._error = null;
+      this._loaded = true;
+      this._ended = jobEnded && runs.every(r => this._series.get(r.run)?.done);
+    } catch (err) {
+      this._error = err instanceof Error ? err.message : String(err);
+      this._changed.emit();
+      throw err;
+    }
+    this._changed.emit();
+    if (this._ended) {
+      void this.poll.stop();
+    }
+  }
+
+  /**
+   * Say the job has ended (its details know): a job with no run then stops being polled
+   * after one more listing (the runs' own summaries say it for a job that has some).
+   */
+  markJobEnded(): void {
+    this._jobEndedSeen = true;
+  }
+
+  dispose(): void {
+    this.poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private async _readOn(series: RunSeries, jobEnded: boolean): Promise<void> {
+    for (let page = 0; page < PAGES_PER_REFRESH; page++) {
+      const answer = await this._fetchRun(this.jobId, series.run, { since: series.next });
+      series.add(answer);
+      if (!answer.more) {
+        // read to its end: nothing more comes once the job or the run itself has ended
+        series.done = jobEnded || ENDED_RUN.has(answer.status);
+        return;
+      }
+    }
+  }
+
+  private _fetchRuns: IJobRunsModelOptions['fetchRuns'];
+  private _fetchRun: IJobRunsModelOptions['fetchRun'];
+  private _runs: IRunSummary[] = [];
+  private _series = new Map<string, RunSeries>();
+  private _error: string | null = null;
+  private _loaded = false;
+  private _ended = false;
+  private _jobEndedSeen = false;
+  private _changed = new Signal<this, void>(this);
+}

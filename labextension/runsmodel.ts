@@ -1,0 +1,323 @@
+/**
+ * The Runs view's model: every run of every job (one poll of `GET runs`), its columns (fixed
+ * ones, then one per hparam and one per final metric), the filter, the sort and the selection.
+ * The view only renders `rows` and `columns` and calls the setters.
+ */
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { IViewPollOptions, viewPoll } from './viewpoll';
+
+import { metricNumber } from './format';
+import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from './types';
+
+export type ColumnKind = 'run' | 'hparam' | 'metric';
+
+export interface IRunColumn {
+  /** Stable key: `run`, `job`, …, `hp:<name>` or `m:<type>/<name>`. */
+  key: string;
+  label: string;
+  kind: ColumnKind;
+  value: (run: IRunSummary) => unknown;
+}
+
+/** The id of a run across jobs. */
+export function runKey(run: IRunSummary): string {
+  return `${run.job_id}/${run.run}`;
+}
+
+const FIXED: IRunColumn[] = [
+  { key: 'run', label: 'Run', kind: 'run', value: r => r.run },
+  { key: 'job', label: 'Job', kind: 'run', value: r => r.job_name },
+  { key: 'phase', label: 'Phase', kind: 'run', value: r => r.job_phase },
+  { key: 'status', label: 'Status', kind: 'run', value: r => r.status },
+  { key: 'started', label: 'Started', kind: 'run', value: r => r.start_time },
+  { key: 'step', label: 'Step', kind: 'run', value: r => r.step }
+];
+
+/** The fixed columns, then every hparam and every metric any run has, each sorted by name. */
+export function runColumns(runs: readonly IRunSummary[]): IRunColumn[] {
+  const hparams = new Set<string>();
+  const metrics = new Set<string>();
+  for (const run of runs) {
+    Object.keys(run.hparams).forEach(k => hparams.add(k));
+    Object.keys(run.metrics).forEach(k => metrics.add(k));
+  }
+  const byName = (a: string, b: string) => a.localeCompare(b);
+  return [
+    ...FIXED,
+    ...[...hparams].sort(byName).map((name): IRunColumn => ({
+      key: `hp:${name}`,
+      label: name,
+      kind: 'hparam',
+      value: r => r.hparams[name]
+    })),
+    ...[...metrics].sort(byName).map((name): IRunColumn => ({
+      key: `m:${name}`,
+      label: name,
+      kind: 'metric',
+      value: r => r.metrics[name]
+    }))
+  ];
+}
+
+/** Rank of a cell for sorting: numbers (and NaN, infinities), then text, then empty cells. */
+function sortClass(value: unknown): [number, number | string] {
+  if (value === null || value === undefined || value === '') {
+    return [3, 0];
+  }
+  if (
+    typeof value === 'number' ||
+    value === 'NaN' ||
+    value === 'Infinity' ||
+    value === '-Infinity'
+  ) {
+    const n = metricNumber(value);
+    return Number.isNaN(n) ? [1, 0] : [0, n]; // NaN after every number, before text
+  }
+  if (typeof value === 'boolean') {
+    return [0, value ? 1 : 0];
+  }
+  return [2, typeof value === 'string' ? value : JSON.stringify(value)];
+}
+
+/** Ascending order of two cells: numbers by value, text naturally ("run-2" < "run-10"). */
+export function compareCells(a: unknown, b: unknown): number {
+  const [ca, va] = sortClass(a);
+  const [cb, vb] = sortClass(b);
+  if (ca !== cb) {
+    return ca - cb;
+  }
+  if (typeof va === 'number' && typeof vb === 'number') {
+    return va === vb ? 0 : va < vb ? -1 : 1;
+  }
+  return String(va).localeCompare(String(vb), undefined, { numeric: true });
+}
+
+/** Whether every word of `text` is in the run's name, job, id, status or an hparam (`lr=0.1`). */
+export function matchesFilter(run: IRunSummary, text: string): boolean {
+  const words = text.toLowerCase().split(/\s+/).filter(Boolean);
+  if (!words.length) {
+    return true;
+  }
+  const hay = [
+    run.run,
+    run.job_name,
+    run.job_id,
+    run.status,
+    ...Object.entries(run.hparams).map(
+      ([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`
+    )
+  ]
+    .join('\n')
+    .toLowerCase();
+  return words.every(w => hay.includes(w));
+}
+
+/** `s` with every character a regular expression gives a meaning escaped. */
+export function escapeRegExp(s: string): string {
+  return s.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
+}
+
+/**
+ * TensorBoard's run filter (its `runFilter` URL parameter, a case-insensitive regex searched
+ * in each run's name) that shows exactly the runs at `paths` and, for a run every rank
+ * recorded, its `rank-N` runs below; and every run below each of `dirs` (a job's whole
+ * TensorBoard dir). Anchored at both ends so `a/run-1` does not show `a/run-10`.
+ */
+export function tensorboardRunFilter(
+  paths: readonly string[],
+  dirs: readonly string[] = []
+): string {
+  const any = (items: readonly string[]) => [...new Set(items)].sort().map(escapeRegExp).join('|');
+  const parts = [];
+  if (paths.length) {
+    parts.push(`^(?:${any(paths)})(?:/rank-\\d+)?$`);
+  }
+  if (dirs.length) {
+    parts.push(`^(?:${any(dirs)})(?:/.*)?$`);
+  }
+  return parts.join('|');
+}
+
+/** How a run is named on screen: the `JOB_RUN` of a job without a run of `em` says so. */
+export function runLabel(run: string): string {
+  return run === JOB_RUN ? '(job)' : run;
+}
+
+/** How much slower the table is refreshed while no job runs. */
+const IDLE_FACTOR = 5;
+
+export interface ISort {
+  key: string;
+  ascending: boolean;
+}
+
+export interface IRunsTableModelOptions extends IViewPollOptions {
+  /** Loads every run; `listRuns` in the extension. */
+  fetchRuns: () => Promise<IRunSummary[]>;
+}
+
+export class RunsTableModel {
+  constructor(options: IRunsTableModelOptions) {
+    this._fetch = options.fetchRuns;
+    this._interval = options.interval ?? 2000;
+    this.poll = viewPoll('jupyter_disttrain:runs', () => this.refresh(), options, 60 * 1000);
+  }
+
+  readonly poll: Poll;
+
+  /** Every run, in the server's order (newest job first). */
+  get runs(): readonly IRunSummary[] {
+    return this._runs;
+  }
+
+  get columns(): readonly IRunColumn[] {
+    return this._columns;
+  }
+
+  /** The runs the filter lets through, in the chosen order. */
+  get rows(): readonly IRunSummary[] {
+    const shown = this._runs.filter(r => matchesFilter(r, this._filter));
+    const sort = this._sort;
+    const column = sort && this._columns.find(c => c.key === sort.key);
+    if (!sort || !column) {
+      return shown;
+    }
+    const sign = sort.ascending ? 1 : -1;
+    // a stable sort: equal cells keep the server's order
+    return shown
+      .map((run, i) => ({ run, i }))
+      .sort((a, b) => sign * compareCells(column.value(a.run), column.value(b.run)) || a.i - b.i)
+      .map(x => x.run);
+  }
+
+  get filter(): string {
+    return this._filter;
+  }
+
+  set filter(text: string) {
+    if (text !== this._filter) {
+      this._filter = text;
+      this._changed.emit();
+    }
+  }
+
+  get sort(): ISort | null {
+    return this._sort;
+  }
+
+  /** Sort by `key`, ascending; by the same key again, the other way. */
+  sortBy(key: string): void {
+    const same = this._sort?.key === key;
+    this._sort = { key, ascending: same ? !this._sort!.ascending : true };
+    this._changed.emit();
+  }
+
+  isSelected(run: IRunSummary): boolean {
+    return this._selected.has(runKey(run));
+  }
+
+  select(run: IRunSummary, on: boolean): void {
+    const key = runKey(run);
+    if (on !== this._selected.has(key)) {
+      this._mark(key, on);
+      this._changed.emit();
+    }
+  }
+
+  /** Select (or unselect) every run the filter shows. */
+  selectShown(on: boolean): void {
+    for (const run of this.rows) {
+      this._mark(runKey(run), on);
+    }
+    this._changed.emit();
+  }
+
+  private _mark(key: string, on: boolean): void {
+    if (on) {
+      this._selected.add(key);
+    } else {
+      this._selected.delete(key);
+    }
+  }
+
+  /** The selected runs (selected runs the filter hides included), in the server's order. */
+  get selected(): IRunSummary[] {
+    return this._runs.filter(r => this._selected.has(runKey(r)));
+  }
+
+  /** The TensorBoard filter of the selected runs, or null when none is in TensorBoard. */
+  get tensorboardFilter(): string | null {
+    const shown = this.selected.filter(r => r.tensorboard_run);
+    const path = (r: IRunSummary) => r.tensorboard_run!;
+    const dirs = shown.filter(r => r.run === JOB_RUN).map(path);
+    const paths = shown.filter(r => r.run !== JOB_RUN).map(path);
+    return shown.length ? tensorboardRunFilter(paths, dirs) : null;
+  }
+
+  /** The last refresh error, cleared by the next success. */
+  get error(): string | null {
+    return this._error;
+  }
+
+  get loaded(): boolean {
+    return this._loaded;
+  }
+
+  /** Whether a job is still running (its runs may still change). */
+  get active(): boolean {
+    return this._runs.some(r => !TERMINAL_PHASES.has(r.job_phase));
+  }
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  start(): Promise<void> {
+    return this.poll.start();
+  }
+
+  /** Fetch the runs now (rejects on error so the poll backs off). */
+  async refresh(): Promise<void> {
+    try {
+      this.set(await this._fetch());
+    } catch (err) {
+      this._error = err instanceof Error ? err.message : String(err);
+      this._changed.emit();
+      throw err;
+    }
+  }
+
+  /** Replace the runs; a selected run that is gone is unselected. */
+  set(runs: IRunSummary[]): void {
+    this._runs = runs;
+    this._columns = runColumns(runs);
+    const keys = new Set(runs.map(runKey));
+    this._selected = new Set([...this._selected].filter(k => keys.has(k)));
+    this._error = null;
+    this._loaded = true;
+    this._changed.emit();
+    // with every job ended only a new job changes the table: look for one less often
+    const interval = this.active ? this._interval : this._interval * IDLE_FACTOR;
+    if (this.poll.frequency.interval !== interval) {
+      this.poll.frequency = { ...this.poll.frequency, interval };
+    }
+  }
+
+  dispose(): void {
+    this.poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private _fetch: () => Promise<IRunSummary[]>;
+  private _interval: number;
+  private _runs: IRunSummary[] = [];
+  private _columns: IRunColumn[] = runColumns([]);
+  private _filter = '';
+  private _sort: ISort | null = null;
+  private _selected = new Set<string>();
+  private _error: string | null = null;
+  private _loaded = false;
+  private _changed = new Signal<this, void>(this);
+}
