@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
+from jupyter_disttrain.launch import user_cache_dir
 from jupyter_disttrain.manager import manager_for
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
@@ -100,6 +101,9 @@ def test_a_deepspeed_zero2_cell_trains_and_checkpoints_on_two_cpu_ranks(
     ]
     said = sorted(ln.text for ln in job.logs() if ln.text.startswith("rank "))
     assert said == ["rank 0 saved at step 3", "rank 1 saved at step 3"]
+    # The ops DeepSpeed compiled stay in the user's cache: the next job loads them.
+    ops = Path(user_cache_dir(), "torch_extensions", "deepspeed_shm_comm", "deepspeed_shm_comm.so")
+    assert ops.is_file()
     detail = manager_for(store).detail(record.id)
     assert [(r.name, r.replicas) for r in detail.roles] == [("worker", 2)]
     assert detail.summary.launcher == "deepspeed"
