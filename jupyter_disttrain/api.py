@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .backends.base import Backend
 from .logfiles import Budget
 from .manager import JobManager, manager_for, spec_from_words
+from .payloads import Resources, StackDump
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
@@ -80,6 +81,14 @@ class Job:
 
     def cancel(self) -> JobStatus:
         return self.manager.cancel(self.id)
+
+    def resources(self, since: float | None = None) -> Resources:
+        """Each replica's resource samples newer than ``since`` and its liveness."""
+        return self.manager.resources(self.id, since)
+
+    def stack(self, replica: str, method: str | None = None) -> StackDump:
+        """The Python stacks of every thread of a running replica (py-spy, else faulthandler)."""
+        return self.manager.stack(self.id, replica, method)
 
     def delete(self, purge: bool = False) -> None:
         self.manager.delete(self.id, purge=purge)

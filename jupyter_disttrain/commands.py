@@ -1,6 +1,6 @@
 """The subcommands of ``jupyter disttrain`` and of the ``%distrun`` line magic.
 
-list, status, logs, cancel, delete and run: words in, lines of text out, over the job layer
+list, status, logs, stack, cancel, delete and run: words in, lines of text out, over the job layer
 (``api``). The two front ends (``cli.py``, ``magics.py``) only say how the user typed them.
 """
 
@@ -17,6 +17,7 @@ from .failure import first_line
 from .flags import add_flags
 from .manager import choose_launcher, job_flag_classes, spec_from_flags
 from .specs import JobStatus, LogLine, iso_seconds
+from .stacks import METHODS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +38,17 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("--replica", help="one replica (rank-0, agent-0, a pod...); default: all interleaved")
     lg.add_argument("--tail", type=int, help="start at the last N lines (per replica)")
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the job ends")
+    st = sub.add_parser(
+        "stack", help="the Python stacks of every thread of a running rank (which rank is stuck?)"
+    )
+    st.add_argument("job_id")
+    st.add_argument("--replica", help="one replica (rank-1...); default: every running replica in turn")
+    st.add_argument(
+        "--method",
+        choices=METHODS,
+        default="auto",
+        help="py-spy (needs ptrace permission) or the rank's faulthandler; default: py-spy where it can",
+    )
     c = sub.add_parser("cancel", help="stop a job and all its processes")
     c.add_argument("job_id", nargs="?")
     c.add_argument(
@@ -94,6 +106,8 @@ def run_subcommand(
         prefix = args.replica is None
         for line in job.logs(args.replica, follow=args.follow, tail=args.tail):
             out(format_line(line) if prefix else line.text)
+    elif args.command == "stack":
+        return _print_stacks(job, args.replica, args.method, out)
     elif args.command == "cancel":
         status = job.cancel()
         out(f"{job.id}: {status.phase.value}")
@@ -102,6 +116,33 @@ def run_subcommand(
         kept = "" if args.purge else f" (files kept in {job.dir})"
         out(f"{job.id}: deleted{kept}")
     return 0
+
+
+def _print_stacks(job: Any, replica: str | None, method: str, out: Callable[[str], Any]) -> int:
+    """One replica's stacks; without ``replica``, each running one's (a failure says why and
+    goes on to the next)."""
+    if replica is not None:
+        replicas = [replica]
+    else:
+        status = job.status()
+        replicas = [r.name for r in status.replicas if not r.phase.is_terminal] or [
+            r.name for r in status.replicas
+        ]
+    code = 0
+    for name in replicas:
+        try:
+            dump = job.stack(name, method)
+        except DistTrainError as exc:
+            if replica is not None:
+                raise
+            out(f"==== {name}: {exc}")
+            code = 1
+            continue
+        out(f"==== {dump.replica} ({dump.method}) ====")
+        if dump.note:
+            out(f"# {dump.note}")
+        out(dump.text.rstrip("\n"))
+    return code
 
 
 def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command: str) -> int:

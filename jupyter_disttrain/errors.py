@@ -41,6 +41,10 @@ class UnknownJobError(DistTrainError, KeyError):
         return f"no job {self.job_id!r}{where}; `{self.list_command}` shows the jobs that exist"
 
 
+class UnknownRunError(DistTrainError, LookupError):
+    """A job has no run (of ``em``), or a run no artifact file, of that name."""
+
+
 class UnknownBackendError(DistTrainError, LookupError):
     """The backend name matches neither a built-in backend nor an entry point."""
 
@@ -58,3 +62,15 @@ class ForeignJobDirError(UnknownJobError):
 
     def __str__(self) -> str:
         return f"{self.job_id!r} under the job root is not a job of this store: {self.why}"
+
+
+class UnknownReplicaError(DistTrainError, LookupError):
+    """The job has no replica of that name (REST: 404)."""
+
+
+class JobEndedError(DistTrainError):
+    """The request needs a running job and this one has ended (REST: 409)."""
+
+    def __init__(self, job_id: str, phase: str, what: str) -> None:
+        super().__init__(f"job {job_id} has ended ({phase}): {what} needs a running job")
+        self.phase = phase

@@ -18,6 +18,7 @@ torchrun agents and for the Kubernetes pods alike:
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 from collections.abc import Mapping
@@ -77,9 +78,20 @@ def rank_env(
         **launcher_env(spec, cpu=cpu),
         **(role_env or {}),
     }
+    if spec.hparams:
+        env[contract.HPARAMS_ENV] = json.dumps(spec.hparams, separators=(",", ":"))
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in inherited:
         env["OMP_NUM_THREADS"] = "1"
     env.update(spec.env)
+    # Where MLflow and Lightning record when the user did not say: in the job, seen by its TensorBoard
+    # and runs table. Lightning's Trainer takes PL_TRAINER_<ARG> as the default of <arg>: its default
+    # logger (logger=True) writes to <default_root_dir>/lightning_logs/version_N there.
+    for name, value in (
+        (contract.MLFLOW_URI_ENV, "sqlite:///" + posixpath.join(job_dir, contract.MLFLOW_DB)),
+        (contract.LIGHTNING_ROOT_ENV, env[contract.TENSORBOARD_DIR_ENV]),
+    ):
+        if name not in env and name not in inherited:
+            env[name] = value
     paths = [spec.env.get("PYTHONPATH"), working_dir, inherited.get("PYTHONPATH")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env

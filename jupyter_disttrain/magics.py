@@ -69,7 +69,7 @@ def _job_flags(f: Any) -> Any:
 
 @magics_class
 class DistTrainMagics(Magics):
-    """``%%distrun`` and ``%distrun list|status|logs|cancel|delete``."""
+    """``%%distrun`` and ``%distrun list|status|logs|stack|cancel|delete``."""
 
     @magic_arguments()
     @_job_flags
@@ -93,6 +93,7 @@ class DistTrainMagics(Magics):
             %distrun list
             %distrun status JOB_ID
             %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
+            %distrun stack JOB_ID [--replica rank-1]
             %distrun cancel JOB_ID
             %distrun delete JOB_ID [--purge]
         """
@@ -118,6 +119,7 @@ class DistTrainMagics(Magics):
         spec = self._spec(args, script_args)
         carried = _carry_kernel_env(spec)
         packaged = self._package(cell, args, spec)
+        spec.hparams = packaged.hparams
         from . import api
         from .manager import choose_launcher
 
@@ -181,7 +183,7 @@ class DistTrainMagics(Magics):
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
         from .failure import root_cause
-        from .widgets import SUMMARY_LINES, make_view
+        from .widgets import SUMMARY_LINES, UsageFeed, make_view
 
         def cancel() -> None:
             job.cancel()
@@ -190,6 +192,7 @@ class DistTrainMagics(Magics):
         from .polling import Backoff
 
         view = make_view(job.id, str(job.dir), cancel)
+        feed = UsageFeed(job.resources)
         offset: str | None = None
         poll = Backoff(*_FOLLOW)
         last_phase = None
@@ -203,6 +206,8 @@ class DistTrainMagics(Magics):
                     offset = lines[-1].offset
                 if rank_lines:
                     view.append(rank_lines)
+                if not status.is_terminal and (usage := feed.poll()) is not None:
+                    view.usage(usage)
                 if status.is_terminal and not lines:
                     break
                 poll.wait(active=bool(lines) or status.phase != last_phase)

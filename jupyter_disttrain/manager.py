@@ -11,21 +11,37 @@ Every method is blocking (files, cluster calls); the server runs them in worker 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from . import hparams, mlflowdb
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .flags import JobWords, RunWords, given
 from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
 from .logfiles import Budget, take_lines
-from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, RoleSummary, to_json
-from .specs import DryRun, JobSpec, JobStatus, Volume, validate_job_id
+from .payloads import (
+    JOB_RUN,
+    JobDetail,
+    JobSummary,
+    LogPage,
+    LogRunsPage,
+    Resources,
+    RoleSummary,
+    RunDetail,
+    RunProgress,
+    RunSummary,
+    StackDump,
+    to_json,
+)
+from .runs import RunsReader, check_limit, check_since, job_record, total_steps
+from .specs import DryRun, JobPhase, JobSpec, JobStatus, Volume, validate_job_id
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -54,6 +70,7 @@ class JobManager:
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, Listed] = {}  # by job id
+        self.runs = RunsReader()
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this store, made once and kept.
@@ -197,12 +214,89 @@ class JobManager:
         backend = self.backend_of(job_id)
         return backend, replica, backend.describe(job_id).is_terminal
 
+    # -- resources and stacks --------------------------------------------------------------------
+    def resources(self, job_id: str, since: float | None = None) -> Resources:
+        """Each replica's resource samples newer than ``since`` (seconds since the epoch; all kept
+        ones when None, thinned to ``resources.MAX_POINTS``) and its liveness."""
+        validate_job_id(job_id)
+        if since is not None and not since >= 0:  # also refuses NaN
+            raise InvalidSpecError("since must be seconds since the epoch: an earlier answer's 'now'")
+        return self.backend_of(job_id).resources(job_id, since)
+
+    def stack(self, job_id: str, replica: str, method: str | None = None) -> StackDump:
+        """The Python stacks of every thread of ``replica`` (py-spy, else faulthandler; ``method``
+        forces one)."""
+        from .stacks import validate_method
+
+        validate_job_id(job_id)
+        name = validate_replica(replica)
+        if name is None:
+            raise InvalidSpecError("name the replica whose stacks to dump, e.g. rank-1")
+        return self.backend_of(job_id).stack(job_id, name, validate_method(method))
+
+    # -- runs of experiment tracking (em) ------------------------------------------------------
+    def list_runs(self, job: str | None = None) -> list[RunSummary]:
+        """Every run of every listed job (newest job first), or of the job ``job``."""
+        if job is not None:
+            self.store.existing_dir(job)  # an unknown job is an error, not an empty list
+        out: list[RunSummary] = []
+        for listed in self.list_jobs():
+            if job is not None and listed.record.id != job:
+                continue
+            job_dir = self.store.job_dir(listed.record.id)
+            # The all-jobs TensorBoard reads the store's root: a job of another root is not in it.
+            in_root = job_dir.parent == self.store.root
+            record, tb_prefix = listed.record, listed.record.id if in_root else None
+            phase, name = listed.status.phase, record.spec.name
+            runs = self.runs.summaries(job_dir, record.id, name, phase, tb_prefix)
+            runs += self.runs.mlflow_summaries(job_dir, record.id, name, phase, record.spec.hparams)
+            if not runs and record.spec.hparams:
+                runs = [
+                    self.runs.job_run(
+                        record.id, record.spec.name, listed.status, record.spec.hparams, tb_prefix
+                    )
+                ]
+            out += runs
+        return out
+
+    def run_detail(
+        self,
+        job_id: str,
+        run: str,
+        since: int | None = None,
+        limit: int | None = None,
+        rank: int | None = None,
+    ) -> RunDetail:
+        """A run's record, artifacts, progress and a page of its points from byte ``since``."""
+        job_dir = self.store.existing_dir(job_id)
+        if run == JOB_RUN:
+            return self._job_run_detail(job_id)
+        phase = JobPhase(self.phase(job_id))
+        if run.startswith(mlflowdb.PREFIX):
+            limit = check_limit(limit)
+            hparams = self.store.read_record(job_id).spec.hparams
+            return self.runs.mlflow_detail(job_dir, job_id, run, phase, hparams, check_since(since), limit)
+        return self.runs.detail(job_dir, job_id, run, phase, since, limit, rank)
+
+    def _job_run_detail(self, job_id: str) -> RunDetail:
+        record = self.store.read_record(job_id)
+        status = self.detail(job_id).status
+        data = job_record(status, record.spec.hparams)
+        progress = RunProgress(step=None, total_steps=total_steps(data), eta_seconds=None)
+        return RunDetail(job_id, JOB_RUN, data["status"], data, [], 0, False, [], progress, [])
+
+    def open_artifact(self, job_id: str, run: str, path: str) -> IO[bytes]:
+        """An artifact file of a run, opened without following a link out of the run's directory
+        (opened here rather than handed out as a path: a link swapped in after a check of the
+        path would be followed by whoever opened it next)."""
+        return self.runs.open_artifact(self.store.existing_dir(job_id), run, path)
+
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
-        return self.backend(spec.backend).submit(spec, script, files)
+        return self.backend(spec.backend).submit(_with_arg_hparams(spec), script, files)
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
-        return self.backend(spec.backend).dryrun(spec, script=script, files=files)
+        return self.backend(spec.backend).dryrun(_with_arg_hparams(spec), script=script, files=files)
 
     def cancel(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).cancel(job_id)
@@ -215,6 +309,15 @@ class JobManager:
                 self.store.purge(job_id)
             return
         self.backend(record.backend).delete(job_id, purge=purge)
+
+
+def _with_arg_hparams(spec: JobSpec) -> JobSpec:
+    """``spec`` with the ``--name value`` arguments after ``--`` among its hparams (they win over
+    the notebook's dict: they are what the script reads)."""
+    from_args = hparams.from_args(spec.args)
+    if from_args:
+        spec = dataclasses.replace(spec, hparams=hparams.merged(spec.hparams, from_args))
+    return spec
 
 
 def spec_from_words(

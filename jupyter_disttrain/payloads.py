@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .specs import JobPhase, JobSpec, JobStatus, LogLine, LogRun, request_device, to_plain
+from .specs import ABSENT_WHEN_NONE, JobPhase, JobSpec, JobStatus, LogLine, LogRun, request_device, to_plain
 from .store import JobRecord
 
 # TensorBoard id meaning every job's runs side by side (not a valid job id: ids are DNS labels).
 ALL_JOBS = "_all"
+# The run a job with no run of em shows its hyper-parameters (and MLflow metrics) as; not a
+# valid run name (those start with a letter or digit), so it never hides one.
+JOB_RUN = "_job"
 
 
 @dataclass
@@ -137,6 +140,181 @@ class LogQuery:
     offset: str | None = None
     tail: int | None = None
     limit: int | None = None
+
+
+def absent() -> Any:
+    """A field left out of the JSON when None (``ABSENT_WHEN_NONE``)."""
+    return field(default=None, metadata={ABSENT_WHEN_NONE: True})
+
+
+@dataclass
+class GpuSample:
+    """One GPU a rank uses, as NVML reports it: utilisation over the last sample period and memory."""
+
+    index: int
+    util_percent: float
+    mem_used_bytes: int
+    mem_total_bytes: int
+
+
+@dataclass
+class ResourceSample:
+    """One sample of a rank's process tree (the rank and its children, e.g. DataLoader workers).
+
+    ``t`` is in seconds since the epoch; ``cpu_percent`` is of one core (200 = two cores busy);
+    I/O bytes are cumulative. ``gpus`` and ``gpu_mem_bytes`` (the tree's own GPU memory) are
+    absent where the rank has no GPU or NVML cannot be read.
+    """
+
+    t: float
+    cpu_percent: float
+    rss_bytes: int
+    threads: int
+    read_bytes: int
+    write_bytes: int
+    gpus: list[GpuSample] | None = absent()  # noqa: RUF009 (a field() with metadata)
+    gpu_mem_bytes: int | None = absent()
+
+
+@dataclass
+class ReplicaResources:
+    """One replica's samples and liveness: when it last wrote output and made progress (an em
+    metric or a TensorBoard event), and whether it has been silent for much longer than usual."""
+
+    samples: list[ResourceSample]
+    ended: bool
+    last_output: float | None
+    last_progress: float | None
+    quiet: bool
+
+
+@dataclass
+class Resources:
+    """Every replica's resource samples newer than the query's ``since`` (at most ``MAX_POINTS``
+    each, thinned evenly); ``source`` is where they come from (``sampler``: the job's own,
+    ``metrics.k8s.io``: the cluster's, CPU and memory only; null: none) and ``message`` why
+    there are none or fewer. Ask again with ``since=now`` for what is new."""
+
+    interval: float
+    now: float
+    source: str | None
+    message: str | None
+    replicas: dict[str, ReplicaResources]
+
+
+@dataclass
+class StackDump:
+    """The Python stacks of every thread of one rank (or of each rank in a pod), and how they
+    were taken (``py-spy`` or ``faulthandler``); ``note`` says why the fallback was used."""
+
+    replica: str
+    method: str
+    text: str
+    note: str | None
+
+
+# A metric value as JSON has it: a number, or "NaN", "Infinity", "-Infinity" (JSON has none of them).
+MetricValue = float | str
+
+
+@dataclass
+class RunSummary:
+    """One run of a job's experiment tracking (``em``), as the runs table shows it.
+
+    ``status`` is the run's own (running, finished, failed), or interrupted when its job has
+    ended with the run still open (a process killed before it could write its end).
+    ``metrics`` maps ``<type>/<name>`` to its last value; ``step`` is the last step logged;
+    ``total_steps`` comes from ``create_run(..., total_steps=N)`` or an hparam ``total_steps`` or
+    ``max_steps``; ``eta_seconds`` is known while it runs with a total. ``tensorboard_run`` is
+    the run's path in the all-jobs TensorBoard (``ALL_JOBS``; a run recorded by every rank has
+    one TensorBoard run per rank below it, ``rank-N``), null for a job outside its log dir.
+    """
+
+    job_id: str
+    job_name: str
+    job_phase: JobPhase
+    run: str
+    status: str
+    start_time: str | None
+    end_time: str | None
+    hparams: dict[str, Any]
+    metrics: dict[str, MetricValue]
+    step: int | None
+    total_steps: int | None
+    eta_seconds: float | None
+    artifacts: int
+    tensorboard_run: str | None
+
+
+@dataclass
+class RunList:
+    """Every run of every listed job (or of one job), newest job first."""
+
+    runs: list[RunSummary]
+
+
+@dataclass
+class RunPoint:
+    """One logged metric point; ``flags`` has step_backwards when its step went back (kept)."""
+
+    type: str
+    name: str
+    value: MetricValue
+    step: int | None
+    epoch: int | None
+    time: float
+    flags: list[str]
+
+
+@dataclass
+class ArtifactFile:
+    """A file of a run's artifact ``name``; ``path`` is relative to the run's artifacts, the
+    download is ``GET .../runs/<run>/artifacts/<path>``."""
+
+    name: str
+    path: str
+    size: int
+    sha256: str | None
+
+
+@dataclass
+class RunProgress:
+    """The last step logged, the total when known, and the estimated seconds left while it runs."""
+
+    step: int | None
+    total_steps: int | None
+    eta_seconds: float | None
+
+
+@dataclass
+class RunDetail:
+    """A run's record (``run.json``) and a page of its metric points from byte offset ``since``.
+
+    Pass ``next`` as ``since`` to read on (each point comes once); ``more`` says the page
+    stopped at its point or byte limit with more already written. ``ranks`` lists the ranks
+    with their own metrics (a run made with ``ranks="all"``; ``rank=N`` reads one, rank 0 by
+    default), empty when rank 0 alone records.
+    """
+
+    job_id: str
+    run: str
+    status: str
+    record: dict[str, Any]
+    points: list[RunPoint]
+    next: int
+    more: bool
+    artifacts: list[ArtifactFile]
+    progress: RunProgress
+    ranks: list[int]
+
+
+@dataclass
+class RunQuery:
+    """The query of a run's points: from byte offset ``since``, at most ``limit`` points, of ``rank``."""
+
+    since: int | None = None
+    limit: int | None = None
+    rank: int | None = None
 
 
 def to_json(payload: Any) -> dict[str, Any]:

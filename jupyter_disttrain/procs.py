@@ -49,6 +49,15 @@ def is_alive(identity: dict[str, Any]) -> bool:
         return False
 
 
+def runs_job(pid: int, job_id: str) -> bool:
+    """Whether process ``pid`` is alive and belongs to job ``job_id`` (its environment says so)."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(JOB_ENV) == job_id
+    except psutil.Error:
+        return False
+
+
 def job_processes(job_id: str, exclude: Iterable[int] = ()) -> list[psutil.Process]:
     """Every process (of this user) whose environment names ``job_id``."""
     skip = {os.getpid(), *exclude}

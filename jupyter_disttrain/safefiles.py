@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,6 +30,32 @@ def _opener(path: str, flags: int) -> int:
 def open_regular(path: str | os.PathLike[str], mode: str = "rb", **kwargs: Any) -> IO[Any]:
     """``open`` that refuses a symbolic link (``OSError`` ELOOP) or anything but a regular file."""
     return open(path, mode, opener=_opener, **kwargs)  # the caller closes it
+
+
+def open_beneath(root: str | os.PathLike[str], parts: Sequence[str]) -> IO[bytes]:
+    """Open the regular file ``root/parts[0]/.../parts[-1]`` for reading, one component at a time
+    with ``O_NOFOLLOW`` from the directory before it: no component may be a symbolic link (or
+    ``..``), and a link swapped in between a check and the open cannot lead out of ``root``."""
+    if not parts or any(p in ("", ".", "..") or "/" in p or "\0" in p for p in parts):
+        raise ValueError(f"not a path beneath a directory: {'/'.join(parts)!r}")
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | cloexec)
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | cloexec, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | cloexec, dir_fd=fd)
+    finally:
+        os.close(fd)
+    try:
+        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+            raise IsADirectoryError(f"{'/'.join(parts)} is not a regular file")
+        os.set_blocking(file_fd, True)
+    except BaseException:
+        os.close(file_fd)
+        raise
+    return os.fdopen(file_fd, "rb")
 
 
 def is_real_dir(path: str | os.PathLike[str]) -> bool:

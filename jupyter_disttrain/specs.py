@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from .errors import InvalidSpecError
 from .launchers import NAMES as LAUNCHERS
+from .runtime.sampler import DEFAULT_INTERVAL
 
 # Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
 # leaves room for the id suffix and for the backends' own suffixes ("-worker-12").
@@ -93,6 +94,28 @@ def validate_grace_period(value: object, field: str = "grace_period") -> float:
     ):
         raise InvalidSpecError(
             f"{field} must be a number of seconds from 0 to {MAX_GRACE_PERIOD:.0f}, not {value!r}"
+        )
+    return float(value)
+
+
+DEFAULT_MONITOR_INTERVAL = DEFAULT_INTERVAL  # the samplers' own default, local and in pods
+MAX_MONITOR_INTERVAL = 3600.0
+MONITOR_INTERVAL_HELP = (
+    "seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off (default 2)"
+)
+
+
+def validate_monitor_interval(value: object, field: str = "monitor_interval") -> float:
+    """Seconds between resource samples: 0 (off), or from 0.2 to ``MAX_MONITOR_INTERVAL``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not (value == 0 or 0.2 <= value <= MAX_MONITOR_INTERVAL)
+    ):
+        raise InvalidSpecError(
+            f"{field} must be 0 (off) or a number of seconds from 0.2 to {MAX_MONITOR_INTERVAL:.0f}, "
+            f"not {value!r}"
         )
     return float(value)
 
@@ -198,6 +221,9 @@ class JobSpec:
     entrypoint: str = SCRIPT_NAME
     options: dict[str, Any] = field(default_factory=dict)
     launcher_options: dict[str, Any] = field(default_factory=dict)  # the launcher's own flags
+    # The job's hyper-parameters, name to scalar (hparams.py: captured at submit from the
+    # notebook and the script's arguments); every rank gets them in $DISTTRAIN_HPARAMS.
+    hparams: dict[str, Any] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -220,6 +246,9 @@ class JobSpec:
         for key in self.env:
             validate_env_name(key)
         validate_entrypoint(self.entrypoint)
+        from .hparams import check  # hparams builds on errors only; kept out of specs' import time
+
+        check(self.hparams)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -415,9 +444,18 @@ def _known_fields(cls: type[_T], data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+# Field metadata: the field is left out of the JSON (not null) when None, e.g. GPU measures
+# where there is no GPU; the generated TypeScript makes it optional (``name?: T``).
+ABSENT_WHEN_NONE = "absent_when_none"
+
+
 def to_plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            f.name: to_plain(value)
+            for f in dataclasses.fields(obj)
+            if (value := getattr(obj, f.name)) is not None or not f.metadata.get(ABSENT_WHEN_NONE)
+        }
     if isinstance(obj, Enum):
         return obj.value
     if isinstance(obj, dict):

@@ -11,6 +11,10 @@ and runs its own commands, so they work in JupyterLab and Notebook 7 without a k
 trip. Cancel is a widget button that calls ``cancel`` in the kernel; since ``%%distrun`` keeps
 the kernel busy while it follows the job (so the click would wait until the job ends), the lab
 extension also recognises it by its classes and cancels through the REST API right away.
+
+Each rank chip also shows the rank's latest CPU %, memory and (where it has one) GPU use, and a
+"quiet" mark when the rank has been silent for longer than usual: ``UsageFeed`` reads them
+through the job layer (``Job.resources``) at the sampler's pace, not over REST.
 """
 
 from __future__ import annotations
@@ -21,16 +25,20 @@ import os
 import re
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from .errors import DistTrainError
 from .failure import first_line
 from .specs import JobPhase, JobStatus, LogLine, ReplicaStatus
 
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle
+
+    from .payloads import Resources, ResourceSample
 
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
@@ -64,6 +72,8 @@ class JobView(Protocol):
     def append(self, lines: list[LogLine]) -> None: ...
 
     def failure(self, replica: str, lines: list[LogLine]) -> None: ...
+
+    def usage(self, resources: Resources) -> None: ...
 
     def close(self) -> None: ...
 
@@ -189,6 +199,63 @@ def _role_label(role: str, groups: int) -> str:
     return f"{role}:" if groups > 1 else ""
 
 
+def format_bytes(n: float) -> str:
+    """``512 B``, ``12.3 MB``, ``1.50 GB`` (powers of 1024, as the lab extension shows them)."""
+    value, unit = max(0.0, float(n)), "B"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            break
+        value /= 1024
+    digits = 0 if unit == "B" else 2 if value < 10 else 1 if value < 100 else 0
+    return f"{value:.{digits}f} {unit}"
+
+
+def format_percent(percent: float) -> str:
+    return f"{percent:.1f}%" if 0 < percent < 10 else f"{round(percent)}%"
+
+
+def chip_usage(sample: ResourceSample) -> str:
+    """A rank's latest sample at a glance: ``CPU 98% · 312 MB`` and, with a GPU, ``· GPU 40% 1.20 GB``."""
+    parts = [f"CPU {format_percent(sample.cpu_percent)}", format_bytes(sample.rss_bytes)]
+    if sample.gpus:
+        util = sum(g.util_percent for g in sample.gpus) / len(sample.gpus)
+        used = sample.gpu_mem_bytes
+        if used is None:
+            used = sum(g.mem_used_bytes for g in sample.gpus)
+        parts.append(f"GPU {format_percent(util)} {format_bytes(used)}")
+    return " · ".join(parts)
+
+
+class UsageFeed:
+    """The ranks' latest resource samples for the chips, read through the job layer no more often
+    than the sampler writes them, each read from the previous answer's ``now`` on.
+
+    A backend that cannot give them (or a failing read) ends the feed: the chips show phases only.
+    """
+
+    def __init__(
+        self, fetch: Callable[[float | None], Resources], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._fetch = fetch
+        self._clock = clock
+        self._since: float | None = None
+        self._next = 0.0
+        self.stopped: str | None = None  # why the feed ended
+
+    def poll(self) -> Resources | None:
+        """What is new when a read is due, else None."""
+        if self.stopped is not None or self._clock() < self._next:
+            return None
+        try:
+            answer = self._fetch(self._since)
+        except DistTrainError as err:
+            self.stopped = str(err)
+            return None
+        self._since = answer.now
+        self._next = self._clock() + max(answer.interval, 0.5)
+        return answer
+
+
 class TextView:
     """Plain text for terminals and scripts: phase changes and log lines as they come."""
 
@@ -230,6 +297,9 @@ class TextView:
         with self._lock:
             self._write(("\n" if self._pending else "") + "\n".join(failure_lines(replica, lines)) + "\n")
 
+    def usage(self, resources: Resources) -> None:
+        """Not printed: a line of numbers every two seconds would bury the job's own output."""
+
     def close(self) -> None:
         with self._lock:
             if self._pending:
@@ -256,6 +326,8 @@ class WidgetView:
         self._tail = LogTail(TAIL_LINES)
         self._text_tail = LogTail(SUMMARY_LINES)
         self._failure: list[str] | None = None
+        self._usage: dict[str, str] = {}  # replica -> chip_usage of its latest sample
+        self._quiet: set[str] = set()
         self._lock = threading.RLock()
         self._closed = False
 
@@ -302,6 +374,20 @@ class WidgetView:
             self.log.value = _pre(self._failure)
             self._refresh_text()
 
+    def usage(self, resources: Resources) -> None:
+        """Take the ranks' latest samples and liveness (a ``UsageFeed`` answer) into the chips."""
+        with self._lock:
+            for name, replica in resources.replicas.items():
+                if replica.samples:
+                    self._usage[name] = chip_usage(replica.samples[-1])
+                if replica.ended:
+                    self._usage.pop(name, None)
+                if replica.quiet and not replica.ended:
+                    self._quiet.add(name)
+                else:
+                    self._quiet.discard(name)
+            self._render()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -339,14 +425,28 @@ class WidgetView:
         )
         groups = by_role(status.replicas if status else [])
         self.chips.value = "".join(
-            '<div style="display:flex;flex-wrap:wrap;gap:4px;align-items:center">'
+            '<div style="display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center">'
             + (f"<span>{html.escape(label)}</span>" if (label := _role_label(role, len(groups))) else "")
-            + "".join(_badge(r.phase, label=r.name, title=_replica_note(r)) for r in replicas)
+            + "".join(self._chip(r) for r in replicas)
             + "</div>"
             for role, replicas in groups
         )
         if phase.is_terminal:
             self.cancel_button.disabled = True
+
+    def _chip(self, replica: Any) -> str:
+        """The replica's phase badge, then (while it runs) its usage and a quiet mark."""
+        chip = _badge(replica.phase, label=replica.name, title=_replica_note(replica))
+        live = not replica.phase.is_terminal
+        usage = self._usage.get(replica.name) if live else None
+        if usage:
+            chip += (
+                '<span class="jp-DistTrain-chipUsage" style="font-size:var(--jp-ui-font-size0,11px);'
+                f'color:var(--jp-ui-font-color2,#666)">{html.escape(usage)}</span>'
+            )
+        if live and replica.name in self._quiet:
+            chip += _QUIET
+        return f'<span style="display:inline-flex;gap:4px;align-items:center">{chip}</span>'
 
     def _bundle(self) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(self.widget._repr_mimebundle_() or {})
@@ -369,6 +469,13 @@ def _badge(phase: JobPhase, label: str | None = None, title: str | None = None) 
         f'<span{tip} style="border-radius:9px;padding:0 8px;font-size:var(--jp-ui-font-size0,11px);'
         f'color:#fff;background:{_PHASE_COLOURS[phase]}">{text}</span>'
     )
+
+
+_QUIET = (
+    '<span class="jp-DistTrain-chipQuiet" title="No output or progress for much longer than usual" '
+    'style="border-radius:9px;padding:0 6px;font-size:var(--jp-ui-font-size0,11px);color:#fff;'
+    'background:var(--jp-warn-color1,#f57c00)">quiet</span>'
+)
 
 
 def _reason(status: JobStatus | None) -> str:

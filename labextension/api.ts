@@ -11,6 +11,8 @@ import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
 import { readEvents } from './sse';
 import type { IJobDetail, IJobScript, IJobStatus, IJobSummary, ILogPage, ILogQuery } from './types';
 
+import type { IResources, IStackDump } from './types';
+
 export * from './types';
 
 /** The server's answer to a failed request, with its one-line message when it sent one. */
@@ -149,6 +151,18 @@ export async function streamLogs(
     ended = dispatchLogEvent(event, handlers) || ended;
   });
   return ended;
+}
+
+/** Resource samples of every replica newer than `since` (server seconds; all when undefined). */
+export function getResources(id: string, since?: number): Promise<IResources> {
+  return requestAPI<IResources>(`jobs/${enc(id)}/resources`, {}, { since });
+}
+
+/** Dump the Python stacks of a running replica (404 unknown replica, 409 ended job). */
+export function dumpStack(id: string, replica: string): Promise<IStackDump> {
+  return requestAPI<IStackDump>(`jobs/${enc(id)}/replicas/${enc(replica)}/stack`, {
+    method: 'POST'
+  });
 }
 
 export function cancelJob(id: string): Promise<{ status: IJobStatus }> {

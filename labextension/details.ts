@@ -1,22 +1,36 @@
 /**
- * Job details: spec summary, replica table (with exit codes and reasons), conditions,
- * events, and the packaged script in JupyterLab's own read-only editor.
+ * Job details: spec summary, replica table (with exit codes and reasons, the latest resource
+ * values and a Stack action), resource sparklines, conditions, events, and the packaged script
+ * in JupyterLab's own read-only editor.
  */
 import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/codeeditor';
 import { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
-import { IJobDetail } from './api';
+import { IJobDetail, TERMINAL_PHASES } from './api';
 import { JobDetailsModel } from './detailsmodel';
+import { nameRows, table } from './dom';
 import { formatTime, jobShape, rolesText } from './format';
 import { phaseBadge } from './panel';
+import { ResourcesModel } from './resources';
+import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
+
+export interface IJobDetailsOptions {
+  /** The job's resource series (the Resources section and the table's usage columns). */
+  resources?: ResourcesModel;
+  /** Dump a replica's stacks (the Stack action; absent: no action). */
+  onStack?: (replica: string) => void;
+}
 
 export class JobDetails extends Panel {
   constructor(
     readonly model: JobDetailsModel,
-    private _editors: IEditorServices | null
+    private _editors: IEditorServices | null,
+    options: IJobDetailsOptions = {}
   ) {
     super();
+    this.resources = options.resources ?? null;
+    this._onStack = options.onStack ?? null;
     this.addClass('jp-DistTrainDetails');
     this.title.label = `Job: ${model.jobId}`;
     this._info = new Widget();
@@ -24,7 +38,10 @@ export class JobDetails extends Panel {
     this._info.node.textContent = 'Loading…';
     this.addWidget(this._info);
     model.changed.connect(this._update, this);
+    this.resources?.changed.connect(this._update, this);
   }
+
+  readonly resources: ResourcesModel | null;
 
   get jobId(): string {
     return this.model.jobId;
@@ -33,10 +50,12 @@ export class JobDetails extends Panel {
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
     void this.model.start();
+    void this.resources?.start();
   }
 
   dispose(): void {
     this.model.dispose();
+    this.resources?.dispose();
     super.dispose();
   }
 
@@ -135,35 +154,10 @@ export class JobDetails extends Panel {
     );
 
     root.append(section('Replicas'));
-    root.append(
-      table(
-        [
-          'Name',
-          'Role',
-          'Index',
-          'Phase',
-          'Restarts',
-          'Exit code',
-          'Reason',
-          'Node',
-          'Started',
-          'Finished'
-        ],
-        status.replicas.map(r => [
-          r.name,
-          r.role,
-          String(r.index),
-          phaseBadge(r.phase),
-          String(r.restarts),
-          r.exit_code === null || r.exit_code === undefined ? '–' : String(r.exit_code),
-          [r.reason, r.message].filter(Boolean).join(': ') || '–',
-          r.node ?? '–',
-          formatTime(r.start_time),
-          formatTime(r.finish_time)
-        ]),
-        'jp-DistTrainDetails-replicas'
-      )
-    );
+    root.append(this._replicas(job));
+    if (this.resources) {
+      root.append(section('Resources'), resourcesSection(this.resources));
+    }
 
     if (status.conditions?.length) {
       root.append(section('Conditions'));
@@ -197,9 +191,80 @@ export class JobDetails extends Panel {
         )
       );
     }
+    // a redraw (every few seconds while it runs) keeps the focused action focused
+    const focused = document.activeElement as HTMLElement | null;
+    const key = focused && this.node.contains(focused) ? focused.dataset.focusKey : undefined;
     this._info.node.replaceChildren(root);
+    if (key) {
+      root.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(key)}"]`)?.focus();
+    }
   }
 
+  /** The replica table: status, the latest resource values and the Stack action. */
+  private _replicas(job: IJobDetail): HTMLElement {
+    const resources = this.resources;
+    const running = !TERMINAL_PHASES.has(job.status.phase);
+    const head = [
+      'Name',
+      'Role',
+      'Index',
+      'Phase',
+      'Restarts',
+      'Exit code',
+      'Reason',
+      'Node',
+      'Started',
+      'Finished',
+      ...(resources ? usageHeaders(resources) : []),
+      ...(this._onStack ? [''] : [])
+    ];
+    const rows = job.status.replicas.map(r => {
+      const name = document.createElement('span');
+      name.textContent = r.name;
+      if (resources?.replicas.get(r.name)?.quiet) {
+        name.append(' ', quietBadge());
+      }
+      const cells: (string | HTMLElement)[] = [
+        name,
+        r.role,
+        String(r.index),
+        phaseBadge(r.phase),
+        String(r.restarts),
+        r.exit_code === null || r.exit_code === undefined ? '–' : String(r.exit_code),
+        [r.reason, r.message].filter(Boolean).join(': ') || '–',
+        r.node ?? '–',
+        formatTime(r.start_time),
+        formatTime(r.finish_time),
+        ...(resources ? usageCells(resources, r.name) : [])
+      ];
+      if (this._onStack) {
+        const live = running && !TERMINAL_PHASES.has(r.phase);
+        cells.push(live ? this._stackButton(r.name) : '');
+      }
+      return cells;
+    });
+    const t = table(head, rows, 'jp-DistTrainDetails-replicas');
+    nameRows(
+      t,
+      'replica',
+      job.status.replicas.map(r => r.name)
+    );
+    return t;
+  }
+
+  private _stackButton(replica: string): HTMLButtonElement {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'jp-Button jp-mod-minimal jp-mod-small jp-DistTrainDetails-stack';
+    b.textContent = 'Stack';
+    b.title = `Dump the Python stacks of every thread of ${replica}`;
+    b.setAttribute('aria-label', `Stack of ${replica}`);
+    b.dataset.focusKey = `stack/${replica}`;
+    b.addEventListener('click', () => this._onStack?.(replica));
+    return b;
+  }
+
+  private _onStack: ((replica: string) => void) | null;
   private _info: Widget;
   private _script: Widget | null = null;
 }
@@ -222,34 +287,4 @@ function keyValues(rows: [string, string][]): HTMLElement {
     dl.append(dt, dd);
   }
   return dl;
-}
-
-function table(head: string[], rows: (string | HTMLElement)[][], className = ''): HTMLElement {
-  const t = document.createElement('table');
-  t.className = `jp-DistTrainDetails-table ${className}`.trim();
-  const tr = document.createElement('tr');
-  for (const h of head) {
-    const th = document.createElement('th');
-    th.scope = 'col';
-    th.textContent = h;
-    tr.append(th);
-  }
-  const thead = document.createElement('thead');
-  thead.append(tr);
-  const tbody = document.createElement('tbody');
-  for (const row of rows) {
-    const r = document.createElement('tr');
-    for (const cell of row) {
-      const td = document.createElement('td');
-      if (typeof cell === 'string') {
-        td.textContent = cell;
-      } else {
-        td.append(cell);
-      }
-      r.append(td);
-    }
-    tbody.append(r);
-  }
-  t.append(thead, tbody);
-  return t;
 }

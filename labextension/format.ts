@@ -66,3 +66,21 @@ export function formatTime(iso: string | null | undefined): string {
   const t = new Date(iso);
   return isNaN(t.getTime()) ? iso : t.toLocaleString();
 }
+
+/** `512 B`, `12.3 MB`, `1.50 GB` (powers of 1024, as `top` and `nvidia-smi` count). */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let v = Math.max(0, bytes);
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  const digits = i === 0 ? 0 : v < 10 ? 2 : v < 100 ? 1 : 0;
+  return `${v.toFixed(digits)} ${units[i]}`;
+}
+
+/** `7 %`, `0.4 %`, `187 %` (a rank on two cores). */
+export function formatPercent(percent: number): string {
+  return `${percent < 10 && percent > 0 ? percent.toFixed(1) : Math.round(percent)} %`;
+}

@@ -6,7 +6,8 @@ export const CommandIDs = {
   logs: 'disttrain:open-logs',
   tensorboard: 'disttrain:open-tensorboard',
   cancel: 'disttrain:cancel',
-  remove: 'disttrain:delete'
+  remove: 'disttrain:delete',
+  stack: 'disttrain:stack'
 } as const;
 
 /** The plugin id; its settings schema is `labextension/schema/plugin.json`. */

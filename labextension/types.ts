@@ -10,6 +10,9 @@ export const TERMINAL_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Faile
 /** TensorBoard id meaning every job's runs side by side (not a valid job id). */
 export const ALL_JOBS = '_all';
 
+/** The run of a job whose script made no run of `em`: its captured hparams (and MLflow's). */
+export const JOB_RUN = '_job';
+
 /** The one-line view of a job the list shows. */
 export interface IJobSummary {
   id: string;
@@ -57,6 +60,7 @@ export interface IJobSpec {
   entrypoint: string;
   options: Record<string, unknown>;
   launcher_options: Record<string, unknown>;
+  hparams: Record<string, unknown>;
 }
 
 /** One replica: a rank on the local backend, a pod on Kubernetes. */
@@ -175,10 +179,139 @@ export interface ILogRunsPage {
   more: boolean;
 }
 
+/** One GPU a rank uses, as NVML reports it: utilisation over the last sample period and memory. */
+export interface IGpuSample {
+  index: number;
+  util_percent: number;
+  mem_used_bytes: number;
+  mem_total_bytes: number;
+}
+
+/** One sample of a rank's process tree (the rank and its children, e.g. */
+export interface IResourceSample {
+  t: number;
+  cpu_percent: number;
+  rss_bytes: number;
+  threads: number;
+  read_bytes: number;
+  write_bytes: number;
+  gpus?: IGpuSample[];
+  gpu_mem_bytes?: number;
+}
+
+/**
+ * One replica's samples and liveness: when it last wrote output and made progress (an em metric or
+ * a TensorBoard event), and whether it has been silent for much longer than usual.
+ */
+export interface IReplicaResources {
+  samples: IResourceSample[];
+  ended: boolean;
+  last_output: number | null;
+  last_progress: number | null;
+  quiet: boolean;
+}
+
+/**
+ * Every replica's resource samples newer than the query's `since` (at most `MAX_POINTS` each,
+ * thinned evenly); `source` is where they come from (`sampler`: the job's own, `metrics.k8s.io`:
+ * the cluster's, CPU and memory only; null: none) and `message` why there are none or fewer.
+ */
+export interface IResources {
+  interval: number;
+  now: number;
+  source: string | null;
+  message: string | null;
+  replicas: Record<string, IReplicaResources>;
+}
+
+/**
+ * The Python stacks of every thread of one rank (or of each rank in a pod), and how they were
+ * taken (`py-spy` or `faulthandler`); `note` says why the fallback was used.
+ */
+export interface IStackDump {
+  replica: string;
+  method: string;
+  text: string;
+  note: string | null;
+}
+
+/** One run of a job's experiment tracking (`em`), as the runs table shows it. */
+export interface IRunSummary {
+  job_id: string;
+  job_name: string;
+  job_phase: Phase;
+  run: string;
+  status: string;
+  start_time: string | null;
+  end_time: string | null;
+  hparams: Record<string, unknown>;
+  metrics: Record<string, number | string>;
+  step: number | null;
+  total_steps: number | null;
+  eta_seconds: number | null;
+  artifacts: number;
+  tensorboard_run: string | null;
+}
+
+/** Every run of every listed job (or of one job), newest job first. */
+export interface IRunList {
+  runs: IRunSummary[];
+}
+
+/** One logged metric point; `flags` has step_backwards when its step went back (kept). */
+export interface IRunPoint {
+  type: string;
+  name: string;
+  value: number | string;
+  step: number | null;
+  epoch: number | null;
+  time: number;
+  flags: string[];
+}
+
+/**
+ * A file of a run's artifact `name`; `path` is relative to the run's artifacts, the download is
+ * `GET .../runs/<run>/artifacts/<path>`.
+ */
+export interface IArtifactFile {
+  name: string;
+  path: string;
+  size: number;
+  sha256: string | null;
+}
+
+/** The last step logged, the total when known, and the estimated seconds left while it runs. */
+export interface IRunProgress {
+  step: number | null;
+  total_steps: number | null;
+  eta_seconds: number | null;
+}
+
+/** A run's record (`run.json`) and a page of its metric points from byte offset `since`. */
+export interface IRunDetail {
+  job_id: string;
+  run: string;
+  status: string;
+  record: Record<string, unknown>;
+  points: IRunPoint[];
+  next: number;
+  more: boolean;
+  artifacts: IArtifactFile[];
+  progress: IRunProgress;
+  ranks: number[];
+}
+
 /** The query of a log read: one replica or all, from an offset or the last `tail` lines. */
 export interface ILogQuery {
   replica?: string;
   offset?: string;
   tail?: number;
   limit?: number;
+}
+
+/** The query of a run's points: from byte offset `since`, at most `limit` points, of `rank`. */
+export interface IRunQuery {
+  since?: number;
+  limit?: number;
+  rank?: number;
 }

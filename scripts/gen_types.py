@@ -41,8 +41,19 @@ SHAPES: list[type] = [
     payloads.LogPage,
     specs.LogRun,
     payloads.LogRunsPage,
+    payloads.GpuSample,
+    payloads.ResourceSample,
+    payloads.ReplicaResources,
+    payloads.Resources,
+    payloads.StackDump,
+    payloads.RunSummary,
+    payloads.RunList,
+    payloads.RunPoint,
+    payloads.ArtifactFile,
+    payloads.RunProgress,
+    payloads.RunDetail,
 ]
-QUERIES: list[type] = [payloads.LogQuery]  # request parameters: every field optional
+QUERIES: list[type] = [payloads.LogQuery, payloads.RunQuery]  # request parameters: every field optional
 _PRIMITIVES = {str: "string", int: "number", float: "number", bool: "boolean", Any: "unknown"}
 
 
@@ -87,6 +98,9 @@ def interface(cls: type, *, optional: bool = False) -> list[str]:
         if optional:  # a query leaves out what it does not set
             tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))] or tp  # noqa: UP007
             lines.append(f"  {field.name}?: {ts_type(tp)};")
+        elif field.metadata.get(specs.ABSENT_WHEN_NONE):  # left out of the JSON when None
+            tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))]  # noqa: UP007
+            lines.append(f"  {field.name}?: {ts_type(tp)};")
         else:
             lines.append(f"  {field.name}: {ts_type(tp)};")
     return [*lines, "}"]
@@ -107,6 +121,9 @@ def render() -> str:
         "",
         "/** TensorBoard id meaning every job's runs side by side (not a valid job id). */",
         f"export const ALL_JOBS = '{payloads.ALL_JOBS}';",
+        "",
+        "/** The run of a job whose script made no run of `em`: its captured hparams (and MLflow's). */",
+        f"export const JOB_RUN = '{payloads.JOB_RUN}';",
     ]
     for cls in SHAPES:
         out += ["", *interface(cls)]

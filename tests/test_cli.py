@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 SCRIPT = """
@@ -62,3 +63,39 @@ def test_cancel_orphans_stops_a_job_whose_directory_was_removed(tmp_path: Path) 
     assert procs.wait_gone(job.id, timeout=30) and str(job.dir) not in procs.orphans()
     assert _cli(root, "cancel", "--orphans").stdout == "no orphaned job processes\n"
     assert "give a job id, or --orphans alone" in _cli(root, "cancel", check=False).stderr
+
+
+STUCK = """
+import os, time
+def stuck_here():
+    time.sleep(600)
+print("stuck", flush=True)
+stuck_here()
+"""
+
+
+def test_stack_names_the_function_each_rank_is_stuck_in(tmp_path: Path) -> None:
+    from jupyter_disttrain import api
+    from jupyter_disttrain.store import JobStore
+
+    root = tmp_path / "jobs"
+    job = api.submit(STUCK, store=JobStore(root), gpus=2, name="stuck", accelerator="cpu")
+    try:
+        logs = job.dir / "logs"
+        deadline = time.monotonic() + 180
+        while not all(
+            (logs / f"rank-{r}.log").is_file() and "stuck" in (logs / f"rank-{r}.log").read_text()
+            for r in (0, 1)
+        ):
+            assert time.monotonic() < deadline and not job.status().is_terminal
+            time.sleep(0.2)
+        one = _cli(root, "stack", job.id, "--replica", "rank-1", "--method", "faulthandler").stdout
+        assert one.startswith("==== rank-1 (faulthandler) ====") and "stuck_here" in one
+        both = _cli(root, "stack", job.id).stdout
+        assert "==== rank-0 (" in both and "==== rank-1 (" in both and both.count("stuck_here") >= 2
+        unknown = _cli(root, "stack", job.id, "--replica", "rank-5", check=False)
+        assert unknown.returncode == 1 and "no replica 'rank-5'" in unknown.stderr
+    finally:
+        job.cancel()
+    ended = _cli(root, "stack", job.id, "--replica", "rank-0", check=False)
+    assert ended.returncode == 1 and "has ended (Cancelled)" in ended.stderr

@@ -22,7 +22,14 @@ HERE = str(Path(__file__).resolve().parents[1])
 
 @pytest.fixture(autouse=True)
 def outside_a_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("DISTTRAIN_JOB_DIR", "DISTTRAIN_JOB_ID", "DISTTRAIN_TENSORBOARD_DIR", "RANK", "WORLD_SIZE"):
+    for name in (
+        "DISTTRAIN_JOB_DIR",
+        "DISTTRAIN_JOB_ID",
+        "DISTTRAIN_TENSORBOARD_DIR",
+        "DISTTRAIN_HPARAMS",
+        "RANK",
+        "WORLD_SIZE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     return tmp_path / ".disttrain"
@@ -80,6 +87,13 @@ def test_log_returns_at_once_and_a_background_thread_writes(outside_a_job: Path)
     assert len(metric_lines(path)) == 1
 
 
+@pytest.mark.usefixtures("no_tensorboard")
+def test_the_total_steps_are_recorded_for_progress(outside_a_job: Path) -> None:
+    with em.create_run("progress", total_steps=1000):
+        pass
+    assert run_record(outside_a_job / "runs" / "progress")["total_steps"] == 1000
+
+
 def test_nan_and_infinity_are_kept_and_a_step_going_back_is_flagged(outside_a_job: Path) -> None:
     with em.create_run("odd") as run:
         run.log("train", {"loss": float("nan"), "grad": float("inf")}, step=10)
@@ -130,6 +144,11 @@ def test_numpy_and_tensor_scalars_are_numbers(outside_a_job: Path) -> None:
         (lambda r: r.log("train", {"loss": "low"}), TypeError, "metric 'loss': value 'low' is a str"),
         (lambda r: r.log("train", {"loss": None}), TypeError, "metric 'loss'"),
         (lambda r: r.log("train", {"ok": True}), TypeError, "metric 'ok'"),
+        (lambda r: r.log("train", {"loss": 1 + 2j}), TypeError, "value .* is a complex, not a number"),
+        (lambda r: r.log("train", {"loss": __import__("numpy").ones(2)}), ValueError, "of one element"),
+        (lambda r: r.log("train", {1: 0.5}), ValueError, "metric name 1: use letters"),
+        (lambda r: r.log("train", {"": 0.5}), ValueError, "metric name '': use letters"),
+        (lambda r: em.create_run("x", total_steps=2.5), TypeError, "total_steps 2.5: an integer"),
         (lambda r: r.log("valid", {"loss": 1}), ValueError, "type 'valid': use one of train, val, test"),
         (lambda r: r.log("train", {"val/loss": 1}), ValueError, "no '/' or spaces.*e.g. 'val_loss'"),
         (lambda r: r.log("train", {"my loss": 1}), ValueError, "e.g. 'my_loss'"),
@@ -207,7 +226,7 @@ def test_artifacts_are_copied_byte_identical_with_a_manifest(outside_a_job: Path
     assert [f["path"] for f in manifest["files"]] == paths
     for entry in manifest["files"]:
         copied = out / entry["path"]
-        assert not copied.is_symlink()
+        assert not copied.is_symlink() and copied.stat().st_nlink == 1  # copied, not hard-linked
         assert entry["size"] == copied.stat().st_size
         assert entry["sha256"] == hashlib.sha256(copied.read_bytes()).hexdigest()
     assert (out / "weights/final.bin").read_bytes() == (src / "a.bin").read_bytes()

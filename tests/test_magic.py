@@ -138,3 +138,21 @@ def test_detach_returns_at_once_and_a_followed_job_that_is_cancelled_fails_the_c
     with pytest.raises(JobFailedError, match=r"^%%distrun: job followed-\w+ Cancelled \(Cancelled\)"):
         shell.run_cell_magic("distrun", "--gpus 1 --name followed", sleeper)
     canceller.join()
+
+
+def test_line_magic_dumps_the_stacks_of_a_stuck_rank(shell: InteractiveShell, tmp_path: Path, capsys) -> None:
+    script = "import time\ndef stuck_here():\n    time.sleep(600)\nprint('stuck', flush=True)\nstuck_here()\n"
+    job = api.submit(script, store=JobStore(tmp_path / "jobs"), gpus=2, accelerator="cpu", name="stuck")
+    try:
+        log = job.dir / "logs" / "rank-1.log"
+        deadline = time.monotonic() + 180
+        while not (log.is_file() and "stuck" in log.read_text()):
+            assert time.monotonic() < deadline and not job.status().is_terminal
+            time.sleep(0.2)
+        shell.run_line_magic("distrun", f"stack {job.id} --replica rank-1")
+        out = capsys.readouterr().out
+        assert out.startswith("==== rank-1 (") and "stuck_here" in out
+        with pytest.raises(UsageError, match="has no replica 'rank-9'"):
+            shell.run_line_magic("distrun", f"stack {job.id} --replica rank-9")
+    finally:
+        job.cancel()

@@ -29,21 +29,6 @@ def cell(source: str) -> str:
 # (code, bad cell, line of the warning, a correct version of the same cell)
 CASES = [
     (
-        "collective-save",
-        """
-        import deepspeed
-        engine, *_ = deepspeed.initialize(model=model, config=cfg)
-        if engine.global_rank == 0:
-            engine.save_checkpoint("ckpt")
-        """,
-        4,
-        """
-        import deepspeed
-        engine, *_ = deepspeed.initialize(model=model, config=cfg)
-        engine.save_checkpoint("ckpt")
-        """,
-    ),
-    (
         "lightning-devices",
         """
         import lightning as L
@@ -181,6 +166,34 @@ CASES = [
         mp.spawn(train, args=(2,), nprocs=2)
         """,
     ),
+    (
+        "unguarded-writer",
+        """
+        from torch.utils.tensorboard import SummaryWriter
+        writer = SummaryWriter("runs/mnist")
+        """,
+        2,
+        """
+        from torch.utils.tensorboard import SummaryWriter
+        if dist.get_rank() == 0:
+            writer = SummaryWriter("runs/mnist")
+        """,
+    ),
+    (
+        "guarded-collective-save",
+        """
+        import deepspeed
+        engine, optimizer, _, _ = deepspeed.initialize(model=net, config=cfg)
+        if rank == 0:
+            engine.save_checkpoint("ckpts")
+        """,
+        4,
+        """
+        import deepspeed
+        engine, optimizer, _, _ = deepspeed.initialize(model=net, config=cfg)
+        engine.save_checkpoint("ckpts")
+        """,
+    ),
 ]
 
 
@@ -224,7 +237,6 @@ def test_messages_say_what_to_write_instead() -> None:
         and "--accelerator cpu" in messages["cuda-without-gpu"]
     )
     assert "WORLD_SIZE" in messages["world-size-mismatch"] and "--gpus 2" in messages["world-size-mismatch"]
-    assert "remove the rank guard" in messages["collective-save"]
     assert "pass devices=2 or change --gpus" in messages["lightning-devices"]
     assert "use strategy='ddp'" in messages["lightning-spawn"]
 
@@ -233,11 +245,6 @@ def test_lightning_num_nodes_is_checked_against_nodes() -> None:
     source = "import lightning as L\nt = L.Trainer(devices=[0, 1], num_nodes=2)\n"
     (found,) = check_pitfalls(source)
     assert found.code == "lightning-devices" and "--nodes 1" in found.message
-
-
-def test_deepspeed_save_checkpoint_on_every_rank_is_not_an_unguarded_save() -> None:
-    source = "import deepspeed\nengine.save_checkpoint('ckpt')\ntorch.save(m, 'm.pt')\n"
-    assert [(p.code, p.line) for p in check_pitfalls(source)] == [("unguarded-save", 3)]
 
 
 # --- the variants each check must get right --------------------------------------------------------
@@ -316,6 +323,33 @@ def test_unguarded_save_quiet_variants(source: str) -> None:
 )
 def test_unguarded_save_fires_variants(source: str, line: int) -> None:
     assert [(p.code, p.line) for p in check_pitfalls(source)] == [("unguarded-save", line)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'writer = SummaryWriter(f"runs/rank{rank}")',  # a directory per rank
+        "writer = SummaryWriter(log_dir=os.path.join(tb, str(dist.get_rank())))",
+        "if is_main_process():\n    writer = SummaryWriter()",
+        "def make():\n    return SummaryWriter()\nif rank == 0:\n    w = make()",
+        "from jupyter_disttrain import em\nrun = em.create_run('mnist')",  # em is rank-aware
+    ],
+)
+def test_unguarded_writer_quiet_variants(source: str) -> None:
+    assert check_pitfalls(source) == []
+
+
+def test_a_deepspeed_engine_saves_on_every_rank_and_others_still_on_one() -> None:
+    engine = "model_engine, opt, _, _ = deepspeed.initialize(model=m)\n"
+    # Unguarded: right for DeepSpeed (no unguarded-save); guarded by an early return: wrong.
+    assert check_pitfalls(engine + "model_engine.save_checkpoint('d')") == []
+    early = (
+        engine
+        + "def save():\n    if rank != 0:\n        return\n    model_engine.save_checkpoint('d')\nsave()"
+    )
+    assert [p.code for p in check_pitfalls(early)] == ["guarded-collective-save"]
+    # Without DeepSpeed, a save_checkpoint of one's own still belongs on rank 0.
+    assert [p.code for p in check_pitfalls("engine.save_checkpoint('d')")] == ["unguarded-save"]
 
 
 def test_ddp_state_dict_only_for_the_wrapped_name_after_wrapping() -> None:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jupyter_disttrain import widgets
+from jupyter_disttrain import api, widgets
+from jupyter_disttrain.errors import BackendError
+from jupyter_disttrain.payloads import GpuSample, ReplicaResources, Resources, ResourceSample
 from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+from jupyter_disttrain.store import JobStore
 
 
 def _status(phase: JobPhase, *replica_phases: JobPhase, reason: str | None = None) -> JobStatus:
@@ -234,3 +241,124 @@ def test_widget_view_groups_replicas_by_role_when_a_job_has_several(monkeypatch:
     # One role (a torchrun job): no label, as before roles.
     view.update(_status(JobPhase.RUNNING, JobPhase.RUNNING, JobPhase.RUNNING))  # type: ignore[attr-defined]
     assert "worker:" not in view.chips.value and "worker:" not in view.text()  # type: ignore[attr-defined]
+
+
+def _sample(t: float, cpu: float = 98.4, rss: int = 312 * 1024**2, **gpu: Any) -> ResourceSample:
+    return ResourceSample(t=t, cpu_percent=cpu, rss_bytes=rss, threads=4, read_bytes=0, write_bytes=0, **gpu)
+
+
+def _resources(now: float, interval: float = 2.0, **replicas: ReplicaResources) -> Resources:
+    return Resources(interval=interval, now=now, source="sampler", message=None, replicas=replicas)
+
+
+def _replica(*samples: ResourceSample, quiet: bool = False, ended: bool = False) -> ReplicaResources:
+    return ReplicaResources(
+        samples=list(samples), ended=ended, last_output=None, last_progress=None, quiet=quiet
+    )
+
+
+def test_a_chip_shows_cpu_and_memory_and_the_gpu_only_where_there_is_one() -> None:
+    assert widgets.chip_usage(_sample(1)) == "CPU 98% · 312 MB"
+    assert widgets.chip_usage(_sample(1, cpu=0.42, rss=1536)) == "CPU 0.4% · 1.50 KB"
+    gpus = [GpuSample(index=0, util_percent=70, mem_used_bytes=2 * 1024**3, mem_total_bytes=16 * 1024**3)]
+    gpus.append(GpuSample(index=1, util_percent=30, mem_used_bytes=1024**3, mem_total_bytes=16 * 1024**3))
+    assert widgets.chip_usage(_sample(1, gpus=gpus)) == "CPU 98% · 312 MB · GPU 50% 3.00 GB"
+    # the rank's own GPU memory, where the sampler could tell it, over what its devices hold
+    assert widgets.chip_usage(_sample(1, gpus=gpus, gpu_mem_bytes=512 * 1024**2)).endswith("GPU 50% 512 MB")
+    assert widgets.chip_usage(_sample(1, gpus=[])) == "CPU 98% · 312 MB"
+
+
+def test_the_widget_chips_carry_each_ranks_usage_and_quiet_mark_while_it_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
+    assert isinstance(view, widgets.WidgetView)
+    running = JobStatus(
+        job_id="j-1",
+        phase=JobPhase.RUNNING,
+        replicas=[ReplicaStatus(name=f"rank-{i}", index=i, phase=JobPhase.RUNNING) for i in range(2)],
+    )
+    view.update(running)
+    view.usage(
+        _resources(
+            10, **{"rank-0": _replica(_sample(8, cpu=50), _sample(10, cpu=187.6)), "rank-1": _replica()}
+        )
+    )
+    chips = view.chips.value
+    assert "CPU 188% · 312 MB" in chips and "CPU 50%" not in chips  # the latest sample
+    assert "quiet" not in chips
+    view.usage(_resources(12, **{"rank-1": _replica(_sample(12, cpu=0.0), quiet=True)}))
+    chips = view.chips.value
+    assert "CPU 188%" in chips  # rank-0 keeps its last values until new ones come
+    assert "CPU 0% · 312 MB" in chips and chips.count("jp-DistTrain-chipQuiet") == 1
+    assert "CPU" not in view.text()  # the saved text stays the stable summary
+    running.replicas[0].phase = JobPhase.SUCCEEDED
+    view.update(running)
+    assert view.chips.value.count("CPU") == 1  # an exited rank shows no usage
+
+
+def test_the_usage_feed_reads_at_the_samplers_pace_from_the_last_now_and_ends_on_an_error() -> None:
+    clock = [100.0]
+    asked: list[float | None] = []
+
+    def fetch(since: float | None) -> Resources:
+        asked.append(since)
+        if len(asked) == 3:
+            raise BackendError("the kubernetes backend cannot sample this cluster")
+        return _resources(1000.0 + len(asked), interval=5)
+
+    feed = widgets.UsageFeed(fetch, clock=lambda: clock[0])
+    assert feed.poll() is not None
+    assert feed.poll() is None  # not due yet
+    clock[0] += 5
+    assert feed.poll() is not None
+    assert asked == [None, 1001.0]
+    clock[0] += 5
+    assert feed.poll() is None and feed.stopped == "the kubernetes backend cannot sample this cluster"
+    clock[0] += 5
+    assert feed.poll() is None and len(asked) == 3
+
+
+BURN = """
+import os
+import time
+end = time.time() + 90
+while os.environ["RANK"] == "0" and time.time() < end:
+    sum(range(10000))
+time.sleep(max(0.0, end - time.time()))
+"""
+
+
+def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the job layer, as ``%%distrun`` feeds the widget: each chip shows its rank's latest
+    sample; the rank that burns CPU reads busy, the one in ``time.sleep`` idle. (How busy depends
+    on the machine's load: on a shared 2-core box a spinning rank gets 20-100 % of a core.)"""
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    job = api.submit(BURN, store=store, gpus=2, name="burn")
+    try:
+        view = widgets.make_view(job.id, str(job.dir), job.cancel)
+        assert isinstance(view, widgets.WidgetView)
+        feed = widgets.UsageFeed(job.resources)
+        latest: dict[str, ResourceSample] = {}
+
+        def follow_until(done: Callable[[], bool], seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not done():
+                view.update(job.status())
+                if (answer := feed.poll()) is not None:
+                    view.usage(answer)
+                    latest.update({n: r.samples[-1] for n, r in answer.replicas.items() if r.samples})
+                time.sleep(0.5)
+
+        follow_until(lambda: len(latest) == 2, 60)
+        follow_until(lambda: latest["rank-0"].cpu_percent >= 10, 30)  # past the ranks' start-up
+        for name, sample in latest.items():
+            assert f"{name}: Running</span>" in view.chips.value
+            assert html.escape(widgets.chip_usage(sample)) in view.chips.value
+        print({n: s.cpu_percent for n, s in latest.items()})
+        assert latest["rank-0"].cpu_percent >= 10 and latest["rank-1"].cpu_percent < 5, latest
+    finally:
+        job.cancel()

@@ -12,9 +12,11 @@ import abc
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
-from ..errors import BackendError, DistTrainError, InvalidSpecError
+from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
 from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
+from ..payloads import Resources, StackDump
+from ..resources import ReplicaState, read_resources
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 
@@ -196,6 +198,26 @@ class Backend(abc.ABC):
                 have = ", ".join(sorted(known)) or "none yet"
                 raise InvalidSpecError(f"job {record.id} has no replica {replica!r}; it has: {have}")
 
+    # -- resources and stacks ------------------------------------------------------------------
+    def resources(self, job_id: str, since: float | None = None) -> Resources:
+        """Each replica's resource samples newer than ``since`` and its liveness."""
+        record = self.store.read_record(job_id)
+        status = self.describe(job_id)
+        replicas = [ReplicaState.of(r, status.is_terminal) for r in status.replicas]
+        return self._resources(record, status, replicas, since)
+
+    def stack(self, job_id: str, replica: str, method: str = "auto") -> StackDump:
+        """The Python stacks of every thread of a running replica."""
+        record = self.store.read_record(job_id)
+        status = self.describe(job_id)
+        names = [r.name for r in status.replicas]
+        if replica not in names:
+            have = ", ".join(names) or "none yet"
+            raise UnknownReplicaError(f"job {job_id} has no replica {replica!r}; it has: {have}")
+        if status.is_terminal:
+            raise JobEndedError(job_id, status.phase.value, "a stack dump")
+        return self._stack(record, status, replica, method)
+
     # -- stop --------------------------------------------------------------------------------
     def cancel(self, job_id: str) -> JobStatus:
         """Stop the job and all its processes; a job that already ended keeps its status, but
@@ -250,6 +272,15 @@ class Backend(abc.ABC):
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
         """Bring the stored status up to date with reality (e.g. a launcher that died)."""
         return status
+
+    def _resources(
+        self, record: JobRecord, status: JobStatus, replicas: list[ReplicaState], since: float | None
+    ) -> Resources:
+        """The samples the job's sampler wrote into its job dir."""
+        return read_resources(self.store.job_dir(record.id), replicas, since)
+
+    def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
+        raise BackendError(f"the {self.name} backend cannot dump a replica's stacks")
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
         return [LogSource(p.stem, p) for p in log_files(self.store.logs_dir(record.id))]

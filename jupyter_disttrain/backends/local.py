@@ -23,8 +23,11 @@ from ..launch import user_cache_dir
 from ..launchers import get_launcher
 from ..launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ..logfiles import LogSource, log_files
+from ..payloads import StackDump
+from ..runtime import contract
 from ..specs import (
     DEFAULT_EXIT_TIMEOUT,
+    DEFAULT_MONITOR_INTERVAL,
     DryRun,
     JobPhase,
     JobSpec,
@@ -33,6 +36,7 @@ from ..specs import (
     ReplicaStatus,
     validate_exit_timeout,
     validate_grace_period,
+    validate_monitor_interval,
 )
 from ..store import JobRecord, read_json
 from .base import Backend
@@ -85,6 +89,7 @@ class LocalBackend(Backend):
             )
         validate_grace_period(spec.options.get("grace_period", 10.0))
         validate_exit_timeout(spec.options.get("exit_timeout", DEFAULT_EXIT_TIMEOUT))
+        validate_monitor_interval(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL))
         oversubscribe = spec.options.get("oversubscribe", False)
         if not isinstance(oversubscribe, bool):
             raise InvalidSpecError(f"oversubscribe must be true or false, not {oversubscribe!r}")
@@ -134,6 +139,7 @@ class LocalBackend(Backend):
             device="cuda" if gpus else "cpu",
             roles=[role.to_json() for role in roles],
             cache_dir=cache,
+            monitor_interval=float(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL)),
         )
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
@@ -211,6 +217,25 @@ class LocalBackend(Backend):
         status = self.store.read_status(record.id) or JobStatus(job_id=record.id)
         if not status.is_terminal:
             self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
+
+    def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
+        from ..stacks import dump_stack
+
+        job_dir = self.store.job_dir(record.id)
+        rank = _RANK_LOG.match(replica)
+        try:
+            if rank is None:
+                raise ValueError(replica)
+            rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(int(rank.group(1))))
+        except (OSError, ValueError):
+            raise BackendError(f"{replica} has not started yet: no process to read") from None
+        if rec.get("exit_code") is not None:
+            raise BackendError(f"{replica} has exited (code {rec['exit_code']}): no stack to read")
+        pid = int(rec["pid"])
+        if not procs.runs_job(pid, record.id):  # never signal a pid reused by another process
+            raise BackendError(f"{replica}'s process (pid {pid}) is gone")
+        stack_path = job_dir / contract.STACKS_DIR / contract.stack_file(replica)
+        return dump_stack(replica, pid, stack_path, method)
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
         ranks: list[tuple[int, LogSource]] = []

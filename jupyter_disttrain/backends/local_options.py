@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..flags import option
-from ..specs import EXIT_TIMEOUT_HELP, OVERSUBSCRIBE_HELP
+from ..specs import EXIT_TIMEOUT_HELP, MONITOR_INTERVAL_HELP, OVERSUBSCRIBE_HELP
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,8 @@ class LocalOptions:
         metavar="SECONDS",
         help="on cancel, seconds between SIGTERM and SIGKILL (default 10, at most 300)",
     )
+
+    monitor_interval: float | None = option(parse=float, metavar="SECONDS", help=MONITOR_INTERVAL_HELP)
 
 
 NAMES = frozenset(f.name for f in fields(LocalOptions))

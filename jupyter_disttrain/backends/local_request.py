@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..launchers.base import Role, default_roles
-from ..specs import DEFAULT_EXIT_TIMEOUT, JobSpec
+from ..specs import DEFAULT_EXIT_TIMEOUT, DEFAULT_MONITOR_INTERVAL, JobSpec
 
 DEFAULT_GRACE_PERIOD = 10.0
 
@@ -37,6 +37,7 @@ class LocalRequest:
     # before roles: their ranks are the role "worker".
     roles: list[dict[str, Any]] = field(default_factory=list)
     cache_dir: str | None = None  # the per-user cache the launcher's roles use (compiled ops)
+    monitor_interval: float = DEFAULT_MONITOR_INTERVAL  # seconds between resource samples; 0: none
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +56,8 @@ class LocalRequest:
             device=str(data.get("device", "cpu")),
             roles=list(data.get("roles", [])),
             cache_dir=data.get("cache_dir"),
+            # A job recorded before monitoring existed was never sampled.
+            monitor_interval=float(data.get("monitor_interval", 0.0)),
         )
 
 

@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import procs
 from ..launchers.base import TORCHRUN
@@ -30,6 +30,9 @@ from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_
 from ..store import JobStore, read_json, write_json_atomic
 from .local_request import LocalRequest, request_roles
 from .rank_exits import AgentExit, agent_exits, oom_kills, signal_name
+
+if TYPE_CHECKING:
+    from ..runtime.sampler import Monitor
 
 POLL_SECONDS = 0.1  # while stopping processes
 # Status changes reach status.json within half a second; quieter while nothing changes.
@@ -88,6 +91,7 @@ class Supervisor:
         self._rank_role = next((r.name for r in roles if r.via == TORCHRUN), "worker")
         self._busy: str | None = None  # what the ranks are busy with before training, if anything
         self._busy_next = 0.0
+        self._monitor: Monitor | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -112,8 +116,44 @@ class Supervisor:
         world = self.record.spec.world_size
         self._event("Normal", "Started", f"started {len(self.agents)} torchrun agent(s), world size {world}")
         self.store.write_status(self.status)
-        self._watch()
+        self._start_monitor()
+        try:
+            self._watch()
+        finally:
+            if self._monitor is not None:
+                self._monitor.stop()
         return 0
+
+    # -- resource monitoring -----------------------------------------------------------------
+    def _start_monitor(self) -> None:
+        """Sample each running rank's process tree into ``metrics/`` (``runtime.sampler``)."""
+        interval = self.request.monitor_interval
+        if interval <= 0:
+            return
+        from ..runtime.sampler import Monitor
+
+        self._monitor = Monitor(
+            str(self.job_dir / contract.METRICS_DIR),
+            interval,
+            self._running_ranks,
+            lambda replica: str(self._log(replica)),
+            _say,
+            gpus=self.request.device == "cuda",
+        )
+        try:
+            self._monitor.start()
+        except OSError as exc:  # the job runs on without samples
+            self._monitor = None
+            _say(f"no resource monitoring: {exc}")
+
+    def _running_ranks(self) -> dict[str, int]:
+        """The ranks running now (replica -> pid), from their records (another thread's reads)."""
+        records = list(self._rank_records.items())
+        return {
+            contract.rank_name(r): int(rec["pid"])
+            for r, rec in records
+            if rec.get("exit_code") is None and "pid" in rec
+        }
 
     def _cannot_write(self, exc: OSError) -> int:
         """The launcher's own files cannot be written (a full disk, a quota, a removed dir): the
@@ -428,6 +468,11 @@ class Supervisor:
             self.status.exit_code = 0
         self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
         self.store.write_status(self.status)
+
+
+def _say(line: str) -> None:
+    """One line to ``launcher.log`` (the launcher's stdout)."""
+    print(f"disttrain launcher: {line}", flush=True)
 
 
 def _reserve(path: Path, size: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .artifact import Artifact
 from .checks import METRIC_TYPES
-from .place import here
+from .place import here, job_hparams
 from .run import Ranks, Run, say_once
 
 __all__ = ["METRIC_TYPES", "Artifact", "Run", "create_artifact", "create_run", "login"]
@@ -37,15 +37,22 @@ def create_run(
     hparams: Mapping[str, Any] | None = None,
     description: str | None = None,
     ranks: Ranks = "0",
+    total_steps: int | None = None,
 ) -> Run:
     """Start the run ``name`` and make it the current one (for ``create_artifact``).
 
     Every rank may call it: with ``ranks="0"`` rank 0 records and the others' calls do nothing;
     with ``ranks="all"`` every rank records its own metrics under ``runs/<name>/rank-N/``.
     The same name again continues the run (a torchrun restart appends to it).
+    Without ``hparams``, the job's hyper-parameters captured at submit are the run's (the
+    notebook's ``hparams`` dict the cell used, the ``--name value`` arguments after ``--``).
+    ``total_steps``, the last step the training will log, gives the run's progress and ETA
+    (without it, an hparam ``total_steps`` or ``max_steps`` does).
     """
     global _current
-    _current = Run(name, hparams, description, ranks, here())
+    if hparams is None:
+        hparams = job_hparams()
+    _current = Run(name, hparams, description, ranks, here(), total_steps=total_steps)
     return _current
 
 

@@ -10,10 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..runtime.contract import MANIFEST_FILE as MANIFEST
 from .checks import artifact_path, check_name
 from .files import copy_file, write_json
-
-MANIFEST = "manifest.json"
 
 
 class Artifact:

@@ -11,12 +11,13 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
+from ..runtime.contract import RUN_NAME_PATTERN
+
 # A closed vocabulary: the runs table and TensorBoard group metrics by type, so a typo ("valid",
 # "Val") would silently start a new group instead of failing.
 METRIC_TYPES = ("train", "val", "test")
 
-# Run and artifact names become directory names (and TensorBoard run names).
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_NAME = re.compile(RUN_NAME_PATTERN)
 # Metric names become the second half of a ``<type>/<metric>`` TensorBoard tag.
 _METRIC = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 

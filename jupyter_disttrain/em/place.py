@@ -7,6 +7,7 @@ outside one (plain Python, a notebook cell), ``./.disttrain/runs/<run>/`` and ``
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import sys
@@ -16,7 +17,6 @@ from typing import Any
 
 from ..runtime import contract
 
-RUNS_DIR = "runs"
 LOCAL_ROOT = ".disttrain"
 
 
@@ -34,12 +34,24 @@ def here() -> Place:
     root = Path(job_dir) if job_dir else Path.cwd() / LOCAL_ROOT
     tensorboard = os.environ.get(contract.TENSORBOARD_DIR_ENV) or str(root / contract.TENSORBOARD_DIR)
     return Place(
-        runs=root / RUNS_DIR,
+        runs=root / contract.RUNS_DIR,
         tensorboard=Path(tensorboard),
         job_id=os.environ.get(contract.JOB_ID_ENV),
         rank=_int_env("RANK", 0),
         world_size=_int_env("WORLD_SIZE", 1),
     )
+
+
+def job_hparams() -> dict[str, Any]:
+    """The job's hyper-parameters captured at submit (``$DISTTRAIN_HPARAMS``), or none."""
+    text = os.environ.get(contract.HPARAMS_ENV)
+    if not text:
+        return {}
+    try:
+        values = json.loads(text)
+    except ValueError:
+        return {}
+    return values if isinstance(values, dict) else {}
 
 
 def _int_env(name: str, default: int) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+from ..runtime.contract import ARTIFACTS_DIR, METRICS_FILE, RUN_FILE
 from . import exits
 from .artifact import Artifact
 from .checks import (
@@ -32,9 +33,6 @@ from .sink import Sink
 
 log = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
-METRICS_FILE = "metrics.jsonl"
-ARTIFACTS_DIR = "artifacts"
 
 Ranks = Literal["0", "all"]
 _said: set[str] = set()
@@ -61,8 +59,11 @@ class Run:
         description: str | None,
         ranks: Ranks,
         place: Place,
+        *,
+        total_steps: int | None = None,
     ) -> None:
         self.name = check_name("run", name)
+        total_steps = check_step("total_steps", total_steps)
         if ranks not in ("0", "all"):
             raise ValueError(f"ranks={ranks!r}: use '0' (rank 0 records) or 'all' (each rank, in rank-N/)")
         if hparams is not None and not isinstance(hparams, Mapping):
@@ -97,6 +98,7 @@ class Run:
                 "end_time": None,
                 "reason": None,
                 "ranks": ranks,
+                "total_steps": total_steps,
                 "platform": platform_info(place, place.world_size if ranks == "all" else 1),
                 "outputs": [],
                 "inputs": [],

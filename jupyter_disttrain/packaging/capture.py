@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
+from ..hparams import from_namespace
 from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex
@@ -43,6 +44,7 @@ class PackagedScript:
         pitfalls: warnings on the script's code (already filtered by ``ignore``).
         explanation: for the dry run: how each name got into the script, and which statements of
             earlier cells did not, and why.
+        hparams: the hyper-parameters among the names the script uses (``hparams.from_namespace``).
     """
 
     source: str
@@ -50,6 +52,7 @@ class PackagedScript:
     captured: list[str] = field(default_factory=list)
     pitfalls: list[Pitfall] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
+    hparams: dict[str, Any] = field(default_factory=dict)
 
 
 def package_cell(
@@ -93,7 +96,8 @@ def package_cell(
     pitfalls = check_script(blocks, resolver.missing, ignore, target)
     source = _Script(cell, tree, items, writer, header).render()
     captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
-    return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver))
+    hparams = from_namespace({*use.free, *resolver.items}, user_ns)
+    return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver), hparams)
 
 
 def _parse_cell(cell: str, cell_line: int) -> ast.Module:

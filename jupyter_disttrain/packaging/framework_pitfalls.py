@@ -1,4 +1,4 @@
-"""Pitfall checks of the training frameworks that run under torchrun: DeepSpeed and Lightning.
+"""Pitfall checks of PyTorch Lightning under torchrun (DeepSpeed's are in ``pitfalls.py``).
 
 They read the same tree as the DDP checks (``pitfalls.py``), which runs them after its own.
 """
@@ -8,33 +8,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .pitfalls import Finding, _Code, _dotted, _guarded, _int_constants, _int_value, _keyword, _name
+from .pitfalls import Finding, _Code, _int_constants, _int_value, _keyword, _name
 
-CODES = ("collective-save", "lightning-devices", "lightning-spawn")
+CODES = ("lightning-devices", "lightning-spawn")
 LIGHTNING = ("lightning", "pytorch_lightning")
 # Strategies that start processes themselves: inside a job each rank would start more.
 _SPAWNING = ("ddp_spawn", "ddp_notebook", "ddp_fork", "ddp_find_unused_parameters_spawn")
-
-
-def deepspeed_save(code: _Code, call: ast.Call) -> bool:
-    """``engine.save_checkpoint(...)`` in a script that uses DeepSpeed: DeepSpeed's, collective."""
-    return (
-        "deepspeed" in code.imports
-        and isinstance(call.func, ast.Attribute)
-        and _name(call) == "save_checkpoint"
-    )
-
-
-def _collective_save(code: _Code) -> Iterator[Finding]:
-    for call in code.calls:
-        if deepspeed_save(code, call) and _guarded(code, call, set()):
-            yield (
-                "collective-save",
-                call,
-                f"DeepSpeed's `{_dotted(call.func) or 'save_checkpoint'}(...)` is collective: every rank must"
-                " call it (each saves its own shard; rank 0 alone would wait for the others forever):"
-                " remove the rank guard",
-            )
 
 
 def _trainers(code: _Code) -> Iterator[ast.Call]:
@@ -82,4 +61,4 @@ def _lightning_spawn(code: _Code) -> Iterator[Finding]:
             )
 
 
-CHECKS = (_collective_save, _lightning_devices, _lightning_spawn)
+CHECKS = (_lightning_devices, _lightning_spawn)

@@ -28,8 +28,9 @@ CODES = (
     "cuda-without-device",
     "cuda-without-gpu",
     "world-size-mismatch",
+    "unguarded-writer",
+    "guarded-collective-save",
     # packaging/framework_pitfalls.py
-    "collective-save",
     "lightning-devices",
     "lightning-spawn",
 )
@@ -306,11 +307,10 @@ def _epoch_loops(tree: ast.AST) -> Iterator[ast.For | ast.AsyncFor]:
 
 
 def _unguarded_save(code: _Code) -> Iterator[Finding]:
-    from .framework_pitfalls import deepspeed_save
-
+    engines = _deepspeed_engines(code)
     for call in code.calls:
-        what = _save_kind(call)
-        if what and not deepspeed_save(code, call) and not _guarded(code, call, set()):
+        what = "" if _is_collective_save(call, engines) else _save_kind(call)
+        if what and not _guarded(code, call, set()):
             yield (
                 "unguarded-save",
                 call,
@@ -372,6 +372,65 @@ def _after_exit(block: ast.AST, stmt: ast.stmt, test: Callable[[ast.AST], bool])
                 ):
                     return True
     return False
+
+
+# --- unguarded-writer -------------------------------------------------------------------------
+
+
+def _unguarded_writer(code: _Code) -> Iterator[Finding]:
+    """A TensorBoard writer made on every rank: each rank writes its own event file into the same
+    directory, which TensorBoard then shows as one run whose every point comes N times."""
+    for call in code.calls:
+        if _name(call) != "SummaryWriter" or _guarded(code, call, set()):
+            continue
+        where = [*call.args[:1], *(k.value for k in call.keywords if k.arg in ("log_dir", "logdir"))]
+        if any(_rankish(w) for w in where):  # a directory per rank: f"runs/rank{rank}"
+            continue
+        yield (
+            "unguarded-writer",
+            call,
+            "every rank creates this SummaryWriter and writes into the same directory: create it only"
+            " on rank 0 (`if dist.get_rank() == 0:`), or log with `em` (from jupyter_disttrain), which"
+            " records on rank 0 by itself",
+        )
+
+
+# --- guarded-collective-save -------------------------------------------------------------------
+
+
+def _deepspeed_engines(code: _Code) -> set[str]:
+    """Names bound to what ``deepspeed.initialize`` returns (the engine is its first element)."""
+    names: set[str] = set()
+    for node in ast.walk(code.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if _dotted(node.value.func) not in ("deepspeed.initialize", "initialize"):
+                continue
+            for target in node.targets:
+                first = target.elts[0] if isinstance(target, ast.Tuple | ast.List) and target.elts else target
+                if _dotted(first):
+                    names.add(_dotted(first))
+    return names
+
+
+def _is_collective_save(call: ast.Call, engines: set[str]) -> bool:
+    """A DeepSpeed engine's ``save_checkpoint``: every rank must call it (each writes its shard)."""
+    if _name(call) != "save_checkpoint" or not isinstance(call.func, ast.Attribute):
+        return False
+    owner = _dotted(call.func.value)
+    return owner in engines or (bool(engines) and "engine" in owner.lower())
+
+
+def _guarded_collective_save(code: _Code) -> Iterator[Finding]:
+    engines = _deepspeed_engines(code)
+    for call in code.calls:
+        if _is_collective_save(call, engines) and _guarded(code, call, set()):
+            yield (
+                "guarded-collective-save",
+                call,
+                f"DeepSpeed's `{_dotted(call.func)}(...)` is collective: every rank must call it (each"
+                " saves its part, rank 0 alone waits forever); call it on all ranks, without the rank"
+                " condition",
+            )
 
 
 # --- ddp-state-dict ----------------------------------------------------------------------------
@@ -602,4 +661,6 @@ _CHECKS: tuple[Callable[[_Code], Iterator[Finding]], ...] = (
     _cuda_without_device,
     _cuda_without_gpu,
     _world_size_mismatch,
+    _unguarded_writer,
+    _guarded_collective_save,
 )

@@ -13,6 +13,8 @@ from typing import TypedDict
 JOB_ID_ENV = "DISTTRAIN_JOB_ID"
 JOB_DIR_ENV = "DISTTRAIN_JOB_DIR"
 TENSORBOARD_DIR_ENV = "DISTTRAIN_TENSORBOARD_DIR"
+# The job's hyper-parameters as a JSON object (set when it has any): em.create_run's default.
+HPARAMS_ENV = "DISTTRAIN_HPARAMS"
 # The local backend's bookkeeping: where the rank wrapper writes, and which agent a rank is under.
 LOG_DIR_ENV = "DISTTRAIN_LOG_DIR"
 NODE_ENV = "DISTTRAIN_NODE"
@@ -20,11 +22,34 @@ NODE_ENV = "DISTTRAIN_NODE"
 # (a PYTHONPATH in the pod spec would replace the image's).
 PYTHONPATH_ENV = "DISTTRAIN_PYTHONPATH"
 
+# Other libraries' settings a job gets unless the user set them (README "Interop"): MLflow records
+# into a SQLite database in the job dir; Lightning's default logger writes into its TensorBoard dir.
+MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
+MLFLOW_DB = "mlflow.db"
+LIGHTNING_ROOT_ENV = "PL_TRAINER_DEFAULT_ROOT_DIR"
+
 # A job dir's own parts.
 LOGS_DIR = "logs"
 EXITS_DIR = "exits"  # Kubernetes: <replica>.json, written by the pod wrapper at its exit
 RANKS_DIR = "ranks"
 TENSORBOARD_DIR = "tensorboard"
+METRICS_DIR = "metrics"  # <replica>.jsonl: resource samples; monitor.json: how they are taken
+MONITOR_FILE = "monitor.json"
+STACKS_DIR = "stacks"  # <replica>.txt: the faulthandler dumps the rank wrapper writes on STACK_SIGNAL
+# The signal on which the rank wrapper dumps every thread's Python stack (faulthandler). torchrun
+# neither uses nor forwards it by default (its agent handles TERM, INT, HUP and QUIT).
+STACK_SIGNAL = "SIGUSR2"
+
+# Experiment tracking (``em``): ``runs/<run>/run.json``, ``metrics.jsonl`` (``rank-N/metrics.jsonl``
+# with ranks="all"), ``artifacts/<artifact>/manifest.json`` and the artifact's files. Written by
+# ``em`` inside the training processes, read by the server (``runs.py``).
+RUNS_DIR = "runs"
+RUN_FILE = "run.json"
+METRICS_FILE = "metrics.jsonl"
+ARTIFACTS_DIR = "artifacts"
+MANIFEST_FILE = "manifest.json"
+# Run and artifact names become directory names (and TensorBoard run names).
+RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
 
 
 def rank_name(rank: int) -> str:
@@ -40,6 +65,14 @@ def agent_name(node: int) -> str:
 
 def log_file(replica: str) -> str:
     return f"{replica}.log"
+
+
+def metrics_file(replica: str) -> str:
+    return f"{replica}.jsonl"
+
+
+def stack_file(replica: str) -> str:
+    return f"{replica}.txt"
 
 
 def record_file(rank: int) -> str:

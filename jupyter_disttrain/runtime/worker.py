@@ -12,10 +12,12 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
+import faulthandler
 import gc
 import io
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -89,6 +91,7 @@ def main(argv: list[str]) -> None:
             "start_time": _now(),
         }
         _write_record(record_path, record)
+        _dump_stacks_on_signal(os.path.join(os.path.dirname(log_dir), contract.STACKS_DIR), rank)
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)
     code = 1
@@ -111,6 +114,26 @@ def main(argv: list[str]) -> None:
     _exit_before_teardown(code)
     if ended is not None:
         raise ended
+
+
+_stack_file: io.IOBase | None = None  # kept open for faulthandler, which writes to its fd
+
+
+def _dump_stacks_on_signal(stacks_dir: str, rank: int) -> None:
+    """On ``contract.STACK_SIGNAL``, write every thread's Python stack to
+    ``stacks/rank-N.txt`` (the fallback of "dump the stacks" where py-spy cannot attach). The
+    file exists from here on: it tells the caller that the signal is safe to send."""
+    global _stack_file
+    signum = getattr(signal, contract.STACK_SIGNAL, None)
+    if signum is None:  # not on this platform
+        return
+    try:
+        os.makedirs(stacks_dir, exist_ok=True)
+        path = os.path.join(stacks_dir, contract.stack_file(contract.rank_name(rank)))
+        _stack_file = open(path, "ab", buffering=0)  # noqa: SIM115 (open for the rank's life)
+        faulthandler.register(signum, file=_stack_file, all_threads=True)
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"disttrain: no stack dumps on {contract.STACK_SIGNAL} for this rank: {exc}", file=sys.stderr)
 
 
 def _main_module(script: str) -> dict[str, Any]:

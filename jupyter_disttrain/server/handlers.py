@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
@@ -25,15 +27,20 @@ from ..errors import (
     BackendError,
     DistTrainError,
     InvalidSpecError,
+    JobEndedError,
     PackagingError,
     UnknownBackendError,
     UnknownJobError,
+    UnknownReplicaError,
+    UnknownRunError,
 )
+from ..specs import validate_job_id
 from .context import SETTINGS_KEY, ServerContext
 from .jobs import JobService
 
 _T = TypeVar("_T")
 _EVENT_STREAM = "text/event-stream; charset=utf-8"
+_CHUNK = 1 << 20  # of an artifact download per write
 # A resume token: a byte offset, or ``replica:offset,...`` (replica names are [A-Za-z0-9._-]).
 # Checked before use because the stream echoes it in ``id:``, where a newline would start an event.
 _OFFSET = re.compile(r"^[A-Za-z0-9._:,-]{0,8192}$")
@@ -41,6 +48,9 @@ _OFFSET = re.compile(r"^[A-Za-z0-9._:,-]{0,8192}$")
 # The one table of domain error -> HTTP status; the first matching class wins.
 _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (UnknownJobError, 404),
+    (UnknownReplicaError, 404),
+    (JobEndedError, 409),
+    (UnknownRunError, 404),
     (InvalidSpecError, 400),
     (PackagingError, 400),
     (UnknownBackendError, 400),
@@ -128,6 +138,15 @@ class DistTrainHandler(APIHandler):
         except ValueError:
             raise web.HTTPError(400, "%s", f"{name} must be a whole number, not {raw!r}") from None
 
+    def float_argument(self, name: str) -> float | None:
+        raw = self.get_argument(name, None)
+        if raw in (None, ""):
+            return None
+        try:
+            return float(raw)
+        except ValueError:
+            raise web.HTTPError(400, "%s", f"{name} must be a number, not {raw!r}") from None
+
     def bool_argument(self, name: str) -> bool:
         raw = (self.get_argument(name, "") or "").lower()
         if raw in ("", "0", "false", "no"):
@@ -187,6 +206,27 @@ class CancelHandler(DistTrainHandler):
         # A cancel waits up to the job's grace period: in threads of its own, so that
         # listings and log reads in the shared pool never queue behind it.
         self.write_json(await self.call_in(self.ctx.cancel_executor, self.ctx.service.cancel, job_id))
+
+
+class ResourcesHandler(DistTrainHandler):
+    """Every replica's resource samples newer than ``since`` (an earlier answer's ``now``)."""
+
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        since = self.float_argument("since")
+        self.write_json(await self.call(self.ctx.service.resources, job_id, since))
+
+
+class StackHandler(DistTrainHandler):
+    """Dump a replica's Python stacks (a POST: it signals or ptraces the rank)."""
+
+    @web.authenticated
+    async def post(self, job_id: str, replica: str) -> None:
+        method = self.get_argument("method", None)
+        # py-spy may take seconds: in the threads of their own, not the shared pool.
+        self.write_json(
+            await self.call_in(self.ctx.cancel_executor, self.ctx.service.stack, job_id, replica, method)
+        )
 
 
 class LogsHandler(DistTrainHandler):
@@ -287,6 +327,57 @@ def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:
         raise ValueError(f"not a resume token: {event_id!r}")
     head = f"id: {event_id}\n" if event_id else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+class RunsHandler(DistTrainHandler):
+    """Every run of experiment tracking (``em``), of every job or of ``?job=<id>``."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        job = self.get_argument("job", None) or None
+        if job is not None:
+            with domain_errors():
+                validate_job_id(job)
+        self.write_json(await self.call(self.ctx.service.list_runs, job))
+
+
+class RunHandler(DistTrainHandler):
+    """A run's record, artifacts, progress and its points from ``?since=`` (``next`` of the last answer)."""
+
+    @web.authenticated
+    async def get(self, job_id: str, run: str) -> None:
+        query = {"since": self.int_argument("since"), "limit": self.int_argument("limit")}
+        query["rank"] = self.int_argument("rank")
+        self.write_json(await self.call(self.ctx.service.run_detail, job_id, run, **query))
+
+
+class ArtifactHandler(DistTrainHandler):
+    """An artifact file of a run, as a download, read and sent in chunks."""
+
+    @web.authenticated
+    async def get(self, job_id: str, run: str, path: str) -> None:
+        manager = self.ctx.service.manager
+        f = await self.call(manager.open_artifact, job_id, run, path)  # tornado unescaped it
+        try:
+            size = os.fstat(f.fileno()).st_size
+            name = path.rsplit("/", 1)[-1]
+            self.set_header("Content-Type", "application/octet-stream")
+            self.set_header("Content-Length", str(size))
+            self.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{quote(name)}")
+            self.set_header("X-Content-Type-Options", "nosniff")
+            left = size  # the size at the open: a file still growing is sent as it was then
+            while left > 0:
+                chunk = await self.call(f.read, min(_CHUNK, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                self.write(chunk)
+                await self.flush()
+        except StreamClosedError:
+            return
+        finally:
+            f.close()
+        self.finish(set_content_type="application/octet-stream")
 
 
 class TensorBoardListHandler(DistTrainHandler):

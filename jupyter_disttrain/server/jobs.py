@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import InvalidSpecError
 from ..intake import spec_from_json
 from ..manager import JobManager
-from ..payloads import JobScript, JobSummary, to_json
+from ..payloads import JobScript, JobSummary, RunList, to_json
 from ..store import JobStore
 
 
@@ -41,6 +41,22 @@ class JobService:
     def read_runs(self, job_id: str, **query: Any) -> dict[str, Any]:
         """A log page in runs, for the event stream (``JobManager.log_runs``)."""
         return to_json(self.manager.log_runs(job_id, **query))
+
+    def resources(self, job_id: str, since: float | None = None) -> dict[str, Any]:
+        """Every replica's resource samples newer than ``since`` (``JobManager.resources``)."""
+        return to_json(self.manager.resources(job_id, since))
+
+    def stack(self, job_id: str, replica: str, method: str | None = None) -> dict[str, Any]:
+        """A replica's Python stacks (``JobManager.stack``)."""
+        return to_json(self.manager.stack(job_id, replica, method))
+
+    def list_runs(self, job: str | None = None) -> dict[str, Any]:
+        """``RunList``: every run of every job, or of ``job`` (``JobManager.list_runs``)."""
+        return to_json(RunList(self.manager.list_runs(job)))
+
+    def run_detail(self, job_id: str, run: str, **query: Any) -> dict[str, Any]:
+        """``RunDetail`` (``JobManager.run_detail``'s query: since, limit, rank)."""
+        return to_json(self.manager.run_detail(job_id, run, **query))
 
     def phase(self, job_id: str) -> str:
         return self.manager.phase(job_id)

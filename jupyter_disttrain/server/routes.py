@@ -18,6 +18,7 @@ from .proxy import TensorBoardProxyHandler
 NAMESPACE = "disttrain"
 _JOB = r"(?P<job_id>[^/]+)"
 _TB = r"(?P<tb_id>[^/]+)"
+_RUN = r"(?P<run>[^/]+)"
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,26 @@ ROUTES: tuple[Route, ...] = (
         h.LogStreamHandler,
         "disttrain/api/jobs/demo-abcde/logs/stream",
     ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/resources",
+        h.ResourcesHandler,
+        "disttrain/api/jobs/demo-abcde/resources",
+    ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/replicas/(?P<replica>[^/]+)/stack",
+        h.StackHandler,
+        "disttrain/api/jobs/demo-abcde/replicas/rank-0/stack",
+    ),
     Route(rf"disttrain/api/jobs/{_JOB}/cancel", h.CancelHandler, "disttrain/api/jobs/demo-abcde/cancel"),
+    Route(r"disttrain/api/runs/?", h.RunsHandler, "disttrain/api/runs"),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/runs/{_RUN}/?", h.RunHandler, "disttrain/api/jobs/demo-abcde/runs/mnist"
+    ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/runs/{_RUN}/artifacts/(?P<path>.+)",
+        h.ArtifactHandler,
+        "disttrain/api/jobs/demo-abcde/runs/mnist/artifacts/checkpoint/model.pt",
+    ),
     Route(r"disttrain/api/tensorboard/?", h.TensorBoardListHandler, "disttrain/api/tensorboard"),
     Route(rf"disttrain/api/tensorboard/{_TB}/?", h.TensorBoardHandler, "disttrain/api/tensorboard/_all"),
     Route(

@@ -4,16 +4,17 @@ import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { IEditorServices } from '@jupyterlab/codeeditor';
 import { listIcon } from '@jupyterlab/ui-components';
 
-import { getJob, getScript } from '../api';
+import { getJob, getResources, getScript } from '../api';
 import { CommandIDs, jobIdArg } from '../ids';
 import { JobDetails } from '../details';
 import { JobDetailsModel } from '../detailsmodel';
+import { ResourcesModel } from '../resources';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 import { openTab } from '../tabs';
 
 export const detailsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:details',
-  description: 'Job details tabs: spec, replicas, events and the packaged script.',
+  description: 'Job details tabs: spec, replicas, resources, events and the packaged script.',
   autoStart: true,
   requires: [IDistTrainSettings],
   optional: [IEditorServices, ILayoutRestorer],
@@ -39,7 +40,17 @@ export const detailsPlugin: JupyterFrontEndPlugin<void> = {
             interval: settings.values.refreshInterval,
             visible: () => content.isVisible
           });
-          const content: JobDetails = new JobDetails(model, editors);
+          const resources = new ResourcesModel({
+            jobId: id,
+            fetchResources: getResources,
+            interval: settings.values.refreshInterval,
+            visible: () => content.isVisible,
+            ended: () => model.ended
+          });
+          const content: JobDetails = new JobDetails(model, editors, {
+            resources,
+            onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica })
+          });
           const widget = new MainAreaWidget({ content });
           widget.title.icon = listIcon;
           widget.addClass('jp-DistTrainDetailsPanel');

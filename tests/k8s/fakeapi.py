@@ -10,6 +10,10 @@ Stdlib only. What it serves, as the API server does:
 * list/watch with ``resourceVersion`` (watch from it; ``410 Gone`` as an ERROR event once the
   history before it is compacted), ``labelSelector`` (=, ==, !=, exists, !, in, notin),
   ``fieldSelector`` (dotted paths, = and !=), ``timeoutSeconds`` and bookmarks;
+* ``metrics.k8s.io/v1beta1`` PodMetrics lists (``labelSelector``), as metrics-server serves
+  them, when ``pod_metrics`` is set (the toy kubelet's: usage of each pod's processes); else 404;
+* ``pods/exec`` over a websocket (``v4.channel.k8s.io``: stdout, stderr, then the exit status on
+  the error channel) when ``pod_exec`` is set (the toy kubelet runs the command with the pod's env);
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
 * admission refusals (``admission`` hooks: quota, PodSecurity; ``restricted_pod_security`` checks
   a namespace's pods against the "restricted" profile as the real admission controller does),
@@ -24,7 +28,9 @@ It counts every request, so tests and the bench can say how many calls a refresh
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import re
 import threading
@@ -337,6 +343,11 @@ class FakeCluster:
         self.admission: list[Callable[[str, dict[str, Any]], None]] = []
         # Resource key -> seconds every watch of it holds its events back (a lagging watch cache).
         self.watch_delay: dict[str, float] = {}
+        # metrics-server: (namespace, pod) -> {container: {"cpu": "..n", "memory": "..Ki"}}, or
+        # None before its first scrape; the metrics API is not served while this is None.
+        self.pod_metrics: Callable[[str, str], dict[str, dict[str, str]] | None] | None = None
+        # The kubelet's exec: (namespace, pod, argv) -> (exit code, stdout, stderr), None: not running.
+        self.pod_exec: Callable[[str, str, list[str]], tuple[int, bytes, bytes] | None] | None = None
 
     def type_of(self, kind: str) -> ResourceType:
         return next(t for t in self.types.values() if t.kind == kind)
@@ -528,6 +539,22 @@ class FakeCluster:
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
+_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
+
+
+def _ws_frame(opcode: int, payload: bytes) -> bytes:
+    """One unmasked, final websocket frame (a server's)."""
+    n = len(payload)
+    if n < 126:
+        head = bytes([0x80 | opcode, n])
+    elif n < 1 << 16:
+        head = bytes([0x80 | opcode, 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([0x80 | opcode, 127]) + n.to_bytes(8, "big")
+    return head + payload
+
+
+_METRICS_PATH = re.compile(r"^/apis/metrics\.k8s\.io/v1beta1/namespaces/(?P<ns>[^/]+)/pods/?$")
 _NS_PATH = re.compile(
     r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
     r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
@@ -646,6 +673,11 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
+        m = _METRICS_PATH.match(path)
+        if m and c.pod_metrics is not None and method == "GET":
+            if c.grants is not None and ("metrics.k8s.io", "pods", "list") not in c.grants:
+                raise ApiStatus(403, "Forbidden", "pods.metrics.k8s.io is forbidden")
+            return self._pod_metrics(m.group("ns"), query)
         m = _NS_PATH.match(path)
         if not m:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
@@ -658,6 +690,8 @@ class _Handler(BaseHTTPRequestHandler):
         verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch"}.get(method) or (
             "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
         )
+        if sub == "exec":  # a websocket GET, authorised as "create" on pods/exec
+            verb = "create"
         resource = t.plural + (f"/{sub}" if sub else "")
         refused = c.grants is not None and (group, resource, verb) not in c.grants
         if (verb, resource) in c.denied or refused:
@@ -671,6 +705,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if sub == "log" and t.plural == "pods" and method == "GET":
             return self._pod_log(ns, name or "", query)
+        if sub == "exec" and t.plural == "pods" and c.pod_exec is not None:
+            return self._pod_exec(ns, name or "")
         if sub:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         if method == "POST" and not name:
@@ -716,6 +752,79 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _pod_exec(self, ns: str, name: str) -> None:
+        """``pods/exec`` as the API server proxies it: a websocket upgrade, then one binary
+        message per output chunk (first byte: 1 stdout, 2 stderr, 3 the final Status)."""
+        assert self.cluster.pod_exec is not None
+        if self.headers.get("Upgrade", "").lower() != "websocket":
+            raise ApiStatus(400, "BadRequest", "Upgrade request required")
+        argv = parse_qs(urlsplit(self.path).query).get("command", [])
+        result = self.cluster.pod_exec(ns, name, argv)
+        if result is None:
+            raise ApiStatus(400, "BadRequest", f"container of pod {name} is not running")
+        protocols = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        if "v4.channel.k8s.io" not in protocols:
+            raise ApiStatus(400, "BadRequest", "this server speaks v4.channel.k8s.io only")
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + _WS_GUID).encode()).digest()).decode()
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", "v4.channel.k8s.io")
+        self.end_headers()
+        code, out, err = result
+        if code == 0:
+            status: dict[str, Any] = {"metadata": {}, "status": "Success"}
+        else:
+            cause = {"reason": "ExitCode", "message": str(code)}
+            status = {
+                "metadata": {},
+                "status": "Failure",
+                "message": f"command terminated with non-zero exit code: exit status {code}",
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [cause]},
+            }
+        for channel, data in ((1, out), (2, err), (3, json.dumps(status).encode())):
+            if data:
+                self.wfile.write(_ws_frame(0x2, bytes([channel]) + data))
+        self.wfile.write(_ws_frame(0x8, b"\x03\xe8"))  # close: normal
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _pod_metrics(self, ns: str, query: dict[str, str]) -> None:
+        """``PodMetricsList``: one reading per pod that has one, as metrics-server answers."""
+        c, labels = self.cluster, label_matcher(query.get("labelSelector"))
+        assert c.pod_metrics is not None
+        items = []
+        for pod in c.items("/v1/pods", ns):
+            meta = pod["metadata"]
+            usage = c.pod_metrics(ns, meta["name"]) if labels(meta.get("labels", {})) else None
+            if usage is None:
+                continue
+            items.append(
+                {
+                    "kind": "PodMetrics",
+                    "apiVersion": "metrics.k8s.io/v1beta1",
+                    "metadata": {
+                        "name": meta["name"],
+                        "namespace": ns,
+                        "labels": meta.get("labels", {}),
+                        "creationTimestamp": now(),
+                    },
+                    "timestamp": now(),
+                    "window": "10s",
+                    "containers": [{"name": n, "usage": u} for n, u in usage.items()],
+                }
+            )
+        body = {
+            "kind": "PodMetricsList",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {},
+            "items": items,
+        }
+        return self._json(200, body)
 
     def _watch(self, key: str, ns: str, query: dict[str, str]) -> None:
         c = self.cluster

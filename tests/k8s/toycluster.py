@@ -632,6 +632,7 @@ class ProcessKubelet(Loop):
         self.node = self.nodes[0]
         self._bound = 0  # pods bound so far: round-robin over the nodes
         self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        self.exec_env: dict[tuple[str, str], tuple[dict[str, str], str]] = {}  # for pods/exec
         self._killers: list[threading.Thread] = []
         self.handled: set[tuple[str, str]] = set()
         self.ports: dict[tuple[str, str], int] = {}
@@ -861,6 +862,7 @@ class ProcessKubelet(Loop):
         env = {k: rewrite(v) for k, v in self._env(pod, ctr).items()}
         argv = [rewrite(a) for a in [*ctr.get("command", []), *ctr.get("args", [])]]
         cwd = rewrite(ctr.get("workingDir") or str(self.sandbox))
+        self.exec_env[(ns, name)] = (env, cwd)
         os.makedirs(cwd, exist_ok=True)
         policy = pod["spec"].get("restartPolicy", "Always")
         restarts = 0
@@ -976,6 +978,36 @@ class ProcessKubelet(Loop):
         if proc is not None:
             self._kill(proc)
 
+    def exec(self, ns: str, name: str, argv: list[str]) -> tuple[int, bytes, bytes] | None:
+        """Run ``argv`` "in" a running pod (with its env and working dir): exit code, stdout,
+        stderr; None when the pod does not run."""
+        proc, where = self.procs.get((ns, name)), self.exec_env.get((ns, name))
+        if proc is None or proc.poll() is not None or where is None:
+            return None
+        env, cwd = where
+        try:
+            done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, timeout=60, check=False)
+        except FileNotFoundError:
+            return 127, b"", f"exec: {argv[0]!r}: executable file not found in $PATH".encode()
+        return done.returncode, done.stdout, done.stderr
+
+    def usage(self, ns: str, name: str) -> dict[str, dict[str, str]] | None:
+        """What metrics-server would report of a running pod: CPU (average since its start, in
+        nanocores) and resident memory of its processes; None when it does not run."""
+        import psutil
+
+        proc = self.procs.get((ns, name))
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            root = psutil.Process(proc.pid)
+            tree = [root, *root.children(recursive=True)]
+            cpu = sum(sum(p.cpu_times()[:2]) for p in tree) / max(1e-3, time.time() - root.create_time())
+            rss = sum(p.memory_info().rss for p in tree)
+        except psutil.Error:
+            return None
+        return {"trainer": {"cpu": f"{int(cpu * 1e9)}n", "memory": f"{rss // 1024}Ki"}}
+
     def _deleted(self, key: str, obj: dict[str, Any]) -> None:
         if key != PODS:
             return
@@ -1002,7 +1034,11 @@ class ToyCluster:
     """Fake API server + controllers + process kubelet, as a context manager."""
 
     def __init__(
-        self, version: tuple[int, int] = (1, 33), install: tuple[str, ...] = (), **kubelet: Any
+        self,
+        version: tuple[int, int] = (1, 33),
+        install: tuple[str, ...] = (),
+        pod_metrics: bool = False,
+        **kubelet: Any,
     ) -> None:
         from .fakeapi import FakeApiServer
 
@@ -1015,6 +1051,9 @@ class ToyCluster:
             TTLController(self.cluster),
             ProcessKubelet(self.cluster, **kubelet),
         ]
+        if pod_metrics:  # a metrics-server: the metrics API is served
+            self.cluster.pod_metrics = self.kubelet.usage
+        self.cluster.pod_exec = self.kubelet.exec
         if "pytorchjob" in install:
             self.loops.append(PyTorchJobController(self.cluster))
         if "t9k" in install:

@@ -72,6 +72,22 @@ def submit_job(root: Path, world: int = 2, script: str = RANK_SCRIPT, name: str 
     return submit(script, store=JobStore(root), name=name, gpus=world, accelerator="cpu")
 
 
+CHECKOUT = str(Path(__file__).resolve().parents[2])
+
+
+def run_checkout_job(root: Path, script: str, name: str, gpus: int = 2, **fields: Any) -> str:
+    """A real local job whose ranks import this checkout's package (``em``), with no MLflow or
+    Lightning setting inherited from the test's environment, run to success; its id."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", CHECKOUT)
+        for name_ in ("MLFLOW_TRACKING_URI", "PL_TRAINER_DEFAULT_ROOT_DIR", "DISTTRAIN_HPARAMS"):
+            mp.delenv(name_, raising=False)
+        job = submit(script, store=JobStore(root), name=name, gpus=gpus, accelerator="cpu", **fields)
+    status = job.wait(timeout=300)
+    assert status.phase.value == "Succeeded", (status, [ln.text for ln in job.logs()][-30:])
+    return job.id
+
+
 def wait_for(predicate: Callable[[], Any], deadline: float = 60.0, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something true; a generous deadline, never a timing claim."""
     end = time.monotonic() + deadline

@@ -87,6 +87,8 @@ JOB_ROUTES = [
     ("/logs", "GET"),
     ("/logs/stream", "GET"),
     ("/cancel", "POST"),
+    ("/runs/mnist", "GET"),
+    ("/runs/mnist/artifacts/model/model.pt", "GET"),
 ]
 
 

@@ -22,6 +22,8 @@ from ...errors import BackendError, InvalidSpecError
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext
 from ...logfiles import Budget
+from ...payloads import Resources, StackDump
+from ...resources import ReplicaState, read_resources, sampled_replicas
 from ...specs import (
     DryRun,
     Event,
@@ -46,6 +48,7 @@ from .notebook import choose_accelerator, find_own_pod, notebook_container, secu
 from .options import KubeOptions, parse_options, parse_quantity
 from .pending import PendingClock, timed_out
 from .podlogs import keep_pod_logs, pod_log_lines
+from .podscript import POD_STACKS
 from .request import KubeRequest
 from .status import build_status, pods_settled
 
@@ -359,6 +362,49 @@ class KubernetesBackend(Backend):
             is_done=lambda: self.describe(job_id).is_terminal,
             budget=budget,
         )
+
+    # -- resources -------------------------------------------------------------------------
+    def _resources(
+        self, record: JobRecord, status: JobStatus, replicas: list[ReplicaState], since: float | None
+    ) -> Resources:
+        """The pods' own samples of their ranks when the job dir is on the shared PVC, else the
+        cluster's metrics API (CPU and memory per pod), else a message saying why there is none."""
+        job_dir = self.store.job_dir(record.id)
+        if KubeRequest.from_json(record.request).logs_on_pvc:
+            ranks = [ReplicaState(name, status.is_terminal, None) for name in sampled_replicas(job_dir)]
+            return read_resources(job_dir, ranks, since)
+        from .podmetrics import pod_resources
+
+        state = record.backend_state
+        client = self.client(required=False)
+        if client is None or "namespace" not in state:
+            return read_resources(job_dir, [], since, message="the job has no pods to measure")
+        selector = f"{mf.JOB_ID_LABEL}={record.id}"
+        flavor = flavor_named(state["flavor"])
+        return pod_resources(
+            client, state["namespace"], selector, record.id, flavor, status.is_terminal, since, time.time()
+        )
+
+    # -- stacks ------------------------------------------------------------------------------
+    def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
+        """py-spy in the replica's pod through ``pods/exec``: the stacks of each rank it runs."""
+        if method == "faulthandler":
+            raise InvalidSpecError(
+                "on Kubernetes the stacks are read by py-spy in the pod; leave out --method faulthandler"
+            )
+        from .podexec import exec_in_pod
+        from .podlogs import newest_per_replica
+
+        client = self.client()
+        assert client is not None
+        ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
+        pods = pods_informer(client, ns)
+        pods.wait_synced()
+        pod = newest_per_replica(pods.indexed(record.id), record.id, flavor).get(replica)
+        if pod is None:
+            raise BackendError(f"{replica} has no pod now: no process to read")
+        text = exec_in_pod(client, ns, pod["metadata"]["name"], ["python3", "-c", POD_STACKS, record.id])
+        return StackDump(replica, "py-spy", text, None)
 
     # -- stop ------------------------------------------------------------------------------
     def _cancel_existing(self, record: JobRecord) -> None:

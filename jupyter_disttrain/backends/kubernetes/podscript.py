@@ -3,13 +3,21 @@ ever travel as argv and no shell string is built from them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ...runtime import sampler
+
 # The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
 # dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod, and
 # records its end in <job_dir>/exits/<replica>.json: the job's verdict once a TTL removed the
 # workload (and its pods) before anyone looked.
 # torchrun exits 1 whichever rank failed; the wrapper exits with the failed rank's own code,
 # read from the "Root Cause" of torchrun's failure report at the end of the output.
-POD_WRAPPER = """\
+# With the job dir on the PVC it also samples the pod's ranks (torchrun's children, named by their
+# RANK) into <job_dir>/metrics/rank-N.jsonl, as the local launcher does: the source of
+# runtime/sampler.py goes in front of the wrapper (self-contained: psutil and NVML are imported
+# when used, and an image without psutil gets one line and no samples).
+_WRAPPER = """\
 import json, os, re, signal, socket, subprocess, sys, time
 log_dir, exit_dir, prefix, job_id, _, *cmd = sys.argv[1:]
 host = os.environ.get("HOSTNAME") or socket.gethostname()
@@ -37,6 +45,37 @@ def forward(num, frame):
     child.send_signal(num)
 for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, forward)
+def say(line):
+    sys.stderr.write(f"jupyter-disttrain: {line}\\n")
+def sample_ranks():
+    try:
+        import psutil
+    except ImportError:
+        return say("no resource samples: psutil is not installed in this image")
+    pod_log, ranks_of = os.path.join(log_dir, replica + ".log"), {}
+    def ranks():
+        found = {}
+        try:
+            workers = psutil.Process(child.pid).children()
+        except psutil.Error:
+            return found
+        for w in workers:
+            if w.pid not in ranks_of:
+                try:
+                    ranks_of[w.pid] = w.environ().get("RANK")
+                except psutil.Error:
+                    continue
+            if ranks_of[w.pid] is not None:
+                found["rank-" + ranks_of[w.pid]] = w.pid
+        return found
+    gpus = os.environ.get("NVIDIA_VISIBLE_DEVICES", "none") not in ("", "none", "void")
+    metrics = os.path.join(os.path.dirname(log_dir), "metrics")
+    Monitor(metrics, INTERVAL, ranks, lambda r: pod_log, say, gpus=gpus).start()
+if log_dir != "-":
+    try:
+        sample_ranks()
+    except Exception as exc:  # never the job's failure
+        say(f"no resource samples: {exc}")
 for chunk in iter(lambda: child.stdout.read1(65536), b""):
     emit(chunk)
 def exit_code(code):
@@ -60,6 +99,11 @@ except OSError as exc:  # the verdict is also in the pod's status while the pod 
     emit(f"jupyter-disttrain: cannot record the exit in {exit_dir}: {exc}\\n".encode())
 sys.exit(code)
 """
+POD_WRAPPER = (
+    Path(sampler.__file__).read_text(encoding="utf-8")
+    + f"INTERVAL = {sampler.DEFAULT_INTERVAL!r}\n"
+    + _WRAPPER
+)
 
 # Puts the job's PYTHONPATH in front of the image's, then runs the wrapper with the image's
 # Python, found as torchrun is (on PATH: python3, python), else the interpreter of torchrun's own
@@ -83,3 +127,28 @@ echo "$0: this image has no python3 or python on PATH, nor a torchrun to find on
 exit 127
 """
 PYTHON_LAUNCH = ("/bin/sh", "-c", FIND_PYTHON, "jupyter-disttrain")
+
+# Run in a pod through pods/exec: the Python stacks of each rank of this job in the pod (the
+# processes whose environment names the job and a RANK, on this pod's host), by py-spy.
+# argv: the job id. Exit 3 when the image has no py-spy.
+POD_STACKS = """\
+import os, shutil, subprocess, sys
+spy = shutil.which("py-spy")
+if spy is None:
+    sys.exit("py-spy is not installed in this image: add it (pip install py-spy) to read stacks")
+job, host, found = sys.argv[1], os.environ.get("HOSTNAME"), 0
+for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(v.split("=", 1) for v in f.read().decode("utf-8", "replace").split("\\0") if "=" in v)
+    except OSError:
+        continue
+    if env.get("DISTTRAIN_JOB_ID") != job or "RANK" not in env or env.get("HOSTNAME") != host:
+        continue
+    found += 1
+    done = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+    print(f"==== rank-{env['RANK']} (pid {pid}) ====", flush=True)
+    print(done.stdout if done.returncode == 0 else f"py-spy failed: {done.stderr.strip()}", flush=True)
+if not found:
+    sys.exit("no rank of this job runs in this pod")
+"""

@@ -234,6 +234,9 @@ test('the Cancel button under a running cell cancels at once', async ({ page, tm
   ]);
   const cellView = page.locator('.jp-DistTrainCellView');
   await expect(cellView).toContainText('Running');
+  // each rank chip shows its rank's usage while it runs (the magic reads it through the job layer)
+  await expect(cellView.locator('.jp-DistTrain-chipUsage')).toHaveCount(2);
+  await expect(cellView.locator('.jp-DistTrain-chipUsage').first()).toHaveText(/^CPU [\d.]+% · /);
   await cellView.locator('.jp-DistTrain-cellCancel').click();
   await page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-warn').click();
   await run; // the cell stops following once the job has ended

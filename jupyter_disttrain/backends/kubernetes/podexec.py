@@ -1,0 +1,47 @@
+"""Run a command in a pod through ``pods/exec`` (a websocket, the ``kubernetes`` client's
+``stream``), with its output bounded and RBAC refusals turned into what to grant."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...errors import BackendError
+from .client import KubeClient
+
+EXEC_TIMEOUT = 60.0
+MAX_OUTPUT = 512 * 1024
+GRANT = (
+    "permission denied: this service account may not create pods/exec in namespace {ns!r}; "
+    "grant pods/exec (verb create) in its Role, as deploy/rbac.yaml does, to read stacks"
+)
+
+
+def exec_in_pod(client: KubeClient, namespace: str, pod: str, argv: list[str]) -> str:
+    """The command's stdout; its stderr as a ``BackendError`` when it fails."""
+    from kubernetes.client import CoreV1Api
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream import stream
+
+    # Output and errors, no stdin or tty; the socket kept open to read the status channel too.
+    channels = {"stdout": True, "stderr": True, "stdin": False, "tty": False, "_preload_content": False}
+    try:
+        ws: Any = stream(
+            CoreV1Api(client.api).connect_get_namespaced_pod_exec, pod, namespace, command=argv, **channels
+        )
+    except ApiException as exc:
+        if exc.status == 403 or "403" in str(exc.reason):
+            raise BackendError(GRANT.format(ns=namespace)) from None
+        raise BackendError(f"cannot exec in pod {pod}: {exc.reason or exc}") from None
+    out, err = [], []
+    try:
+        ws.run_forever(timeout=EXEC_TIMEOUT)
+        out.append(ws.read_stdout() or "")
+        err.append(ws.read_stderr() or "")
+        status = ws.read_channel(3)
+    finally:
+        ws.close()
+    text, error = "".join(out)[:MAX_OUTPUT], "".join(err).strip()
+    if status and json.loads(status).get("status") != "Success":
+        raise BackendError(error.splitlines()[-1] if error else f"the command failed in pod {pod}")
+    return text

@@ -1,0 +1,148 @@
+"""A job's hyper-parameters, captured at submit so its record keeps them even if the script never
+calls ``em``: the notebook's dict named like hyper-parameters that the cell uses, and the
+``--name value`` arguments after ``--``.
+
+They are kept in the job's spec (``JobSpec.hparams``, in ``job.json``) and handed to every rank as
+JSON in ``$DISTTRAIN_HPARAMS``, where ``em.create_run`` without ``hparams=`` takes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import InvalidSpecError
+
+# Names a notebook gives its hyper-parameters; when the cell uses several, the first one listed
+# wins for a key both have.
+HPARAM_NAMES = ("hparams", "hyperparams", "hyper_params", "config", "cfg", "params", "args")
+MAX_KEYS = 200
+MAX_JSON_BYTES = 16 * 1024  # an environment variable of every rank: far below Linux's 128 KiB
+_TEXT = 200  # a value shown as text (a list, an object) is cut to this many characters
+
+Scalar = bool | int | float | str | None
+
+
+def _scalar(value: Any) -> Scalar:
+    if value is None or isinstance(value, bool | int | str):
+        return value if not isinstance(value, str) else value[:_TEXT]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if hasattr(value, "item") and getattr(value, "size", 2) == 1:  # a NumPy scalar, a 1-element tensor
+        try:
+            return _scalar(value.item())
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    return repr(value)[:_TEXT]
+
+
+def _as_mapping(value: Any) -> Mapping[str, Any] | None:
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, argparse.Namespace | types.SimpleNamespace):
+        return vars(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return None
+
+
+def flatten(values: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> dict[str, Scalar]:
+    """Name to scalar; a nested dict's keys become ``outer.inner`` (two levels), anything else text."""
+    out: dict[str, Scalar] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        inner = _as_mapping(value) if depth < 2 else None
+        if inner is not None:
+            out.update(flatten(inner, f"{name}.", depth + 1))
+        else:
+            out[name] = _scalar(value)
+        if len(out) >= MAX_KEYS:
+            break
+    return dict(list(out.items())[:MAX_KEYS])
+
+
+def from_namespace(names: Iterable[str], namespace: Mapping[str, Any]) -> dict[str, Scalar]:
+    """The hyper-parameters among ``names`` (the ones a cell uses): each of ``HPARAM_NAMES`` whose
+    value in ``namespace`` is a dict, an argparse or simple namespace, or a dataclass instance."""
+    used = set(names)
+    out: dict[str, Scalar] = {}
+    for name in reversed(HPARAM_NAMES):  # reversed: the first name's keys are written last, and win
+        mapping = _as_mapping(namespace.get(name)) if name in used else None
+        if mapping is not None:
+            out.update(flatten(mapping))
+    return fit(out)
+
+
+def _parse(text: str) -> Scalar:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text[:_TEXT])
+
+
+def from_args(args: Sequence[str]) -> dict[str, Scalar]:
+    """``--lr 0.1 --epochs=3 --amp`` as ``{"lr": 0.1, "epochs": 3, "amp": True}``: what an
+    argparse parser of the script most likely reads (positional arguments are not named, so
+    they are left out). Dashes in names become underscores, as argparse does."""
+    out: dict[str, Scalar] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("--") or arg == "--" or len(arg) == 2:
+            continue
+        name, eq, value = arg[2:].partition("=")
+        if not eq:
+            following = args[i] if i < len(args) else None
+            if following is None or (following.startswith("-") and not _is_number(following)):
+                out[name.replace("-", "_")] = True
+                continue
+            value, i = following, i + 1
+        out[name.replace("-", "_")] = _parse(value)
+    return fit(out)
+
+
+def _is_number(text: str) -> bool:
+    return isinstance(_parse(text), int | float)
+
+
+def fit(values: Mapping[str, Scalar]) -> dict[str, Scalar]:
+    """The first keys of ``values`` that fit ``MAX_KEYS`` and ``MAX_JSON_BYTES``."""
+    out: dict[str, Scalar] = {}
+    size = 0
+    for key, value in list(values.items())[:MAX_KEYS]:
+        item = len(json.dumps({key: value}))  # the braces pay for the ", " between items
+        if size + item > MAX_JSON_BYTES:
+            break
+        out[key] = value
+        size += item
+    return out
+
+
+def check(values: Any) -> dict[str, Scalar]:
+    """A spec's ``hparams`` as sent (REST, the Python API): names to scalars, bounded."""
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        raise InvalidSpecError("hparams must be an object of names to values, e.g. {'lr': 0.1}")
+    bad = next(
+        (k for k, v in values.items() if not isinstance(v, bool | int | float | str | type(None))), None
+    )
+    if bad is not None:
+        raise InvalidSpecError(f"hparams.{bad} must be a number, a string, true/false or null")
+    if len(values) > MAX_KEYS or len(json.dumps(values)) > MAX_JSON_BYTES:
+        raise InvalidSpecError(f"hparams: at most {MAX_KEYS} of them and {MAX_JSON_BYTES} bytes as JSON")
+    return values
+
+
+def merged(*sources: Mapping[str, Scalar]) -> dict[str, Scalar]:
+    """Later sources win (the script's arguments over the notebook's dict)."""
+    out: dict[str, Scalar] = {}
+    for source in sources:
+        out.update(source)
+    return fit(out)

@@ -1,0 +1,168 @@
+"""MLflow's runs of a job, read from the SQLite tracking database the job's ranks record into
+(``MLFLOW_TRACKING_URI=sqlite:///<job dir>/mlflow.db``, set by ``launch.rank_env``).
+
+Read-only (``mode=ro``: never a write, never a lock held past one query), without MLflow itself
+(the server need not have it), each query bounded by ``LIMIT``; a database that is locked, being
+created, or not MLflow's reads as no runs. The tables read (``runs``, ``params``,
+``latest_metrics``, ``metrics``) have had these columns since MLflow 1.x.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .payloads import MetricValue, RunPoint
+from .runtime.contract import MLFLOW_DB, RUN_NAME_PATTERN
+from .safefiles import is_real_file
+
+PREFIX = "_mlflow."  # an MLflow run's name in the runs table: never one of em's (they start alnum)
+MAX_RUNS = 200
+MAX_KEYS = 1000  # params or metrics of one run
+_NAME = re.compile(RUN_NAME_PATTERN)
+_STATUS = {"RUNNING": "running", "SCHEDULED": "running", "FINISHED": "finished"}  # else failed
+
+
+@dataclass
+class MlflowRun:
+    uuid: str
+    name: str  # as the runs table shows it: PREFIX + the run's name, or its id when not unique
+    status: str
+    params: dict[str, Any]
+    metrics: dict[str, MetricValue]
+    step: int | None  # the highest of the metrics' last steps
+    start_time: str | None
+    end_time: str | None
+
+
+def db_path(job_dir: Path) -> Path:
+    return job_dir / MLFLOW_DB
+
+
+@contextlib.contextmanager
+def _connect(job_dir: Path) -> Iterator[sqlite3.Connection | None]:
+    path = db_path(job_dir)
+    if not is_real_file(path):  # none yet, or a link planted to make us read another database
+        yield None
+        return
+    try:
+        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=0.5)
+    except sqlite3.Error:
+        yield None
+        return
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _iso(ms: Any) -> str | None:
+    if not isinstance(ms, int):
+        return None
+    return (
+        datetime.fromtimestamp(ms / 1000, timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def _value(value: Any, is_nan: Any) -> MetricValue:
+    if is_nan or (isinstance(value, float) and math.isnan(value)):
+        return "NaN"
+    number = float(value)
+    if math.isinf(number):
+        return "Infinity" if number > 0 else "-Infinity"
+    return number
+
+
+def _param(text: Any) -> Any:
+    """MLflow keeps params as text: numbers are shown as numbers again."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            pass
+    return text
+
+
+def runs(job_dir: Path) -> list[MlflowRun]:
+    """The job's MLflow runs (not deleted), oldest first, with params and each metric's last value."""
+    with _connect(job_dir) as con:
+        if con is None:
+            return []
+        try:
+            return _read_runs(con)
+        except (sqlite3.Error, ValueError, TypeError):  # locked, half-made, or not MLflow's
+            return []
+
+
+def _read_runs(con: sqlite3.Connection) -> list[MlflowRun]:
+    rows = con.execute(
+        "SELECT run_uuid, name, status, start_time, end_time FROM runs"
+        " WHERE lifecycle_stage = 'active' ORDER BY start_time LIMIT ?",
+        (MAX_RUNS,),
+    ).fetchall()
+    names = [str(r[1] or "") for r in rows]
+    out = []
+    for uuid, name, status, start, end in rows:
+        unique = bool(name) and names.count(name) == 1 and _NAME.fullmatch(name)
+        params = con.execute("SELECT key, value FROM params WHERE run_uuid = ? LIMIT ?", (uuid, MAX_KEYS))
+        latest = con.execute(
+            "SELECT key, value, is_nan, step FROM latest_metrics WHERE run_uuid = ? LIMIT ?", (uuid, MAX_KEYS)
+        ).fetchall()
+        out.append(
+            MlflowRun(
+                uuid=str(uuid),
+                name=PREFIX + (name if unique else str(uuid)),
+                status=_STATUS.get(str(status), "failed"),
+                start_time=_iso(start),
+                end_time=_iso(end),
+                params={str(k): _param(v) for k, v in params},
+                metrics={str(k): _value(v, nan) for k, v, nan, _ in latest},
+                step=max((s for *_, s in latest if isinstance(s, int)), default=None),
+            )
+        )
+    return out
+
+
+def find(job_dir: Path, name: str) -> MlflowRun | None:
+    return next((r for r in runs(job_dir) if name in (r.name, PREFIX + r.uuid)), None)
+
+
+def points(job_dir: Path, uuid: str, since: int, limit: int) -> tuple[list[RunPoint], int, bool]:
+    """Up to ``limit`` metric points of run ``uuid`` after row ``since`` (SQLite's rowid, which grows
+    with each insert): (points, the last row read, more)."""
+    with _connect(job_dir) as con:
+        if con is None:
+            return [], since, False
+        try:
+            rows = con.execute(
+                "SELECT rowid, key, value, is_nan, step, timestamp FROM metrics"
+                " WHERE run_uuid = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+                (uuid, since, limit + 1),
+            ).fetchall()
+        except sqlite3.Error:
+            return [], since, False
+    more = len(rows) > limit
+    rows = rows[:limit]
+    out = [
+        RunPoint(
+            type="mlflow",
+            name=str(key),
+            value=_value(value, nan),
+            step=step if isinstance(step, int) else None,
+            epoch=None,
+            time=(ts or 0) / 1000,
+            flags=[],
+        )
+        for _, key, value, nan, step, ts in rows
+    ]
+    return out, (rows[-1][0] if rows else since), more

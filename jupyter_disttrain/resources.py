@@ -1,0 +1,175 @@
+"""A job's resource samples and liveness, read from its job dir (``metrics/``, ``logs/``, ``runs/``,
+``tensorboard/``) into the ``Resources`` payload.
+
+Liveness: ``last_output`` is the modification time of the replica's log, ``last_progress`` the
+newest write of its em metrics (``runs/<run>/metrics.jsonl`` is rank 0's, ``runs/<run>/rank-N/``
+rank N's) or TensorBoard event files (rank 0's unless under a ``rank-N`` directory). A running
+replica is *quiet* when neither changed for ``QUIET_FACTOR`` times its usual output interval
+(the median gap between the output times its samples noted), and at least ``QUIET_FLOOR``
+seconds; with no such history yet (fewer than three outputs seen), after ``QUIET_UNKNOWN``
+seconds. A factor of 10 lets a step that is a few times slower than usual (an evaluation, a
+checkpoint) pass; the floor keeps a rank that prints every second from being flagged for a
+pause of a few seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .payloads import GpuSample, ReplicaResources, Resources, ResourceSample
+from .runtime import contract
+from .runtime.sampler import read_series
+from .specs import ReplicaStatus, iso_seconds
+from .store import read_json
+
+QUIET_FACTOR = 10
+QUIET_FLOOR = 20.0
+QUIET_UNKNOWN = 60.0
+MAX_POINTS = 600  # per replica per answer: a sparkline needs no more
+_GAPS = 50  # the usual interval is the median of this many last gaps
+_SCAN_ENTRIES = 2000  # directory entries looked at for progress, at most
+DEFAULT_INTERVAL = 2.0
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    """What the backend knows of a replica: its name, whether it has ended, when it started."""
+
+    name: str
+    ended: bool
+    started: float | None
+
+    @classmethod
+    def of(cls, replica: ReplicaStatus, job_ended: bool) -> ReplicaState:
+        started = iso_seconds(replica.start_time) if replica.start_time else None
+        return cls(replica.name, replica.phase.is_terminal or job_ended, started)
+
+
+def thin(items: list[Any], n: int) -> list[Any]:
+    """At most ``n`` of ``items``, evenly spread, the last one always among them."""
+    if len(items) <= n:
+        return items
+    step = len(items) / n
+    picked = [items[len(items) - 1 - int(i * step)] for i in range(n)]
+    return picked[::-1]
+
+
+def usual_interval(samples: list[dict[str, Any]]) -> float | None:
+    """The median gap between the distinct output times the samples noted, None with fewer than
+    three of them."""
+    outs = sorted({float(s["out"]) for s in samples if isinstance(s.get("out"), (int, float))})
+    gaps = [b - a for a, b in itertools.pairwise(outs)][-_GAPS:]
+    return statistics.median(gaps) if len(gaps) >= 2 else None
+
+
+def quiet_after(usual: float | None) -> float:
+    """Seconds of silence after which a running replica is flagged quiet."""
+    return QUIET_UNKNOWN if usual is None else max(QUIET_FACTOR * usual, QUIET_FLOOR)
+
+
+def to_sample(raw: dict[str, Any]) -> ResourceSample:
+    gpus = raw.get("gpus")
+    return ResourceSample(
+        t=float(raw["t"]),
+        cpu_percent=float(raw.get("cpu_percent", 0.0)),
+        rss_bytes=int(raw.get("rss_bytes", 0)),
+        threads=int(raw.get("threads", 0)),
+        read_bytes=int(raw.get("read_bytes", 0)),
+        write_bytes=int(raw.get("write_bytes", 0)),
+        gpus=[GpuSample(**g) for g in gpus] if isinstance(gpus, list) else None,
+        gpu_mem_bytes=int(raw["gpu_mem_bytes"]) if raw.get("gpu_mem_bytes") is not None else None,
+    )
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _walk_files(top: Path, depth: int, budget: list[int]) -> Iterator[Path]:
+    """Files under ``top`` at most ``depth`` levels down, within ``budget[0]`` entries overall."""
+    try:
+        entries = list(os.scandir(top))
+    except OSError:
+        return
+    for entry in entries:
+        if budget[0] <= 0:
+            return
+        budget[0] -= 1
+        if entry.is_dir(follow_symlinks=False):
+            if depth > 0:
+                yield from _walk_files(Path(entry.path), depth - 1, budget)
+        elif entry.is_file(follow_symlinks=False):
+            yield Path(entry.path)
+
+
+def progress_times(job_dir: Path) -> dict[str, float]:
+    """The newest em metric or TensorBoard event write of each replica that made any."""
+    out: dict[str, float] = {}
+    budget = [_SCAN_ENTRIES]
+    candidates = [
+        *(p for p in _walk_files(job_dir / "runs", 2, budget) if p.name == "metrics.jsonl"),
+        *(p for p in _walk_files(job_dir / contract.TENSORBOARD_DIR, 3, budget) if "tfevents" in p.name),
+    ]
+    for path in candidates:
+        ranks = [part for part in path.parts[-3:-1] if part.startswith("rank-")]
+        replica = ranks[-1] if ranks else contract.rank_name(0)
+        t = _mtime(path)
+        if t is not None and t > out.get(replica, 0.0):
+            out[replica] = t
+    return out
+
+
+def sampled_replicas(job_dir: Path) -> list[str]:
+    """The replicas that have a series file, in rank order (Kubernetes: the pods' samplers name
+    the ranks they found)."""
+    try:
+        names = [p.name[: -len(".jsonl")] for p in (job_dir / contract.METRICS_DIR).glob("rank-*.jsonl")]
+    except OSError:
+        return []
+    return sorted(names, key=lambda n: int(n[5:]) if n[5:].isdigit() else 1 << 30)
+
+
+def monitor_info(job_dir: Path) -> dict[str, Any] | None:
+    """``metrics/monitor.json``: how the job's sampler runs (None when it never ran)."""
+    try:
+        data: dict[str, Any] = read_json(job_dir / contract.METRICS_DIR / contract.MONITOR_FILE)
+        return data
+    except (OSError, ValueError):
+        return None
+
+
+def read_resources(
+    job_dir: Path, replicas: list[ReplicaState], since: float | None = None, message: str | None = None
+) -> Resources:
+    """Each replica's samples newer than ``since`` and its liveness, from the job dir."""
+    now = time.time()
+    info = monitor_info(job_dir)
+    if info is None and message is None:
+        message = "no resource samples: the job runs with --monitor-interval 0, or started before monitoring"
+    progress = progress_times(job_dir)
+    out: dict[str, ReplicaResources] = {}
+    for rep in replicas:
+        raw = read_series(str(job_dir / contract.METRICS_DIR / contract.metrics_file(rep.name)))
+        new = [s for s in raw if since is None or s["t"] > since]
+        # The rank's own log; on Kubernetes its pod's, whose time the pod's sampler notes.
+        outs = [_mtime(job_dir / contract.LOGS_DIR / contract.log_file(rep.name))]
+        outs += [s["out"] for s in raw[-1:] if isinstance(s.get("out"), (int, float))]
+        last_output = max((t for t in outs if t is not None), default=None)
+        last_progress = progress.get(rep.name)
+        seen = [t for t in (last_output, last_progress, rep.started) if t is not None]
+        quiet = bool(seen) and not rep.ended and now - max(seen) > quiet_after(usual_interval(raw))
+        samples = [to_sample(s) for s in thin(new, MAX_POINTS)]
+        out[rep.name] = ReplicaResources(samples, rep.ended, last_output, last_progress, quiet)
+    interval = float(info.get("interval", DEFAULT_INTERVAL)) if info else DEFAULT_INTERVAL
+    source = str(info.get("source")) if info else None
+    return Resources(interval, now, source, message, out)

@@ -1,0 +1,47 @@
+/** Small DOM builders the views share. */
+
+/**
+ * A table with a header row; each cell names its column (`data-column`), a stable handle for
+ * tests and styles. Strings become text, elements are put in as they are.
+ */
+export function table(
+  head: string[],
+  rows: (string | HTMLElement)[][],
+  className = ''
+): HTMLElement {
+  const t = document.createElement('table');
+  t.className = `jp-DistTrainDetails-table ${className}`.trim();
+  const tr = document.createElement('tr');
+  for (const h of head) {
+    const th = document.createElement('th');
+    th.scope = 'col';
+    th.textContent = h;
+    tr.append(th);
+  }
+  const thead = document.createElement('thead');
+  thead.append(tr);
+  const tbody = document.createElement('tbody');
+  for (const row of rows) {
+    const r = document.createElement('tr');
+    for (const [i, cell] of row.entries()) {
+      const td = document.createElement('td');
+      td.dataset.column = head[i];
+      if (typeof cell === 'string') {
+        td.textContent = cell;
+      } else {
+        td.append(cell);
+      }
+      r.append(td);
+    }
+    tbody.append(r);
+  }
+  t.append(thead, tbody);
+  return t;
+}
+
+/** Name each body row of `table` by `data-<attribute>` (e.g. its replica), in order. */
+export function nameRows(t: HTMLElement, attribute: string, names: string[]): void {
+  t.querySelectorAll('tbody tr').forEach((tr, i) => {
+    (tr as HTMLElement).dataset[attribute] = names[i];
+  });
+}
