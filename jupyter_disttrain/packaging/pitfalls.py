@@ -30,7 +30,7 @@ CODES = (
     "world-size-mismatch",
     "unguarded-writer",
     "guarded-collective-save",
-    # packaging/framework_pitfalls.py
+    # packaging/lightning_pitfalls.py
     "lightning-devices",
     "lightning-spawn",
 )
@@ -139,9 +139,9 @@ def check_blocks(
     code = _Code(tree, target)
     silenced = silenced_codes(source)
     found = []
-    from .framework_pitfalls import CHECKS as FRAMEWORK_CHECKS  # they build on this module
+    from .lightning_pitfalls import CHECKS as LIGHTNING_CHECKS  # they build on this module
 
-    for check in (*_CHECKS, *FRAMEWORK_CHECKS):
+    for check in (*_CHECKS, *LIGHTNING_CHECKS):
         for name, node, message in check(code):
             lines = range(getattr(node, "lineno", 1), (getattr(node, "end_lineno", None) or 1) + 1)
             if name in ignore or "*" in ignore or any(name in silenced.get(line, ()) for line in lines):

@@ -1,4 +1,4 @@
-"""Pitfall checks of PyTorch Lightning under torchrun (DeepSpeed's are in ``pitfalls.py``).
+"""Pitfall checks of PyTorch Lightning scripts under torchrun (DeepSpeed's are in ``pitfalls.py``).
 
 They read the same tree as the DDP checks (``pitfalls.py``), which runs them after its own.
 """
