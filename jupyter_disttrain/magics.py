@@ -121,17 +121,26 @@ class DistTrainMagics(Magics):
         packaged = self._package(cell, args, spec)
         spec.hparams = packaged.hparams
         from . import api
+        from .manager import choose_launcher
+
+        chosen = choose_launcher(spec, bool(args.launcher), packaged.source)
 
         if args.dry_run:
             info = api.dryrun(packaged.source, spec, files=packaged.files)
             print(f"# ---- {spec.entrypoint} (job {info.job_id}, not launched) ----")
             print("\n".join(f"# from the kernel: {line}" for line in carried))
+            if chosen:
+                print(f"# {chosen}")
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")
             print("\n".join(f"# capture: {line}" for line in packaged.explanation))
             print(packaged.source)
             for name in sorted(packaged.files):
                 print(f"# side file: {name} ({len(packaged.files[name])} bytes)")
+            from .launchers import get_launcher
+
+            for name, data in sorted(get_launcher(spec.launcher).side_files(spec).items()):
+                print(f"# side file: {name} ({len(data)} bytes, from the {spec.launcher} launcher)")
             print(f"# ---- launch request ({info.backend} backend) ----")
             print(info.text)
             return

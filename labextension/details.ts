@@ -10,7 +10,7 @@ import { Panel, Widget } from '@lumino/widgets';
 import { IJobDetail, TERMINAL_PHASES } from './api';
 import { JobDetailsModel } from './detailsmodel';
 import { keyValues, nameRows, section, table } from './dom';
-import { formatTime, jobShape } from './format';
+import { formatTime, jobShape, rolesText } from './format';
 import { phaseBadge } from './panel';
 import { ResourcesModel } from './resources';
 import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
@@ -139,6 +139,8 @@ export class JobDetails extends Panel {
     root.append(
       keyValues([
         ['Backend', spec.backend],
+        ['Launcher', spec.launcher],
+        ['Roles', rolesText(job.roles, status.replicas)],
         ['Shape', `${jobShape(summary)} (world size ${spec.nodes * spec.nproc_per_node})`],
         ['Accelerator', spec.accelerator],
         ['Image', spec.image ?? '–'],
@@ -154,7 +156,7 @@ export class JobDetails extends Panel {
         ['Env', env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '–'],
         [
           'Command',
-          `${spec.launcher} --nnodes ${spec.nodes} --nproc-per-node ${spec.nproc_per_node} ${spec.entrypoint} ${(spec.args ?? []).join(' ')}`.trim()
+          `torchrun --nnodes ${spec.nodes} --nproc-per-node ${spec.nproc_per_node} ${spec.entrypoint} ${(spec.args ?? []).join(' ')}`.trim()
         ],
         ['Created', formatTime(status.created ?? summary.created)],
         [

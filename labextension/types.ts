@@ -30,6 +30,7 @@ export interface IJobSummary {
   reason: string | null;
   message: string | null;
   deleted: boolean;
+  launcher: string;
 }
 
 /** A persistent volume claim mounted into every replica (cluster backends). */
@@ -58,6 +59,7 @@ export interface IJobSpec {
   args: string[];
   entrypoint: string;
   options: Record<string, unknown>;
+  launcher_options: Record<string, unknown>;
   hparams: Record<string, unknown>;
 }
 
@@ -112,6 +114,12 @@ export interface IJobStatus {
   updated: string | null;
 }
 
+/** One role of a job (`worker`; `scheduler`, `server`...) and how many replicas it has. */
+export interface IRoleSummary {
+  name: string;
+  replicas: number;
+}
+
 /**
  * Spec, launch request and status of one job; `backend_error` says why the status is the stored
  * one (the backend could not be reached or loaded).
@@ -124,6 +132,7 @@ export interface IJobDetail {
   status: IJobStatus;
   deleted: boolean;
   backend_error: string | null;
+  roles: IRoleSummary[];
 }
 
 /** The job's packaged script. */

@@ -30,6 +30,9 @@ CODES = (
     "world-size-mismatch",
     "unguarded-writer",
     "guarded-collective-save",
+    # packaging/lightning_pitfalls.py
+    "lightning-devices",
+    "lightning-spawn",
 )
 _SILENCE = re.compile(r"#\s*distrun:\s*ignore\[([^\]]*)\]")
 # Words that mark a condition as "only on one rank" (rank == 0, is_main_process, trainer.is_global_zero...).
@@ -90,11 +93,14 @@ class Target:
         world_size: processes in the job (``--gpus`` x ``--nodes``).
         flags: how the user asked for them, for messages ("--gpus 2 --nodes 1").
         no_gpu: why the job will have no GPU ("--accelerator cpu"), or None when it will have GPUs.
+        nproc_per_node, nodes: ``--gpus`` and ``--nodes``, when known.
     """
 
     world_size: int
     flags: str
     no_gpu: str | None = None
+    nproc_per_node: int | None = None  # --gpus
+    nodes: int | None = None  # --nodes
 
 
 Finding = tuple[str, ast.AST, str]
@@ -133,7 +139,9 @@ def check_blocks(
     code = _Code(tree, target)
     silenced = silenced_codes(source)
     found = []
-    for check in _CHECKS:
+    from .lightning_pitfalls import CHECKS as LIGHTNING_CHECKS  # they build on this module
+
+    for check in (*_CHECKS, *LIGHTNING_CHECKS):
         for name, node, message in check(code):
             lines = range(getattr(node, "lineno", 1), (getattr(node, "end_lineno", None) or 1) + 1)
             if name in ignore or "*" in ignore or any(name in silenced.get(line, ()) for line in lines):
@@ -179,6 +187,7 @@ class _Code:
         self.functions = {
             n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
+        self.imports = _imported(tree)  # top-level packages: "deepspeed", "lightning"...
 
     def ancestors(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
         """(ancestor, the child on the way down) pairs, innermost first."""
@@ -195,6 +204,16 @@ class _Code:
             if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 return ancestor
         return None
+
+
+def _imported(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+    return out
 
 
 def _name(call: ast.Call) -> str:

@@ -8,6 +8,7 @@ informers (one watch per namespace and kind), logs from the shared PVC or ``pods
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -18,6 +19,8 @@ from typing import Any
 import yaml
 
 from ...errors import BackendError, InvalidSpecError
+from ...launchers import get_launcher
+from ...launchers.base import TORCHRUN, LaunchContext
 from ...logfiles import Budget
 from ...payloads import Resources, StackDump
 from ...resources import ReplicaState, read_resources, sampled_replicas
@@ -167,6 +170,14 @@ class KubernetesBackend(Backend):
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
         opts = parse_options(spec.options)
         place = self.placement(spec, job_id, opts)
+        roles = get_launcher(spec.launcher).roles(
+            spec, LaunchContext(mf.files_dir(place), cpu=not place.gpu, cache_dir=mf.cache_dir(place))
+        )
+        if len(roles) != 1 or roles[0].via != TORCHRUN:
+            raise InvalidSpecError(
+                f"the kubernetes backend cannot run the {spec.launcher} launcher's roles yet"
+            )
+        place = dataclasses.replace(place, role=roles[0])
         flavor = flavor_named(place.flavor)
         request = KubeRequest(
             flavor=place.flavor,
@@ -177,6 +188,7 @@ class KubernetesBackend(Backend):
             device="cuda" if place.gpu else "cpu",
             device_reason=place.accelerator_reason,
             notebook_pod=place.notebook,
+            roles=[role.to_json() for role in roles],
         )
         header = (
             f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "

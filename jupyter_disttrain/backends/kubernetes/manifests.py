@@ -17,6 +17,7 @@ from typing import Any
 
 from ...errors import InvalidSpecError
 from ...launch import rank_env
+from ...launchers.base import Role
 from ...runtime import contract
 from ...specs import JobSpec, Volume
 from .options import KubeOptions, parse_quantity
@@ -25,6 +26,7 @@ from .podscript import POD_WRAPPER, PYTHON_LAUNCH
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "jupyter-disttrain"
 JOB_ID_LABEL = "disttrain.io/job-id"
+ROLE_LABEL = "disttrain.io/role"  # the launcher's role a pod runs (a flavour's replica types aside)
 OUR_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 MASTER_PORT = 29500
 # Where the script and the job dir live inside the pod when the job dir is not on a shared PVC.
@@ -59,6 +61,9 @@ class Placement:
     # securityContext of the pods and of their container (the notebook's, or --run-as-root's)
     pod_security: dict[str, Any] = field(default_factory=dict)
     container_security: dict[str, Any] = field(default_factory=dict)
+    # The launcher's role every pod's torchrun runs (its script arguments and env; DeepSpeed's
+    # config path, MPLBACKEND...); None: a plain torchrun worker on the spec's arguments.
+    role: Role | None = None
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -191,10 +196,25 @@ def code_configmap(
     return cm
 
 
+def files_dir(place: Placement) -> str:
+    """Where the pods find the script and side files: the job dir on the PVC, else the ConfigMap's mount."""
+    return place.job_dir if place.pvc_for_job_dir else CODE_DIR
+
+
+def cache_dir(place: Placement) -> str | None:
+    """The user's cache that outlives jobs (compiled ops), beside the job dirs on their PVC; None
+    when the job dir is not on one (the pod's own filesystem goes with it)."""
+    return posixpath.join(posixpath.dirname(place.job_dir), ".cache") if place.pvc_for_job_dir else None
+
+
 def script_path(spec: JobSpec, place: Placement) -> str:
-    """Where the pods find the script: in the job dir on the PVC, else in the ConfigMap's mount."""
-    base = place.job_dir if place.pvc_for_job_dir else CODE_DIR
-    return posixpath.join(base, spec.entrypoint)
+    """Where the pods find the script."""
+    return posixpath.join(files_dir(place), spec.entrypoint)
+
+
+def script_args(spec: JobSpec, place: Placement) -> list[str]:
+    """The script's arguments in the pods: the launcher's role's (DeepSpeed's config path...)."""
+    return list(place.role.args) if place.role else list(spec.args)
 
 
 def container_command(spec: JobSpec, job_id: str, place: Placement, replica_prefix: str) -> list[str]:
@@ -204,7 +224,7 @@ def container_command(spec: JobSpec, job_id: str, place: Placement, replica_pref
     if place.pvc_for_job_dir is not None:
         log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
         exit_dir = posixpath.join(place.job_dir, contract.EXITS_DIR)
-    launcher = ["torchrun", "--tee", "3", script_path(spec, place), *spec.args]
+    launcher = ["torchrun", "--tee", "3", script_path(spec, place), *script_args(spec, place)]
     wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 
@@ -248,7 +268,10 @@ def pod_template(
         main["securityContext"] = dict(place.container_security)
     pod_spec: dict[str, Any] = {"containers": [main], "volumes": volumes, **_pod_fields(opts, place)}
     return {
-        "metadata": {"labels": labels(job_id), "annotations": {"sidecar.istio.io/inject": "false"}},
+        "metadata": {
+            "labels": {**labels(job_id), ROLE_LABEL: place.role.name if place.role else "worker"},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
         "spec": pod_spec,
     }
 
@@ -257,7 +280,16 @@ def _env(
     spec: JobSpec, job_id: str, place: Placement, working_dir: str, extra_env: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The flavour's variables first (``PET_*`` of an Indexed Job), then the rank env contract."""
-    ours = rank_env(spec, job_id, place.pod_job_dir, cpu=not place.gpu, working_dir=working_dir, inherited={})
+    role_env = place.role.env if place.role else None
+    ours = rank_env(
+        spec,
+        job_id,
+        place.pod_job_dir,
+        cpu=not place.gpu,
+        working_dir=working_dir,
+        inherited={},
+        role_env=role_env,
+    )
     # The image may set PYTHONPATH itself: the pod's entry script puts ours in front of it.
     ours[contract.PYTHONPATH_ENV] = ours.pop("PYTHONPATH")
     ours["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = RANK_PREFIX

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -25,6 +25,9 @@ class KubeRequest:
     device: str = "cpu"
     device_reason: str = ""
     notebook_pod: str | None = None  # what image, mounts and accelerator came from
+    # The job's roles as its launcher laid them out (``Role.to_json``); the pods are the
+    # flavour's replicas (one per node), each running torchrun on the role's arguments.
+    roles: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,4 +43,5 @@ class KubeRequest:
             device=str(data.get("device", "cpu")),
             device_reason=str(data.get("device_reason", "")),
             notebook_pod=data.get("notebook_pod"),
+            roles=list(data.get("roles", [])),
         )
