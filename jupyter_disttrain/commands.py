@@ -15,7 +15,7 @@ from typing import Any
 from .errors import DistTrainError, UnknownJobError
 from .failure import first_line
 from .flags import add_flags
-from .manager import job_flag_classes, spec_from_flags
+from .manager import choose_launcher, job_flag_classes, spec_from_flags
 from .specs import JobStatus, LogLine, iso_seconds
 
 
@@ -128,6 +128,8 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
         raise DistTrainError(f"no file {args.file!r}")
     source = path.read_text(encoding="utf-8")
     spec = spec_from_flags(args, args.script_args, default_name=path.stem.lower().replace("_", "-"))
+    if chosen := choose_launcher(spec, bool(args.launcher), source):
+        out(f"# {chosen}")
     ignore = {"*"} if "all" in args.no_check else set(args.no_check)
     for pit in check_pitfalls(source, ignore, target=api.job_target(spec)):
         out(f"warning: {path.name}:{pit.line}: {pit.message}  [silence: --no-check {pit.code}]")

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .launchers import NAMES as LAUNCHERS
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -131,6 +133,11 @@ class JobWords:
     )
     backend: str | None = option(
         help="local (default) or kubernetes (default inside a pod, with the kubernetes client installed)"
+    )
+    launcher: str | None = option(
+        choices=LAUNCHERS,
+        help="how the processes are laid out: torchrun (default), deepspeed (default when the cell "
+        "calls deepspeed.initialize)",
     )
     max_restarts: int = option(
         0,

@@ -10,6 +10,7 @@ torchrun agents and for the Kubernetes pods alike:
   then what the process would have inherited;
 - ``PYTHONUNBUFFERED=1`` so output reaches the logs as it is printed;
 - what training libraries need to see the job's layout (``launcher_env``);
+- what the job's launcher adds for a role (``role_env``: DeepSpeed's ``MPLBACKEND``...);
 - ``OMP_NUM_THREADS=1`` with several processes per node, torchrun's own default, said here
   instead of in a banner at the top of every log;
 - the user's ``--env`` over all of these (reserved names are refused before this).
@@ -40,6 +41,19 @@ def launcher_env(spec: JobSpec, *, cpu: bool) -> dict[str, str]:
     return env
 
 
+CACHE_DIR_ENV = "DISTTRAIN_CACHE_DIR"
+
+
+def user_cache_dir() -> str:
+    """This user's cache that outlives jobs (compiled ops): ``$DISTTRAIN_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/jupyter_disttrain`` (``~/.cache/jupyter_disttrain``)."""
+    chosen = os.environ.get(CACHE_DIR_ENV)
+    if chosen:
+        return chosen
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jupyter_disttrain")
+
+
 def rank_env(
     spec: JobSpec,
     job_id: str,
@@ -48,6 +62,7 @@ def rank_env(
     cpu: bool,
     working_dir: str | None,
     inherited: Mapping[str, str],
+    role_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The variables a training process of ``spec`` gets on top of torchrun's (RANK, WORLD_SIZE...).
 
@@ -60,6 +75,7 @@ def rank_env(
         contract.TENSORBOARD_DIR_ENV: posixpath.join(job_dir, contract.TENSORBOARD_DIR),
         "PYTHONUNBUFFERED": "1",
         **launcher_env(spec, cpu=cpu),
+        **(role_env or {}),
     }
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in inherited:
         env["OMP_NUM_THREADS"] = "1"

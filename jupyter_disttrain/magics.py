@@ -119,11 +119,16 @@ class DistTrainMagics(Magics):
         carried = _carry_kernel_env(spec)
         packaged = self._package(cell, args, spec)
         from . import api
+        from .manager import choose_launcher
+
+        chosen = choose_launcher(spec, bool(args.launcher), packaged.source)
 
         if args.dry_run:
             info = api.dryrun(packaged.source, spec, files=packaged.files)
             print(f"# ---- {spec.entrypoint} (job {info.job_id}, not launched) ----")
             print("\n".join(f"# from the kernel: {line}" for line in carried))
+            if chosen:
+                print(f"# {chosen}")
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")
             print("\n".join(f"# capture: {line}" for line in packaged.explanation))

@@ -24,7 +24,7 @@ from .errors import DistTrainError, InvalidSpecError
 from .flags import JobWords, RunWords, given
 from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
 from .logfiles import Budget, take_lines
-from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, to_json
+from .payloads import JobDetail, JobSummary, LogPage, LogRunsPage, RoleSummary, to_json
 from .specs import DryRun, JobSpec, JobStatus, Volume, validate_job_id
 
 if TYPE_CHECKING:
@@ -127,7 +127,8 @@ class JobManager:
             backend_error = str(exc)
             status = self.stored_status(record)
         summary = JobSummary.of(record, status, deleted)
-        return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error)
+        roles = RoleSummary.of(record, status)
+        return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error, roles)
 
     def phase(self, job_id: str) -> str:
         record = self.store.read_record(job_id)
@@ -256,7 +257,45 @@ def option_classes() -> list[type]:
 
 def job_flag_classes() -> list[type]:
     """Every flag of ``%%distrun`` and ``jupyter disttrain run``, in the order help lists them."""
-    return [JobWords, *option_classes(), RunWords]
+    return [JobWords, *option_classes(), *launcher_option_classes(), RunWords]
+
+
+def launcher_option_classes() -> list[type]:
+    """Each launcher's options, as the dataclasses that declare their flags."""
+    from .launchers import option_classes as launcher_options
+
+    return launcher_options()
+
+
+def _launcher_words(args: argparse.Namespace) -> dict[str, Any]:
+    """``launcher`` and ``launcher_options`` from the flags: a launcher's own option given
+    without ``--launcher`` chooses that launcher."""
+    from .launchers import NAMES, launcher_class
+
+    fields: dict[str, Any] = {}
+    for name in NAMES:
+        cls = launcher_class(name).options
+        values = given(args, cls) if cls is not None else {}
+        if values:
+            fields["launcher_options"] = {**fields.get("launcher_options", {}), **values}
+            fields.setdefault("launcher", name)
+    if args.launcher:
+        fields["launcher"] = args.launcher
+    return fields
+
+
+def choose_launcher(spec: JobSpec, explicit: bool, source: str) -> str | None:
+    """Pick the launcher the script needs when none was asked for (a cell calling
+    ``deepspeed.initialize`` runs under DeepSpeed's); the line saying so, or None."""
+    from .launchers import DEFAULT, detect
+
+    if explicit or spec.launcher != DEFAULT:
+        return None
+    found = detect(source)
+    if found is None or found == spec.launcher:
+        return None
+    spec.launcher = found
+    return f"launcher {found}: the script calls {found}.initialize (choose another with --launcher)"
 
 
 def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], default_name: str) -> JobSpec:
@@ -264,7 +303,7 @@ def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], defaul
     options: dict[str, Any] = {}
     for cls in option_classes():
         options.update(given(args, cls))
-    fields: dict[str, Any] = {"accelerator": args.accelerator}
+    fields: dict[str, Any] = {"accelerator": args.accelerator, **_launcher_words(args)}
     for key in ("image", "cpu", "memory"):
         if getattr(args, key) is not None:
             fields[key] = getattr(args, key)

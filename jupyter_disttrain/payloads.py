@@ -7,7 +7,7 @@ when the checked-in file is stale), so the lab extension cannot drift from the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .specs import JobPhase, JobSpec, JobStatus, LogLine, LogRun, to_plain
@@ -36,6 +36,7 @@ class JobSummary:
     reason: str | None
     message: str | None
     deleted: bool = False
+    launcher: str = "torchrun"
 
     @classmethod
     def of(cls, record: JobRecord, status: JobStatus, deleted: bool = False) -> JobSummary:
@@ -58,7 +59,27 @@ class JobSummary:
             reason=status.reason,
             message=status.message,
             deleted=deleted,
+            launcher=spec.launcher,
         )
+
+
+@dataclass
+class RoleSummary:
+    """One role of a job (``worker``; ``scheduler``, ``server``...) and how many replicas it has."""
+
+    name: str
+    replicas: int
+
+    @classmethod
+    def of(cls, record: JobRecord, status: JobStatus) -> list[RoleSummary]:
+        """The roles the launcher laid out (in the request), else those of the replicas."""
+        laid_out = record.request.get("roles") or []
+        if laid_out:
+            return [cls(str(r["name"]), int(r["replicas"])) for r in laid_out]
+        counts: dict[str, int] = {}
+        for replica in status.replicas:
+            counts[replica.role] = counts.get(replica.role, 0) + 1
+        return [cls(name, n) for name, n in counts.items()]
 
 
 @dataclass
@@ -73,6 +94,7 @@ class JobDetail:
     status: JobStatus
     deleted: bool
     backend_error: str | None = None
+    roles: list[RoleSummary] = field(default_factory=list)
 
 
 @dataclass

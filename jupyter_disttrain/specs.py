@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from .errors import InvalidSpecError
+from .launchers import NAMES as LAUNCHERS
 
 # Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
 # leaves room for the id suffix and for the backends' own suffixes ("-worker-12").
@@ -196,6 +197,7 @@ class JobSpec:
     args: list[str] = field(default_factory=list)
     entrypoint: str = SCRIPT_NAME
     options: dict[str, Any] = field(default_factory=dict)
+    launcher_options: dict[str, Any] = field(default_factory=dict)  # the launcher's own flags
 
     @property
     def world_size(self) -> int:
@@ -211,8 +213,10 @@ class JobSpec:
             raise InvalidSpecError(f"--max-restarts must be 0 or more, not {self.max_restarts!r}")
         if self.accelerator not in ("auto", "gpu", "cpu"):
             raise InvalidSpecError(f"accelerator must be auto, gpu or cpu, not {self.accelerator!r}")
-        if self.launcher != "torchrun":
-            raise InvalidSpecError(f"launcher {self.launcher!r} is not supported; use 'torchrun'")
+        if self.launcher not in LAUNCHERS:
+            raise InvalidSpecError(
+                f"unknown launcher {self.launcher!r}; choose one of: {', '.join(LAUNCHERS)}"
+            )
         for key in self.env:
             validate_env_name(key)
         validate_entrypoint(self.entrypoint)

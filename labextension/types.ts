@@ -27,6 +27,7 @@ export interface IJobSummary {
   reason: string | null;
   message: string | null;
   deleted: boolean;
+  launcher: string;
 }
 
 /** A persistent volume claim mounted into every replica (cluster backends). */
@@ -55,6 +56,7 @@ export interface IJobSpec {
   args: string[];
   entrypoint: string;
   options: Record<string, unknown>;
+  launcher_options: Record<string, unknown>;
 }
 
 /** One replica: a rank on the local backend, a pod on Kubernetes. */
@@ -108,6 +110,12 @@ export interface IJobStatus {
   updated: string | null;
 }
 
+/** One role of a job (`worker`; `scheduler`, `server`...) and how many replicas it has. */
+export interface IRoleSummary {
+  name: string;
+  replicas: number;
+}
+
 /**
  * Spec, launch request and status of one job; `backend_error` says why the status is the stored
  * one (the backend could not be reached or loaded).
@@ -120,6 +128,7 @@ export interface IJobDetail {
   status: IJobStatus;
   deleted: boolean;
   backend_error: string | null;
+  roles: IRoleSummary[];
 }
 
 /** The job's packaged script. */

@@ -34,6 +34,7 @@ SHAPES: list[type] = [
     specs.Condition,
     specs.Event,
     specs.JobStatus,
+    payloads.RoleSummary,
     payloads.JobDetail,
     payloads.JobScript,
     specs.LogLine,

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from ..errors import BackendError, DistTrainError, InvalidSpecError
+from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
@@ -23,6 +24,8 @@ class Backend(abc.ABC):
 
     #: The name users pass to ``--backend``.
     name: ClassVar[str]
+    #: Whether jobs run on this machine (so what a launcher needs must be installed here).
+    local: ClassVar[bool] = False
 
     def __init__(self, store: JobStore | None = None) -> None:
         self.store = store or JobStore()
@@ -46,10 +49,12 @@ class Backend(abc.ABC):
         if spec.backend != self.name:
             raise InvalidSpecError(f"spec is for backend {spec.backend!r}, not {self.name!r}")
         self._validate(spec)
+        launcher = get_launcher(spec.launcher)
+        launcher.validate(spec, local=self.local)
         job_id = job_id or self.store.new_job_id(spec.name)
         payload: dict[str, bytes] = {}
         if script is not None:
-            payload = {**(files or {}), spec.entrypoint: script.encode("utf-8")}
+            payload = {**(files or {}), **launcher.side_files(spec), spec.entrypoint: script.encode("utf-8")}
         return self._dryrun(spec, job_id, payload)
 
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
@@ -59,6 +64,7 @@ class Backend(abc.ABC):
         the user submitted is lost.
         """
         info = self.dryrun(spec, script=script, files=files)
+        files = {**(files or {}), **get_launcher(spec.launcher).side_files(spec)}
         record = JobRecord(id=info.job_id, spec=spec, request=info.request)
         status = JobStatus(
             job_id=record.id,

@@ -19,8 +19,10 @@ from typing import Any
 
 from .. import procs
 from ..errors import BackendError, InvalidSpecError
+from ..launch import user_cache_dir
+from ..launchers import get_launcher
+from ..launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ..logfiles import LogSource, log_files
-from ..runtime import contract
 from ..specs import (
     DEFAULT_EXIT_TIMEOUT,
     DryRun,
@@ -34,7 +36,7 @@ from ..specs import (
 from ..store import JobRecord, read_json
 from .base import Backend
 from .local_options import NAMES as LOCAL_OPTIONS
-from .local_request import DEFAULT_GRACE_PERIOD, LocalRequest
+from .local_request import DEFAULT_GRACE_PERIOD, AgentCommand, LocalRequest, request_roles
 from .local_supervisor import LAUNCHER_FILE, last_line
 from .torchrun import RUN_SH, agent_commands, by_hand_script
 
@@ -71,6 +73,7 @@ class LocalBackend(Backend):
     """torchrun on this machine: one process per GPU, or CPU processes with gloo."""
 
     name = "local"
+    local = True
 
     def _validate(self, spec: JobSpec) -> None:
         unknown = set(spec.options) - LOCAL_OPTIONS
@@ -106,28 +109,36 @@ class LocalBackend(Backend):
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
         job_dir = self.store.job_dir(job_id)
         gpus = None if spec.accelerator == "cpu" else (visible_gpus() or None)
-        agents = agent_commands(
-            spec,
-            job_id,
-            str(job_dir),
-            python=sys.executable,
-            rdzv_port=free_port() if spec.nodes > 1 else None,
-            gpu_ids=gpus,
-            working_dir=spec.working_dir or os.getcwd(),
-        )
+        cache = user_cache_dir()
+        roles = get_launcher(spec.launcher).roles(spec, LaunchContext(str(job_dir), gpus is None, cache))
+        agents: list[AgentCommand] = []
+        for role in roles:
+            if role.via != TORCHRUN:
+                raise InvalidSpecError(f"the local backend cannot start {role.via} roles ({role.name})")
+            agents += agent_commands(
+                spec,
+                job_id,
+                str(job_dir),
+                python=sys.executable,
+                rdzv_port=free_port() if spec.nodes > 1 else None,
+                gpu_ids=gpus,
+                working_dir=spec.working_dir or os.getcwd(),
+                role=role,
+            )
         request = LocalRequest(
             cwd=spec.working_dir or os.getcwd(),
             agents=agents,
             grace_period=float(spec.options.get("grace_period") or DEFAULT_GRACE_PERIOD),
             exit_timeout=float(spec.options.get("exit_timeout") or DEFAULT_EXIT_TIMEOUT),
             device="cuda" if gpus else "cpu",
+            roles=[role.to_dict() for role in roles],
+            cache_dir=cache,
         )
         return DryRun(job_id, str(job_dir), self.name, request.to_dict(), format_request(request))
 
     def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
-        return [
-            ReplicaStatus(name=contract.rank_name(r), role="worker", index=r) for r in range(spec.world_size)
-        ]
+        roles = request_roles(spec, LocalRequest.from_dict(request))
+        return [ReplicaStatus(name=name, role=role, index=i) for name, role, i in replicas_of(roles)]
 
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..specs import DEFAULT_EXIT_TIMEOUT
+from ..launchers.base import Role, default_roles
+from ..specs import DEFAULT_EXIT_TIMEOUT, JobSpec
 
 DEFAULT_GRACE_PERIOD = 10.0
 
@@ -20,6 +21,7 @@ class AgentCommand:
     node: int
     argv: list[str]
     env: dict[str, str]
+    role: str = "worker"  # the role whose replicas it starts (launchers/base.py)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,10 @@ class LocalRequest:
     grace_period: float = DEFAULT_GRACE_PERIOD
     exit_timeout: float = DEFAULT_EXIT_TIMEOUT
     device: str = "cpu"  # "cuda" when the agents got GPUs
+    # The job's roles as its launcher laid them out (``Role.to_dict``); none in jobs recorded
+    # before roles: their ranks are the role "worker".
+    roles: list[dict[str, Any]] = field(default_factory=list)
+    cache_dir: str | None = None  # the per-user cache the launcher's roles use (compiled ops)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,7 +44,8 @@ class LocalRequest:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LocalRequest:
         agents = [
-            AgentCommand(int(a["node"]), list(a["argv"]), dict(a["env"])) for a in data.get("agents", [])
+            AgentCommand(int(a["node"]), list(a["argv"]), dict(a["env"]), str(a.get("role", "worker")))
+            for a in data.get("agents", [])
         ]
         return cls(
             cwd=str(data.get("cwd") or ""),
@@ -46,4 +53,11 @@ class LocalRequest:
             grace_period=float(data.get("grace_period", DEFAULT_GRACE_PERIOD)),
             exit_timeout=float(data.get("exit_timeout", DEFAULT_EXIT_TIMEOUT)),
             device=str(data.get("device", "cpu")),
+            roles=list(data.get("roles", [])),
+            cache_dir=data.get("cache_dir"),
         )
+
+
+def request_roles(spec: JobSpec, request: LocalRequest) -> list[Role]:
+    """The roles a local job runs: as recorded, or torchrun's workers for a job recorded before roles."""
+    return [Role.from_dict(r) for r in request.roles] or default_roles(spec)

@@ -21,13 +21,14 @@ from types import FrameType
 from typing import Any
 
 from .. import procs
+from ..launchers.base import TORCHRUN
 from ..logfiles import tail_start
 from ..polling import Backoff
 from ..runtime import contract
 from ..runtime.joined import lone_ranks
 from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
 from ..store import JobStore, read_json, write_json_atomic
-from .local_request import LocalRequest
+from .local_request import LocalRequest, request_roles
 from .rank_exits import AgentExit, agent_exits, oom_kills, signal_name
 
 POLL_SECONDS = 0.1  # while stopping processes
@@ -82,6 +83,11 @@ class Supervisor:
         self._stall_said = False
         self._failed_node: int | None = None  # the first node whose agent failed
         self._oom_kills_before = oom_kills()
+        roles = request_roles(self.record.spec, self.request)
+        # Ranks are replicas of the launcher's torchrun role ("worker").
+        self._rank_role = next((r.name for r in roles if r.via == TORCHRUN), "worker")
+        self._busy: str | None = None  # what the ranks are busy with before training, if anything
+        self._busy_next = 0.0
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -151,6 +157,7 @@ class Supervisor:
             if all(c is not None for c in codes):
                 break
             changed = self._say_exit_stall() or changed
+            changed = self._say_busy() or changed
             if changed:
                 self.store.write_status(self.status)
             poll.wait(active=changed)
@@ -262,6 +269,27 @@ class Supervisor:
         self._event("Warning", "ExitStalled", message)
         return True
 
+    def _say_busy(self) -> bool:
+        """While the ranks prepare (DeepSpeed compiling its ops: minutes on a CPU machine), the
+        status says so; looked at once a second. True when the status changed."""
+        now = time.monotonic()
+        if not self.request.cache_dir or now < self._busy_next:
+            return False
+        self._busy_next = now + 1.0
+        from ..launchers import get_launcher
+
+        since = iso_seconds(self.status.start_time) if self.status.start_time else time.time()
+        busy = get_launcher(self.record.spec.launcher).busy(self.request.cache_dir, since)
+        if busy == self._busy:
+            return False
+        if busy:
+            self.status.reason, self.status.message = "Preparing", busy
+            self._event("Normal", "Preparing", busy)
+        elif self.status.reason == "Preparing":
+            self.status.reason = self.status.message = None
+        self._busy = busy
+        return True
+
     # -- stopping ----------------------------------------------------------------------------
     def _grace(self) -> float:
         return self.request.grace_period
@@ -326,7 +354,7 @@ class Supervisor:
         agent_exits_by_pid = self._agent_exits() if final and not cancelled else {}
         for r in range(self.record.spec.world_size):
             rec = self._rank_records.get(r)
-            rep = ReplicaStatus(name=contract.rank_name(r), role="worker", index=r)
+            rep = ReplicaStatus(name=contract.rank_name(r), role=self._rank_role, index=r)
             if rec:
                 rep.node = f"node-{rec.get('node', 0)}"
                 rep.restarts = int(rec.get("restarts", 0))

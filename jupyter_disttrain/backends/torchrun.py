@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Sequence
 
 from ..launch import rank_env
+from ..launchers.base import Role
 from ..runtime import contract
 from ..specs import JobSpec
 from .local_request import AgentCommand
@@ -35,19 +36,28 @@ def agent_commands(
     rdzv_port: int | None,
     gpu_ids: Sequence[str] | None,
     working_dir: str,
+    role: Role | None = None,
 ) -> list[AgentCommand]:
     """torchrun agents that run ``spec`` on this machine.
 
     Each node is one agent; several agents meet on ``rdzv_port`` (one agent: a free port it
     picks itself), the first one hosts the rendezvous store.
     ``gpu_ids`` None means CPU processes (gloo); otherwise each agent sees its own GPUs, one
-    per local rank.
+    per local rank. ``role``: the launcher's role these agents start (its script arguments and
+    env); the spec's own arguments, as a plain torchrun worker, when None.
     """
+    role = role or Role("worker", spec.world_size, list(spec.args))
     script = os.path.join(job_dir, spec.entrypoint)
     # Imports next to the notebook keep working: the script runs from the job dir, the
     # working dir is on PYTHONPATH (launch.rank_env, the same on every backend).
     base_env = rank_env(
-        spec, job_id, job_dir, cpu=gpu_ids is None, working_dir=working_dir, inherited=os.environ
+        spec,
+        job_id,
+        job_dir,
+        cpu=gpu_ids is None,
+        working_dir=working_dir,
+        inherited=os.environ,
+        role_env=role.env,
     )
     base_env[contract.LOG_DIR_ENV] = os.path.join(job_dir, contract.LOGS_DIR)
     for key in _SOCKET_IFNAME_ENV:  # ranks meet on this machine: nothing of theirs listens beyond it
@@ -73,7 +83,7 @@ def agent_commands(
             "-m",
             WORKER_MODULE,
             script,
-            *spec.args,
+            *role.args,
         ]
         env = dict(base_env)
         env[contract.NODE_ENV] = str(node)
@@ -84,7 +94,7 @@ def agent_commands(
         else:
             n = spec.nproc_per_node
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids[node * n : (node + 1) * n])
-        commands.append(AgentCommand(node=node, argv=argv, env=env))
+        commands.append(AgentCommand(node=node, argv=argv, env=env, role=role.name))
     return commands
 
 

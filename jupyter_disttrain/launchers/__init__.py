@@ -1,0 +1,48 @@
+"""Launchers by name: how a job's processes are laid out (``--launcher``).
+
+A launcher turns a ``JobSpec`` into roles (``base.Role``) that every backend runs; it declares
+its own flags as a dataclass of ``flags.option`` fields. Nothing heavy is imported here: a
+launcher module is loaded when a job names it, or when the flags are generated.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import InvalidSpecError
+
+TYPE_CHECKING = False  # not typing's: the local launch path imports this package
+if TYPE_CHECKING:
+    from .base import Launcher
+
+DEFAULT = "torchrun"
+_BUILTIN = {
+    "torchrun": "jupyter_disttrain.launchers.torchrun:TorchrunLauncher",
+    "deepspeed": "jupyter_disttrain.launchers.deepspeed:DeepSpeedLauncher",
+}
+NAMES = tuple(_BUILTIN)
+
+
+def launcher_class(name: str) -> type[Launcher]:
+    target = _BUILTIN.get(name)
+    if target is None:
+        raise InvalidSpecError(f"unknown launcher {name!r}; choose one of: {', '.join(NAMES)}")
+    module, _, attr = target.partition(":")
+    cls: type[Launcher] = getattr(importlib.import_module(module), attr)
+    return cls
+
+
+def get_launcher(name: str) -> Launcher:
+    return launcher_class(name)()
+
+
+def option_classes() -> list[type]:
+    """The dataclasses declaring the launchers' own flags, in the order of ``NAMES``."""
+    return [opts for name in NAMES if (opts := launcher_class(name).options) is not None]
+
+
+def detect(source: str) -> str | None:
+    """The launcher a script needs, by what it calls (``deepspeed.initialize``), or None."""
+    from .calls import launcher_for
+
+    return launcher_for(source)
