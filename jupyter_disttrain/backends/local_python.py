@@ -45,6 +45,20 @@ def foreign(python: str) -> bool:
     return os.path.abspath(python) != sys.executable
 
 
+def foreign_pythonpath(pythonpath: str, runtime: str) -> str:
+    """The ``PYTHONPATH`` of a job under another interpreter: without this interpreter's own
+    installation (its stdlib and site-packages, which a PYTHONPATH inherited from a server or a
+    test harness may list: that interpreter would import the kernel's numpy), then ``runtime``."""
+    own = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+
+    def ours(entry: str) -> bool:
+        real = os.path.realpath(entry)
+        return any(real == root or real.startswith(root + os.sep) for root in own)
+
+    kept = [p for p in pythonpath.split(os.pathsep) if p and not ours(p)]
+    return os.pathsep.join(dict.fromkeys([*kept, runtime]))
+
+
 def runtime_path(cache_dir: str) -> str:
     """The ``PYTHONPATH`` entry through which another interpreter imports this package: pure (the
     dry run shows it); ``ensure_runtime_path`` makes it. Keyed by where the package is, so two

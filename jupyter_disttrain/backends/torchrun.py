@@ -14,6 +14,7 @@ from ..launch import rank_env
 from ..launchers.base import Role
 from ..runtime import contract
 from ..specs import JobSpec
+from .local_python import foreign_pythonpath
 from .local_request import AgentCommand
 
 WORKER_MODULE = "jupyter_disttrain.runtime.worker"
@@ -49,7 +50,7 @@ def local_env(
     for key in _SOCKET_IFNAME_ENV:  # ranks meet on this machine: nothing of theirs listens beyond it
         env.setdefault(key, LOOPBACK_IFNAME)
     if runtime_path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), runtime_path) if p)
+        env["PYTHONPATH"] = foreign_pythonpath(env.get("PYTHONPATH", ""), runtime_path)
     return env
 
 
