@@ -104,7 +104,7 @@ def job_target(spec: JobSpec) -> Target:
         from .backends.local import visible_gpus
 
         no_gpu = None if visible_gpus() else "no GPU is visible on this machine"
-    return Target(spec.world_size, flags, no_gpu)
+    return Target(spec.world_size, flags, no_gpu, spec.nproc_per_node, spec.nodes)
 
 
 def submit(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from .failure import first_line
-from .specs import JobPhase, JobStatus, LogLine
+from .specs import JobPhase, JobStatus, LogLine, ReplicaStatus
 
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle
@@ -176,6 +176,19 @@ def _replica_note(replica: Any) -> str:
     return ", ".join(parts)
 
 
+def by_role(replicas: list[ReplicaStatus]) -> list[tuple[str, list[ReplicaStatus]]]:
+    """Replicas grouped by role, in the order roles first appear (the launcher's order)."""
+    groups: dict[str, list[ReplicaStatus]] = {}
+    for replica in replicas:
+        groups.setdefault(replica.role, []).append(replica)
+    return list(groups.items())
+
+
+def _role_label(role: str, groups: int) -> str:
+    """The label before a role's chips: none when the job has one role (all torchrun workers)."""
+    return f"{role}:" if groups > 1 else ""
+
+
 class TextView:
     """Plain text for terminals and scripts: phase changes and log lines as they come."""
 
@@ -299,8 +312,10 @@ class WidgetView:
         """The plain-text form shown by front ends that cannot render widgets."""
         with self._lock:
             out = [summary(self.name, self.job_id, self._status)]
-            if self._status and self._status.replicas:
-                out.append("  " + " ".join(f"[{r.name}: {_replica_note(r)}]" for r in self._status.replicas))
+            groups = by_role(self._status.replicas if self._status else [])
+            for role, replicas in groups:
+                chips = " ".join(f"[{r.name}: {_replica_note(r)}]" for r in replicas)
+                out.append("  " + " ".join(x for x in (_role_label(role, len(groups)), chips) if x))
             out.extend("  " + line for line in (self._failure or self._text_tail.lines()))
             return "\n".join(out)
 
@@ -322,11 +337,13 @@ class WidgetView:
             f'<code style="opacity:.7">{html.escape(self.job_id)}</code>{_badge(phase)}'
             f"{_reason(status)}</div>"
         )
-        replicas = status.replicas if status else []
-        self.chips.value = (
-            '<div style="display:flex;flex-wrap:wrap;gap:4px">'
+        groups = by_role(status.replicas if status else [])
+        self.chips.value = "".join(
+            '<div style="display:flex;flex-wrap:wrap;gap:4px;align-items:center">'
+            + (f"<span>{html.escape(label)}</span>" if (label := _role_label(role, len(groups))) else "")
             + "".join(_badge(r.phase, label=r.name, title=_replica_note(r)) for r in replicas)
             + "</div>"
+            for role, replicas in groups
         )
         if phase.is_terminal:
             self.cancel_button.disabled = True

@@ -8,7 +8,7 @@ import { Panel, Widget } from '@lumino/widgets';
 
 import { IJobDetail } from './api';
 import { JobDetailsModel } from './detailsmodel';
-import { formatTime, jobShape } from './format';
+import { formatTime, jobShape, rolesText } from './format';
 import { phaseBadge } from './panel';
 
 export class JobDetails extends Panel {
@@ -107,6 +107,8 @@ export class JobDetails extends Panel {
     root.append(
       keyValues([
         ['Backend', spec.backend],
+        ['Launcher', spec.launcher],
+        ['Roles', rolesText(job.roles, status.replicas)],
         ['Shape', `${jobShape(summary)} (world size ${spec.nodes * spec.nproc_per_node})`],
         ['Accelerator', spec.accelerator],
         ['Image', spec.image ?? '–'],
@@ -122,7 +124,7 @@ export class JobDetails extends Panel {
         ['Env', env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '–'],
         [
           'Command',
-          `${spec.launcher} --nnodes ${spec.nodes} --nproc-per-node ${spec.nproc_per_node} ${spec.entrypoint} ${(spec.args ?? []).join(' ')}`.trim()
+          `torchrun --nnodes ${spec.nodes} --nproc-per-node ${spec.nproc_per_node} ${spec.entrypoint} ${(spec.args ?? []).join(' ')}`.trim()
         ],
         ['Created', formatTime(status.created ?? summary.created)],
         [

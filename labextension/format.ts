@@ -1,5 +1,5 @@
 /** Small pure helpers for how jobs read on screen. */
-import type { IJobSummary } from './types';
+import type { IJobSummary, IReplicaStatus, IRoleSummary } from './types';
 
 /** `45s`, `3m 12s`, `2h 05m`, `3d 4h`. */
 export function formatDuration(ms: number): string {
@@ -39,6 +39,23 @@ export function jobTiming(job: IJobSummary, now: number = Date.now()): string {
 export function jobShape(job: IJobSummary): string {
   const unit = job.gpus > 0 ? 'GPU' : 'CPU proc';
   return `${job.nodes} × ${job.nproc_per_node} ${unit}${job.nproc_per_node === 1 ? '' : 's'}`;
+}
+
+/**
+ * A job's roles and their replica counts: `worker ×2`, `scheduler ×1, server ×2, worker ×2`.
+ * A server from before roles sends none: they are counted from the replicas.
+ */
+export function rolesText(
+  roles: IRoleSummary[] | undefined,
+  replicas: Pick<IReplicaStatus, 'role'>[]
+): string {
+  let counted = roles ?? [];
+  if (!counted.length) {
+    const counts = new Map<string, number>();
+    replicas.forEach(r => counts.set(r.role, (counts.get(r.role) ?? 0) + 1));
+    counted = [...counts].map(([name, n]) => ({ name, replicas: n }));
+  }
+  return counted.map(r => `${r.name} ×${r.replicas}`).join(', ') || '–';
 }
 
 /** Local time of an ISO timestamp, or an en dash. */

@@ -13,7 +13,7 @@ from jupyter_disttrain.packaging.pitfalls import CODES, Target
 from jupyter_disttrain.packaging.pitfalls import check_pitfalls as check_cell
 
 # A 2-process job with GPUs; the GPU checks get a job without one.
-GPU_JOB = Target(world_size=2, flags="--gpus 2 --nodes 1")
+GPU_JOB = Target(world_size=2, flags="--gpus 2 --nodes 1", nproc_per_node=2, nodes=1)
 CPU_JOB = Target(world_size=2, flags="--gpus 2 --nodes 1", no_gpu="--accelerator cpu")
 TARGETS = {"cuda-without-gpu": CPU_JOB}
 
@@ -28,6 +28,45 @@ def cell(source: str) -> str:
 
 # (code, bad cell, line of the warning, a correct version of the same cell)
 CASES = [
+    (
+        "collective-save",
+        """
+        import deepspeed
+        engine, *_ = deepspeed.initialize(model=model, config=cfg)
+        if engine.global_rank == 0:
+            engine.save_checkpoint("ckpt")
+        """,
+        4,
+        """
+        import deepspeed
+        engine, *_ = deepspeed.initialize(model=model, config=cfg)
+        engine.save_checkpoint("ckpt")
+        """,
+    ),
+    (
+        "lightning-devices",
+        """
+        import lightning as L
+        trainer = L.Trainer(accelerator="cpu", devices=4, strategy="ddp")
+        """,
+        2,
+        """
+        import lightning as L
+        trainer = L.Trainer(accelerator="cpu", devices=2, num_nodes=1, strategy="ddp")
+        """,
+    ),
+    (
+        "lightning-spawn",
+        """
+        from pytorch_lightning import Trainer
+        trainer = Trainer(devices=2, strategy="ddp_notebook")
+        """,
+        2,
+        """
+        from pytorch_lightning import Trainer
+        trainer = Trainer(devices=2, strategy="ddp")
+        """,
+    ),
     (
         "sampler-set-epoch",
         """
@@ -185,6 +224,20 @@ def test_messages_say_what_to_write_instead() -> None:
         and "--accelerator cpu" in messages["cuda-without-gpu"]
     )
     assert "WORLD_SIZE" in messages["world-size-mismatch"] and "--gpus 2" in messages["world-size-mismatch"]
+    assert "remove the rank guard" in messages["collective-save"]
+    assert "pass devices=2 or change --gpus" in messages["lightning-devices"]
+    assert "use strategy='ddp'" in messages["lightning-spawn"]
+
+
+def test_lightning_num_nodes_is_checked_against_nodes() -> None:
+    source = "import lightning as L\nt = L.Trainer(devices=[0, 1], num_nodes=2)\n"
+    (found,) = check_pitfalls(source)
+    assert found.code == "lightning-devices" and "--nodes 1" in found.message
+
+
+def test_deepspeed_save_checkpoint_on_every_rank_is_not_an_unguarded_save() -> None:
+    source = "import deepspeed\nengine.save_checkpoint('ckpt')\ntorch.save(m, 'm.pt')\n"
+    assert [(p.code, p.line) for p in check_pitfalls(source)] == [("unguarded-save", 3)]
 
 
 # --- the variants each check must get right --------------------------------------------------------

@@ -215,3 +215,22 @@ def test_a_multi_line_status_message_keeps_the_summary_on_one_line() -> None:
     status.message = "rank-1 exited with code 1: ValueError: bad\nTraceback (most recent call last):\n  ..."
     expected = "distrun j (j-1): Failed - Error: rank-1 exited with code 1: ValueError: bad"
     assert widgets.summary("j", "j-1", status) == expected
+
+
+def test_widget_view_groups_replicas_by_role_when_a_job_has_several(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("ps-1", "/nonexistent", lambda: None)
+    replicas = [
+        ReplicaStatus("scheduler-0", "scheduler", 0, JobPhase.RUNNING),
+        ReplicaStatus("server-0", "server", 0, JobPhase.RUNNING),
+        ReplicaStatus("worker-0", "worker", 0, JobPhase.PENDING),
+        ReplicaStatus("worker-1", "worker", 1, JobPhase.PENDING),
+    ]
+    view.update(JobStatus("ps-1", JobPhase.RUNNING, replicas))  # type: ignore[attr-defined]
+    chips = view.chips.value  # type: ignore[attr-defined]
+    assert chips.count("<div") == 3 and "<span>server:</span>" in chips
+    text = view.text()  # type: ignore[attr-defined]
+    assert "  worker: [worker-0: Pending] [worker-1: Pending]" in text.splitlines()
+    # One role (a torchrun job): no label, as before roles.
+    view.update(_status(JobPhase.RUNNING, JobPhase.RUNNING, JobPhase.RUNNING))  # type: ignore[attr-defined]
+    assert "worker:" not in view.chips.value and "worker:" not in view.text()  # type: ignore[attr-defined]

@@ -305,6 +305,18 @@ class Supervisor:
         self._busy = busy
         return True
 
+    def _abandon(self) -> None:
+        """The job ended without succeeding: its launcher undoes what it left half done in the
+        shared cache (a compile's lock), saying so."""
+        if not self.request.cache_dir or not self.status.start_time:
+            return
+        from ..launchers import get_launcher
+
+        launcher = get_launcher(self.record.spec.launcher)
+        with contextlib.suppress(OSError):
+            if undone := launcher.abandon(self.request.cache_dir, iso_seconds(self.status.start_time)):
+                self._event("Normal", "Abandoned", f"unfinished builds cleared: {', '.join(undone)}")
+
     # -- stopping ----------------------------------------------------------------------------
     def _grace(self) -> float:
         return self.request.grace_period
@@ -454,6 +466,8 @@ class Supervisor:
             else:
                 self._event("Warning", "DiskFull", f"{full}: the job's logs and files may be incomplete")
         (self.job_dir / RESERVE_FILE).unlink(missing_ok=True)
+        if phase is not JobPhase.SUCCEEDED:
+            self._abandon()
         self.status.end(phase, reason, message)
         if phase is JobPhase.SUCCEEDED:
             self.status.exit_code = 0

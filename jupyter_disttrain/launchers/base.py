@@ -128,3 +128,8 @@ class Launcher(abc.ABC):
         """What the job's ranks are busy with before training (e.g. "compiling DeepSpeed ops"),
         seen in ``cache_dir`` since ``since`` (the job's start, seconds since the epoch), or None."""
         return None
+
+    def abandon(self, cache_dir: str, since: float) -> list[str]:
+        """A job that started at ``since`` ended without succeeding: undo what it left half done
+        in ``cache_dir`` (a build lock that would stall every later job); what was removed."""
+        return []

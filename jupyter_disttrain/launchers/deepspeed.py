@@ -120,13 +120,32 @@ class DeepSpeedLauncher(Launcher):
 
     def busy(self, cache_dir: str, since: float) -> str | None:
         """ "compiling DeepSpeed ops (NAME)" while an op of the cache is being built since ``since``
-        (seconds since the epoch: the job's start), else None."""
-        root = Path(extensions_dir(cache_dir))
-        building = []
-        for lock in root.glob(f"*/{_LOCK}"):
+        (seconds since the epoch: the job's start), else None. DeepSpeed prints nothing while it
+        compiles (torch logs the build at INFO, which nobody configured): the build's lock says it."""
+        building = sorted(lock.parent.name for lock in _locks_since(cache_dir, since))
+        return f"{COMPILING} ({', '.join(building)})" if building else None
+
+    def abandon(self, cache_dir: str, since: float) -> list[str]:
+        """A build the job's ranks were killed in leaves its lock, and torch then waits for it
+        forever in every later job: remove the locks taken since the job started (a build that
+        another job started meanwhile loses its lock too; the worst is then a build done twice)."""
+        removed = []
+        for lock in _locks_since(cache_dir, since):
             try:
-                if lock.stat().st_mtime >= since - 1:
-                    building.append(lock.parent.name)
+                lock.unlink()
+                removed.append(lock.parent.name)
             except OSError:
-                continue  # the build just ended
-        return f"{COMPILING} ({', '.join(sorted(building))})" if building else None
+                continue
+        return removed
+
+
+def _locks_since(cache_dir: str, since: float) -> list[Path]:
+    """Build locks of the cache's ops taken at ``since`` or later."""
+    found = []
+    for lock in Path(extensions_dir(cache_dir)).glob(f"*/{_LOCK}"):
+        try:
+            if lock.stat().st_mtime >= since - 1:  # a second of slack: file times are coarse
+                found.append(lock)
+        except OSError:
+            continue  # the build just ended
+    return found

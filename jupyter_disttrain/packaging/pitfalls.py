@@ -28,6 +28,10 @@ CODES = (
     "cuda-without-device",
     "cuda-without-gpu",
     "world-size-mismatch",
+    # packaging/framework_pitfalls.py
+    "collective-save",
+    "lightning-devices",
+    "lightning-spawn",
 )
 _SILENCE = re.compile(r"#\s*distrun:\s*ignore\[([^\]]*)\]")
 # Words that mark a condition as "only on one rank" (rank == 0, is_main_process, trainer.is_global_zero...).
@@ -88,11 +92,14 @@ class Target:
         world_size: processes in the job (``--gpus`` x ``--nodes``).
         flags: how the user asked for them, for messages ("--gpus 2 --nodes 1").
         no_gpu: why the job will have no GPU ("--accelerator cpu"), or None when it will have GPUs.
+        nproc_per_node, nodes: ``--gpus`` and ``--nodes``, when known.
     """
 
     world_size: int
     flags: str
     no_gpu: str | None = None
+    nproc_per_node: int | None = None  # --gpus
+    nodes: int | None = None  # --nodes
 
 
 Finding = tuple[str, ast.AST, str]
@@ -131,7 +138,9 @@ def check_blocks(
     code = _Code(tree, target)
     silenced = silenced_codes(source)
     found = []
-    for check in _CHECKS:
+    from .framework_pitfalls import CHECKS as FRAMEWORK_CHECKS  # they build on this module
+
+    for check in (*_CHECKS, *FRAMEWORK_CHECKS):
         for name, node, message in check(code):
             lines = range(getattr(node, "lineno", 1), (getattr(node, "end_lineno", None) or 1) + 1)
             if name in ignore or "*" in ignore or any(name in silenced.get(line, ()) for line in lines):
@@ -177,6 +186,7 @@ class _Code:
         self.functions = {
             n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
+        self.imports = _imported(tree)  # top-level packages: "deepspeed", "lightning"...
 
     def ancestors(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
         """(ancestor, the child on the way down) pairs, innermost first."""
@@ -193,6 +203,16 @@ class _Code:
             if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 return ancestor
         return None
+
+
+def _imported(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+    return out
 
 
 def _name(call: ast.Call) -> str:
@@ -286,9 +306,11 @@ def _epoch_loops(tree: ast.AST) -> Iterator[ast.For | ast.AsyncFor]:
 
 
 def _unguarded_save(code: _Code) -> Iterator[Finding]:
+    from .framework_pitfalls import deepspeed_save
+
     for call in code.calls:
         what = _save_kind(call)
-        if what and not _guarded(code, call, set()):
+        if what and not deepspeed_save(code, call) and not _guarded(code, call, set()):
             yield (
                 "unguarded-save",
                 call,

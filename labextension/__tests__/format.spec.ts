@@ -1,4 +1,4 @@
-import { formatDuration, jobShape, jobTiming } from '../format';
+import { formatDuration, jobShape, jobTiming, rolesText } from '../format';
 import type { IJobSummary } from '../types';
 
 const base: IJobSummary = {
@@ -16,7 +16,8 @@ const base: IJobSummary = {
   gpus: 8,
   reason: null,
   message: null,
-  deleted: false
+  deleted: false,
+  launcher: 'torchrun'
 };
 
 describe('format', () => {
@@ -40,5 +41,21 @@ describe('format', () => {
   it('describes the shape', () => {
     expect(jobShape(base)).toBe('2 × 4 GPUs');
     expect(jobShape({ ...base, gpus: 0, nodes: 1, nproc_per_node: 1 })).toBe('1 × 1 CPU proc');
+  });
+});
+
+describe('rolesText', () => {
+  it('lists the roles the launcher laid out, with their replica counts', () => {
+    const roles = [
+      { name: 'scheduler', replicas: 1 },
+      { name: 'server', replicas: 2 }
+    ];
+    expect(rolesText(roles, [])).toBe('scheduler ×1, server ×2');
+  });
+
+  it('counts the replicas of each role when the server sent no roles', () => {
+    const replicas = [{ role: 'worker' }, { role: 'worker' }, { role: 'master' }];
+    expect(rolesText(undefined, replicas)).toBe('worker ×2, master ×1');
+    expect(rolesText([], [])).toBe('–');
   });
 });

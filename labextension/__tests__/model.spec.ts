@@ -17,7 +17,8 @@ function job(id: string, phase: Phase, created: string): IJobSummary {
     gpus: 0,
     reason: null,
     message: null,
-    deleted: false
+    deleted: false,
+    launcher: 'torchrun'
   };
 }
 

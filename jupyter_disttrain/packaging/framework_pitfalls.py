@@ -1,0 +1,85 @@
+"""Pitfall checks of the training frameworks that run under torchrun: DeepSpeed and Lightning.
+
+They read the same tree as the DDP checks (``pitfalls.py``), which runs them after its own.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from .pitfalls import Finding, _Code, _dotted, _guarded, _int_constants, _int_value, _keyword, _name
+
+CODES = ("collective-save", "lightning-devices", "lightning-spawn")
+LIGHTNING = ("lightning", "pytorch_lightning")
+# Strategies that start processes themselves: inside a job each rank would start more.
+_SPAWNING = ("ddp_spawn", "ddp_notebook", "ddp_fork", "ddp_find_unused_parameters_spawn")
+
+
+def deepspeed_save(code: _Code, call: ast.Call) -> bool:
+    """``engine.save_checkpoint(...)`` in a script that uses DeepSpeed: DeepSpeed's, collective."""
+    return (
+        "deepspeed" in code.imports
+        and isinstance(call.func, ast.Attribute)
+        and _name(call) == "save_checkpoint"
+    )
+
+
+def _collective_save(code: _Code) -> Iterator[Finding]:
+    for call in code.calls:
+        if deepspeed_save(code, call) and _guarded(code, call, set()):
+            yield (
+                "collective-save",
+                call,
+                f"DeepSpeed's `{_dotted(call.func) or 'save_checkpoint'}(...)` is collective: every rank must"
+                " call it (each saves its own shard; rank 0 alone would wait for the others forever):"
+                " remove the rank guard",
+            )
+
+
+def _trainers(code: _Code) -> Iterator[ast.Call]:
+    if not any(module in code.imports for module in LIGHTNING):
+        return
+    for call in code.calls:
+        if _name(call) == "Trainer":
+            yield call
+
+
+def _count(node: ast.AST | None, constants: dict[str, int]) -> int | None:
+    """A device count as written: an int, or a list of device ids (``[0, 1]``)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return len(node.elts)
+    return _int_value(node, constants)
+
+
+def _lightning_devices(code: _Code) -> Iterator[Finding]:
+    target = code.target
+    if target is None or target.nproc_per_node is None:
+        return
+    constants = _int_constants(code.tree)
+    for call in _trainers(code):
+        for word, job in (("devices", target.nproc_per_node), ("num_nodes", target.nodes)):
+            asked = _count(_keyword(call, word), constants)
+            if asked is not None and job is not None and asked > 0 and asked != job:
+                flag = "--gpus" if word == "devices" else "--nodes"
+                yield (
+                    "lightning-devices",
+                    call,
+                    f"Trainer({word}={asked}) but the job runs {flag} {job} ({target.flags}): Lightning"
+                    f" would wait for processes that never start; pass {word}={job} or change {flag}",
+                )
+
+
+def _lightning_spawn(code: _Code) -> Iterator[Finding]:
+    for call in _trainers(code):
+        strategy = _keyword(call, "strategy")
+        if isinstance(strategy, ast.Constant) and strategy.value in _SPAWNING:
+            yield (
+                "lightning-spawn",
+                call,
+                f"strategy={strategy.value!r} starts its own processes inside each rank of the job;"
+                " use strategy='ddp': the job's ranks are the processes",
+            )
+
+
+CHECKS = (_collective_save, _lightning_devices, _lightning_spawn)
