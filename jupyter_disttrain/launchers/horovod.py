@@ -18,8 +18,8 @@ from ..specs import JobSpec
 from .base import HOROVODRUN, LaunchContext, Launcher, Role
 
 MISSING = (
-    "--launcher horovod needs horovod, which is not importable here: install horovod built with "
-    "PyTorch and gloo (HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 pip install horovod)"
+    "--launcher horovod needs horovod, which is not importable here: install a horovod built with "
+    "PyTorch and gloo (0.28.1, its last release, does not build against torch 2.x: see the README)"
 )
 
 
