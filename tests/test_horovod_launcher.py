@@ -48,6 +48,11 @@ MAGIC_BAD_INPUT = [
     ("--launcher mxnet", "--launcher mxnet needs --workers W"),
     ("--servers 2", "--launcher mxnet needs --workers W"),  # a launcher's own flag picks it
     ("--launcher horovod --nodes 2", "Horovod reaches other nodes over SSH"),
+    (
+        "--workers 2 --backend kubernetes --image python:3.11",
+        "--launcher mxnet runs on the local backend only",
+    ),
+    ("--launcher horovod --backend kubernetes --image python:3.11", "its Kubernetes pods are not built yet"),
 ]
 
 

@@ -31,6 +31,12 @@ TORCHRUN = "torchrun"
 PROCESS = "process"
 HOROVODRUN = "horovodrun"
 RANKED = (TORCHRUN, HOROVODRUN)  # replicas that are torch ranks, named rank-N
+# Said by a launcher whose roles the Kubernetes backend does not lay out in pods yet, rather
+# than let it run them as plain torchrun pods.
+KUBERNETES_LATER = (
+    "--launcher {launcher} runs on the local backend only so far: its Kubernetes pods are not "
+    "built yet; leave out --backend kubernetes"
+)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import importlib.util
 
 from ..errors import InvalidSpecError
 from ..specs import JobSpec
-from .base import HOROVODRUN, LaunchContext, Launcher, Role
+from .base import HOROVODRUN, KUBERNETES_LATER, LaunchContext, Launcher, Role
 
 MISSING = (
     "--launcher horovod needs horovod, which is not importable here: install a horovod built with "
@@ -31,7 +31,7 @@ class HorovodLauncher(Launcher):
     def validate(self, spec: JobSpec, *, local: bool) -> None:
         super().validate(spec, local=local)
         if not local:
-            return
+            raise InvalidSpecError(KUBERNETES_LATER.format(launcher=self.name))
         if spec.nodes > 1:
             raise InvalidSpecError(
                 f"--launcher horovod --nodes {spec.nodes}: Horovod reaches other nodes over SSH, which "

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import InvalidSpecError
 from ..flags import option
 from ..specs import JobSpec
-from .base import PROCESS, LaunchContext, Launcher, Role
+from .base import KUBERNETES_LATER, PROCESS, LaunchContext, Launcher, Role
 
 DEFAULT_SERVERS = 1
 
@@ -44,6 +44,8 @@ class MXNetLauncher(Launcher):
 
     def validate(self, spec: JobSpec, *, local: bool) -> None:
         super().validate(spec, local=local)
+        if not local:
+            raise InvalidSpecError(KUBERNETES_LATER.format(launcher=self.name))
         servers, workers = _sizes(spec)
         if workers is None:
             raise InvalidSpecError("--launcher mxnet needs --workers W (and --servers S, default 1)")
