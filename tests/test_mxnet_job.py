@@ -4,6 +4,7 @@ that has no MXNet: the cell is packaged as text, ``import mxnet`` runs in the jo
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -16,6 +17,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
+from jupyter_disttrain.backends.local_python import runtime_path
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.launchers.base import Role
 from jupyter_disttrain.runtime import contract
@@ -179,5 +181,26 @@ def test_a_dist_sync_cell_in_a_real_kernel_without_mxnet(
     texts = sorted(ln.text for ln in job.logs() if ln.replica.startswith("worker"))
     assert texts == ["worker 0 of 2 pulled 18", "worker 1 of 2 pulled 18"]
     assert "SHAPE = (2, 3)" in job.script
-    assert "Succeeded" in nbformat.writes(nb)
+    shown = nbformat.writes(nb)  # the cell's output: each line after its replica
+    assert "Succeeded" in shown and re.search(r"\[worker-[01]\] worker 1 of 2 pulled 18", shown)
     assert sys.executable not in " ".join(record.request["agents"][0]["argv"])
+
+
+def test_another_python_gets_the_wrapper_and_none_of_the_kernels_installation(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    venv_python = home / "venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.symlink_to(sys.executable)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    kernels = os.path.join(sys.prefix, "lib", "site-packages")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([kernels, "/elsewhere"]))
+    info = api.dryrun("print(1)", **_ps(store, options={"python": "~/venv/bin/python"}))  # type: ignore[arg-type]
+    agent = info.request["agents"][0]
+    assert agent["argv"][0] == str(venv_python)
+    entries = agent["env"]["PYTHONPATH"].split(os.pathsep)
+    runtime = runtime_path(info.request["cache_dir"])
+    assert entries[-1] == runtime and "/elsewhere" in entries and kernels not in entries
+    assert runtime.startswith(str(home))

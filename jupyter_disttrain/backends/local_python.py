@@ -24,12 +24,13 @@ _PACKAGE = os.path.basename(_PACKAGE_DIR)
 def job_python(options: dict[str, object]) -> str:
     """The interpreter that runs the job's processes: ``--python``, else the kernel's."""
     chosen = options.get("python")
-    return str(chosen) if chosen else sys.executable
+    return os.path.expanduser(str(chosen)) if chosen else sys.executable
 
 
 def validate_python(path: object) -> None:
     if not isinstance(path, str) or not path:
         raise InvalidSpecError(f"python must be the path of a Python interpreter, not {path!r}")
+    path = os.path.expanduser(path)  # ``~/venv/bin/python`` as a shell would take it
     if not os.path.isabs(path):
         raise InvalidSpecError(f"--python {path}: give the interpreter's absolute path")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
