@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .specs import JobPhase, JobSpec, JobStatus, LogLine, LogRun, to_plain
+from .specs import JobPhase, JobSpec, JobStatus, LogLine, LogRun, request_device, to_plain
 from .store import JobRecord
 
 # TensorBoard id meaning every job's runs side by side (not a valid job id: ids are DNS labels).
@@ -42,7 +42,7 @@ class JobSummary:
     def of(cls, record: JobRecord, status: JobStatus, deleted: bool = False) -> JobSummary:
         spec = record.spec
         # The backend records where the job really runs ("cpu" when no GPU was visible or chosen).
-        on_cpu = spec.accelerator == "cpu" or record.request.get("device") == "cpu"
+        on_cpu = spec.accelerator == "cpu" or request_device(record.request) == "cpu"
         return cls(
             id=record.id,
             name=spec.name,

@@ -15,7 +15,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .errors import InvalidSpecError
 from .launchers import NAMES as LAUNCHERS
@@ -304,7 +304,9 @@ class JobStatus:
     def replicas_ready(self) -> int:
         return sum(1 for r in self.replicas if r.ready or r.phase is JobPhase.RUNNING)
 
-    def end(self, phase: JobPhase, reason: str, message: str, at: str | None = None) -> JobStatus:
+    def end(
+        self, phase: JobPhase, reason: str | None, message: str | None, at: str | None = None
+    ) -> JobStatus:
         """Record the job's end: ``phase`` (a terminal one), why, and when (``at``, else now)."""
         if not phase.is_terminal:
             raise ValueError(f"{phase} is not an end")
@@ -357,19 +359,46 @@ class LogRun:
         return {"replica": self.replica, "rank": self.rank, "lines": self.lines, "offset": self.offset}
 
 
+class LaunchRequest(Protocol):
+    """A backend's typed launch request (``LocalRequest``, ``KubeRequest``): what a dry run shows
+    and ``job.json`` keeps, as plain JSON. Every request says where the job runs (``device``)."""
+
+    @property
+    def device(self) -> str:
+        """``"cuda"`` or ``"cpu"``."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def request_device(request: dict[str, Any]) -> str | None:
+    """``device`` of a launch request as ``job.json`` keeps it (the one field all requests share)."""
+    device = request.get("device")
+    return device if isinstance(device, str) else None
+
+
 @dataclass
 class DryRun:
     """The exact request a backend would carry out, before anything runs.
 
-    ``request`` is backend-native: for the local backend the argv and env of each launcher
-    process, for Kubernetes the manifests. ``text`` is how a person reads it (command lines or YAML).
+    ``request`` is backend-native and typed: for the local backend the argv and env of each
+    launcher process, for Kubernetes the manifests. ``text`` is how a person reads it (command
+    lines or YAML).
     """
 
     job_id: str
     job_dir: str
     backend: str
-    request: dict[str, Any]
+    request: LaunchRequest
     text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "job_dir": self.job_dir,
+            "backend": self.backend,
+            "request": self.request.to_json(),
+            "text": self.text,
+        }
 
 
 _T = TypeVar("_T")

@@ -10,11 +10,6 @@ from pathlib import Path
 from radon.complexity import cc_rank, cc_visit
 
 PACKAGE = Path(__file__).resolve().parents[1] / "jupyter_disttrain"
-# Still above the ceiling; the Kubernetes flavour strategies (issue 11, item 4) split them.
-KNOWN = {
-    "backends/kubernetes/podlogs.py:pod_log_lines",
-    "backends/kubernetes/status.py:_phase",
-}
 
 
 def _blocks() -> list[tuple[str, str, int]]:
@@ -32,5 +27,4 @@ def test_no_function_ranks_d_or_worse() -> None:
     blocks = _blocks()
     assert len(blocks) > 300  # radon saw the package (methods and functions)
     too_complex = {name: f"{rank} ({cc})" for name, rank, cc in blocks if rank >= "D"}
-    assert set(too_complex) - KNOWN == set(), too_complex
-    assert set(too_complex) >= KNOWN, "a known one is simpler now: drop it from KNOWN"
+    assert too_complex == {}

@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
 from jupyter_disttrain.manager import manager_for
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
+from tests.notebook_helpers import run_cells
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (the test extra installs it)")
 
@@ -76,12 +75,8 @@ def test_a_deepspeed_zero2_cell_trains_and_checkpoints_on_two_cpu_ranks(
         TRAIN.replace("--name ds-cifar", "--name ds-dry --dry-run"),
         TRAIN,
     ]
-    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
     # The first job on a machine compiles DeepSpeed's CPU collectives (minutes); later ones reuse them.
-    NotebookClient(
-        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    dry = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    dry = run_cells(cells, tmp_path, timeout=900)[2]
     assert "# launcher deepspeed: the script calls deepspeed.initialize" in dry
     assert "MPLBACKEND=Agg" in dry and "TORCH_EXTENSIONS_DIR=" in dry
     store = JobStore(root)

@@ -68,7 +68,10 @@ def test_the_same_flags_give_the_same_dry_run_request(line: str, tmp_path: Path)
         backend.dryrun(spec, script="print(1)\n", job_id="same-abcde").request for spec in (magic, cli)
     ]
     # Several local agents meet on a port free at that moment: the one thing two dry runs differ in.
-    texts = [re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", json.dumps(r, sort_keys=True)) for r in requests]
+    texts = [
+        re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", json.dumps(r.to_json(), sort_keys=True))
+        for r in requests
+    ]
     assert texts[0] == texts[1]
 
 

@@ -48,7 +48,7 @@ def test_accelerate_is_distributed_on_cpu_and_no_rank_is_reported_alone(store: J
     assert said == {r: "num_processes=2 type=MULTI_CPU batches=4" for r in (0, 1)}
 
 
-LIGHTNING_LOOP = """
+LIGHTNING_MODEL = """
 import torch
 import lightning as L
 
@@ -67,7 +67,10 @@ class Model(L.LightningModule):
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
-
+"""
+LIGHTNING_LOOP = (
+    LIGHTNING_MODEL
+    + """
 data = torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
 trainer = L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                     enable_model_summary=False)
@@ -75,6 +78,7 @@ model = Model()
 trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=2))
 print(f"world_size={trainer.world_size} strategy={type(trainer.strategy).__name__} batches={model.batches}")
 """
+)
 
 
 def test_lightning_trainer_with_defaults_is_distributed_on_cpu(store: JobStore) -> None:

@@ -42,16 +42,16 @@ def _spec(tmp_path: Path, *argv: str, script_args: tuple[str, ...] = ()) -> JobS
 
 def test_a_torchrun_job_has_one_worker_role_whose_replicas_are_its_ranks(store: JobStore) -> None:
     info = api.dryrun("print(1)", store=store, gpus=2, accelerator="cpu")
-    roles = [Role.from_dict(r) for r in info.request["roles"]]
+    roles = [Role.from_json(r) for r in info.request.to_json()["roles"]]
     assert roles == [Role("worker", 2, [])]
     assert replicas_of(roles) == [("rank-0", "worker", 0), ("rank-1", "worker", 1)]
-    assert {a["role"] for a in info.request["agents"]} == {"worker"}
+    assert {a["role"] for a in info.request.to_json()["agents"]} == {"worker"}
 
 
 def test_a_job_recorded_before_roles_reads_as_torchrun_workers(store: JobStore) -> None:
     spec = JobSpec(name="old", nproc_per_node=2, accelerator="cpu", args=["--epochs", "1"])
     old = {"cwd": "/tmp", "agents": [{"node": 0, "argv": ["torchrun"], "env": {}}]}
-    request = LocalRequest.from_dict(old)
+    request = LocalRequest.from_json(old)
     assert request.agents[0].role == "worker"
     assert request_roles(spec, request) == [Role("worker", 2, ["--epochs", "1"])]
     record = type("R", (), {"request": old})()
@@ -115,7 +115,7 @@ def test_deepspeed_ships_its_config_and_points_the_script_at_the_copy(
     job.wait(timeout=240)
     shipped = job.dir / CONFIG_FILE
     assert json.loads(shipped.read_text()) == {"train_batch_size": 8}
-    (role,) = [Role.from_dict(r) for r in job.record.request["roles"]]
+    (role,) = [Role.from_json(r) for r in job.record.request["roles"]]
     assert role.args == ["--deepspeed", "--deepspeed_config", str(shipped)]
     assert role.env["MPLBACKEND"] == "Agg"
     assert role.env["TORCH_EXTENSIONS_DIR"].endswith("/jupyter_disttrain/torch_extensions")

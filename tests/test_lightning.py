@@ -6,40 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
+from tests.notebook_helpers import run_cells
+from tests.test_launch_env import LIGHTNING_MODEL
 
 pytest.importorskip("lightning", reason="Lightning is not installed (the test extra installs it)")
 
-MODEL = """
-import torch
-import lightning as L
-
-class Model(L.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.layer = torch.nn.Linear(4, 1)
-        self.batches = 0
-
-    def training_step(self, batch, batch_idx):
-        self.batches += 1
-        x, y = batch
-        return torch.nn.functional.mse_loss(self.layer(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-"""
 FIT = """%%distrun --gpus 2 --name lightning-ddp{flags}
 trainer = L.Trainer(strategy="{strategy}", accelerator="cpu", devices={devices}, max_epochs=1, logger=False,
                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
 data = torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
 model = Model()
 trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=2))
-print(f"rank={trainer.global_rank} world_size={trainer.world_size} batches={model.batches}")
+print(f"rank={{trainer.global_rank}} world_size={{trainer.world_size}} batches={{model.batches}}")
 """
 
 
@@ -51,20 +33,16 @@ def test_a_lightning_ddp_cell_runs_unchanged_and_a_mismatched_trainer_is_warned_
     monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(root))  # the kernel inherits it
     cells = [
         "%load_ext jupyter_disttrain",
-        MODEL,
+        LIGHTNING_MODEL,
         FIT.format(flags=" --dry-run", strategy="ddp_notebook", devices=4),
         FIT.format(flags="", strategy="ddp", devices=2),
     ]
-    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
-    NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    warned = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    printed = run_cells(cells, tmp_path)
+    warned = printed[2]
     assert "warning: line 2: Trainer(devices=4) but the job runs --gpus 2" in warned
     assert "[silence: --no-check lightning-devices]" in warned
     assert "strategy='ddp_notebook' starts its own processes" in warned
-    quiet = "".join(o.get("text", "") for o in nb.cells[3].outputs)
-    assert "warning:" not in quiet
+    assert "warning:" not in printed[3]
     store = JobStore(root)
     (record,) = store.records()  # the dry run launched nothing
     job = api.get_job(record.id, store)

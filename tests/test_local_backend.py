@@ -79,13 +79,13 @@ def test_dry_run_is_the_exact_request_and_creates_nothing(store: JobStore) -> No
     spec = JobSpec(name="dry", nproc_per_node=2, env={"FOO": "bar"}, args=["--lr", "0.1"], accelerator="cpu")
     info = LocalBackend(store).dryrun(spec)
     assert not store.job_dir(info.job_id).exists()
-    (agent,) = info.request["agents"]
-    argv = agent["argv"]
+    (agent,) = info.request.agents
+    argv = agent.argv
     assert argv[1:5] == ["-m", "torch.distributed.run", "--nnodes=1", "--rdzv-backend=disttrain-loopback"]
-    assert "--rdzv-endpoint=127.0.0.1:0" in argv and agent["env"]["GLOO_SOCKET_IFNAME"] == "lo"
+    assert "--rdzv-endpoint=127.0.0.1:0" in argv and agent.env["GLOO_SOCKET_IFNAME"] == "lo"
     assert "--nproc-per-node=2" in argv and argv[-2:] == ["--lr", "0.1"]
-    assert agent["env"]["FOO"] == "bar" and agent["env"]["DISTTRAIN_JOB_ID"] == info.job_id
-    assert agent["env"]["CUDA_VISIBLE_DEVICES"] == ""
+    assert agent.env["FOO"] == "bar" and agent.env["DISTTRAIN_JOB_ID"] == info.job_id
+    assert agent.env["CUDA_VISIBLE_DEVICES"] == ""
     assert "torch.distributed.run" in info.text and "FOO=bar" in info.text
 
 

@@ -46,13 +46,13 @@ def _ps(store: JobStore, **extra: object) -> dict[str, object]:
 
 def test_a_dry_run_lays_out_a_scheduler_servers_and_workers_on_loopback(store: JobStore) -> None:
     info = api.dryrun("print(1)", **_ps(store))  # type: ignore[arg-type]
-    roles = [Role.from_dict(r) for r in info.request["roles"]]
+    roles = [Role.from_json(r) for r in info.request.to_json()["roles"]]
     assert [(r.name, r.replicas, r.via) for r in roles] == [
         ("scheduler", 1, "process"),
         ("server", 1, "process"),
         ("worker", 2, "process"),
     ]
-    agents = info.request["agents"]
+    agents = info.request.to_json()["agents"]
     assert [a["replica"] for a in agents] == REPLICAS
     port = agents[0]["env"]["DMLC_PS_ROOT_PORT"]
     for agent, role in zip(agents, ["scheduler", "server", "worker", "worker"], strict=True):
@@ -198,9 +198,9 @@ def test_another_python_gets_the_wrapper_and_none_of_the_kernels_installation(
     kernels = os.path.join(sys.prefix, "lib", "site-packages")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([kernels, "/elsewhere"]))
     info = api.dryrun("print(1)", **_ps(store, options={"python": "~/venv/bin/python"}))  # type: ignore[arg-type]
-    agent = info.request["agents"][0]
+    agent = info.request.to_json()["agents"][0]
     assert agent["argv"][0] == str(venv_python)
     entries = agent["env"]["PYTHONPATH"].split(os.pathsep)
-    runtime = runtime_path(info.request["cache_dir"])
+    runtime = runtime_path(info.request.to_json()["cache_dir"])
     assert entries[-1] == runtime and "/elsewhere" in entries and kernels not in entries
     assert runtime.startswith(str(home))

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import BackendError, DistTrainError, InvalidSpecError
 from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
+
+if TYPE_CHECKING:  # a protocol: each backend has its own request type
+    from ..specs import LaunchRequest
 
 
 class Backend(abc.ABC):
@@ -65,7 +68,7 @@ class Backend(abc.ABC):
         """
         info = self.dryrun(spec, script=script, files=files)
         files = {**(files or {}), **get_launcher(spec.launcher).side_files(spec)}
-        record = JobRecord(id=info.job_id, spec=spec, request=info.request)
+        record = JobRecord(id=info.job_id, spec=spec, request=info.request.to_json())
         status = JobStatus(
             job_id=record.id,
             phase=JobPhase.PENDING,
@@ -238,9 +241,9 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def _schedule(self, record: JobRecord) -> None:
-        """Carry out ``record.request``; return once the job is launched."""
+        """Carry out ``record.request`` (the dry run's request as JSON); return once the job is launched."""
 
-    def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
+    def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
         """The replicas a new job will have, all Pending, as the request lays them out."""
         return []
 

@@ -29,6 +29,7 @@ from ..specs import (
     JobPhase,
     JobSpec,
     JobStatus,
+    LaunchRequest,
     ReplicaStatus,
     validate_exit_timeout,
     validate_grace_period,
@@ -140,18 +141,19 @@ class LocalBackend(Backend):
             grace_period=float(spec.options.get("grace_period") or DEFAULT_GRACE_PERIOD),
             exit_timeout=float(spec.options.get("exit_timeout") or DEFAULT_EXIT_TIMEOUT),
             device="cuda" if gpus else "cpu",
-            roles=[role.to_dict() for role in roles],
+            roles=[role.to_json() for role in roles],
             cache_dir=cache,
         )
-        return DryRun(job_id, str(job_dir), self.name, request.to_dict(), format_request(request))
+        return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
-    def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
-        roles = request_roles(spec, LocalRequest.from_dict(request))
+    def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
+        assert isinstance(request, LocalRequest)  # this backend's own dry run made it
+        roles = request_roles(spec, request)
         return [ReplicaStatus(name=name, role=role, index=i) for name, role, i in replicas_of(roles)]
 
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)
-        request = LocalRequest.from_dict(record.request)
+        request = LocalRequest.from_json(record.request)
         python = job_python(record.spec.options)
         if foreign(python) and request.cache_dir:
             ensure_runtime_path(runtime_path(request.cache_dir))
@@ -205,11 +207,11 @@ class LocalBackend(Backend):
             return None
 
     def _stop_leftovers(self, record: JobRecord) -> None:
-        grace = LocalRequest.from_dict(record.request).grace_period
+        grace = LocalRequest.from_json(record.request).grace_period
         procs.stop_processes(procs.job_processes(record.id), grace)
 
     def _cancel_existing(self, record: JobRecord) -> None:
-        grace = LocalRequest.from_dict(record.request).grace_period
+        grace = LocalRequest.from_json(record.request).grace_period
         launcher = self._launcher(record)
         if launcher and procs.is_alive(launcher):
             os.kill(int(launcher["pid"]), 15)

@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
         return 2
     job_dir = os.path.abspath(argv[0])
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
-        request = LocalRequest.from_dict(json.load(f)["request"])
+        request = LocalRequest.from_json(json.load(f)["request"])
     try:
         agents = start_agents(job_dir, request)
         error = None

@@ -36,16 +36,16 @@ class LocalRequest:
     grace_period: float = DEFAULT_GRACE_PERIOD
     exit_timeout: float = DEFAULT_EXIT_TIMEOUT
     device: str = "cpu"  # "cuda" when the agents got GPUs
-    # The job's roles as its launcher laid them out (``Role.to_dict``); none in jobs recorded
+    # The job's roles as its launcher laid them out (``Role.to_json``); none in jobs recorded
     # before roles: their ranks are the role "worker".
     roles: list[dict[str, Any]] = field(default_factory=list)
     cache_dir: str | None = None  # the per-user cache the launcher's roles use (compiled ops)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LocalRequest:
+    def from_json(cls, data: dict[str, Any]) -> LocalRequest:
         agents = [
             AgentCommand(
                 int(a["node"]),
@@ -69,4 +69,4 @@ class LocalRequest:
 
 def request_roles(spec: JobSpec, request: LocalRequest) -> list[Role]:
     """The roles a local job runs: as recorded, or torchrun's workers for a job recorded before roles."""
-    return [Role.from_dict(r) for r in request.roles] or default_roles(spec)
+    return [Role.from_json(r) for r in request.roles] or default_roles(spec)

@@ -73,7 +73,7 @@ class Supervisor:
         self.store = JobStore(self.job_dir.parent)
         self.job_id = self.job_dir.name
         self.record = self.store.read_record(self.job_id)
-        self.request = LocalRequest.from_dict(self.record.request)
+        self.request = LocalRequest.from_json(self.record.request)
         self.status = self.store.read_status(self.job_id) or JobStatus(job_id=self.job_id)
         self.agents = agents
         self.launch_error = launch_error

@@ -58,11 +58,11 @@ class Role:
             return [self.name]
         return [f"{self.name}-{i}" for i in range(self.replicas)]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Role:
+    def from_json(cls, data: dict[str, Any]) -> Role:
         return cls(
             name=str(data["name"]),
             replicas=int(data["replicas"]),

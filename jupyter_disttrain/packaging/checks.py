@@ -84,6 +84,9 @@ def script_blocks(cell: str, cell_line: int, items: Sequence[Item], index: Histo
     ``cell_line`` in JupyterLab (2: the magic line is line 1)."""
     blocks = []
     for item in items:
+        if item.section == "import":  # what the script imports: no warning of its own, but the
+            blocks.append(Block("\n".join(item.lines), item.label))  # checks of libraries read it
+            continue
         if item.replayed:  # statements replayed from earlier cells: each with its own cell and line
             blocks += [Block(s.text, f"In [{s.cell}]", s.line) for s in item.replayed]
             continue

@@ -172,7 +172,9 @@ def _exit_before_teardown(code: int, *, failed_peer: bool = False) -> None:
 def _flush_open_files() -> None:
     """Flush what the script wrote to files it never closed, as their finalizers would."""
     for obj in gc.get_objects():
-        if isinstance(obj, io.IOBase) and obj is not sys.stdin:
+        # type(), not isinstance(): that reads ``__class__``, which some objects turn into a
+        # warning (torch's deprecated ``reduce_op``) that would land in the rank's log.
+        if issubclass(type(obj), io.IOBase) and obj is not sys.stdin:
             with contextlib.suppress(Exception):
                 if not obj.closed:
                     obj.flush()

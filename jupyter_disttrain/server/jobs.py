@@ -6,7 +6,6 @@ answers are the payloads of ``payloads.py`` as JSON (``docs/rest-api.md``).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ..errors import InvalidSpecError
@@ -66,7 +65,7 @@ class JobService:
             raise InvalidSpecError('"dry_run" must be true or false')
         spec = spec_from_json(body.get("spec", {}), self.manager.default_backend)
         if dry_run:
-            return {"dry_run": dataclasses.asdict(self.manager.dryrun(spec, script))}
+            return {"dry_run": self.manager.dryrun(spec, script).to_json()}
         job_id = self.manager.submit(spec, script)
         record = self.store.read_record(job_id)
         return {"id": job_id, "job": to_json(JobSummary.of(record, self.manager.status(job_id)))}

@@ -79,7 +79,7 @@ def test_pytorchjob_is_discovered_and_runs(
     toy_kubeflow: ToyCluster, backend: KubernetesBackend, workspace: Path
 ) -> None:
     info = backend.dryrun(ddp_spec(workspace))
-    assert info.request["flavor"] == "pytorchjob"  # found by API discovery
+    assert info.request.flavor == "pytorchjob"  # found by API discovery
     job_id = backend.submit(ddp_spec(workspace), DDP_SCRIPT)
     status = wait_for(backend, job_id, lambda s: s.is_terminal)
     assert status.phase is JobPhase.SUCCEEDED, status.message
@@ -284,7 +284,7 @@ def test_every_flavour_carries_the_kueue_label(
     backend: KubernetesBackend, workspace: Path, flavor: str
 ) -> None:
     spec = ddp_spec(workspace, options={"flavor": flavor, "queue": "research", "priority_class": "hi"})
-    workload = backend.dryrun(spec).request["manifests"][-1]
+    workload = backend.dryrun(spec).request.manifests[-1]
     assert workload["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
 
 

@@ -47,11 +47,11 @@ def test_modules_beside_the_notebook_and_on_the_images_path_import_in_the_pods(
 def test_local_and_kubernetes_give_the_same_variables(workspace: Path, tmp_path: Path) -> None:
     spec = JobSpec(name="same", nproc_per_node=2, env={"MSG": "hi"}, working_dir=str(workspace / "project"))
     local = LocalBackend(JobStore(tmp_path / "local")).dryrun(spec)
-    (agent,) = local.request["agents"]
+    (agent,) = local.request.agents
     pod = KubernetesBackend(JobStore(tmp_path / "k8s")).dryrun(
         ddp_spec(workspace, nproc_per_node=2, env={"MSG": "hi"}, options={"flavor": "job", "namespace": "a"})
     )
-    docs = pod.request["manifests"]
+    docs = pod.request.manifests
     workload = next(d for d in docs if d["kind"] == "Job")
     (container,) = workload["spec"]["template"]["spec"]["containers"]
     pod_env = {e["name"]: e.get("value") for e in container["env"]}
@@ -65,9 +65,9 @@ def test_local_and_kubernetes_give_the_same_variables(workspace: Path, tmp_path:
         "PL_TRAINER_NUM_NODES",
         "MSG",
     }
-    assert shared <= set(agent["env"]) and shared <= set(pod_env)
+    assert shared <= set(agent.env) and shared <= set(pod_env)
     for name in ("PYTHONUNBUFFERED", "OMP_NUM_THREADS", "PL_TRAINER_DEVICES", "MSG"):
-        assert agent["env"][name] == pod_env[name]
+        assert agent.env[name] == pod_env[name]
     # The notebook's directory comes first on both (a pod puts it in front of the image's).
-    assert agent["env"]["PYTHONPATH"].split(":")[0] == str(workspace / "project")
+    assert agent.env["PYTHONPATH"].split(":")[0] == str(workspace / "project")
     assert pod_env[contract.PYTHONPATH_ENV] == str(workspace / "project")

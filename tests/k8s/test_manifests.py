@@ -9,6 +9,8 @@ import yaml
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes import manifests as mf
+from jupyter_disttrain.backends.kubernetes.flavors import BY_NAME
+from jupyter_disttrain.backends.kubernetes.options import FLAVORS as FLAG_CHOICES
 from jupyter_disttrain.errors import BackendError, InvalidSpecError
 from jupyter_disttrain.specs import JobSpec, Volume
 from jupyter_disttrain.store import JobStore
@@ -17,6 +19,11 @@ from .schema_check import schema_errors, semantic_errors
 
 FLAVORS = ["job", "pytorchjob", "t9k"]
 VERSIONS = ["1.27", "1.31", "1.33"]
+
+
+def test_every_flavor_choice_has_a_strategy() -> None:
+    """``--flavor``'s choices (light: the magic's flags load them) name the strategies, in order."""
+    assert tuple(BY_NAME) == FLAG_CHOICES == tuple(FLAVORS)
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +77,7 @@ def test_every_object_passes_schema_and_semantic_checks(
     backend: KubernetesBackend, tmp_path: Path, flavor: str, version: str
 ) -> None:
     info = backend.dryrun(make_spec(tmp_path, flavor, version), job_id="mnist-ddp-ab12c")
-    objects = info.request["manifests"]
+    objects = info.request.manifests
     assert list(yaml.safe_load_all(info.text)) == objects  # the printed YAML is exactly the request
     kinds = [o["kind"] for o in objects]
     assert (
@@ -102,8 +109,8 @@ def test_validators_can_fail() -> None:
 
 
 def test_job_fields_are_gated_by_server_version(backend: KubernetesBackend, tmp_path: Path) -> None:
-    old = backend.dryrun(make_spec(tmp_path, "job", "1.25"), job_id="mnist-ddp-ab12c").request["manifests"][1]
-    new = backend.dryrun(make_spec(tmp_path, "job", "1.33"), job_id="mnist-ddp-ab12c").request["manifests"][1]
+    old = backend.dryrun(make_spec(tmp_path, "job", "1.25"), job_id="mnist-ddp-ab12c").request.manifests[1]
+    new = backend.dryrun(make_spec(tmp_path, "job", "1.33"), job_id="mnist-ddp-ab12c").request.manifests[1]
     assert "successPolicy" not in old["spec"] and "podFailurePolicy" not in old["spec"]
     assert new["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
     assert schema_errors(old, "1.25") == []
@@ -113,7 +120,7 @@ def test_job_fields_are_gated_by_server_version(backend: KubernetesBackend, tmp_
 
 def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     info = backend.dryrun(make_spec(tmp_path, "job"), job_id="mnist-ddp-ab12c")
-    svc, job = info.request["manifests"]
+    svc, job = info.request.manifests
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
@@ -152,12 +159,12 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
         job_dir + "/logs", job_dir + "/exits", "node-", "mnist-ddp-ab12c", "--",
         "torchrun", "--tee", "3", job_dir + "/train.py", "--epochs", "1",
     ]  # fmt: skip
-    assert info.request["logs_on_pvc"] is True
+    assert info.request.logs_on_pvc is True
 
 
 def test_cpu_accelerator_and_restarts(backend: KubernetesBackend, tmp_path: Path) -> None:
     spec = make_spec(tmp_path, "pytorchjob", accelerator="cpu", max_restarts=2, memory=None)
-    pj = backend.dryrun(spec, job_id="mnist-ddp-ab12c").request["manifests"][0]
+    pj = backend.dryrun(spec, job_id="mnist-ddp-ab12c").request.manifests[0]
     master = pj["spec"]["pytorchReplicaSpecs"]["Master"]
     assert master["restartPolicy"] == "OnFailure" and pj["spec"]["runPolicy"]["backoffLimit"] == 2
     assert pj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
@@ -165,7 +172,7 @@ def test_cpu_accelerator_and_restarts(backend: KubernetesBackend, tmp_path: Path
     assert "nvidia.com/gpu" not in c["resources"]["limits"]
     assert {"name": "ACCELERATE_USE_CPU", "value": "1"} in c["env"]  # same as local CPU jobs
     spec.env = {"ACCELERATE_USE_CPU": "0"}  # the user's --env wins
-    c = backend.dryrun(spec, job_id="mnist-ddp-ab12c").request["manifests"][0]["spec"]["pytorchReplicaSpecs"]
+    c = backend.dryrun(spec, job_id="mnist-ddp-ab12c").request.manifests[0]["spec"]["pytorchReplicaSpecs"]
     env = [
         e
         for e in c["Master"]["template"]["spec"]["containers"][0]["env"]
@@ -179,13 +186,13 @@ def test_cpu_accelerator_and_restarts(backend: KubernetesBackend, tmp_path: Path
 def test_configmap_when_job_dir_is_not_on_a_volume(backend: KubernetesBackend, tmp_path: Path) -> None:
     spec = make_spec(tmp_path, "job", volumes=[Volume("datasets", "/data", read_only=True)])
     info = backend.dryrun(spec, job_id="mnist-ddp-ab12c")
-    cm, _, job = info.request["manifests"]
+    cm, _, job = info.request.manifests
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == "mnist-ddp-ab12c-code"
     c = job["spec"]["template"]["spec"]["containers"][0]
     assert c["workingDir"] == mf.CODE_DIR and c["command"][5:7] == ["-", "-"]  # logs via pods/log
     assert "/disttrain/code/train.py" in c["command"]
-    assert info.request["logs_on_pvc"] is False
-    for obj in info.request["manifests"]:
+    assert info.request.logs_on_pvc is False
+    for obj in info.request.manifests:
         assert schema_errors(obj, "1.33") == [] and semantic_errors(obj) == []
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.backends.kubernetes import manifests as mf
 from jupyter_disttrain.backends.kubernetes.client import SERVICES, ApiError, KubeClient
+from jupyter_disttrain.backends.kubernetes.flavors import flavor_named
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.specs import MAX_NAME_LEN, JobPhase
 
@@ -67,9 +67,9 @@ def test_63_character_job_ids(backend: KubernetesBackend, workspace: Path) -> No
     assert f"pod hostname '{job_id}-1' has 65 characters, over 63" in str(err.value)
     assert "\n" not in str(err.value)
     fits = "a" * 55 + "-b12cd"  # 61 + "-1": a hostname of exactly 63
-    for obj in backend.dryrun(spec, job_id=fits).request["manifests"]:
+    for obj in backend.dryrun(spec, job_id=fits).request.manifests:
         assert semantic_errors(obj) == []
-    assert mf.last_hostname("job", fits, 2) == f"{fits}-1" and len(f"{fits}-1") == 63
+    assert flavor_named("job").last_hostname(fits, spec) == f"{fits}-1" and len(f"{fits}-1") == 63
     for flavor in ("pytorchjob", "t9k"):  # <job>-worker-<i>: 7 more characters than the Job's
         spec.options["flavor"] = flavor
         with pytest.raises(InvalidSpecError, match="over 63"):

@@ -69,7 +69,7 @@ def test_a_restricted_namespace_admits_pods_with_the_notebooks_security_context(
     assert pod["spec"]["containers"][0]["securityContext"] == CONTAINER_CONTEXT
     # Every flavour carries both levels, and stays valid against the real schemas.
     for flavor in ("job", "pytorchjob", "t9k"):
-        workload = backend.dryrun(spec(workspace, flavor=flavor)).request["manifests"][-1]
+        workload = backend.dryrun(spec(workspace, flavor=flavor)).request.manifests[-1]
         for pod_spec in pod_specs(workload):
             assert pod_spec["securityContext"] == POD_CONTEXT
             assert pod_spec["containers"][0]["securityContext"] == CONTAINER_CONTEXT
@@ -83,7 +83,7 @@ def test_run_as_root_opts_out_and_a_restricted_namespace_says_why(
 ) -> None:
     restricted_notebook(toy, monkeypatch, workspace, tmp_path / "data")
     backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
-    job = backend.dryrun(spec(workspace, run_as_root=True)).request["manifests"][-1]
+    job = backend.dryrun(spec(workspace, run_as_root=True)).request.manifests[-1]
     pod = job["spec"]["template"]["spec"]
     assert "securityContext" not in pod and pod["containers"][0]["securityContext"] == {
         "runAsUser": 0,
@@ -101,5 +101,5 @@ def test_without_a_notebook_pod_nothing_is_inherited(toy: ToyCluster, workspace:
     backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
     outside = spec(workspace)
     outside.image = "pytorch:local"  # no notebook pod: the image decides who runs
-    job = backend.dryrun(outside).request["manifests"][-1]
+    job = backend.dryrun(outside).request.manifests[-1]
     assert "securityContext" not in str(job)

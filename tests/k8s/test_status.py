@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from jupyter_disttrain.backends.kubernetes.flavors import flavor_named
 from jupyter_disttrain.backends.kubernetes.status import build_status
 from jupyter_disttrain.specs import JobPhase, JobStatus
+
+JOB = flavor_named("job")
 
 
 def pod(idx: int, created: str, status: dict[str, Any], name: str | None = None) -> dict[str, Any]:
@@ -64,7 +67,7 @@ def test_reasons_are_passed_on_verbatim() -> None:
             ]
         }
     }
-    st = build_status(JobStatus(job_id="j-abcde"), "job", "j-abcde", failed, pods, [])
+    st = build_status(JobStatus(job_id="j-abcde"), JOB, "j-abcde", failed, pods, [])
     node0, node1 = st.replicas
     assert (node0.phase, node0.reason, node0.exit_code, node0.node) == (
         JobPhase.FAILED,
@@ -105,7 +108,7 @@ def test_replaced_pods_count_as_restarts_and_events_are_the_jobs() -> None:
             "lastTimestamp": "2026-01-01T00:00:06Z",
         },
     ]
-    st = build_status(JobStatus(job_id="j-abcde"), "job", "j-abcde", {"status": {}}, [old, new], events)
+    st = build_status(JobStatus(job_id="j-abcde"), JOB, "j-abcde", {"status": {}}, [old, new], events)
     (rep,) = st.replicas
     assert rep.phase is JobPhase.RUNNING and rep.restarts == 1 and st.phase is JobPhase.RUNNING
     assert [(e.reason, e.object) for e in st.events] == [("Started", f"Pod/{new['metadata']['name']}")]
@@ -123,9 +126,7 @@ def test_pending_job_shows_why() -> None:
             }
         ],
     }
-    st = build_status(
-        JobStatus(job_id="j-abcde"), "job", "j-abcde", {"status": {}}, [pod(0, "t1", sched)], []
-    )
+    st = build_status(JobStatus(job_id="j-abcde"), JOB, "j-abcde", {"status": {}}, [pod(0, "t1", sched)], [])
     assert (st.phase, st.reason) == (JobPhase.PENDING, "Unschedulable")
     assert st.message == "node-0: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 
@@ -151,7 +152,7 @@ def test_a_waiting_pods_latest_warning_is_its_reason() -> None:
         _warning(f"Pod/{name}", "FailedMount", 'configmap "j-abcde-code" not found', "2026-01-01T00:00:02Z"),
         _warning(f"Pod/{name}", "Failed", "Error: ErrImagePull", "2026-01-01T00:00:03Z"),
     ]
-    status = build_status(JobStatus(job_id="j-abcde"), "job", "j-abcde", None, [creating], events)
+    status = build_status(JobStatus(job_id="j-abcde"), JOB, "j-abcde", None, [creating], events)
     assert (status.replicas[0].reason, status.replicas[0].message) == ("ErrImagePull", "Error: ErrImagePull")
     assert (status.phase, status.reason) == (JobPhase.PENDING, "ErrImagePull")
 
@@ -160,8 +161,8 @@ def test_an_ended_workload_is_held_open_until_the_pods_report() -> None:
     failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
     running = pod(1, "2026-01-01T00:00:01Z", {"phase": "Running"})
     prev = JobStatus(job_id="j-abcde")
-    held = build_status(prev, "job", "j-abcde", {"status": failed}, [running], [], final=False)
+    held = build_status(prev, JOB, "j-abcde", {"status": failed}, [running], [], final=False)
     assert (held.phase, held.reason) == (JobPhase.RUNNING, "Ending")
     assert "BackoffLimitExceeded" in (held.message or "")
-    final = build_status(prev, "job", "j-abcde", {"status": failed}, [running], [])
+    final = build_status(prev, JOB, "j-abcde", {"status": failed}, [running], [])
     assert final.phase is JobPhase.FAILED and final.replicas[0].reason == "Stopped"

@@ -76,8 +76,8 @@ def test_job_inherits_the_notebook_pod(
     spec = JobSpec(name="zero", backend="kubernetes", nodes=2, nproc_per_node=4, working_dir=str(workspace))
 
     info = backend.dryrun(spec)  # no --image, --pvc, --namespace or --flavor
-    assert info.request["flavor"] == "job" and info.request["namespace"] == "team-b"
-    svc, job = info.request["manifests"]
+    assert info.request.flavor == "job" and info.request.namespace == "team-b"
+    svc, job = info.request.manifests
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["image"] == "registry.example/team/notebook:2.1"
@@ -88,9 +88,9 @@ def test_job_inherits_the_notebook_pod(
         v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v
     )
     assert claims == ["imagenet", "workspace-alice"]
-    assert info.request["logs_on_pvc"] is True and c["workingDir"] == str(workspace)
+    assert info.request.logs_on_pvc is True and c["workingDir"] == str(workspace)
     version = "1.33" if cluster == "toy" else "1.29"
-    assert info.request["k8s_version"] == version  # read from the API server
+    assert info.request.k8s_version == version  # read from the API server
     assert ("successPolicy" in job["spec"]) is (cluster == "toy")
     for obj in (svc, job):
         assert schema_errors(obj, version) == [] and semantic_errors(obj) == []
@@ -98,7 +98,7 @@ def test_job_inherits_the_notebook_pod(
     # Flags still win: another image, and a different claim at the data path.
     spec.image = "pytorch:2.13"
     spec.volumes = [Volume("imagenet-v2", str(data), read_only=True)]
-    c = backend.dryrun(spec).request["manifests"][1]["spec"]["template"]["spec"]
+    c = backend.dryrun(spec).request.manifests[1]["spec"]["template"]["spec"]
     assert c["containers"][0]["image"] == "pytorch:2.13"
     assert sorted(
         v["persistentVolumeClaim"]["claimName"] for v in c["volumes"] if "persistentVolumeClaim" in v
@@ -170,9 +170,9 @@ def test_the_default_accelerator_follows_the_notebook_container(
         working_dir=str(workspace),
     )
     info = backend.dryrun(spec)
-    (c,) = info.request["manifests"][1]["spec"]["template"]["spec"]["containers"]
+    (c,) = info.request.manifests[1]["spec"]["template"]["spec"]["containers"]
     assert c["resources"].get("limits", {}).get("nvidia.com/gpu") == limit
-    assert info.request["device"] == ("cuda" if limit else "cpu") and why in info.request["device_reason"]
+    assert info.request.device == ("cuda" if limit else "cpu") and why in info.request.device_reason
     shown = "4 GPU(s) per pod" if limit else "CPU processes (gloo), no GPU requested"
     assert f"# accelerator: {shown}: {why}" in info.text
 
@@ -181,7 +181,7 @@ def test_outside_a_pod_the_default_is_cpu(toy: ToyCluster, workspace: Path) -> N
     backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
     spec = JobSpec(name="laptop", backend="kubernetes", image="pytorch:local", working_dir=str(workspace))
     info = backend.dryrun(spec)
-    assert info.request["device"] == "cpu"
+    assert info.request.device == "cpu"
     assert "no notebook pod to follow; pass --accelerator gpu for GPUs" in info.text
 
 
@@ -217,10 +217,10 @@ def test_the_notebook_container_is_not_the_sidecar(
     backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
     spec = JobSpec(name="side", backend="kubernetes", working_dir=str(workspace / "project"))
     info = backend.dryrun(spec)
-    pod = info.request["manifests"][1]["spec"]["template"]["spec"]
+    pod = info.request.manifests[1]["spec"]["template"]["spec"]
     assert pod["containers"][0]["image"] == "registry.example/team/notebook:2.1"
-    assert info.request["device"] == "cuda"  # the notebook container's GPU, not the sidecar's none
-    assert "container alice (POD_NAME nb-alice-0)" in info.request["notebook_pod"]
+    assert info.request.device == "cuda"  # the notebook container's GPU, not the sidecar's none
+    assert "container alice (POD_NAME nb-alice-0)" in info.request.notebook_pod
 
 
 @pytest.mark.parametrize("spec_hostname", [None, "alice"])
@@ -248,10 +248,10 @@ def test_the_own_pod_is_found_by_hostname(
     monkeypatch.setenv("HOSTNAME", spec_hostname or long_name[:63].rstrip("-."))
     backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
     info = backend.dryrun(JobSpec(name="host", backend="kubernetes", working_dir=str(workspace)))
-    assert info.request["manifests"][1]["spec"]["template"]["spec"]["containers"][0]["image"] == (
+    assert info.request.manifests[1]["spec"]["template"]["spec"]["containers"][0]["image"] == (
         "registry.example/team/notebook:2.1"
     )
-    assert f"pod team-b/{long_name}, container notebook (HOSTNAME" in info.request["notebook_pod"]
+    assert f"pod team-b/{long_name}, container notebook (HOSTNAME" in info.request.notebook_pod
     assert f"# inherited from the notebook: pod team-b/{long_name}" in info.text
 
 

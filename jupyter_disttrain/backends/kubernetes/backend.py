@@ -8,6 +8,7 @@ informers (one watch per namespace and kind), logs from the shared PVC or ``pods
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -18,6 +19,8 @@ from typing import Any
 import yaml
 
 from ...errors import BackendError, InvalidSpecError
+from ...launchers import get_launcher
+from ...launchers.base import TORCHRUN, LaunchContext
 from ...logfiles import Budget
 from ...specs import (
     DryRun,
@@ -25,6 +28,7 @@ from ...specs import (
     JobPhase,
     JobSpec,
     JobStatus,
+    LaunchRequest,
     LogLine,
     ReplicaStatus,
     Volume,
@@ -34,13 +38,15 @@ from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
 from .claims import check_claims
-from .client import BY_KIND, CONFIGMAPS, EVENTS, PODS, SERVICES, WORKLOADS, ApiError, KubeClient
+from .client import BY_KIND, EVENTS, PODS, ApiError, KubeClient
 from .exits import read_exits, status_from_exits
+from .flavors import discover, flavor_named
 from .informer import Informer, informer
 from .notebook import choose_accelerator, find_own_pod, notebook_container, security_contexts
 from .options import KubeOptions, parse_options, parse_quantity
 from .pending import PendingClock, timed_out
 from .podlogs import keep_pod_logs, pod_log_lines
+from .request import KubeRequest
 from .status import build_status, pods_settled
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
@@ -149,10 +155,7 @@ class KubernetesBackend(Backend):
         client = self.client()
         assert client is not None
         groups = client.api_groups()
-        for flavor in ("pytorchjob", "t9k"):
-            if client.has_resource(WORKLOADS[flavor], groups):
-                return flavor
-        return "job"
+        return discover(lambda res: client.has_resource(res, groups)).name
 
     @staticmethod
     def _server_version(client: KubeClient) -> tuple[int, int] | None:
@@ -164,19 +167,26 @@ class KubernetesBackend(Backend):
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
         opts = parse_options(spec.options)
         place = self.placement(spec, job_id, opts)
-        objects = mf.build_manifests(spec, job_id, opts, place, dict(payload))
-        request = {
-            "manifests": objects,
-            "flavor": place.flavor,
-            "namespace": place.namespace,
-            "k8s_version": f"{place.k8s_version[0]}.{place.k8s_version[1]}",
-            # T9k runs torchrun itself, without our wrapper: its output is in pods/log only.
-            "logs_on_pvc": place.pvc_for_job_dir is not None and place.flavor != "t9k",
-            # Where the job really runs, as the local backend records it (the job list's GPUs).
-            "device": "cuda" if place.gpu else "cpu",
-            "device_reason": place.accelerator_reason,
-            "notebook_pod": place.notebook,  # what image, mounts and accelerator came from
-        }
+        roles = get_launcher(spec.launcher).roles(
+            spec, LaunchContext(mf.files_dir(place), cpu=not place.gpu, cache_dir=mf.cache_dir(place))
+        )
+        if len(roles) != 1 or roles[0].via != TORCHRUN:
+            raise InvalidSpecError(
+                f"the kubernetes backend cannot run the {spec.launcher} launcher's roles yet"
+            )
+        place = dataclasses.replace(place, role=roles[0])
+        flavor = flavor_named(place.flavor)
+        request = KubeRequest(
+            flavor=place.flavor,
+            namespace=place.namespace,
+            k8s_version=f"{place.k8s_version[0]}.{place.k8s_version[1]}",
+            manifests=flavor.manifests(spec, job_id, opts, place, dict(payload)),
+            logs_on_pvc=flavor.logs_on_pvc(place),
+            device="cuda" if place.gpu else "cpu",
+            device_reason=place.accelerator_reason,
+            notebook_pod=place.notebook,
+            roles=[role.to_json() for role in roles],
+        )
         header = (
             f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
             f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
@@ -188,27 +198,20 @@ class KubernetesBackend(Backend):
             header += (
                 "# the job dir is not on a mounted PVC: the script ships in a ConfigMap, logs via pods/log\n"
             )
-        text = header + yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=110)
+        text = header + yaml.dump_all(request.manifests, Dumper=_Dumper, sort_keys=False, width=110)
         return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.name, request=request, text=text)
 
-    def _initial_replicas(self, spec: JobSpec, request: dict[str, Any]) -> list[ReplicaStatus]:
-        flavor = request["flavor"]
-        if flavor == "job":
-            return [ReplicaStatus(name=f"node-{i}", role="node", index=i) for i in range(spec.nodes)]
-        if flavor == "pytorchjob":
-            workers = [
-                ReplicaStatus(name=f"worker-{i}", role="worker", index=i) for i in range(spec.nodes - 1)
-            ]
-            return [ReplicaStatus(name="master-0", role="master", index=0), *workers]
-        return [ReplicaStatus(name=f"worker-{i}", role="worker", index=i) for i in range(spec.nodes)]
+    def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
+        assert isinstance(request, KubeRequest)
+        return flavor_named(request.flavor).replicas(spec)
 
     def _schedule(self, record: JobRecord) -> None:
         client = self.client()
         assert client is not None
-        objects = record.request["manifests"]
+        request = KubeRequest.from_json(record.request)
         created: list[dict[str, Any]] = []
         try:
-            for obj in objects:
+            for obj in request.manifests:
                 created.append(client.create(obj))
             self._link_to_workload(client, created)
         except ApiError as exc:
@@ -220,16 +223,12 @@ class KubernetesBackend(Backend):
                 raise BackendError(f"{exc}; a job named {record.id!r} already exists in the cluster") from exc
             raise
         record.backend_state.update(
-            {
-                "namespace": record.request["namespace"],
-                "flavor": record.request["flavor"],
-                "server": client.host,
-            }
+            {"namespace": request.namespace, "flavor": request.flavor, "server": client.host}
         )
         self.store.write_record(record)
         status = self.store.read_status(record.id)
         if status is not None:  # the job's details say which accelerator it got, and why
-            line = _device_line(record.spec.nproc_per_node, record.request)
+            line = _device_line(record.spec.nproc_per_node, request)
             status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
             self.store.write_status(status)
 
@@ -250,8 +249,8 @@ class KubernetesBackend(Backend):
         client = self.client(required=False)
         if client is None:
             return status  # nothing to ask; show the last known status
-        ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
-        workloads = informer(client, WORKLOADS[flavor], ns, mf.OUR_SELECTOR)
+        ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
+        workloads = informer(client, flavor.resource, ns, mf.OUR_SELECTOR)
         pods = pods_informer(client, ns)
         events = informer(client, EVENTS, ns, None, index=_event_subject)
         for inf in (workloads, pods, events):
@@ -259,15 +258,14 @@ class KubernetesBackend(Backend):
         workload = workloads.get(mf.object_name(record.id))
         if workload is None:
             # Not in the cache: just created (the watch has not caught up) or removed behind our back.
-            workload = client.get(WORKLOADS[flavor], ns, mf.object_name(record.id))
+            workload = client.get(flavor.resource, ns, mf.object_name(record.id))
             if workload is None:
-                gone = f"the {WORKLOADS[flavor].kind} {record.id} is gone from namespace {ns}"
-                recorded = status_from_exits(status, flavor, read_exits(self.store.job_dir(record.id)), gone)
+                gone = f"the {flavor.resource.kind} {record.id} is gone from namespace {ns}"
+                exits = read_exits(self.store.job_dir(record.id))
+                recorded = status_from_exits(status, flavor.rank0_replica(record.spec), exits, gone)
                 if recorded is not None:  # e.g. removed by its TTL after it ended
                     return self._write_unless_ended(recorded)
-                status.phase, status.reason, status.message = JobPhase.FAILED, "WorkloadDeleted", gone
-                status.finish_time = now_iso()
-                return self._write_unless_ended(status)
+                return self._write_unless_ended(status.end(JobPhase.FAILED, "WorkloadDeleted", gone))
         own_pods = pods.indexed(record.id)
         subjects = [record.id, mf.configmap_name(record.id), *(p["metadata"]["name"] for p in own_pods)]
         own_events = [e for name in subjects for e in events.indexed(name)]
@@ -326,7 +324,9 @@ class KubernetesBackend(Backend):
         read through ``pods/log``."""
         record = self.store.read_record(job_id)
         state = record.backend_state
-        return bool(record.request.get("logs_on_pvc") or state.get("logs_kept")) or "namespace" not in state
+        if "namespace" not in state:
+            return True  # never launched
+        return KubeRequest.from_json(record.request).logs_on_pvc or bool(state.get("logs_kept"))
 
     def pod_logs(
         self,
@@ -343,7 +343,7 @@ class KubernetesBackend(Backend):
         record = self.store.read_record(job_id)
         client = self.client()
         assert client is not None
-        ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
+        ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
         pods = pods_informer(client, ns)
         pods.wait_synced()
         return pod_log_lines(
@@ -364,9 +364,8 @@ class KubernetesBackend(Backend):
     def _cancel_existing(self, record: JobRecord) -> None:
         self._remove_objects(record)
         status = self.store.read_status(record.id) or JobStatus(job_id=record.id, created=record.created)
-        status.phase, status.reason = JobPhase.CANCELLED, "Cancelled"
-        status.message = "cancelled by the user; the workload and its pods were deleted, files stay"
-        status.finish_time = now_iso()
+        message = "cancelled by the user; the workload and its pods were deleted, files stay"
+        status.end(JobPhase.CANCELLED, "Cancelled", message)
         for rep in status.replicas:
             if not rep.phase.is_terminal:
                 rep.phase = JobPhase.CANCELLED
@@ -377,25 +376,26 @@ class KubernetesBackend(Backend):
         self._remove_objects(record)
 
     def _remove_objects(self, record: JobRecord) -> None:
-        """Delete the workload (its pods go with it: propagation) and our Service/ConfigMap."""
+        """Delete the workload (its pods go with it: propagation), then the objects created
+        before it (a Service, the ConfigMap)."""
         if "namespace" not in record.backend_state:
             return  # never reached the cluster
         client = self.client()
         assert client is not None
-        ns, flavor = record.backend_state["namespace"], record.backend_state["flavor"]
-        if not record.request.get("logs_on_pvc"):
-            self._keep_pod_logs(client, record, ns, flavor)
-        name = mf.object_name(record.id)
-        client.delete(WORKLOADS[flavor], ns, name, propagation="Foreground")
-        if flavor == "job":
-            client.delete(SERVICES, ns, name)
-        if any(o.get("kind") == "ConfigMap" for o in record.request.get("manifests", [])):
-            client.delete(CONFIGMAPS, ns, mf.configmap_name(record.id))
+        request = KubeRequest.from_json(record.request)
+        if not request.logs_on_pvc:
+            self._keep_pod_logs(client, record, request)
+        workload, *others = reversed(request.manifests)
+        ns = request.namespace
+        client.delete(BY_KIND[workload["kind"]], ns, workload["metadata"]["name"], propagation="Foreground")
+        for obj in others:
+            client.delete(BY_KIND[obj["kind"]], ns, obj["metadata"]["name"])
 
-    def _keep_pod_logs(self, client: KubeClient, record: JobRecord, ns: str, flavor: str) -> None:
+    def _keep_pod_logs(self, client: KubeClient, record: JobRecord, request: KubeRequest) -> None:
         """Copy the pods' logs into the job dir before the pods go: they are the only copy."""
+        flavor = flavor_named(request.flavor)
         try:
-            kept = keep_pod_logs(client, ns, record.id, flavor, self.store.logs_dir(record.id))
+            kept = keep_pod_logs(client, request.namespace, record.id, flavor, self.store.logs_dir(record.id))
         except (ApiError, OSError) as exc:  # the cancel itself must still happen
             log.warning("could not keep the pod logs of job %s: %s", record.id, exc)
             return
@@ -462,11 +462,11 @@ def _merge_volumes(inherited: list[Volume], given: list[Volume]) -> list[Volume]
     return [v for v in inherited if v.mount_path.rstrip("/") not in paths] + list(given)
 
 
-def _device_line(nproc_per_node: int, request: dict[str, Any]) -> str:
+def _device_line(nproc_per_node: int, request: KubeRequest) -> str:
     """``accelerator: 4 GPU(s) per pod: <why>`` from a dry run's request."""
-    gpu = request["device"] == "cuda"
+    gpu = request.device == "cuda"
     what = f"{nproc_per_node} GPU(s) per pod" if gpu else "CPU processes (gloo), no GPU requested"
-    return f"accelerator: {what}: {request['device_reason']}"
+    return f"accelerator: {what}: {request.device_reason}"
 
 
 def _comparable(status: JobStatus) -> dict[str, Any]:

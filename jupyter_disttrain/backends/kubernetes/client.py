@@ -57,7 +57,6 @@ PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 T9KJOBS = Resource("batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs", "PyTorchTrainingJob")
-WORKLOADS = {"job": JOBS, "pytorchjob": PYTORCHJOBS, "t9k": T9KJOBS}
 BY_KIND = {r.kind: r for r in (PODS, SERVICES, CONFIGMAPS, EVENTS, JOBS, PYTORCHJOBS, T9KJOBS)}
 
 

@@ -14,8 +14,6 @@ from typing import Any
 from ...runtime import contract
 from ...specs import Event, JobPhase, JobStatus, now_iso
 
-RANK0_REPLICA = {"job": "node-0", "pytorchjob": "master-0"}
-
 
 def read_exits(job_dir: Path) -> dict[str, dict[str, Any]]:
     """Replica name → its wrapper's record (exit_code, finish_time, signal); empty when none."""
@@ -29,13 +27,14 @@ def read_exits(job_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def status_from_exits(
-    prev: JobStatus, flavor: str, exits: dict[str, dict[str, Any]], gone: str
+    prev: JobStatus, rank0: str | None, exits: dict[str, dict[str, Any]], gone: str
 ) -> JobStatus | None:
-    """The final status from the exit records, or ``None`` when rank 0 left none. ``gone`` says
-    what was removed (for the message)."""
-    verdict = exits.get(RANK0_REPLICA.get(flavor, ""))
-    if verdict is None:
+    """The final status from the exit records, or ``None`` when rank 0 (the replica named
+    ``rank0``; None when the flavour's pods leave no records) left none. ``gone`` says what was
+    removed (for the message)."""
+    if rank0 is None or rank0 not in exits:
         return None
+    verdict = exits[rank0]
     status = JobStatus.from_dict(prev.to_dict())
     for rep in status.replicas:
         rec = exits.get(rep.name)
@@ -49,17 +48,15 @@ def status_from_exits(
     failed = sorted(
         (r for r in status.replicas if r.phase is JobPhase.FAILED), key=lambda r: r.finish_time or ""
     )
-    status.finish_time = verdict.get("finish_time") or now_iso()
     if int(verdict["exit_code"]) == 0:
-        status.phase, status.reason, status.exit_code = JobPhase.SUCCEEDED, "Completed", 0
-        status.message = f"{gone}; rank 0 recorded a clean exit in the job dir"
+        phase, reason, status.exit_code = JobPhase.SUCCEEDED, "Completed", 0
+        message = f"{gone}; rank 0 recorded a clean exit in the job dir"
     else:
         first = failed[0] if failed else None
-        status.phase, status.reason = JobPhase.FAILED, "Error"
+        phase, reason = JobPhase.FAILED, "Error"
         status.exit_code = first.exit_code if first else int(verdict["exit_code"])
-        name = first.name if first else RANK0_REPLICA[flavor]
-        status.message = (
-            f"{gone}; replica {name} failed (exit code {status.exit_code}), as recorded in the job dir"
-        )
-    status.events.append(Event(now_iso(), "Normal", "ExitRecords", status.message))
+        name = first.name if first else rank0
+        message = f"{gone}; replica {name} failed (exit code {status.exit_code}), as recorded in the job dir"
+    status.end(phase, reason, message, at=verdict.get("finish_time"))
+    status.events.append(Event(now_iso(), "Normal", "ExitRecords", message))
     return status

@@ -1,9 +1,10 @@
-"""Spec → Kubernetes objects: pure functions, no API calls, one pod template for three flavours.
+"""Spec → Kubernetes objects: pure functions, no API calls, one pod template for every flavour.
 
-``build_manifests`` turns a ``JobSpec`` plus a ``Placement`` (what the cluster or the flags
-decided: namespace, image, volumes, server version) into plain dicts that ``kubectl apply``
-accepts. The same packaged script runs unchanged under every flavour because every pod gets the
-same command, the same ``PET_*``/``DISTTRAIN_*`` environment and the same volumes.
+The pieces every flavour shares: a ``JobSpec`` plus a ``Placement`` (what the cluster or the
+flags decided: namespace, image, volumes, server version) become plain dicts that ``kubectl
+apply`` accepts. Each flavour (``flavors/``) wraps the pod in its own workload object. The same
+packaged script runs unchanged under every flavour because every pod gets the same command, the
+same ``PET_*``/``DISTTRAIN_*`` environment and the same volumes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from ...errors import InvalidSpecError
 from ...launch import rank_env
+from ...launchers.base import Role
 from ...runtime import contract
 from ...specs import JobSpec, Volume
 from .options import KubeOptions, parse_quantity
@@ -24,9 +26,9 @@ from .podscript import POD_WRAPPER, PYTHON_LAUNCH
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "jupyter-disttrain"
 JOB_ID_LABEL = "disttrain.io/job-id"
+ROLE_LABEL = "disttrain.io/role"  # the launcher's role a pod runs (a flavour's replica types aside)
 OUR_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 MASTER_PORT = 29500
-CONTAINER = {"job": "trainer", "pytorchjob": "pytorch", "t9k": "pytorch"}
 # Where the script and the job dir live inside the pod when the job dir is not on a shared PVC.
 CODE_DIR = "/disttrain/code"
 SCRATCH_ROOT = "/disttrain/jobs"
@@ -34,7 +36,6 @@ SCRATCH_ROOT = "/disttrain/jobs"
 CONFIGMAP_LIMIT = 1_000_000
 SCRIPT_PLACEHOLDER = "# the packaged script goes here (dry run without a script)\n"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RANK_PREFIX = "[rank${rank}]:"
 # The strictest rule any of our object names meets: Services (and, through the training
 # operator's webhook, PyTorchJobs) are DNS-1035 labels, so a job id must start with a letter.
@@ -60,6 +61,9 @@ class Placement:
     # securityContext of the pods and of their container (the notebook's, or --run-as-root's)
     pod_security: dict[str, Any] = field(default_factory=dict)
     container_security: dict[str, Any] = field(default_factory=dict)
+    # The launcher's role every pod's torchrun runs (its script arguments and env; DeepSpeed's
+    # config path, MPLBACKEND...); None: a plain torchrun worker on the spec's arguments.
+    role: Role | None = None
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -78,11 +82,6 @@ class Placement:
 def under(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
     return path == root or path.startswith(root + "/") or root == "/"
-
-
-def replica_prefix(flavor: str) -> str:
-    """What the pod wrapper puts before ``HOSTNAME`` minus the job id to name its replica."""
-    return "node-" if flavor == "job" else ""
 
 
 def object_name(job_id: str) -> str:
@@ -110,56 +109,12 @@ def labels(job_id: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, JOB_ID_LABEL: job_id}
 
 
-def build_manifests(
-    spec: JobSpec,
-    job_id: str,
-    opts: KubeOptions,
-    place: Placement,
-    payload: dict[str, bytes | str] | None = None,
-) -> list[dict[str, Any]]:
-    """Every object the job needs, in the order ``kubectl apply`` should create them.
-
-    ``payload`` (script and side files) goes into a ConfigMap when the job dir is not on a
-    shared volume; without it the ConfigMap holds a placeholder (a dry run before packaging).
-    """
-    _check_fit(spec, job_id, opts, place)
-    objects: list[dict[str, Any]] = []
-    if place.pvc_for_job_dir is None:
-        cm = configmap(job_id, place.namespace, payload or {spec.entrypoint: SCRIPT_PLACEHOLDER})
-        size = configmap_size(cm)
-        if size > CONFIGMAP_LIMIT:
-            raise InvalidSpecError(
-                f"the script and side files are {size} bytes, over the {CONFIGMAP_LIMIT}-byte "
-                "ConfigMap limit; put the job dir on a shared PVC (run from a mounted volume or pass --pvc)"
-            )
-        objects.append(cm)
-    if place.flavor == "job":
-        objects += [headless_service(job_id, place), indexed_job(spec, job_id, opts, place)]
-    elif place.flavor == "pytorchjob":
-        objects.append(pytorchjob(spec, job_id, opts, place))
-    else:
-        objects.append(t9k_job(spec, job_id, opts, place))
-    return objects
-
-
-def last_hostname(flavor: str, job_id: str, nodes: int) -> str:
-    """The longest pod hostname of a job: ``<job>-<index>`` (Indexed Job), ``<job>-worker-<i>``
-    (PyTorchJob: also its per-replica Service; T9k)."""
-    if flavor == "job":
-        return f"{job_id}-{nodes - 1}"
-    if flavor == "pytorchjob" and nodes == 1:
-        return f"{job_id}-master-0"
-    workers = nodes - 1 if flavor == "pytorchjob" else nodes
-    return f"{job_id}-worker-{workers - 1}"
-
-
-def _check_names(spec: JobSpec, job_id: str, flavor: str) -> None:
+def _check_names(spec: JobSpec, job_id: str, host: str) -> None:
     if not _DNS1035.match(job_id):
         raise InvalidSpecError(
             f"--name {spec.name!r}: Kubernetes Service and PyTorchJob names must start with a letter; "
             f"use e.g. --name run-{spec.name}"
         )
-    host = last_hostname(flavor, job_id, spec.nodes)
     if len(host) > HOSTNAME_MAX:
         raise InvalidSpecError(
             f"job id {job_id!r} is too long: pod hostname {host!r} has {len(host)} characters, over "
@@ -167,8 +122,10 @@ def _check_names(spec: JobSpec, job_id: str, flavor: str) -> None:
         )
 
 
-def _check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> None:
-    _check_names(spec, job_id, place.flavor)
+def check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement, last_host: str) -> None:
+    """Refuse what the cluster would refuse later (or run wrongly): names, /dev/shm, mount paths.
+    ``last_host`` is the longest hostname of the job's pods (its flavour names them)."""
+    _check_names(spec, job_id, last_host)
     if (
         opts.shm_size
         and spec.memory
@@ -224,144 +181,51 @@ def configmap_size(obj: dict[str, Any]) -> int:
     )
 
 
-def headless_service(job_id: str, place: Placement) -> dict[str, Any]:
-    """Gives the Indexed Job's pods DNS names ``<job>-<index>.<job>`` before they are ready.
-
-    It selects on our own pod labels: the Job controller's ``batch.kubernetes.io/job-name`` only
-    exists from Kubernetes 1.27, and a selector that matches no pod leaves the names unresolved.
-    """
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(job_id, place.namespace),
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": labels(job_id),
-            "ports": [{"name": "c10d", "port": MASTER_PORT, "targetPort": MASTER_PORT}],
-        },
-    }
+def code_configmap(
+    spec: JobSpec, job_id: str, place: Placement, payload: dict[str, bytes | str] | None
+) -> dict[str, Any]:
+    """The ConfigMap that ships ``payload`` (script and side files) when the job dir is not on a
+    shared volume; without a payload it holds a placeholder (a dry run before packaging)."""
+    cm = configmap(job_id, place.namespace, payload or {spec.entrypoint: SCRIPT_PLACEHOLDER})
+    size = configmap_size(cm)
+    if size > CONFIGMAP_LIMIT:
+        raise InvalidSpecError(
+            f"the script and side files are {size} bytes, over the {CONFIGMAP_LIMIT}-byte "
+            "ConfigMap limit; put the job dir on a shared PVC (run from a mounted volume or pass --pvc)"
+        )
+    return cm
 
 
-def indexed_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
-    """Plain ``batch/v1`` Indexed Job: one pod per node, node rank = completion index."""
-    name = object_name(job_id)
-    env: list[dict[str, Any]] = [
-        {"name": "PET_NNODES", "value": str(spec.nodes)},
-        {"name": "PET_NPROC_PER_NODE", "value": str(spec.nproc_per_node)},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-        {"name": "PET_MASTER_ADDR", "value": f"{name}-0.{name}"},
-        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
-    ]
-    pod = pod_template(spec, job_id, opts, place, env)
-    pod["spec"]["subdomain"] = name
-    pod["spec"]["restartPolicy"] = "Never"
-    job_spec: dict[str, Any] = {
-        "completionMode": "Indexed",
-        "completions": spec.nodes,
-        "parallelism": spec.nodes,
-        "backoffLimit": spec.max_restarts,
-        "ttlSecondsAfterFinished": 86400,
-        "template": pod,
-    }
-    version = place.k8s_version
-    if version >= (1, 26):  # podFailurePolicy beta (on by default) from 1.26, GA 1.31
-        job_spec["podFailurePolicy"] = {
-            "rules": [
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-            ]
-        }
-    if version >= (1, 31):  # successPolicy beta from 1.31, GA 1.33: done when rank 0 is done
-        job_spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
-    if opts.queue:
-        job_spec["suspend"] = True  # Kueue admits (un-suspends) queued Jobs
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": workload_metadata(job_id, place.namespace, opts),
-        "spec": job_spec,
-    }
+def files_dir(place: Placement) -> str:
+    """Where the pods find the script and side files: the job dir on the PVC, else the ConfigMap's mount."""
+    return place.job_dir if place.pvc_for_job_dir else CODE_DIR
 
 
-def pytorchjob(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
-    """Kubeflow ``PyTorchJob``: the operator sets ``PET_*``; one Master plus N-1 Workers."""
-    restart = "OnFailure" if spec.max_restarts > 0 else "Never"
-    pod = pod_template(spec, job_id, opts, place, [])
-    pod["spec"]["containers"][0]["ports"] = [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}]
-    replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": restart, "template": pod}}
-    if spec.nodes > 1:
-        replicas["Worker"] = {"replicas": spec.nodes - 1, "restartPolicy": restart, "template": pod}
-    run_policy: dict[str, Any] = {
-        "backoffLimit": spec.max_restarts,
-        "cleanPodPolicy": "None",  # finished pods stay, so their logs and exit codes stay readable
-        "ttlSecondsAfterFinished": 86400,
-    }
-    # Read only by a gang scheduler (Volcano, scheduler-plugins); the pods' priorityClassName and
-    # the Kueue label work without one.
-    if opts.queue or opts.priority_class:
-        run_policy["schedulingPolicy"] = {
-            k: v for k, v in (("queue", opts.queue), ("priorityClass", opts.priority_class)) if v
-        }
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": workload_metadata(job_id, place.namespace, opts),
-        "spec": {
-            "nprocPerNode": str(spec.nproc_per_node),
-            "runPolicy": run_policy,
-            "pytorchReplicaSpecs": replicas,
-        },
-    }
+def cache_dir(place: Placement) -> str | None:
+    """The user's cache that outlives jobs (compiled ops), beside the job dirs on their PVC; None
+    when the job dir is not on one (the pod's own filesystem goes with it)."""
+    return posixpath.join(posixpath.dirname(place.job_dir), ".cache") if place.pvc_for_job_dir else None
 
 
-def t9k_job(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement) -> dict[str, Any]:
-    """T9k ``PyTorchTrainingJob``: the controller runs ``torchrun <options> <args>`` itself."""
-    pod = pod_template(spec, job_id, opts, place, [])
-    container = pod["spec"]["containers"][0]
-    container["command"] = ["python"]  # ignored by the controller while torchrunConfig is on
-    container["args"] = [_script_path(spec, place), *spec.args]
-    obj: dict[str, Any] = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "PyTorchTrainingJob",
-        "metadata": workload_metadata(job_id, place.namespace, opts),
-        "spec": {
-            "torchrunConfig": {
-                "enabled": True,
-                "procPerNode": str(spec.nproc_per_node),
-                "maxRestarts": 0,
-                "rdzvBackend": "c10d",
-                "extraOptions": ["--tee", "3"],
-            },
-            "runPolicy": {"backoffLimit": spec.max_restarts, "cleanUpPolicy": "Unfinished"},
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": spec.nodes,
-                    "restartPolicy": "OnFailure" if spec.max_restarts > 0 else "Never",
-                    "template": pod,
-                }
-            ],
-        },
-    }
-    if opts.queue:
-        obj["spec"]["scheduler"] = {"t9kScheduler": {"queue": opts.queue}}
-    return obj
+def script_path(spec: JobSpec, place: Placement) -> str:
+    """Where the pods find the script."""
+    return posixpath.join(files_dir(place), spec.entrypoint)
 
 
-def _script_path(spec: JobSpec, place: Placement) -> str:
-    base = place.job_dir if place.pvc_for_job_dir else CODE_DIR
-    return posixpath.join(base, spec.entrypoint)
+def script_args(spec: JobSpec, place: Placement) -> list[str]:
+    """The script's arguments in the pods: the launcher's role's (DeepSpeed's config path...)."""
+    return list(place.role.args) if place.role else list(spec.args)
 
 
-def container_command(spec: JobSpec, job_id: str, place: Placement) -> list[str]:
+def container_command(spec: JobSpec, job_id: str, place: Placement, replica_prefix: str) -> list[str]:
     """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <exit dir> <replica prefix> <job id> --
     torchrun ... script args``: the image's python runs the wrapper, which runs torchrun."""
     log_dir = exit_dir = "-"  # no shared job dir: logs via pods/log, no exit record
     if place.pvc_for_job_dir is not None:
         log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
         exit_dir = posixpath.join(place.job_dir, contract.EXITS_DIR)
-    launcher = ["torchrun", "--tee", "3", _script_path(spec, place), *spec.args]
-    wrapper_args = [log_dir, exit_dir, replica_prefix(place.flavor), job_id, "--", *launcher]
+    launcher = ["torchrun", "--tee", "3", script_path(spec, place), *script_args(spec, place)]
+    wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 
 
@@ -371,21 +235,74 @@ def _env_value(value: str) -> str:
 
 
 def pod_template(
-    spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement, extra_env: list[dict[str, Any]]
+    spec: JobSpec,
+    job_id: str,
+    opts: KubeOptions,
+    place: Placement,
+    extra_env: list[dict[str, Any]],
+    *,
+    container: str,
+    replica_prefix: str,
 ) -> dict[str, Any]:
-    """The pod every flavour runs: command, env contract, resources, volumes, placement."""
-    job_dir = place.pod_job_dir
+    """The pod every flavour runs: command, env contract, resources, volumes, placement.
+
+    ``container`` names the training container; ``replica_prefix`` is what the pod wrapper puts
+    before its hostname (minus the job id) to name its replica. A flavour adds its own fields."""
     working_dir = spec.working_dir
     if not working_dir or not any(under(working_dir, v.mount_path) for v in place.volumes):
-        working_dir = job_dir if place.pvc_for_job_dir else CODE_DIR
-    ours = rank_env(spec, job_id, job_dir, cpu=not place.gpu, working_dir=working_dir, inherited={})
+        working_dir = place.pod_job_dir if place.pvc_for_job_dir else CODE_DIR
+    volumes, mounts = _volumes(spec, job_id, opts, place)
+    main: dict[str, Any] = {
+        "name": container,
+        "image": place.image,
+        "command": container_command(spec, job_id, place, replica_prefix),
+        "workingDir": working_dir,
+        "env": _env(spec, job_id, place, working_dir, extra_env),
+        "resources": _resources(spec, place.gpu),
+        "volumeMounts": mounts,
+        # A container that fails before writing a log file (no python, no torchrun) still shows
+        # why: the kubelet puts the end of its output into the status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if place.container_security:
+        main["securityContext"] = dict(place.container_security)
+    pod_spec: dict[str, Any] = {"containers": [main], "volumes": volumes, **_pod_fields(opts, place)}
+    return {
+        "metadata": {
+            "labels": {**labels(job_id), ROLE_LABEL: place.role.name if place.role else "worker"},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
+        "spec": pod_spec,
+    }
+
+
+def _env(
+    spec: JobSpec, job_id: str, place: Placement, working_dir: str, extra_env: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The flavour's variables first (``PET_*`` of an Indexed Job), then the rank env contract."""
+    role_env = place.role.env if place.role else None
+    ours = rank_env(
+        spec,
+        job_id,
+        place.pod_job_dir,
+        cpu=not place.gpu,
+        working_dir=working_dir,
+        inherited={},
+        role_env=role_env,
+    )
     # The image may set PYTHONPATH itself: the pod's entry script puts ours in front of it.
     ours[contract.PYTHONPATH_ENV] = ours.pop("PYTHONPATH")
     ours["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = RANK_PREFIX
     env: list[dict[str, Any]] = list(extra_env)
     taken = {e["name"] for e in env}
-    env += [{"name": k, "value": _env_value(v)} for k, v in ours.items() if k not in taken]
+    return env + [{"name": k, "value": _env_value(v)} for k, v in ours.items() if k not in taken]
 
+
+def _volumes(
+    spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's volumes and the container's mounts: the claims, /dev/shm, and without a shared
+    job dir the script's ConfigMap and a scratch job dir."""
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
     for i, v in enumerate(place.volumes):
@@ -407,29 +324,8 @@ def pod_template(
         volumes.append({"name": "code", "configMap": {"name": configmap_name(job_id)}})
         mounts.append({"name": "code", "mountPath": CODE_DIR, "readOnly": True})
         volumes.append({"name": "job-dir", "emptyDir": {}})
-        mounts.append({"name": "job-dir", "mountPath": job_dir})
-
-    container: dict[str, Any] = {
-        "name": CONTAINER[place.flavor],
-        "image": place.image,
-        "command": container_command(spec, job_id, place),
-        "workingDir": working_dir,
-        "env": env,
-        "resources": _resources(spec, place.gpu),
-        "volumeMounts": mounts,
-        # A container that fails before writing a log file (no python, no torchrun) still shows
-        # why: the kubelet puts the end of its output into the status.
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-    }
-    if place.container_security:
-        container["securityContext"] = dict(place.container_security)
-    if place.flavor == "job":
-        container["ports"] = [{"name": "c10d", "containerPort": MASTER_PORT}]
-    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes, **_pod_fields(opts, place)}
-    return {
-        "metadata": {"labels": labels(job_id), "annotations": {"sidecar.istio.io/inject": "false"}},
-        "spec": pod_spec,
-    }
+        mounts.append({"name": "job-dir", "mountPath": place.pod_job_dir})
+    return volumes, mounts
 
 
 def _pod_fields(opts: KubeOptions, place: Placement) -> dict[str, Any]:

@@ -37,13 +37,12 @@ def timed_out(status: JobStatus, timeout: float) -> JobStatus:
     """``status`` failed by the pending timeout, with the last reason the cluster gave."""
     out = JobStatus.from_dict(status.to_dict())
     why = out.message or "the cluster gave no reason (check the events)"
-    out.phase, out.reason = JobPhase.FAILED, out.reason or "PendingTimeout"
-    out.message = f"pods not all started within {_duration(timeout)} (--pending-timeout): {why}"
-    out.finish_time = now_iso()
+    message = f"pods not all started within {_duration(timeout)} (--pending-timeout): {why}"
+    out.end(JobPhase.FAILED, out.reason or "PendingTimeout", message)
     for rep in out.replicas:
         if not rep.phase.is_terminal:
             rep.phase, rep.reason = JobPhase.CANCELLED, rep.reason or "Stopped"
-    out.events.append(Event(now_iso(), "Warning", "PendingTimeout", out.message + "; workload deleted"))
+    out.events.append(Event(now_iso(), "Warning", "PendingTimeout", message + "; workload deleted"))
     return out
 
 

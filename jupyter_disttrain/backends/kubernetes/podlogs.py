@@ -18,8 +18,8 @@ from ...specs import LogLine
 from ...store import JobRecord
 from . import manifests as mf
 from .client import PODS, ApiError, KubeClient
+from .flavors import Flavor
 from .informer import Informer
-from .status import replica_name
 
 _RETRY = 0.5
 # A one-off read (no follow) fetches at most this much of a pod's log, so no answer of the
@@ -27,15 +27,11 @@ _RETRY = 0.5
 FETCH_BYTES = 32 << 20
 
 
-def _job_pods(pods: Informer, record: JobRecord, flavor: str) -> dict[str, dict[str, Any]]:
-    return newest_per_replica(pods.indexed(record.id), record.id, flavor)
-
-
-def newest_per_replica(pods: list[dict[str, Any]], job_id: str, flavor: str) -> dict[str, dict[str, Any]]:
+def newest_per_replica(pods: list[dict[str, Any]], job_id: str, flavor: Flavor) -> dict[str, dict[str, Any]]:
     """Newest pod per replica name."""
     out: dict[str, dict[str, Any]] = {}
     for pod in pods:
-        name = replica_name(flavor, job_id, pod)[0]
+        name = flavor.replica_of(job_id, pod)[0]
         old = out.get(name)
         if old is None or old["metadata"].get("creationTimestamp", "") <= pod["metadata"].get(
             "creationTimestamp", ""
@@ -48,7 +44,7 @@ def pod_log_lines(
     client: KubeClient,
     pods: Informer,
     record: JobRecord,
-    flavor: str,
+    flavor: Flavor,
     *,
     replica: str | None,
     follow: bool,
@@ -62,92 +58,127 @@ def pod_log_lines(
 
     Tokens count lines here, so a line longer than ``MAX_LINE`` is cut (with ``CUT_MARKER``)
     and the rest of it is not shown; a ``budget`` ends the iterator once spent."""
-    current = _job_pods(pods, record, flavor)
-    names = [n for n in current if replica in (None, n)]
-    skip = parse_offset(offset, names)
-    counts = dict.fromkeys(names, 0)
-    container = mf.CONTAINER[flavor]
-    lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
-    started: set[str] = set()
-    stop = threading.Event()
 
-    def query(follow_now: bool) -> dict[str, Any]:
+    def job_pods() -> dict[str, dict[str, Any]]:
         return {
-            "container": container,
-            "follow": follow_now or None,
-            "tailLines": tail if tail is not None and offset in (None, "") else None,
-            "sinceSeconds": since,
-            "limitBytes": None if follow_now else FETCH_BYTES,
+            rep: pod
+            for rep, pod in newest_per_replica(pods.indexed(record.id), record.id, flavor).items()
+            if replica in (None, rep)
         }
 
-    def pump(rep: str, pod: dict[str, Any]) -> None:
-        ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        path = PODS.path(ns, pod_name, "log")
-        while not stop.is_set():
-            try:
-                for raw in client.stream(path, query=query(True), resource=PODS, name=pod_name, namespace=ns):
-                    if stop.is_set():
-                        return
-                    lines.put((rep, _text(raw)))
-                break
-            except ApiError as exc:
-                if exc.status == 400:  # container not started yet: try again shortly
-                    stop.wait(_RETRY)
-                    continue
-                break
-        lines.put((rep, None))
+    current = job_pods()
+    reader = _PodLogReader(client, flavor.container, list(current), tail, offset, since, budget)
+    if follow:
+        yield from reader.follow(job_pods, is_done)
+    else:
+        yield from reader.read_once(current)
 
-    def emit(rep: str, text: str) -> LogLine | None:
-        counts[rep] = counts.get(rep, 0) + 1
-        if rep not in names:
-            names.append(rep)
-        if counts[rep] <= skip.get(rep, 0):
-            return None
-        offset = format_offset(counts, names)
-        if budget is not None and not budget.take(len(text) + len(offset) + 24):
-            stop.set()
-            return None
-        return LogLine(text=text, replica=rep, offset=offset, rank=rank_of(_SRC, text))
 
-    if not follow:
+class _PodLogReader:
+    """One read of a job's ``pods/log``: per-replica line counts make the resume tokens, lines
+    up to ``skip`` (the offset's counts) were read before."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        container: str,
+        names: list[str],
+        tail: int | None,
+        offset: str | int | None,
+        since: int | None,
+        budget: Budget | None,
+    ) -> None:
+        self.client, self.container, self.names, self.budget = client, container, names, budget
+        self.tail = tail if tail is not None and offset in (None, "") else None
+        self.since = since
+        self.skip = parse_offset(offset, names)
+        self.counts = dict.fromkeys(names, 0)
+        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        self.stop = threading.Event()
+
+    def query(self, follow: bool) -> dict[str, Any]:
+        return {
+            "container": self.container,
+            "follow": follow or None,
+            "tailLines": self.tail,
+            "sinceSeconds": self.since,
+            "limitBytes": None if follow else FETCH_BYTES,
+        }
+
+    def read_once(self, current: dict[str, dict[str, Any]]) -> Iterator[LogLine]:
         for rep, pod in current.items():
-            if replica not in (None, rep):
-                continue
-            text = read_pod_log(client, pod, query(False))
+            text = read_pod_log(self.client, pod, self.query(False))
             for line in (text or "").splitlines():
-                out = emit(
+                out = self.emit(
                     rep, _text(line.encode("utf-8", "surrogateescape")) if len(line) > MAX_LINE else line
                 )
-                if stop.is_set():
+                if self.stop.is_set():
                     return
                 if out is not None:
                     yield out
-        return
 
-    open_streams = 0
-    try:
-        while True:
-            for rep, pod in _job_pods(pods, record, flavor).items():
-                if replica in (None, rep) and rep not in started:
-                    started.add(rep)
-                    open_streams += 1
-                    threading.Thread(target=pump, args=(rep, pod), daemon=True).start()
-            try:
-                rep, text = lines.get(timeout=0.2)
-            except queue.Empty:
-                if open_streams == 0 and is_done():
+    def follow(
+        self, job_pods: Callable[[], dict[str, dict[str, Any]]], is_done: Callable[[], bool]
+    ) -> Iterator[LogLine]:
+        """Stream every replica's log, one thread each, starting replicas as their pods appear."""
+        started: set[str] = set()
+        open_streams = 0
+        try:
+            while True:
+                for rep, pod in job_pods().items():
+                    if rep not in started:
+                        started.add(rep)
+                        open_streams += 1
+                        threading.Thread(target=self.pump, args=(rep, pod), daemon=True).start()
+                try:
+                    rep, text = self.lines.get(timeout=0.2)
+                except queue.Empty:
+                    if open_streams == 0 and is_done():
+                        return
+                    continue
+                if text is None:
+                    open_streams -= 1
+                    continue
+                out = self.emit(rep, text)
+                if self.stop.is_set():
                     return
-                continue
-            if text is None:
-                open_streams -= 1
-                continue
-            out = emit(rep, text)
-            if stop.is_set():
-                return
-            if out is not None:
-                yield out
-    finally:
-        stop.set()
+                if out is not None:
+                    yield out
+        finally:
+            self.stop.set()
+
+    def pump(self, rep: str, pod: dict[str, Any]) -> None:
+        """Feed one pod's followed log into ``lines``; ``None`` when it ends."""
+        ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        path = PODS.path(ns, pod_name, "log")
+        query = self.query(True)
+        while not self.stop.is_set():
+            try:
+                for raw in self.client.stream(path, query=query, resource=PODS, name=pod_name, namespace=ns):
+                    if self.stop.is_set():
+                        return
+                    self.lines.put((rep, _text(raw)))
+                break
+            except ApiError as exc:
+                if exc.status == 400:  # container not started yet: try again shortly
+                    self.stop.wait(_RETRY)
+                    continue
+                break
+        self.lines.put((rep, None))
+
+    def emit(self, rep: str, text: str) -> LogLine | None:
+        """The line with its resume token; None while skipping to the offset or once the
+        budget is spent (which stops the read)."""
+        self.counts[rep] = self.counts.get(rep, 0) + 1
+        if rep not in self.names:
+            self.names.append(rep)
+        if self.counts[rep] <= self.skip.get(rep, 0):
+            return None
+        offset = format_offset(self.counts, self.names)
+        if self.budget is not None and not self.budget.take(len(text) + len(offset) + 24):
+            self.stop.set()
+            return None
+        return LogLine(text=text, replica=rep, offset=offset, rank=rank_of(_SRC, text))
 
 
 def read_pod_log(client: KubeClient, pod: dict[str, Any], query: dict[str, Any]) -> str | None:
@@ -170,13 +201,15 @@ def read_pod_log(client: KubeClient, pod: dict[str, Any], query: dict[str, Any])
     return str(text or "")
 
 
-def keep_pod_logs(client: KubeClient, namespace: str, job_id: str, flavor: str, logs_dir: Path) -> list[str]:
+def keep_pod_logs(
+    client: KubeClient, namespace: str, job_id: str, flavor: Flavor, logs_dir: Path
+) -> list[str]:
     """Copy the last log of each of the job's pods to ``logs_dir/<replica>.log`` before the pods
     are deleted: without a shared job dir ``pods/log`` is the only copy, and it goes with the pod.
     Returns the replicas kept."""
     selector = f"{mf.JOB_ID_LABEL}={job_id}"
     pods = client.list_objects(PODS, namespace, selector).get("items", [])
-    query = {"container": mf.CONTAINER[flavor], "limitBytes": FETCH_BYTES}
+    query = {"container": flavor.container, "limitBytes": FETCH_BYTES}
     kept = []
     for rep, pod in newest_per_replica(pods, job_id, flavor).items():
         text = read_pod_log(client, pod, query)

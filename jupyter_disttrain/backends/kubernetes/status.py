@@ -7,9 +7,12 @@ that is what a user searches for.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...specs import Condition, Event, JobPhase, JobStatus, ReplicaStatus, now_iso
+
+if TYPE_CHECKING:  # the flavours build on this module
+    from .flavors import Flavor
 
 MAX_EVENTS = 200
 
@@ -23,27 +26,8 @@ _POD_PHASE = {
 }
 
 
-def replica_name(flavor: str, job_id: str, pod: dict[str, Any]) -> tuple[str, str, int]:
-    """(name, role, index) of the replica a pod runs; names match the pod log files."""
-    meta = pod.get("metadata", {})
-    labels = meta.get("labels", {})
-    if flavor == "job":
-        idx = labels.get("batch.kubernetes.io/job-completion-index") or meta.get("annotations", {}).get(
-            "batch.kubernetes.io/job-completion-index", "0"
-        )
-        return f"node-{idx}", "node", int(idx)
-    if flavor == "pytorchjob":
-        role = labels.get("training.kubeflow.org/replica-type", "worker").lower()
-        idx = int(labels.get("training.kubeflow.org/replica-index", "0"))
-        return f"{role}-{idx}", role, idx
-    name = meta.get("name", "")
-    short = name[len(job_id) + 1 :] if name.startswith(job_id + "-") else name
-    role, _, idx = short.rpartition("-")
-    return short, role or "worker", int(idx) if idx.isdigit() else 0
-
-
-def replica_from_pod(flavor: str, job_id: str, pod: dict[str, Any]) -> ReplicaStatus:
-    name, role, index = replica_name(flavor, job_id, pod)
+def replica_from_pod(flavor: Flavor, job_id: str, pod: dict[str, Any]) -> ReplicaStatus:
+    name, role, index = flavor.replica_of(job_id, pod)
     st = pod.get("status", {})
     spec = pod.get("spec", {})
     rep = ReplicaStatus(
@@ -81,17 +65,18 @@ def replica_from_pod(flavor: str, job_id: str, pod: dict[str, Any]) -> ReplicaSt
 
 
 def replicas_from_pods(
-    flavor: str,
+    flavor: Flavor,
     job_id: str,
     pods: list[dict[str, Any]],
     expected: list[ReplicaStatus],
     warnings: dict[str, Event] | None = None,
 ) -> list[ReplicaStatus]:
     """One entry per replica: the newest pod of each; replaced pods count as restarts. A pod
-    waiting without a reason of its own gets its latest warning (``warnings``, by pod name)."""
+    waiting without a reason of its own gets its latest warning (``warnings``, by pod name).
+    Roles keep the order of ``expected`` (the flavour's replica groups), others follow by name."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
-        by_name.setdefault(replica_name(flavor, job_id, pod)[0], []).append(pod)
+        by_name.setdefault(flavor.replica_of(job_id, pod)[0], []).append(pod)
     out: dict[str, ReplicaStatus] = {r.name: r for r in expected}
     for name, group in by_name.items():
         group.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"].get("name", "")))
@@ -101,7 +86,10 @@ def replicas_from_pods(
         if warning is not None and rep.phase is JobPhase.PENDING and rep.reason in (None, *_STARTING):
             rep.reason, rep.message = warning.reason, warning.message
         out[name] = rep
-    return sorted(out.values(), key=lambda r: (r.role not in ("master", "node"), r.role, r.index))
+    roles = list(dict.fromkeys(r.role for r in expected))
+    return sorted(
+        out.values(), key=lambda r: (roles.index(r.role) if r.role in roles else len(roles), r.role, r.index)
+    )
 
 
 # Warnings that explain why a pod (or the workload's pods) cannot start; the kubelet reports
@@ -145,7 +133,8 @@ def conditions_of(workload: dict[str, Any] | None) -> list[Condition]:
     ]
 
 
-def _true(conds: list[Condition], *types: str) -> Condition | None:
+def true_condition(conds: list[Condition], *types: str) -> Condition | None:
+    """The first condition of one of ``types`` that holds."""
     return next((c for c in conds if c.type in types and c.status == "True"), None)
 
 
@@ -185,7 +174,7 @@ def pods_settled(pods: list[dict[str, Any]]) -> bool:
 
 def build_status(
     prev: JobStatus,
-    flavor: str,
+    flavor: Flavor,
     job_id: str,
     workload: dict[str, Any] | None,
     pods: list[dict[str, Any]],
@@ -208,51 +197,59 @@ def build_status(
     status.start_time = status.start_time or wst.get("startTime")
     phase, reason, message = _phase(flavor, status.conditions, wst, status.replicas)
     refused = warnings.get(job_id)
-    with_pods = {replica_name(flavor, job_id, p)[0] for p in pods}
+    with_pods = {flavor.replica_of(job_id, p)[0] for p in pods}
     if refused and not phase.is_terminal and any(r.name not in with_pods for r in status.replicas):
         # The workload's own warning (FailedCreate: a quota or PodSecurity refused its pods).
         reason, message = refused.reason, refused.message
     if phase.is_terminal and not final:
         message = f"the workload ended ({reason or phase.value}); waiting for its pods to report"
         phase, reason = JobPhase.RUNNING, "Ending"
-    status.phase, status.reason, status.message = phase, reason, message
     if phase.is_terminal:
-        _finish(status, wst)
-    elif phase is JobPhase.RUNNING and not status.start_time:
+        status.end(phase, reason, message, at=status.finish_time or wst.get("completionTime"))
+        _finish(status)
+        return status
+    status.phase, status.reason, status.message = phase, reason, message
+    if phase is JobPhase.RUNNING and not status.start_time:
         status.start_time = now_iso()
     return status
 
 
-def _finish(status: JobStatus, wst: dict[str, Any]) -> None:
+def _finish(status: JobStatus) -> None:
     """Close an ended job: replicas still running were stopped; the exit code is the failed one's."""
     for rep in status.replicas:  # e.g. stopped by the Job controller once rank 0 succeeded
         if not rep.phase.is_terminal:
             rep.phase, rep.reason = JobPhase.CANCELLED, rep.reason or "Stopped"
             rep.message = rep.message or "the job ended before this replica did"
-    status.finish_time = status.finish_time or wst.get("completionTime") or now_iso()
     failed = next((r for r in status.replicas if r.phase is JobPhase.FAILED), None)
     status.exit_code = 0 if status.phase is JobPhase.SUCCEEDED else (failed.exit_code if failed else 1)
 
 
 def _phase(
-    flavor: str, conds: list[Condition], wst: dict[str, Any], replicas: list[ReplicaStatus]
+    flavor: Flavor, conds: list[Condition], wst: dict[str, Any], replicas: list[ReplicaStatus]
 ) -> tuple[JobPhase, str | None, str | None]:
-    done = _true(conds, "Complete", "Succeeded", "Completed")
-    if flavor == "t9k" and wst.get("phase") == "Succeeded":
-        return JobPhase.SUCCEEDED, "Succeeded", None
-    if done:
-        return JobPhase.SUCCEEDED, done.reason, done.message
-    failed = _true(conds, "Failed")
-    if failed or (flavor == "t9k" and wst.get("phase") == "Failed"):
-        bad = next((r for r in replicas if r.phase is JobPhase.FAILED), None)
-        message = failed.message if failed else None
-        if bad is not None:
-            detail = f"replica {bad.name} failed: {bad.reason or 'Error'} (exit code {bad.exit_code})"
-            # The container's last words (its termination message: the end of its output).
-            last = (bad.message or "").strip().splitlines()[-1:]
-            detail += f": {last[0]}" if last else ""
-            message = f"{message}; {detail}" if message else detail
-        return JobPhase.FAILED, (failed.reason if failed else "Failed"), message
+    end = flavor.workload_end(conds, wst)
+    if end is None:
+        return _progress(replicas)
+    phase, reason, message = end
+    if phase is JobPhase.FAILED:
+        message = _with_failed_replica(message, replicas)
+    return phase, reason, message
+
+
+def _with_failed_replica(message: str | None, replicas: list[ReplicaStatus]) -> str | None:
+    """A failed job's message, with which replica failed, how, and its last words."""
+    bad = next((r for r in replicas if r.phase is JobPhase.FAILED), None)
+    if bad is None:
+        return message
+    detail = f"replica {bad.name} failed: {bad.reason or 'Error'} (exit code {bad.exit_code})"
+    # The container's last words (its termination message: the end of its output).
+    last = (bad.message or "").strip().splitlines()[-1:]
+    detail += f": {last[0]}" if last else ""
+    return f"{message}; {detail}" if message else detail
+
+
+def _progress(replicas: list[ReplicaStatus]) -> tuple[JobPhase, str | None, str | None]:
+    """Running or Pending, while the workload has not ended."""
     # A replica that cannot start (ImagePullBackOff, Unschedulable, Multi-Attach...) says why at
     # job level, also while the others run: they wait for it at the rendezvous.
     stuck = next(
