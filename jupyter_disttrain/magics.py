@@ -135,6 +135,10 @@ class DistTrainMagics(Magics):
             print(packaged.source)
             for name in sorted(packaged.files):
                 print(f"# side file: {name} ({len(packaged.files[name])} bytes)")
+            from .launchers import get_launcher
+
+            for name, data in sorted(get_launcher(spec.launcher).side_files(spec).items()):
+                print(f"# side file: {name} ({len(data)} bytes, from the {spec.launcher} launcher)")
             print(f"# ---- launch request ({info.backend} backend) ----")
             print(info.text)
             return

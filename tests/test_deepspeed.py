@@ -79,6 +79,8 @@ def test_a_deepspeed_zero2_cell_trains_and_checkpoints_on_two_cpu_ranks(
     dry = run_cells(cells, tmp_path, timeout=900)[2]
     assert "# launcher deepspeed: the script calls deepspeed.initialize" in dry
     assert "MPLBACKEND=Agg" in dry and "TORCH_EXTENSIONS_DIR=" in dry
+    shipped = len(json.dumps(DS_CONFIG))
+    assert f"# side file: ds_config.json ({shipped} bytes, from the deepspeed launcher)" in dry
     store = JobStore(root)
     (record,) = store.records()
     job = api.get_job(record.id, store)

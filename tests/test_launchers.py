@@ -129,9 +129,11 @@ def test_ds_config_option_adds_the_deepspeed_flags(tmp_path: Path) -> None:
     ctx = LaunchContext("/jobs/j1", cpu=True, cache_dir="/cache")
     (role,) = get_launcher("deepspeed").roles(spec, ctx)
     assert role.args == ["--deepspeed", "--deepspeed_config", "/jobs/j1/ds_config.json"]
-    spec.args = ["--deepspeed_config=cfg.json"]
+    (tmp_path / "d").write_text("{}")
+    spec.args = ["--deepspeed_config=d"]  # the name is no part of the flag's own letters
     (role,) = get_launcher("deepspeed").roles(spec, ctx)
     assert role.args == ["--deepspeed_config=/jobs/j1/ds_config.json"]
+    assert get_launcher("deepspeed").side_files(spec) == {"ds_config.json": b"{}"}
 
 
 @pytest.mark.parametrize(

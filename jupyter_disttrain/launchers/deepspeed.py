@@ -46,14 +46,15 @@ class DeepSpeedOptions:
     )
 
 
-def config_arg(args: Sequence[str]) -> tuple[int, str] | None:
-    """(index of the value, value) of ``--deepspeed_config FILE`` in the script's arguments."""
+def config_arg(args: Sequence[str]) -> tuple[int, str, str] | None:
+    """Where ``--deepspeed_config FILE`` is in the script's arguments: (index of the argument that
+    holds the file name, what comes before the name in it, the name)."""
     for i, arg in enumerate(args):
         if arg in CONFIG_FLAGS and i + 1 < len(args):
-            return i + 1, args[i + 1]
-        for flag in CONFIG_FLAGS:
-            if arg.startswith(flag + "="):
-                return i, arg.partition("=")[2]
+            return i + 1, "", args[i + 1]
+        flag, sep, value = arg.partition("=")
+        if sep and flag in CONFIG_FLAGS:
+            return i, flag + sep, value
     return None
 
 
@@ -83,8 +84,8 @@ class DeepSpeedLauncher(Launcher):
         shipped = posixpath.join(ctx.job_dir, CONFIG_FILE)
         found = config_arg(args)
         if found is not None:
-            i, value = found
-            args[i] = args[i].replace(value, shipped) if args[i] != value else shipped
+            i, before, _ = found
+            args[i] = before + shipped
         elif spec.launcher_options.get("ds_config"):
             args += ([] if "--deepspeed" in args else ["--deepspeed"]) + ["--deepspeed_config", shipped]
         env = {"MPLBACKEND": "Agg"}
@@ -97,7 +98,7 @@ class DeepSpeedLauncher(Launcher):
         given = spec.launcher_options.get("ds_config")
         if found is None and not given:
             return {}
-        name = found[1] if found is not None else str(given)
+        name = found[2] if found is not None else str(given)
         path = Path(spec.working_dir or os.getcwd(), name).expanduser()
         try:
             with open(path, "rb") as f:

@@ -163,6 +163,11 @@ async def test_submit_through_the_api(jp_fetch: Any) -> None:
         return detail["status"]["phase"] if detail["summary"]["finish_time"] else None
 
     assert await poll(ended, "the posted job to end", deadline=120) == "Succeeded"
+    detail = await get_json(jp_fetch, "jobs", answer["id"])  # its roles, as the launcher laid them out
+    assert (
+        detail["roles"] == [{"name": "worker", "replicas": 1}] and detail["summary"]["launcher"] == "torchrun"
+    )
+    assert [(r["name"], r["role"]) for r in detail["status"]["replicas"]] == [("rank-0", "worker")]
     chunk = await get_json(jp_fetch, "jobs", answer["id"], "logs", params={"replica": "rank-0"})
     assert [x["text"] for x in chunk["lines"]] == ["hello from 0"]
 
@@ -176,6 +181,11 @@ async def test_submit_through_the_api(jp_fetch: Any) -> None:
         (json.dumps({"script": "print(1)", "spec": {"name": "Bad_Name"}}), "DNS-1123"),
         (json.dumps({"script": "print(1)", "spec": {"nproc_per_node": 0}}), "--gpus"),
         (json.dumps({"script": "print(1)", "spec": {"backend": "nope"}}), "unknown backend"),
+        (json.dumps({"script": "print(1)", "spec": {"launcher": "mpi"}}), "unknown launcher"),
+        (
+            json.dumps({"script": "print(1)", "spec": {"launcher_options": {"ds_config": "x.json"}}}),
+            "the torchrun launcher has no option 'ds_config'",
+        ),
     ],
 )
 async def test_bad_submissions_are_400_with_a_message(jp_fetch: Any, body: str, words: str) -> None:

@@ -118,6 +118,10 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   const details = page.locator('.jp-DistTrainDetails');
   await expect(details.locator('.jp-DistTrainDetails-replicas tbody tr')).toHaveCount(2);
   await expect(details).toContainText('--nproc-per-node 2');
+  await expect(details).toContainText('worker ×2'); // the job's roles, as its launcher laid them out
+  await expect(details.locator('.jp-DistTrainDetails-replicas tbody tr').first()).toContainText(
+    'worker'
+  );
   await expect(details.locator('.jp-DistTrainDetails-script .cm-content')).toHaveAttribute(
     'aria-readonly',
     'true'
