@@ -137,7 +137,7 @@ class JobWords:
     launcher: str | None = option(
         choices=LAUNCHERS,
         help="how the processes are laid out: torchrun (default), deepspeed (default when the cell "
-        "calls deepspeed.initialize)",
+        "calls deepspeed.initialize), mxnet (parameter servers: --servers, --workers), horovod",
     )
     max_restarts: int = option(
         0,

@@ -193,6 +193,7 @@ class DistTrainMagics(Magics):
 
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
+        own = _process_replicas(job.spec)
         offset: str | None = None
         poll = Backoff(*_FOLLOW)
         last_phase = None
@@ -201,7 +202,7 @@ class DistTrainMagics(Magics):
                 status = job.status()  # before reading: output written before the end is never missed
                 view.update(status)
                 lines = list(job.logs(offset=offset, budget=Budget()))  # a bounded read per poll
-                rank_lines = [ln for ln in lines if ln.rank is not None]
+                rank_lines = [ln for ln in lines if ln.rank is not None or ln.replica in own]
                 if lines:
                     offset = lines[-1].offset
                 if rank_lines:
@@ -271,3 +272,13 @@ def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
     from .commands import run_subcommand
 
     run_subcommand(argv, out, command="%distrun")
+
+
+def _process_replicas(spec: JobSpec) -> set[str]:
+    """Replicas that are processes of their own (a parameter-server job's scheduler, servers
+    and workers): their whole log is the script's output, as a rank's is (an agent's is not)."""
+    from .launchers import get_launcher
+    from .launchers.base import PROCESS, LaunchContext, replicas_of
+
+    roles = get_launcher(spec.launcher).roles(spec, LaunchContext("", cpu=True))
+    return {name for name, _, _ in replicas_of([r for r in roles if r.via == PROCESS])}

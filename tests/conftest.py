@@ -12,6 +12,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.store import JobStore
+from tests.venvs import MXNET_CHECK, MXNET_REQUIREMENTS, VenvUnavailable, ensure_venv
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
@@ -58,3 +59,13 @@ def shell() -> Iterator[InteractiveShell]:
     ip.reset(new_session=True)
     yield ip
     ip.reset(new_session=True)
+
+
+@pytest.fixture(scope="session")
+def mxnet_python() -> str:
+    """The interpreter of a cached venv with MXNet 1.9.1 (``tests/venvs.py``); skips the test,
+    with the reason, where that venv cannot be built."""
+    try:
+        return str(ensure_venv("mxnet-1.9.1", MXNET_REQUIREMENTS, MXNET_CHECK))
+    except VenvUnavailable as exc:
+        pytest.skip(f"no MXNet venv: {exc}")

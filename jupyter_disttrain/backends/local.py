@@ -41,9 +41,11 @@ from ..specs import (
 from ..store import JobRecord, read_json
 from .base import Backend
 from .local_options import NAMES as LOCAL_OPTIONS
+from .local_python import ensure_runtime_path, foreign, job_python, runtime_path, validate_python
 from .local_request import DEFAULT_GRACE_PERIOD, AgentCommand, LocalRequest, request_roles
+from .local_roles import role_commands
 from .local_supervisor import LAUNCHER_FILE, last_line
-from .torchrun import RUN_SH, agent_commands, by_hand_script
+from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
 
 _LAUNCH_TIMEOUT = 30.0
 _RANK_LOG = re.compile(r"^rank-(\d+)$")
@@ -93,12 +95,18 @@ class LocalBackend(Backend):
         oversubscribe = spec.options.get("oversubscribe", False)
         if not isinstance(oversubscribe, bool):
             raise InvalidSpecError(f"oversubscribe must be true or false, not {oversubscribe!r}")
+        if "python" in spec.options:
+            validate_python(spec.options["python"])
         gpus = [] if spec.accelerator == "cpu" else visible_gpus()
         cpus = cpu_count()
-        if not gpus and not oversubscribe and spec.world_size > cpus:
+        processes = get_launcher(spec.launcher).processes(spec)
+        if not gpus and not oversubscribe and processes > cpus:
+            sizes = f"--gpus {spec.nproc_per_node} --nodes {spec.nodes}"
+            if processes != spec.world_size:
+                sizes = f"--launcher {spec.launcher} --workers {processes}"
             raise InvalidSpecError(
-                f"--gpus {spec.nproc_per_node} --nodes {spec.nodes} starts {spec.world_size} processes and "
-                f"this machine has {cpus} CPUs: lower --gpus, or pass --oversubscribe"
+                f"{sizes} starts {processes} processes and this machine has {cpus} CPUs: "
+                "start fewer, or pass --oversubscribe"
             )
         if spec.accelerator == "cpu":
             return
@@ -116,21 +124,22 @@ class LocalBackend(Backend):
         job_dir = self.store.job_dir(job_id)
         gpus = None if spec.accelerator == "cpu" else (visible_gpus() or None)
         cache = user_cache_dir()
-        roles = get_launcher(spec.launcher).roles(spec, LaunchContext(str(job_dir), gpus is None, cache))
+        ctx = LaunchContext(str(job_dir), gpus is None, cache, host=LOOPBACK, port=free_port())
+        roles = get_launcher(spec.launcher).roles(spec, ctx)
+        python = job_python(spec.options)
+        where: dict[str, Any] = {
+            "python": python,
+            "gpu_ids": gpus,
+            "working_dir": spec.working_dir or os.getcwd(),
+            "runtime_path": runtime_path(cache) if foreign(python) else None,
+        }
         agents: list[AgentCommand] = []
         for role in roles:
-            if role.via != TORCHRUN:
-                raise InvalidSpecError(f"the local backend cannot start {role.via} roles ({role.name})")
-            agents += agent_commands(
-                spec,
-                job_id,
-                str(job_dir),
-                python=sys.executable,
-                rdzv_port=free_port() if spec.nodes > 1 else None,
-                gpu_ids=gpus,
-                working_dir=spec.working_dir or os.getcwd(),
-                role=role,
-            )
+            if role.via == TORCHRUN:
+                port = free_port() if spec.nodes > 1 else None
+                agents += agent_commands(spec, job_id, str(job_dir), rdzv_port=port, role=role, **where)
+            else:
+                agents += role_commands(spec, job_id, str(job_dir), role, **where)
         request = LocalRequest(
             cwd=spec.working_dir or os.getcwd(),
             agents=agents,
@@ -151,6 +160,9 @@ class LocalBackend(Backend):
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)
         request = LocalRequest.from_json(record.request)
+        python = job_python(record.spec.options)
+        if foreign(python) and request.cache_dir:
+            ensure_runtime_path(runtime_path(request.cache_dir))
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
         log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
         try:
@@ -222,11 +234,8 @@ class LocalBackend(Backend):
         from ..stacks import dump_stack
 
         job_dir = self.store.job_dir(record.id)
-        rank = _RANK_LOG.match(replica)
         try:
-            if rank is None:
-                raise ValueError(replica)
-            rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(int(rank.group(1))))
+            rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(replica))
         except (OSError, ValueError):
             raise BackendError(f"{replica} has not started yet: no process to read") from None
         if rec.get("exit_code") is not None:
@@ -254,7 +263,7 @@ def format_request(request: LocalRequest) -> str:
     lines = [f"# working dir: {request.cwd}  (device: {request.device})"]
     for agent in request.agents:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent.env.items()))
-        lines.append(f"# node {agent.node}")
+        lines.append(f"# {agent.replica}" if agent.replica else f"# node {agent.node}")
         lines.append(f"env {env} \\\n  {shlex.join(agent.argv)}")
     lines.append(f"# ---- {RUN_SH}, written next to the script: runs it by hand as the job did ----")
     lines.append(by_hand_script(request.agents, request.cwd).rstrip("\n"))

@@ -49,13 +49,16 @@ def _die_with(launcher: int) -> Callable[[], None]:
 
 
 def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[bytes]]:
-    """One torchrun agent per node, output appended to ``logs/agent-<node>.log``."""
+    """One torchrun agent per node, output appended to ``logs/agent-<node>.log``; one process per
+    replica of a process role, appended to ``logs/<replica>.log``."""
     env = clean_env(dict(os.environ))
     die_with_launcher = _die_with(os.getpid()) if sys.platform == "linux" else None
     cwd = request.cwd or job_dir
     agents = []
     for agent in request.agents:
-        log = contract.log_file(contract.agent_name(agent.node))
+        # A replica process writes its own log (the wrapper points its output there at start;
+        # before that, an interpreter that cannot start the wrapper says why there too).
+        log = contract.log_file(agent.replica or contract.agent_name(agent.node))
         with open(os.path.join(job_dir, contract.LOGS_DIR, log), "ab") as out:
             agents.append(
                 subprocess.Popen(

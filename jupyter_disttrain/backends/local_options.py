@@ -18,6 +18,11 @@ class LocalOptions:
         metavar="SECONDS",
         help="on cancel, seconds between SIGTERM and SIGKILL (default 10, at most 300)",
     )
+    python: str | None = option(
+        metavar="PATH",
+        help="local backend: the Python interpreter that runs the job's processes (default: the "
+        "kernel's), e.g. a virtual environment's bin/python that has MXNet",
+    )
 
     monitor_interval: float | None = option(parse=float, metavar="SECONDS", help=MONITOR_INTERVAL_HELP)
 

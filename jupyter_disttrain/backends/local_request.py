@@ -22,6 +22,9 @@ class AgentCommand:
     argv: list[str]
     env: dict[str, str]
     role: str = "worker"  # the role whose replicas it starts (launchers/base.py)
+    # A process role's replica that this command is (``server-0``: its own log and exit code);
+    # None for an agent (torchrun, horovodrun) that starts ranks.
+    replica: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,13 @@ class LocalRequest:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LocalRequest:
         agents = [
-            AgentCommand(int(a["node"]), list(a["argv"]), dict(a["env"]), str(a.get("role", "worker")))
+            AgentCommand(
+                int(a["node"]),
+                list(a["argv"]),
+                dict(a["env"]),
+                str(a.get("role", "worker")),
+                a.get("replica"),
+            )
             for a in data.get("agents", [])
         ]
         return cls(

@@ -21,7 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .. import procs
-from ..launchers.base import TORCHRUN
+from ..launchers.base import RANKED, replicas_of
 from ..logfiles import tail_start
 from ..polling import Backoff
 from ..runtime import contract
@@ -82,13 +82,16 @@ class Supervisor:
         self.launch_error = launch_error
         self.cancel_requested = False
         self._rank_mtimes: dict[str, float] = {}
-        self._rank_records: dict[int, dict[str, Any]] = {}
+        self._rank_records: dict[int, dict[str, Any]] = {}  # torch ranks' records, by rank
+        self._records: dict[str, dict[str, Any]] = {}  # every replica's record, by name
         self._stall_said = False
         self._failed_node: int | None = None  # the first node whose agent failed
         self._oom_kills_before = oom_kills()
         roles = request_roles(self.record.spec, self.request)
         # Ranks are replicas of the launcher's torchrun role ("worker").
-        self._rank_role = next((r.name for r in roles if r.via == TORCHRUN), "worker")
+        self._rank_role = next((r.name for r in roles if r.via in RANKED), "worker")
+        self._ranked = any(r.via in RANKED for r in roles)
+        self._replicas = replicas_of(roles)
         self._busy: str | None = None  # what the ranks are busy with before training, if anything
         self._busy_next = 0.0
         self._monitor: Monitor | None = None
@@ -114,7 +117,11 @@ class Supervisor:
         self.status.phase = JobPhase.RUNNING
         self.status.start_time = now_iso()
         world = self.record.spec.world_size
-        self._event("Normal", "Started", f"started {len(self.agents)} torchrun agent(s), world size {world}")
+        if self._ranked:
+            started = f"started {len(self.agents)} agent(s), world size {world}"
+        else:
+            started = f"started {len(self.agents)} processes: {', '.join(n for n, _, _ in self._replicas)}"
+        self._event("Normal", "Started", started)
         self.store.write_status(self.status)
         self._start_monitor()
         try:
@@ -147,12 +154,11 @@ class Supervisor:
             _say(f"no resource monitoring: {exc}")
 
     def _running_ranks(self) -> dict[str, int]:
-        """The ranks running now (replica -> pid), from their records (another thread's reads)."""
-        records = list(self._rank_records.items())
+        """The replicas running now (name -> pid: torch's ranks and a parameter-server job's
+        processes alike), from their records (another thread's reads)."""
+        records = list(self._records.items())
         return {
-            contract.rank_name(r): int(rec["pid"])
-            for r, rec in records
-            if rec.get("exit_code") is None and "pid" in rec
+            name: int(rec["pid"]) for name, rec in records if rec.get("exit_code") is None and "pid" in rec
         }
 
     def _cannot_write(self, exc: OSError) -> int:
@@ -219,7 +225,9 @@ class Supervisor:
             return False
         code = codes[self._failed_node]
         self._event(
-            "Warning", "NodeFailed", f"node {self._failed_node} exited with code {code}; stopping the others"
+            "Warning",
+            "NodeFailed",
+            f"{self._label(self._failed_node)} exited with code {code}; stopping the others",
         )
         for agent in self.agents:
             if agent.poll() is None:
@@ -230,11 +238,13 @@ class Supervisor:
         """Every agent has exited: leave no process behind and write the job's end."""
         self._sweep()
         self._update_replicas(final=True)
-        if lone := lone_ranks(self.record.spec.world_size, self._rank_records):
+        if self._ranked and (lone := lone_ranks(self.record.spec.world_size, self._rank_records)):
             self._event("Warning", "RanksNotJoined", lone)
         codes = [a.returncode for a in self.agents]
         if all(c == 0 for c in codes):
-            self._finish(JobPhase.SUCCEEDED, "Completed", "all ranks finished")
+            self._finish(
+                JobPhase.SUCCEEDED, "Completed", f"all {'ranks' if self._ranked else 'processes'} finished"
+            )
             return
         node = (
             self._failed_node if self._failed_node is not None else next(i for i, c in enumerate(codes) if c)
@@ -247,13 +257,13 @@ class Supervisor:
         if killed_by := signal_name(code or 0):
             # The agent itself was killed (the launcher never signals one before a failure):
             # its ranks went with it, and its peers' errors are the consequence.
-            return killed_by, f"the torchrun agent of node-{node} was killed by {killed_by}"
+            return killed_by, f"{self._label(node, the=True)} was killed by {killed_by}"
         # The rank that failed first is the cause; its peers usually fail because it left.
         bad = [r for r in self.status.replicas if r.phase is JobPhase.FAILED and r.exit_code is not None]
         first = min(bad, key=lambda r: r.finish_time or "") if bad else None
         if first is None:
-            message = f"torchrun agent of node {node} exited with code {code}"
-            if detail := last_line(self._log(contract.agent_name(node))):
+            message = f"{self._label(node)} exited with code {code}"
+            if detail := last_line(self._log(self._agent_log(node))):
                 message += f": {detail}"
             if hung := self._never_exited():
                 # A peer that finished took the rendezvous store down with it: the store's
@@ -275,24 +285,28 @@ class Supervisor:
     def _never_exited(self, silent_for: float = 0.0) -> str | None:
         """ "rank-1 has not exited N s after rank-0 finished" when some rank finished and others
         have neither exited nor written output for ``silent_for`` seconds since then."""
-        done = [(rec["finish_time"], r) for r, rec in self._rank_records.items() if rec.get("exit_code") == 0]
+        done = [
+            (rec["finish_time"], self._order(name), name)
+            for name, rec in self._records.items()
+            if rec.get("exit_code") == 0
+        ]
         if not done:
             return None
-        finished_iso, finished = min(done)
+        finished_iso, _, finished = min(done)
         finished_at = iso_seconds(finished_iso)
         now = time.time()
         hung = []
-        for r in range(self.record.spec.world_size):
-            if self._rank_records.get(r, {}).get("exit_code") is not None:
+        for name, _, _ in self._replicas:
+            if self._records.get(name, {}).get("exit_code") is not None:
                 continue
             with contextlib.suppress(OSError):
-                finished_at = max(finished_at, self._log(contract.rank_name(r)).stat().st_mtime)
+                finished_at = max(finished_at, self._log(name).stat().st_mtime)
             if now - finished_at >= silent_for:
-                hung.append(contract.rank_name(r))
+                hung.append(name)
         if not hung:
             return None
         who = hung[0] if len(hung) == 1 else f"{hung[0]} (and {len(hung) - 1} more)"
-        return f"{who} has not exited {now - iso_seconds(finished_iso):.0f} s after rank-{finished} finished"
+        return f"{who} has not exited {now - iso_seconds(finished_iso):.0f} s after {finished} finished"
 
     def _say_exit_stall(self) -> bool:
         """Once: the job is stuck at exit (a gloo hang in destroy_process_group, a thread that
@@ -394,7 +408,11 @@ class Supervisor:
             except (OSError, ValueError):
                 continue  # being replaced right now; read it next round
             self._rank_mtimes[e.name] = mtime
-            self._rank_records[int(data["rank"])] = data
+            rank = int(data.get("rank", -1))
+            name = str(data.get("replica") or contract.rank_name(rank))
+            self._records[name] = data
+            if name == contract.rank_name(rank):
+                self._rank_records[rank] = data
             changed = True
         return changed
 
@@ -404,9 +422,9 @@ class Supervisor:
             return False
         replicas = []
         agent_exits_by_pid = self._agent_exits() if final and not cancelled else {}
-        for r in range(self.record.spec.world_size):
-            rec = self._rank_records.get(r)
-            rep = ReplicaStatus(name=contract.rank_name(r), role=self._rank_role, index=r)
+        for name, role, index in self._replicas:
+            rec = self._records.get(name)
+            rep = ReplicaStatus(name=name, role=role, index=index)
             if rec:
                 rep.node = f"node-{rec.get('node', 0)}"
                 rep.restarts = int(rec.get("restarts", 0))
@@ -419,7 +437,7 @@ class Supervisor:
                     rep.phase, rep.exit_code = JobPhase.SUCCEEDED, 0
                 else:
                     rep.phase, rep.exit_code, rep.reason = JobPhase.FAILED, int(code), "Error"
-                    rep.message = last_line(self._log(contract.rank_name(r)))
+                    rep.message = last_line(self._log(name))
             if final and not rep.phase.is_terminal:
                 # Never finished on its own: stopped by cancel, by a failed peer, or killed.
                 rep.ready = False
@@ -428,7 +446,7 @@ class Supervisor:
                     rep.phase, rep.reason = JobPhase.CANCELLED, "Cancelled"
                 elif rec is None:
                     rep.phase, rep.reason = JobPhase.FAILED, "NeverStarted"
-                elif killed := self._killed(rec, agent_exits_by_pid):
+                elif killed := self._killed(rec, agent_exits_by_pid) or self._process_killed(name):
                     rep.phase, rep.exit_code, rep.reason, rep.message = JobPhase.FAILED, *killed
                 else:
                     rep.phase, rep.reason = JobPhase.FAILED, "Terminated"
@@ -438,9 +456,35 @@ class Supervisor:
 
     def _agent_exits(self) -> dict[int, AgentExit]:
         exits: dict[int, AgentExit] = {}
-        for node in range(len(self.agents)):
-            exits.update(agent_exits(self._log(contract.agent_name(node))))
+        for i, agent in enumerate(self.request.agents):
+            if agent.replica is None:
+                exits.update(agent_exits(self._log(self._agent_log(i))))
         return exits
+
+    # -- agents and replica processes ------------------------------------------------------------
+    def _label(self, i: int, *, the: bool = False) -> str:
+        """How the ``i``-th started process is named in a message: its replica, or its node's agent."""
+        agent = self.request.agents[i] if i < len(self.request.agents) else None
+        if agent is not None and agent.replica is not None:
+            return agent.replica
+        return f"the torchrun agent of node-{i}" if the else f"torchrun agent of node {i}"
+
+    def _agent_log(self, i: int) -> str:
+        agent = self.request.agents[i] if i < len(self.request.agents) else None
+        return agent.replica if agent is not None and agent.replica else contract.agent_name(i)
+
+    def _order(self, name: str) -> int:
+        return next((i for i, (n, _, _) in enumerate(self._replicas) if n == name), len(self._replicas))
+
+    def _process_killed(self, name: str) -> tuple[int, str, str] | None:
+        """(exit code, reason, message) of a replica process that a signal ended which the
+        launcher did not send (it stops peers with SIGTERM); None otherwise."""
+        i = next((i for i, a in enumerate(self.request.agents) if a.replica == name), None)
+        code = self.agents[i].returncode if i is not None and i < len(self.agents) else None
+        killed_by = signal_name(code or 0)
+        if code is None or killed_by is None or code == -signal.SIGTERM:
+            return None
+        return code, killed_by, f"killed by {killed_by}"
 
     def _killed(self, rec: dict[str, Any], exits: dict[int, AgentExit]) -> tuple[int, str, str] | None:
         """(exit code, reason, message) of a rank that a signal ended on its own account, not

@@ -14,6 +14,7 @@ from ..launch import rank_env
 from ..launchers.base import Role
 from ..runtime import contract
 from ..specs import JobSpec
+from .local_python import foreign_pythonpath
 from .local_request import AgentCommand
 
 WORKER_MODULE = "jupyter_disttrain.runtime.worker"
@@ -27,6 +28,44 @@ LOOPBACK_IFNAME = "lo"
 _SOCKET_IFNAME_ENV = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
+def local_env(
+    spec: JobSpec,
+    job_id: str,
+    job_dir: str,
+    role: Role,
+    *,
+    cpu: bool,
+    working_dir: str,
+    runtime_path: str | None = None,
+) -> dict[str, str]:
+    """What every process of ``role`` adds on this machine: the rank env, where its log goes,
+    collectives on loopback, and (``runtime_path``) the way another interpreter imports our
+    rank wrapper (``local_python``), last on PYTHONPATH."""
+    # Imports next to the notebook keep working: the script runs from the job dir, the
+    # working dir is on PYTHONPATH (launch.rank_env, the same on every backend).
+    env = rank_env(
+        spec, job_id, job_dir, cpu=cpu, working_dir=working_dir, inherited=os.environ, role_env=role.env
+    )
+    env[contract.LOG_DIR_ENV] = os.path.join(job_dir, contract.LOGS_DIR)
+    for key in _SOCKET_IFNAME_ENV:  # ranks meet on this machine: nothing of theirs listens beyond it
+        env.setdefault(key, LOOPBACK_IFNAME)
+    if runtime_path:
+        env["PYTHONPATH"] = foreign_pythonpath(env.get("PYTHONPATH", ""), runtime_path)
+    return env
+
+
+def set_devices(env: dict[str, str], spec: JobSpec, gpu_ids: Sequence[str] | None, slot: int) -> None:
+    """The GPUs of the ``slot``-th agent or process: its ``--gpus`` share, none on CPU, or what
+    the user chose with ``--env CUDA_VISIBLE_DEVICES`` (already in ``env``)."""
+    if "CUDA_VISIBLE_DEVICES" in spec.env:
+        return
+    if gpu_ids is None:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        n = spec.nproc_per_node
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids[slot * n : (slot + 1) * n])
+
+
 def agent_commands(
     spec: JobSpec,
     job_id: str,
@@ -37,6 +76,7 @@ def agent_commands(
     gpu_ids: Sequence[str] | None,
     working_dir: str,
     role: Role | None = None,
+    runtime_path: str | None = None,
 ) -> list[AgentCommand]:
     """torchrun agents that run ``spec`` on this machine.
 
@@ -48,20 +88,9 @@ def agent_commands(
     """
     role = role or Role("worker", spec.world_size, list(spec.args))
     script = os.path.join(job_dir, spec.entrypoint)
-    # Imports next to the notebook keep working: the script runs from the job dir, the
-    # working dir is on PYTHONPATH (launch.rank_env, the same on every backend).
-    base_env = rank_env(
-        spec,
-        job_id,
-        job_dir,
-        cpu=gpu_ids is None,
-        working_dir=working_dir,
-        inherited=os.environ,
-        role_env=role.env,
+    base_env = local_env(
+        spec, job_id, job_dir, role, cpu=gpu_ids is None, working_dir=working_dir, runtime_path=runtime_path
     )
-    base_env[contract.LOG_DIR_ENV] = os.path.join(job_dir, contract.LOGS_DIR)
-    for key in _SOCKET_IFNAME_ENV:  # ranks meet on this machine: nothing of theirs listens beyond it
-        base_env.setdefault(key, LOOPBACK_IFNAME)
     commands = []
     for node in range(spec.nodes):
         if spec.nodes > 1 and rdzv_port is None:
@@ -87,13 +116,7 @@ def agent_commands(
         ]
         env = dict(base_env)
         env[contract.NODE_ENV] = str(node)
-        if "CUDA_VISIBLE_DEVICES" in spec.env:
-            pass  # the user chose the devices (--env): rank_env already put them in
-        elif gpu_ids is None:
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        else:
-            n = spec.nproc_per_node
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids[node * n : (node + 1) * n])
+        set_devices(env, spec, gpu_ids, node)
         commands.append(AgentCommand(node=node, argv=argv, env=env, role=role.name))
     return commands
 
@@ -101,7 +124,9 @@ def agent_commands(
 RUN_SH = "run.sh"
 # The job's bookkeeping, not the training's: a run by hand writes to the terminal, and a cancel
 # of the job (which finds processes by DISTTRAIN_JOB_ID) must not stop it.
-_JOB_ONLY_ENV = (contract.JOB_ID_ENV, contract.LOG_DIR_ENV, contract.NODE_ENV)
+_JOB_ONLY_ENV = (contract.JOB_ID_ENV, contract.LOG_DIR_ENV, contract.NODE_ENV, contract.REPLICA_ENV)
+# Where a parameter-server job's processes meet: a by-hand run takes a port free then.
+_MEET_PORT_ENV = "DMLC_PS_ROOT_PORT"
 _FREE_PORT = 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 
 
@@ -130,11 +155,14 @@ def by_hand_script(agents: Sequence[AgentCommand], cwd: str) -> str:
     pythonpath = shared.pop("PYTHONPATH", None)
     if pythonpath:
         lines.append(f'export PYTHONPATH={shlex.quote(pythonpath)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(shared.items())]
     several = len(argvs) > 1
     if several:  # agents meet on a port free now, not the one the job had
         lines.append(f"port=$({shlex.quote(argvs[0][0])} -c {shlex.quote(_FREE_PORT)})")
         lines.append("pids=()")
+    lines += [
+        f'export {k}="$port"' if several and k == _MEET_PORT_ENV else f"export {k}={shlex.quote(v)}"
+        for k, v in sorted(shared.items())
+    ]
     skip = {*shared, *_JOB_ONLY_ENV, "PYTHONPATH"}
     for argv, env in zip(argvs, envs, strict=True):
         own = {k: v for k, v in env.items() if k not in skip}
@@ -148,7 +176,7 @@ def by_hand_script(agents: Sequence[AgentCommand], cwd: str) -> str:
 def _agent_line(argv: list[str], own_env: dict[str, str], script_name: str, *, fresh_port: bool) -> str:
     """One agent's torchrun command in run.sh, on the script beside it, with the arguments given."""
     words = [f"{k}={shlex.quote(v)}" for k, v in sorted(own_env.items())]
-    for arg in argv[: argv.index("-m", 3)]:
+    for arg in argv[: argv.index(WORKER_MODULE) - 1]:  # up to ``-m jupyter_disttrain.runtime.worker``
         if fresh_port and arg.startswith("--rdzv-endpoint="):
             words.append(shlex.quote(arg.rsplit(":", 1)[0] + ":") + '"$port"')
         else:

@@ -19,6 +19,8 @@ DEFAULT = "torchrun"
 _BUILTIN = {
     "torchrun": "jupyter_disttrain.launchers.torchrun:TorchrunLauncher",
     "deepspeed": "jupyter_disttrain.launchers.deepspeed:DeepSpeedLauncher",
+    "mxnet": "jupyter_disttrain.launchers.mxnet:MXNetLauncher",
+    "horovod": "jupyter_disttrain.launchers.horovod:HorovodLauncher",
 }
 NAMES = tuple(_BUILTIN)
 

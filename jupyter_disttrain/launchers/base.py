@@ -8,7 +8,9 @@ the script's arguments and the environment its processes add to the rank environ
 - ``torchrun``: the replicas are torch ranks; one torchrun agent per node starts
   ``nproc_per_node`` of them (a local process or a pod per node). They are named ``rank-<N>``
   after their global rank, as torchrun jobs always were.
-- ``process``: one process (or pod) per replica, named ``<role>-<index>``.
+- ``process``: one process (or pod) per replica, named ``<role>-<index>`` (a role that is
+  always one process, a parameter server's ``scheduler``, is named after the role alone).
+- ``horovodrun``: torch ranks too (``rank-<N>``), started by Horovod's ``horovodrun``.
 
 Launchers are pure translation, like the backends' dry runs: no process starts here, no heavy
 import (DeepSpeed itself is looked up, never imported).
@@ -27,6 +29,14 @@ from ..specs import JobSpec
 
 TORCHRUN = "torchrun"
 PROCESS = "process"
+HOROVODRUN = "horovodrun"
+RANKED = (TORCHRUN, HOROVODRUN)  # replicas that are torch ranks, named rank-N
+# Said by a launcher whose roles the Kubernetes backend does not lay out in pods yet, rather
+# than let it run them as plain torchrun pods.
+KUBERNETES_LATER = (
+    "--launcher {launcher} runs on the local backend only so far: its Kubernetes pods are not "
+    "built yet; leave out --backend kubernetes"
+)
 
 
 @dataclass(frozen=True)
@@ -38,11 +48,14 @@ class Role:
     args: list[str] = field(default_factory=list)  # the script's arguments
     env: dict[str, str] = field(default_factory=dict)  # on top of the rank environment
     via: str = TORCHRUN  # TORCHRUN: ranks started by one agent per node; PROCESS: one per replica
+    single: bool = False  # always one replica, named after the role (``scheduler``)
 
     def replica_names(self, first_rank: int = 0) -> list[str]:
         """The names of this role's replicas (``rank-N`` for torch ranks, ``<role>-<i>`` else)."""
-        if self.via == TORCHRUN:
+        if self.via in RANKED:
             return [contract.rank_name(first_rank + i) for i in range(self.replicas)]
+        if self.single:
+            return [self.name]
         return [f"{self.name}-{i}" for i in range(self.replicas)]
 
     def to_json(self) -> dict[str, Any]:
@@ -56,6 +69,7 @@ class Role:
             args=[str(a) for a in data.get("args", [])],
             env={str(k): str(v) for k, v in data.get("env", {}).items()},
             via=str(data.get("via", TORCHRUN)),
+            single=bool(data.get("single", False)),
         )
 
 
@@ -79,6 +93,11 @@ class LaunchContext:
     job_dir: str  # the job dir as the processes see it (a pod's may differ from the notebook's)
     cpu: bool  # no GPU: CPU processes with gloo
     cache_dir: str | None = None  # a per-user cache that outlives jobs (compiled ops...)
+    # Where a job's processes find the one the others meet at (a parameter server's scheduler):
+    # this machine's loopback and a free port locally; a Service's name in a cluster.
+    host: str = "127.0.0.1"
+    port: int = 0
+    loopback: bool = True  # every process on this machine: nothing may listen beyond loopback
 
 
 class Launcher(abc.ABC):
@@ -101,6 +120,11 @@ class Launcher(abc.ABC):
     @abc.abstractmethod
     def roles(self, spec: JobSpec, ctx: LaunchContext) -> list[Role]:
         """The job's roles, in the order their replicas are listed."""
+
+    def processes(self, spec: JobSpec) -> int:
+        """How many of the job's processes compute (what this machine's CPUs are counted
+        against; a parameter server's scheduler and servers mostly wait for the workers)."""
+        return spec.world_size
 
     def side_files(self, spec: JobSpec) -> dict[str, bytes]:
         """Files the job dir gets besides the script (e.g. a config the script reads), by name."""

@@ -18,6 +18,9 @@ HPARAMS_ENV = "DISTTRAIN_HPARAMS"
 # The local backend's bookkeeping: where the rank wrapper writes, and which agent a rank is under.
 LOG_DIR_ENV = "DISTTRAIN_LOG_DIR"
 NODE_ENV = "DISTTRAIN_NODE"
+# A process that is not a torch rank (a parameter server's ``scheduler``, ``server-0``...): its
+# replica name, which names its log and record; a rank's is ``rank-<RANK>``.
+REPLICA_ENV = "DISTTRAIN_REPLICA"
 # A pod's PYTHONPATH entries: its entry script puts them in front of the image's own PYTHONPATH
 # (a PYTHONPATH in the pod spec would replace the image's).
 PYTHONPATH_ENV = "DISTTRAIN_PYTHONPATH"
@@ -75,14 +78,15 @@ def stack_file(replica: str) -> str:
     return f"{replica}.txt"
 
 
-def record_file(rank: int) -> str:
-    return f"{rank_name(rank)}.json"
+def record_file(replica: str) -> str:
+    return f"{replica}.json"
 
 
 class RankRecord(TypedDict, total=False):
     """``ranks/rank-N.json``: written by the rank wrapper when the rank starts, again at its exit."""
 
     rank: int
+    replica: str  # rank-N for a torch rank, else its DISTTRAIN_REPLICA
     local_rank: int
     node: int
     restarts: int

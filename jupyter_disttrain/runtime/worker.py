@@ -3,7 +3,8 @@
 torchrun runs ``python -u -m jupyter_disttrain.runtime.worker train.py ARGS...`` in place of
 ``python -u train.py ARGS...``. The script runs as ``__main__`` exactly as it would by hand
 (it is ``sys.modules["__main__"]`` while it runs, so pickling and spawned DataLoader workers
-behave the same). Output goes straight to ``$DISTTRAIN_LOG_DIR/rank-<RANK>.log`` with no pipe
+behave the same). Output goes straight to ``$DISTTRAIN_LOG_DIR/rank-<RANK>.log`` (``<replica>.log`` for a
+process named by ``DISTTRAIN_REPLICA``) with no pipe
 and no extra thread, so nothing slows the training loop, and every line belongs to its rank.
 """
 
@@ -27,6 +28,9 @@ from typing import Any
 
 from . import contract
 from .joined import joined_any, joined_world, watch
+
+# Set in every process of a parameter-server job (ps-lite's, which MXNet uses).
+_PS_ROLE_ENV = "DMLC_ROLE"
 
 
 def _now() -> str:
@@ -65,13 +69,15 @@ def main(argv: list[str]) -> None:
     if not argv:
         sys.exit("usage: python -m jupyter_disttrain.runtime.worker SCRIPT [ARGS...]")
     script = os.path.abspath(argv[0])
-    rank = int(os.environ.get("RANK", "0"))
+    # torchrun's RANK; horovodrun names it HOROVOD_RANK.
+    rank = int(os.environ.get("RANK") or os.environ.get("HOROVOD_RANK") or "0")
+    replica = os.environ.get(contract.REPLICA_ENV) or contract.rank_name(rank)
     log_dir = os.environ.get(contract.LOG_DIR_ENV)
     record_path = None
     record: contract.RankRecord = {}
     if log_dir:
         fd = os.open(
-            os.path.join(log_dir, contract.log_file(contract.rank_name(rank))),
+            os.path.join(log_dir, contract.log_file(replica)),
             os.O_WRONLY | os.O_CREAT | os.O_APPEND,
             0o644,
         )
@@ -80,10 +86,11 @@ def main(argv: list[str]) -> None:
         os.close(fd)
         ranks_dir = os.path.join(os.path.dirname(log_dir), contract.RANKS_DIR)
         os.makedirs(ranks_dir, exist_ok=True)
-        record_path = os.path.join(ranks_dir, contract.record_file(rank))
+        record_path = os.path.join(ranks_dir, contract.record_file(replica))
         record = {
             "rank": rank,
-            "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+            "replica": replica,
+            "local_rank": int(os.environ.get("LOCAL_RANK") or os.environ.get("HOROVOD_LOCAL_RANK") or "0"),
             "node": int(os.environ.get(contract.NODE_ENV, os.environ.get("GROUP_RANK", "0"))),
             "restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
             "pid": os.getpid(),
@@ -105,13 +112,19 @@ def main(argv: list[str]) -> None:
         code = 0
     except SystemExit as exc:
         code, ended = _exit_code(exc), exc
+    except BaseException:
+        if not os.environ.get(_PS_ROLE_ENV):
+            raise  # Python prints it and exits 1, as without the wrapper
+        import traceback  # a parameter-server process prints it and ends below (see there)
+
+        traceback.print_exc()
     finally:
         if record_path:
             record.update({"exit_code": code, "finish_time": _now(), "joined_world": joined_world()})
             _write_final_record(record_path, record)
     if ended is not None and isinstance(ended.code, str):
         print(ended.code, file=sys.stderr)  # what ``sys.exit("message")`` prints
-    _exit_before_teardown(code)
+    _exit_before_teardown(code, failed_peer=code != 0 and bool(os.environ.get(_PS_ROLE_ENV)))
     if ended is not None:
         raise ended
 
@@ -148,8 +161,12 @@ def _main_module(script: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _exit_before_teardown(code: int) -> None:
+def _exit_before_teardown(code: int, *, failed_peer: bool = False) -> None:
     """End a rank that used a process group, skipping the interpreter's teardown.
+
+    ``failed_peer``: a parameter-server process whose script failed ends the same way. At
+    teardown, MXNet's kvstore waits in a barrier for every worker, and the others wait for this
+    one's push: the process would never exit and the job would never fail.
 
     Tearing down torch's C++ state there, gloo's threads included, now and then aborts a rank
     that finished its work, even after ``destroy_process_group`` (``terminate called without an
@@ -163,13 +180,13 @@ def _exit_before_teardown(code: int) -> None:
     destructor, which waits for gloo's threads while holding the GIL those threads need
     (a deadlock seen in CI). Nothing is lost by keeping them: the process ends with ``_exit``.
     """
-    if not joined_any():
+    if not (joined_any() or failed_peer):
         return
     gc.disable()  # an automatic collection could release such a group just the same
     main_thread = threading.main_thread()
     for thread in threading.enumerate():
-        if thread is not main_thread and not thread.daemon:
-            thread.join()
+        if thread is not main_thread and not thread.daemon and not failed_peer:
+            thread.join()  # a failed parameter-server process's threads may wait for its peers
     atexit._run_exitfuncs()
     _flush_open_files()
     os._exit(code)
