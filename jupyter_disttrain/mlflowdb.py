@@ -43,6 +43,18 @@ class MlflowRun:
     end_time: str | None
 
 
+@dataclass(frozen=True)
+class MetricRow:
+    """One ``log_metric`` point, of any run."""
+
+    row: int  # SQLite's rowid: grows with each insert
+    uuid: str
+    key: str
+    value: float
+    step: int
+    time: float  # seconds since the epoch
+
+
 def db_path(job_dir: Path) -> Path:
     return job_dir / MLFLOW_DB
 
@@ -137,20 +149,47 @@ def find(job_dir: Path, name: str) -> MlflowRun | None:
     return next((r for r in runs(job_dir) if name in (r.name, PREFIX + r.uuid)), None)
 
 
+def _rows(job_dir: Path, query: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """A query's rows, none when the database is missing, locked or not MLflow's."""
+    with _connect(job_dir) as con:
+        if con is None:
+            return []
+        try:
+            return con.execute(query, args).fetchall()
+        except sqlite3.Error:
+            return []
+
+
+def metric_rows(job_dir: Path, since: int, limit: int) -> list[MetricRow]:
+    """Up to ``limit`` metric points of every run after row ``since`` (SQLite's rowid), in order."""
+    rows = _rows(
+        job_dir,
+        "SELECT rowid, run_uuid, key, value, is_nan, step, timestamp FROM metrics"
+        " WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        (since, limit),
+    )
+    return [
+        MetricRow(
+            row=row,
+            uuid=str(uuid),
+            key=str(key),
+            value=float("nan") if nan else float(value),
+            step=step if isinstance(step, int) else 0,
+            time=(ts or 0) / 1000,
+        )
+        for row, uuid, key, value, nan, step, ts in rows
+    ]
+
+
 def points(job_dir: Path, uuid: str, since: int, limit: int) -> tuple[list[RunPoint], int, bool]:
     """Up to ``limit`` metric points of run ``uuid`` after row ``since`` (SQLite's rowid, which grows
     with each insert): (points, the last row read, more)."""
-    with _connect(job_dir) as con:
-        if con is None:
-            return [], since, False
-        try:
-            rows = con.execute(
-                "SELECT rowid, key, value, is_nan, step, timestamp FROM metrics"
-                " WHERE run_uuid = ? AND rowid > ? ORDER BY rowid LIMIT ?",
-                (uuid, since, limit + 1),
-            ).fetchall()
-        except sqlite3.Error:
-            return [], since, False
+    rows = _rows(
+        job_dir,
+        "SELECT rowid, key, value, is_nan, step, timestamp FROM metrics"
+        " WHERE run_uuid = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+        (uuid, since, limit + 1),
+    )
     more = len(rows) > limit
     rows = rows[:limit]
     out = [
