@@ -249,7 +249,8 @@ class JobManager:
             record, tb_prefix = listed.record, listed.record.id if in_root else None
             phase, name = listed.status.phase, record.spec.name
             runs = self.runs.summaries(job_dir, record.id, name, phase, tb_prefix)
-            runs += self.runs.mlflow_summaries(job_dir, record.id, name, phase, record.spec.hparams)
+            hparams = record.spec.hparams
+            runs += self.runs.mlflow_summaries(job_dir, record.id, name, phase, hparams, tb_prefix)
             if not runs and record.spec.hparams:
                 runs = [
                     self.runs.job_run(

@@ -339,12 +339,20 @@ class RunsReader:
         )
 
     def mlflow_summaries(
-        self, job_dir: Path, job_id: str, job_name: str, phase: JobPhase, hparams: dict[str, Any]
+        self,
+        job_dir: Path,
+        job_id: str,
+        job_name: str,
+        phase: JobPhase,
+        hparams: dict[str, Any],
+        tb_prefix: str | None,
     ) -> list[RunSummary]:
-        """The job's MLflow runs (``mlflowdb``) as rows; the job's captured hparams under MLflow's params."""
+        """The job's MLflow runs (``mlflowdb``) as rows; the job's captured hparams under MLflow's
+        params; ``tensorboard_run`` once the launcher wrote the run's scalars (``mlflowtb``)."""
         out = []
         for found in mlflowdb.runs(job_dir):
             record = _mlflow_record(found, hparams, phase)
+            written = tb_prefix and (job_dir / TENSORBOARD_DIR / found.name).is_dir()
             out.append(
                 RunSummary(
                     job_id=job_id,
@@ -360,7 +368,7 @@ class RunsReader:
                     total_steps=total_steps(record),
                     eta_seconds=None,
                     artifacts=0,
-                    tensorboard_run=None,
+                    tensorboard_run=f"{tb_prefix}/{TENSORBOARD_DIR}/{found.name}" if written else None,
                 )
             )
         return out

@@ -32,6 +32,7 @@ from .local_request import LocalRequest, request_roles
 from .rank_exits import AgentExit, agent_exits, oom_kills, signal_name
 
 if TYPE_CHECKING:
+    from ..mlflowtb import MlflowTensorBoard
     from ..runtime.sampler import Monitor
 
 POLL_SECONDS = 0.1  # while stopping processes
@@ -95,6 +96,7 @@ class Supervisor:
         self._busy: str | None = None  # what the ranks are busy with before training, if anything
         self._busy_next = 0.0
         self._monitor: Monitor | None = None
+        self._mlflow: MlflowTensorBoard | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -124,11 +126,13 @@ class Supervisor:
         self._event("Normal", "Started", started)
         self.store.write_status(self.status)
         self._start_monitor()
+        self._start_mlflow()
         try:
             self._watch()
         finally:
             if self._monitor is not None:
                 self._monitor.stop()
+            self._stop_mlflow()
         return 0
 
     # -- resource monitoring -----------------------------------------------------------------
@@ -152,6 +156,17 @@ class Supervisor:
         except OSError as exc:  # the job runs on without samples
             self._monitor = None
             _say(f"no resource monitoring: {exc}")
+
+    def _start_mlflow(self) -> None:
+        """Follow the ranks' MLflow database into the job's TensorBoard dir (``mlflowtb``)."""
+        from ..mlflowtb import MlflowTensorBoard
+
+        self._mlflow = MlflowTensorBoard(self.job_dir, self.job_dir / contract.TENSORBOARD_DIR, _say)
+        self._mlflow.start()
+
+    def _stop_mlflow(self) -> None:
+        if self._mlflow is not None:
+            self._mlflow.stop()
 
     def _running_ranks(self) -> dict[str, int]:
         """The replicas running now (name -> pid: torch's ranks and a parameter-server job's
@@ -507,6 +522,7 @@ class Supervisor:
         (self.job_dir / RESERVE_FILE).unlink(missing_ok=True)
         if phase is not JobPhase.SUCCEEDED:
             self._abandon()
+        self._stop_mlflow()  # the last points land before the job reads as ended
         self.status.end(phase, reason, message)
         if phase is JobPhase.SUCCEEDED:
             self.status.exit_code = 0
