@@ -1,6 +1,6 @@
 """MLflow and Lightning in a real job, with nothing configured: MLflow records into the job's SQLite
-database and its runs show in the runs API; Lightning's default logger writes into the job's
-TensorBoard dir."""
+database, its runs show in the runs API and its metrics in the job's TensorBoard dir; Lightning's
+default logger writes into the job's TensorBoard dir."""
 
 from __future__ import annotations
 
@@ -51,6 +51,18 @@ trainer = pl.Trainer(
 trainer.fit(Model(), data)
 """
 
+# Two ranks, MLflow from rank 0 only (it is not rank-aware).
+RANK0_SCRIPT = """
+import os
+import mlflow
+
+if int(os.environ["RANK"]) == 0:
+    with mlflow.start_run(run_name="tb"):
+        for step in range(4):
+            mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+        mlflow.log_metric("acc", 0.5, step=3)
+"""
+
 
 @pytest.fixture
 def job_root(shared_root: Path) -> Path:
@@ -62,6 +74,12 @@ def interop_job(shared_root: Path) -> str:
     pytest.importorskip("mlflow")
     pytest.importorskip("lightning")
     return run_checkout_job(shared_root, SCRIPT, "interop", 1)
+
+
+@pytest.fixture(scope="module")
+def rank0_job(shared_root: Path) -> str:
+    pytest.importorskip("mlflow")
+    return run_checkout_job(shared_root, RANK0_SCRIPT, "mlflow-tb", 2)
 
 
 async def get_json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
@@ -87,6 +105,20 @@ async def test_mlflow_runs_of_a_job_are_in_the_runs_api(
         ("gap", "NaN", 4),
     ]
     assert rest["more"] is False and rest["record"]["mlflow_run_id"]
+
+
+async def test_mlflow_metrics_are_in_the_jobs_tensorboard_dir(
+    jp_fetch: Any, rank0_job: str, shared_root: Path
+) -> None:
+    tb_dir = JobStore(shared_root).tensorboard_dir(rank0_job)
+    assert sorted(p.name for p in tb_dir.iterdir()) == ["_mlflow.tb"]
+    scalars, _, _ = tensorboard(tb_dir / "_mlflow.tb")
+    assert scalars == {
+        "mlflow/loss": [(0, 1.0), (1, 0.5), (2, pytest.approx(1 / 3)), (3, 0.25)],
+        "mlflow/acc": [(3, 0.5)],
+    }
+    (row,) = (await get_json(jp_fetch, "runs", params={"job": rank0_job}))["runs"]
+    assert row["run"] == "_mlflow.tb" and row["tensorboard_run"] == f"{rank0_job}/tensorboard/_mlflow.tb"
 
 
 def test_lightnings_default_logger_writes_into_the_jobs_tensorboard_dir(
