@@ -227,7 +227,8 @@ class RunSummary:
     ``total_steps`` comes from ``create_run(..., total_steps=N)`` or an hparam ``total_steps`` or
     ``max_steps``; ``eta_seconds`` is known while it runs with a total. ``tensorboard_run`` is
     the run's path in the all-jobs TensorBoard (``ALL_JOBS``; a run recorded by every rank has
-    one TensorBoard run per rank below it, ``rank-N``), null for a job outside its log dir.
+    one TensorBoard run per rank below it, ``rank-N``), null for a job outside its log dir (and
+    for an MLflow run until the launcher wrote its scalars, ``mlflowtb``).
     """
 
     job_id: str
