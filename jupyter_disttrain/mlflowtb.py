@@ -6,8 +6,9 @@ Each ``log_metric`` point becomes the scalar ``mlflow/<key>`` at its step in
 ``mlflowdb`` reads it (read-only, never a lock held, bounded batches by rowid); one missing,
 locked or not MLflow's is read again at the next poll. The writer (``torch.utils.tensorboard``)
 is imported only once a point exists: a job that does not use MLflow pays one ``stat`` a poll.
-The launcher runs it (``backends/local_supervisor``); ``stop`` reads to the end and flushes, so
-the last points land before the job's end is written.
+A local job's launcher runs it (``backends/local_supervisor``), on Kubernetes the pod wrapper of
+rank 0's replica when the job dir is on the PVC (``podscript``); ``stop`` reads to the end and
+flushes, so the last points land before the job's end is written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import mlflowdb
+from .runtime.contract import TENSORBOARD_DIR
 
 log = logging.getLogger(__name__)
 
@@ -97,3 +99,10 @@ class MlflowTensorBoard:
 
             self._writers[name] = SummaryWriter(log_dir=str(self.logdir / name))
         return self._writers[name]
+
+
+def follow(job_dir: str | Path, say: Callable[[str], None]) -> MlflowTensorBoard:
+    """Start following ``<job_dir>/mlflow.db`` into ``<job_dir>/tensorboard``."""
+    follower = MlflowTensorBoard(Path(job_dir), Path(job_dir) / TENSORBOARD_DIR, say)
+    follower.start()
+    return follower

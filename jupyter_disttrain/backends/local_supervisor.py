@@ -159,10 +159,9 @@ class Supervisor:
 
     def _start_mlflow(self) -> None:
         """Follow the ranks' MLflow database into the job's TensorBoard dir (``mlflowtb``)."""
-        from ..mlflowtb import MlflowTensorBoard
+        from ..mlflowtb import follow
 
-        self._mlflow = MlflowTensorBoard(self.job_dir, self.job_dir / contract.TENSORBOARD_DIR, _say)
-        self._mlflow.start()
+        self._mlflow = follow(self.job_dir, _say)
 
     def _stop_mlflow(self) -> None:
         if self._mlflow is not None:

@@ -156,7 +156,7 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     # The user's values reach the pod as argv of a constant wrapper, never inside a shell string.
     assert c["command"][:5] == [*mf.PYTHON_LAUNCH, mf.POD_WRAPPER]
     assert c["command"][5:] == [
-        job_dir + "/logs", job_dir + "/exits", "node-", "mnist-ddp-ab12c", "--",
+        job_dir + "/logs", job_dir + "/exits", "node-", "mnist-ddp-ab12c", "node-0", "--",
         "torchrun", "--tee", "3", job_dir + "/train.py", "--epochs", "1",
     ]  # fmt: skip
     assert info.request.logs_on_pvc is True

@@ -217,15 +217,18 @@ def script_args(spec: JobSpec, place: Placement) -> list[str]:
     return list(place.role.args) if place.role else list(spec.args)
 
 
-def container_command(spec: JobSpec, job_id: str, place: Placement, replica_prefix: str) -> list[str]:
-    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <exit dir> <replica prefix> <job id> --
-    torchrun ... script args``: the image's python runs the wrapper, which runs torchrun."""
+def container_command(
+    spec: JobSpec, job_id: str, place: Placement, replica_prefix: str, rank0: str | None
+) -> list[str]:
+    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <exit dir> <replica prefix> <job id>
+    <rank 0's replica> -- torchrun ... script args``: the image's python runs the wrapper, which runs
+    torchrun."""
     log_dir = exit_dir = "-"  # no shared job dir: logs via pods/log, no exit record
     if place.pvc_for_job_dir is not None:
         log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
         exit_dir = posixpath.join(place.job_dir, contract.EXITS_DIR)
     launcher = ["torchrun", "--tee", "3", script_path(spec, place), *script_args(spec, place)]
-    wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, "--", *launcher]
+    wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 
 
@@ -243,11 +246,13 @@ def pod_template(
     *,
     container: str,
     replica_prefix: str,
+    rank0: str | None,
 ) -> dict[str, Any]:
     """The pod every flavour runs: command, env contract, resources, volumes, placement.
 
     ``container`` names the training container; ``replica_prefix`` is what the pod wrapper puts
-    before its hostname (minus the job id) to name its replica. A flavour adds its own fields."""
+    before its hostname (minus the job id) to name its replica, ``rank0`` is the replica of rank 0
+    (its pod follows MLflow into TensorBoard). A flavour adds its own fields."""
     working_dir = spec.working_dir
     if not working_dir or not any(under(working_dir, v.mount_path) for v in place.volumes):
         working_dir = place.pod_job_dir if place.pvc_for_job_dir else CODE_DIR
@@ -255,7 +260,7 @@ def pod_template(
     main: dict[str, Any] = {
         "name": container,
         "image": place.image,
-        "command": container_command(spec, job_id, place, replica_prefix),
+        "command": container_command(spec, job_id, place, replica_prefix, rank0),
         "workingDir": working_dir,
         "env": _env(spec, job_id, place, working_dir, extra_env),
         "resources": _resources(spec, place.gpu),

@@ -16,10 +16,12 @@ from ...runtime import sampler
 # With the job dir on the PVC it also samples the pod's ranks (torchrun's children, named by their
 # RANK) into <job_dir>/metrics/rank-N.jsonl, as the local launcher does: the source of
 # runtime/sampler.py goes in front of the wrapper (self-contained: psutil and NVML are imported
-# when used, and an image without psutil gets one line and no samples).
+# when used, and an image without psutil gets one line and no samples). The pod of rank 0's replica
+# (argv "rank0") also follows the job's mlflow.db into its TensorBoard dir (mlflowtb, imported from
+# the image's jupyter_disttrain: without it, one line), stopped after torchrun, before the exit record.
 _WRAPPER = """\
 import json, os, re, signal, socket, subprocess, sys, time
-log_dir, exit_dir, prefix, job_id, _, *cmd = sys.argv[1:]
+log_dir, exit_dir, prefix, job_id, rank0, _, *cmd = sys.argv[1:]
 host = os.environ.get("HOSTNAME") or socket.gethostname()
 replica = prefix + (host[len(job_id) + 1:] if host.startswith(job_id + "-") else host)
 out, tail = None, b""
@@ -76,6 +78,13 @@ if log_dir != "-":
         sample_ranks()
     except Exception as exc:  # never the job's failure
         say(f"no resource samples: {exc}")
+mlflow_tb = None
+if log_dir != "-" and replica == rank0:
+    try:
+        from jupyter_disttrain.mlflowtb import follow
+        mlflow_tb = follow(os.path.dirname(log_dir), say)
+    except Exception as exc:
+        say(f"MLflow metrics are not written into TensorBoard: {exc}")
 for chunk in iter(lambda: child.stdout.read1(65536), b""):
     emit(chunk)
 def exit_code(code):
@@ -93,6 +102,8 @@ def record(code):
         json.dump({"exit_code": code, "finish_time": when, "signal": (stopped_by or [None])[0]}, f)
     os.replace(path + ".tmp", path)
 code = exit_code(child.wait())
+if mlflow_tb:
+    mlflow_tb.stop()
 try:
     record(code)
 except OSError as exc:  # the verdict is also in the pod's status while the pod exists

@@ -114,7 +114,14 @@ class Flavor(abc.ABC):
     ) -> dict[str, Any]:
         """The pod every flavour runs, its container named for this flavour; ``env`` first."""
         return mf.pod_template(
-            spec, job_id, opts, place, list(env), container=self.container, replica_prefix=self.replica_prefix
+            spec,
+            job_id,
+            opts,
+            place,
+            list(env),
+            container=self.container,
+            replica_prefix=self.replica_prefix,
+            rank0=self.rank0_replica(spec),
         )
 
     def workload(
