@@ -66,14 +66,14 @@ class MlflowTensorBoard:
         Returns how many were written."""
         written = 0
         while not self._broken and (batches is None or batches > 0):
-            rows = mlflowdb.metric_rows(self.job_dir, self._since, BATCH)
-            if not rows:
-                break
             try:
+                rows = mlflowdb.metric_rows(self.job_dir, self._since, BATCH)
                 self._write(rows)
             except Exception as exc:  # the job runs on: its db has every point
                 self._broken = True
                 self._say(f"MLflow metrics are not written into TensorBoard: {exc}")
+                break
+            if not rows:
                 break
             self._since = rows[-1].row
             written += len(rows)

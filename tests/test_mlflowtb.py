@@ -38,3 +38,20 @@ def test_new_rows_after_a_read_are_written_once(tmp_path: Path, mlflow: object) 
     assert [step for step, _ in scalars["mlflow/acc"]] == [3]
     assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == ["_mlflow.tail"]
     assert said == []
+
+
+def test_a_locked_database_is_read_at_the_next_poll(tmp_path: Path, mlflow: object) -> None:
+    import sqlite3
+
+    with mlflow.start_run(run_name="locked"):  # type: ignore[attr-defined]
+        mlflow.log_metric("loss", 1.0, step=0)  # type: ignore[attr-defined]
+    said: list[str] = []
+    follower = MlflowTensorBoard(tmp_path, tmp_path / "tensorboard", said.append)
+    holder = sqlite3.connect(db_path(tmp_path))
+    holder.execute("BEGIN EXCLUSIVE")  # a writer mid-transaction: readers get "database is locked"
+    assert follower.follow(batches=None) == 0
+    holder.rollback()
+    holder.close()
+    assert follower.follow(batches=None) == 1
+    follower.stop()
+    assert said == []
