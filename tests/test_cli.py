@@ -59,9 +59,10 @@ def test_cancel_orphans_stops_a_job_whose_directory_was_removed(tmp_path: Path) 
     assert len(procs.orphans()[str(job.dir)]) >= 4  # launcher, agent, two ranks
     assert "no job" in _cli(root, "cancel", job.id, check=False).stderr
     done = _cli(root, "cancel", "--orphans")
-    assert done.stdout.startswith(f"{job.dir}: stopped ")
+    # Orphans are swept machine-wide (no record names them): another run's may be listed too.
+    assert any(line.startswith(f"{job.dir}: stopped ") for line in done.stdout.splitlines()), done.stdout
     assert procs.wait_gone(job.id, timeout=30) and str(job.dir) not in procs.orphans()
-    assert _cli(root, "cancel", "--orphans").stdout == "no orphaned job processes\n"
+    assert str(job.dir) not in _cli(root, "cancel", "--orphans").stdout
     assert "give a job id, or --orphans alone" in _cli(root, "cancel", check=False).stderr
 
 
