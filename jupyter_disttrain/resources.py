@@ -36,6 +36,7 @@ MAX_POINTS = 600  # per replica per answer: a sparkline needs no more
 _GAPS = 50  # the usual interval is the median of this many last gaps
 _SCAN_ENTRIES = 2000  # directory entries looked at for progress, at most
 DEFAULT_INTERVAL = 2.0
+LIST_TAIL_BYTES = 32 * 1024  # of a series file a job listing reads: the last ~200 samples
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,13 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
 def _walk_files(top: Path, depth: int, budget: list[int]) -> Iterator[Path]:
     """Files under ``top`` at most ``depth`` levels down, within ``budget[0]`` entries overall."""
     try:
@@ -148,6 +156,43 @@ def monitor_info(job_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def _series_path(job_dir: Path, replica: str) -> Path:
+    return job_dir / contract.METRICS_DIR / contract.metrics_file(replica)
+
+
+def liveness(
+    job_dir: Path, rep: ReplicaState, raw: list[dict[str, Any]], last_progress: float | None, now: float
+) -> tuple[float | None, float | None, bool]:
+    """``rep``'s last output, last progress and whether it is quiet, from its series ``raw``."""
+    # The rank's own log; on Kubernetes its pod's, whose time the pod's sampler notes.
+    outs = [_mtime(job_dir / contract.LOGS_DIR / contract.log_file(rep.name))]
+    outs += [s["out"] for s in raw[-1:] if isinstance(s.get("out"), (int, float))]
+    last_output = max((t for t in outs if t is not None), default=None)
+    seen = [t for t in (last_output, last_progress, rep.started) if t is not None]
+    quiet = bool(seen) and not rep.ended and now - max(seen) > quiet_after(usual_interval(raw))
+    return last_output, last_progress, quiet
+
+
+def quiet_replicas(job_dir: Path, replicas: list[ReplicaState]) -> list[str]:
+    """The replicas ``read_resources`` would flag quiet, for a job listing: only the last
+    ``LIST_TAIL_BYTES`` of each series are read, unless they hold too few outputs to tell the
+    replica's usual interval (a rank that prints rarely), and no samples are made."""
+    running = [rep for rep in replicas if not rep.ended]
+    if not running:
+        return []
+    now = time.time()
+    progress = progress_times(job_dir)
+    out = []
+    for rep in running:
+        path = _series_path(job_dir, rep.name)
+        raw = read_series(str(path), LIST_TAIL_BYTES)
+        if usual_interval(raw) is None and (_size(path) or 0) > LIST_TAIL_BYTES:
+            raw = read_series(str(path))  # its history lies further back: read as the details do
+        if liveness(job_dir, rep, raw, progress.get(rep.name), now)[2]:
+            out.append(rep.name)
+    return out
+
+
 def read_resources(
     job_dir: Path, replicas: list[ReplicaState], since: float | None = None, message: str | None = None
 ) -> Resources:
@@ -159,15 +204,9 @@ def read_resources(
     progress = progress_times(job_dir)
     out: dict[str, ReplicaResources] = {}
     for rep in replicas:
-        raw = read_series(str(job_dir / contract.METRICS_DIR / contract.metrics_file(rep.name)))
+        raw = read_series(str(_series_path(job_dir, rep.name)))
         new = [s for s in raw if since is None or s["t"] > since]
-        # The rank's own log; on Kubernetes its pod's, whose time the pod's sampler notes.
-        outs = [_mtime(job_dir / contract.LOGS_DIR / contract.log_file(rep.name))]
-        outs += [s["out"] for s in raw[-1:] if isinstance(s.get("out"), (int, float))]
-        last_output = max((t for t in outs if t is not None), default=None)
-        last_progress = progress.get(rep.name)
-        seen = [t for t in (last_output, last_progress, rep.started) if t is not None]
-        quiet = bool(seen) and not rep.ended and now - max(seen) > quiet_after(usual_interval(raw))
+        last_output, last_progress, quiet = liveness(job_dir, rep, raw, progress.get(rep.name), now)
         samples = [to_sample(s) for s in thin(new, MAX_POINTS)]
         out[rep.name] = ReplicaResources(samples, rep.ended, last_output, last_progress, quiet)
     interval = float(info.get("interval", DEFAULT_INTERVAL)) if info else DEFAULT_INTERVAL

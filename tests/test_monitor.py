@@ -16,7 +16,14 @@ import pytest
 
 from jupyter_disttrain import resources
 from jupyter_disttrain.payloads import to_json
-from jupyter_disttrain.resources import ReplicaState, quiet_after, read_resources, thin, usual_interval
+from jupyter_disttrain.resources import (
+    ReplicaState,
+    quiet_after,
+    quiet_replicas,
+    read_resources,
+    thin,
+    usual_interval,
+)
 from jupyter_disttrain.runtime import sampler
 from jupyter_disttrain.runtime.sampler import Gpus, Monitor, SeriesFile, compacted, read_series
 
@@ -199,6 +206,26 @@ def test_quiet_replica_from_files(tmp_path: Path) -> None:
     assert not answer.replicas["rank-0"].quiet and answer.replicas["rank-0"].last_progress is not None
     ended = read_resources(tmp_path, [ReplicaState("rank-1", True, now - 200)])
     assert not ended.replicas["rank-1"].quiet  # an ended replica is never quiet
+    assert quiet_replicas(tmp_path, states) == ["rank-1"]  # the job list says the same
+    assert quiet_replicas(tmp_path, [ReplicaState("rank-1", True, now - 200)]) == []
+
+
+def test_the_list_reads_further_back_for_a_rank_that_rarely_prints(tmp_path: Path) -> None:
+    """Outputs 10 min apart, 100 s ago: not quiet (its usual interval is long), though the series'
+    last ``LIST_TAIL_BYTES`` hold a single output time, as the details also say."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "metrics").mkdir()
+    now = time.time()
+    last_out = now - 100
+    outs = [last_out - 600 * k for k in range(4, -1, -1)]
+    lines = [{"t": t, "cpu_percent": 1, "rss_bytes": 1 << 30, "out": max(o for o in outs if o <= t)}
+             for t in (outs[0] + 0.5 * i for i in range(int((now - outs[0]) / 0.5)))]  # fmt: skip
+    series = "".join(json.dumps(s) + "\n" for s in lines)
+    assert len(series) > 4 * resources.LIST_TAIL_BYTES
+    (tmp_path / "metrics" / "rank-0.jsonl").write_text(series)
+    states = [ReplicaState("rank-0", False, outs[0])]
+    assert not read_resources(tmp_path, states).replicas["rank-0"].quiet
+    assert quiet_replicas(tmp_path, states) == []
 
 
 @pytest.mark.parametrize("value", [-1, 0.05, 7200, float("nan"), True, "2"])
