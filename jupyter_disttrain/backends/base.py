@@ -16,7 +16,7 @@ from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedErr
 from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..payloads import Resources, StackDump
-from ..resources import ReplicaState, quiet_replicas, read_resources
+from ..resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 
@@ -34,6 +34,7 @@ class Backend(abc.ABC):
 
     def __init__(self, store: JobStore | None = None) -> None:
         self.store = store or JobStore()
+        self.series_tails = SeriesTails()  # what listings read of the running jobs' series
 
     # -- submit ------------------------------------------------------------------------------
     def dryrun(
@@ -289,7 +290,7 @@ class Backend(abc.ABC):
     def _quiet(self, record: JobRecord, status: JobStatus) -> list[str]:
         """From the job dir, as ``_resources`` flags them."""
         replicas = [ReplicaState.of(r, False) for r in status.replicas]
-        return quiet_replicas(self.store.job_dir(record.id), replicas)
+        return quiet_replicas(self.store.job_dir(record.id), replicas, self.series_tails)
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
         raise BackendError(f"the {self.name} backend cannot dump a replica's stacks")

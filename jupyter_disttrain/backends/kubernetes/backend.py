@@ -391,7 +391,7 @@ class KubernetesBackend(Backend):
         if not KubeRequest.from_json(record.request).logs_on_pvc:
             return []
         job_dir = self.store.job_dir(record.id)
-        return quiet_replicas(job_dir, _sampled_ranks(job_dir, False))
+        return quiet_replicas(job_dir, _sampled_ranks(job_dir, False), self.series_tails)
 
     # -- stacks ------------------------------------------------------------------------------
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
