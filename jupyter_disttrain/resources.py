@@ -14,9 +14,7 @@ pause of a few seconds.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import os
 import statistics
 import threading
@@ -28,7 +26,7 @@ from typing import Any, BinaryIO
 
 from .payloads import GpuSample, ReplicaResources, Resources, ResourceSample
 from .runtime import contract
-from .runtime.sampler import read_series
+from .runtime.sampler import parse_samples, read_series
 from .specs import ReplicaStatus, iso_seconds
 from .store import read_json
 
@@ -248,13 +246,7 @@ def _follow(f: BinaryIO, start: int, size: int, history: History, skip_partial: 
     data = f.read(min(size - start, 4 * LIST_TAIL_BYTES))
     end = data.rfind(b"\n") + 1  # a line being written is read next time
     first = data.find(b"\n") + 1 if skip_partial else 0  # started mid-line
-    samples = []
-    for line in data[first:end].splitlines():
-        with contextlib.suppress(ValueError):
-            sample = json.loads(line)
-            if isinstance(sample, dict):
-                samples.append(sample)
-    history.add(samples)
+    history.add(parse_samples(data[first:end]))
     return end
 
 
