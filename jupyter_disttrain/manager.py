@@ -154,7 +154,7 @@ class JobManager:
         except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
             backend_error = str(exc)
             status = self.stored_status(record)
-        summary = JobSummary.of(record, status, deleted)
+        summary = JobSummary.of(record, status, deleted, self._quiet(record, status))
         roles = RoleSummary.of(record, status)
         return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error, roles)
 

@@ -1,5 +1,5 @@
-"""The job list flags a running job's quiet replicas: a real two-rank job whose rank 0 keeps
-printing and whose rank 1 prints a few lines, then sleeps in ``stuck_here``."""
+"""The job list (and a job's summary) flags a running job's quiet replicas: a real two-rank job
+whose rank 0 keeps printing and whose rank 1 prints a few lines, then sleeps in ``stuck_here``."""
 
 from __future__ import annotations
 
@@ -55,6 +55,8 @@ async def test_the_listing_names_the_stuck_rank(jp_fetch: Any, job_root: Path) -
         )
         assert flagged["phase"] == "Running"
         assert flagged["quiet"] == ["rank-1"]  # rank 0 still prints
+        detail = json.loads((await jp_fetch("disttrain", "api", "jobs", job.id)).body)
+        assert detail["summary"]["quiet"] == ["rank-1"]  # the details' summary says the same
     finally:
         job.cancel()
     ended = await summary()
