@@ -80,12 +80,13 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   await expect(rank1.locator('.jp-DistTrain-quiet')).toBeVisible({ timeout: 180000 });
   await expect(rank0.locator('.jp-DistTrain-quiet')).toHaveCount(0);
   await expect(grid.locator('tr[data-replica="rank-1"] .jp-DistTrain-quiet')).toBeVisible();
-  // ...and so does the job's row in the sidebar, naming the rank
+  await details.locator('.jp-DistTrainResources').scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(SHOTS, 'resources.png') });
+
+  // --- the job's row in the sidebar is flagged too, its tooltip naming the rank
   const rowQuiet = row.locator('.jp-DistTrain-quiet');
   await expect(rowQuiet).toBeVisible({ timeout: 60000 });
   await expect(rowQuiet).toHaveAttribute('title', /^rank-1 has had no output or progress/);
-  await details.locator('.jp-DistTrainResources').scrollIntoViewIfNeeded();
-  await page.screenshot({ path: path.join(SHOTS, 'resources.png') });
 
   // --- the sparklines take their colours from the theme, dark included
   await page.theme.setDarkTheme();
