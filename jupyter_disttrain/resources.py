@@ -257,10 +257,15 @@ def quiet_replicas(job_dir: Path, replicas: list[ReplicaState], tails: SeriesTai
     if not running:
         return []
     now = time.time()
-    progress = progress_times(job_dir)
+    progress: dict[str, float] | None = None
     out = []
     for rep in running:
         history = tails.history(_series_path(job_dir, rep.name))
+        last_output, _, quiet = liveness(job_dir, rep, history, None, now)
+        if not quiet and (last_output is not None or rep.started is not None):
+            continue  # heard from lately: a progress write, newer still, cannot make it quiet
+        if progress is None:  # a directory scan: only for a job with a replica that looks quiet
+            progress = progress_times(job_dir)
         if liveness(job_dir, rep, history, progress.get(rep.name), now)[2]:
             out.append(rep.name)
     return out

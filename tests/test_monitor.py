@@ -209,6 +209,8 @@ def test_quiet_replica_from_files(tmp_path: Path) -> None:
     ended = read_resources(tmp_path, [ReplicaState("rank-1", True, now - 200)])
     assert not ended.replicas["rank-1"].quiet  # an ended replica is never quiet
     assert quiet_replicas(tmp_path, states, SeriesTails()) == ["rank-1"]  # the job list says the same
+    # started long ago and no output, but fresh em progress: not quiet in the list either
+    assert quiet_replicas(tmp_path, [ReplicaState("rank-0", False, now - 200)], SeriesTails()) == []
     assert quiet_replicas(tmp_path, [ReplicaState("rank-1", True, now - 200)], SeriesTails()) == []
 
 
