@@ -2,7 +2,9 @@
 
 A real Jupyter server (a subprocess with the extension on) over a store filled with 1,000
 local-backend jobs: most ended, some "running" under a launcher pid that is alive, so the
-backend's reconciliation is exercised too. ``GET disttrain/api/jobs`` is timed end to end.
+backend's reconciliation is exercised too. Each running rank has what its liveness ("quiet") is
+read from: a log, a full resource series (as a long job's) and em metrics.
+``GET disttrain/api/jobs`` is timed end to end.
 
     python bench/bench_list_jobs.py [--jobs 1000] [--rounds 40]
 
@@ -30,6 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from jupyter_disttrain.runtime.sampler import MAX_BYTES  # noqa: E402
 from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus  # noqa: E402
 from jupyter_disttrain.store import JobRecord, JobStore, write_json_atomic  # noqa: E402
 
@@ -98,6 +101,26 @@ def fill_store(store: JobStore, count: int) -> None:
         if running:
             launcher = {"pid": os.getpid(), "create_time": _create_time()}
             write_json_atomic(store.job_dir(record.id) / "launcher.json", launcher)
+            write_liveness_files(store.job_dir(record.id), [r.name for r in replicas])
+
+
+def write_liveness_files(job_dir: Path, replicas: list[str]) -> None:
+    """Each rank's log and series (one sample a second, up to the size the sampler compacts at)
+    and rank 0's em metrics, as a job running for hours has them."""
+    now = time.time()
+    count = MAX_BYTES // 130  # samples of ~130 bytes
+    for name in replicas:
+        samples = (
+            {"t": now - count + i, "cpu_percent": 99.5, "rss_bytes": 1 << 30, "threads": 12,
+             "read_bytes": 4096 * i, "write_bytes": 1024 * i, "out": now - count + i}
+            for i in range(count)
+        )  # fmt: skip
+        (job_dir / "metrics").mkdir(exist_ok=True)
+        (job_dir / "metrics" / f"{name}.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+        (job_dir / "logs").mkdir(exist_ok=True)
+        (job_dir / "logs" / f"{name}.log").write_text("step\n" * 1000)
+    (job_dir / "runs" / "r1").mkdir(parents=True, exist_ok=True)
+    (job_dir / "runs" / "r1" / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n' * 1000)
 
 
 def _create_time() -> float:

@@ -107,7 +107,8 @@ class JobManager:
             except (OSError, ValueError, KeyError, DistTrainError):
                 continue  # being written or removed right now: the next listing has it
         for record, status in self._statuses(changed):
-            listed = Listed(fingerprints[record.id], record, status, to_json(JobSummary.of(record, status)))
+            summary = JobSummary.of(record, status, quiet=self._quiet(record, status))
+            listed = Listed(fingerprints[record.id], record, status, to_json(summary))
             out.append(listed)
             if status.is_terminal:
                 self._ended[record.id] = listed
@@ -129,6 +130,16 @@ class JobManager:
             for record in group:
                 yield record, statuses.get(record.id) or self.stored_status(record)
 
+    def _quiet(self, record: JobRecord, status: JobStatus) -> list[str]:
+        """The replicas of a running job flagged quiet; none when its backend cannot tell."""
+        if status.phase is not JobPhase.RUNNING:
+            return []  # most of a long listing: not even its backend is looked up
+        try:
+            return self.backend(record.backend).quiet(record, status)
+        except Exception as exc:  # a flag, not the listing: never fail it
+            log.debug("could not tell whether job %s has quiet replicas: %s", record.id, exc)
+            return []
+
     def status(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).describe(job_id)
 
@@ -143,7 +154,7 @@ class JobManager:
         except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
             backend_error = str(exc)
             status = self.stored_status(record)
-        summary = JobSummary.of(record, status, deleted)
+        summary = JobSummary.of(record, status, deleted, self._quiet(record, status))
         roles = RoleSummary.of(record, status)
         return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error, roles)
 

@@ -40,9 +40,12 @@ class JobSummary:
     message: str | None
     deleted: bool = False
     launcher: str = "torchrun"
+    quiet: list[str] = field(default_factory=list)  # running replicas silent for longer than usual
 
     @classmethod
-    def of(cls, record: JobRecord, status: JobStatus, deleted: bool = False) -> JobSummary:
+    def of(
+        cls, record: JobRecord, status: JobStatus, deleted: bool = False, quiet: list[str] | None = None
+    ) -> JobSummary:
         spec = record.spec
         # The backend records where the job really runs ("cpu" when no GPU was visible or chosen).
         on_cpu = spec.accelerator == "cpu" or request_device(record.request) == "cpu"
@@ -63,6 +66,7 @@ class JobSummary:
             message=status.message,
             deleted=deleted,
             launcher=spec.launcher,
+            quiet=quiet or [],
         )
 
 

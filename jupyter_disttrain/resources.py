@@ -17,15 +17,16 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .payloads import GpuSample, ReplicaResources, Resources, ResourceSample
 from .runtime import contract
-from .runtime.sampler import read_series
+from .runtime.sampler import parse_samples, read_series
 from .specs import ReplicaStatus, iso_seconds
 from .store import read_json
 
@@ -36,6 +37,7 @@ MAX_POINTS = 600  # per replica per answer: a sparkline needs no more
 _GAPS = 50  # the usual interval is the median of this many last gaps
 _SCAN_ENTRIES = 2000  # directory entries looked at for progress, at most
 DEFAULT_INTERVAL = 2.0
+LIST_TAIL_BYTES = 32 * 1024  # of a series file a job listing reads first: the last ~200 samples
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,7 @@ def thin(items: list[Any], n: int) -> list[Any]:
 def usual_interval(samples: list[dict[str, Any]]) -> float | None:
     """The median gap between the distinct output times the samples noted, None with fewer than
     three of them."""
-    outs = sorted({float(s["out"]) for s in samples if isinstance(s.get("out"), (int, float))})
-    gaps = [b - a for a, b in itertools.pairwise(outs)][-_GAPS:]
-    return statistics.median(gaps) if len(gaps) >= 2 else None
+    return History.of(samples).usual
 
 
 def quiet_after(usual: float | None) -> float:
@@ -148,6 +148,129 @@ def monitor_info(job_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def _series_path(job_dir: Path, replica: str) -> Path:
+    return job_dir / contract.METRICS_DIR / contract.metrics_file(replica)
+
+
+@dataclass
+class History:
+    """What liveness needs of a series: its newest distinct output times (enough for the usual
+    interval) and the last sample's."""
+
+    outs: list[float]
+    last_out: float | None
+
+    @classmethod
+    def of(cls, samples: list[dict[str, Any]]) -> History:
+        history = cls([], None)
+        history.add(samples)
+        return history
+
+    def add(self, samples: list[dict[str, Any]]) -> None:
+        outs = [float(s["out"]) for s in samples if isinstance(s.get("out"), (int, float))]
+        if samples:
+            self.last_out = outs[-1] if isinstance(samples[-1].get("out"), (int, float)) else None
+        self.outs = sorted({*self.outs, *outs})[-(_GAPS + 1) :]
+
+    @property
+    def usual(self) -> float | None:
+        gaps = [b - a for a, b in itertools.pairwise(self.outs)]
+        return statistics.median(gaps) if len(gaps) >= 2 else None
+
+
+def liveness(
+    job_dir: Path, rep: ReplicaState, history: History, last_progress: float | None, now: float
+) -> tuple[float | None, float | None, bool]:
+    """``rep``'s last output, last progress and whether it is quiet."""
+    # The rank's own log; on Kubernetes its pod's, whose time the pod's sampler notes.
+    outs = [_mtime(job_dir / contract.LOGS_DIR / contract.log_file(rep.name)), history.last_out]
+    last_output = max((t for t in outs if t is not None), default=None)
+    seen = [t for t in (last_output, last_progress, rep.started) if t is not None]
+    quiet = bool(seen) and not rep.ended and now - max(seen) > quiet_after(history.usual)
+    return last_output, last_progress, quiet
+
+
+@dataclass
+class _Tail:
+    inode: int
+    offset: int  # read up to here (the end of a whole line)
+    history: History
+
+
+class SeriesTails:
+    """The ``History`` of each series file a job listing looks at, kept between listings so that
+    each listing reads only the lines appended since the last (a sample or two), not the series.
+
+    A file seen first (or rewritten by compaction: a new inode) is read from its last
+    ``LIST_TAIL_BYTES``, or as the details read it when those hold too few outputs to tell the
+    replica's usual interval (a rank that prints rarely)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._tails: dict[str, _Tail] = {}
+        self._limit = limit  # series followed at once; past it all are forgotten, then reread
+        self._lock = threading.Lock()
+
+    def history(self, path: Path) -> History:
+        with self._lock:
+            key = str(path)
+            try:
+                with open(path, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    tail = self._tails.get(key)
+                    if tail is None or tail.inode != st.st_ino or st.st_size < tail.offset:
+                        tail = self._first(f, key, st.st_ino, st.st_size)
+                    else:
+                        tail.offset += _follow(f, tail.offset, st.st_size, tail.history)
+            except OSError:
+                self._tails.pop(key, None)
+                return History([], None)
+            if len(self._tails) >= self._limit:
+                self._tails.clear()
+            self._tails[key] = tail
+            return tail.history
+
+    @staticmethod
+    def _first(f: BinaryIO, path: str, inode: int, size: int) -> _Tail:
+        history = History([], None)
+        start = max(0, size - LIST_TAIL_BYTES)
+        consumed = _follow(f, start, size, history, skip_partial=start > 0)
+        if history.usual is None and start > 0:
+            history = History.of(read_series(path))  # its history lies further back
+        return _Tail(inode, start + consumed, history)
+
+
+def _follow(f: BinaryIO, start: int, size: int, history: History, skip_partial: bool = False) -> int:
+    """Add the whole lines of ``f`` from ``start`` (at most ``4 * LIST_TAIL_BYTES`` of them) to
+    ``history``; the bytes consumed."""
+    f.seek(start)
+    data = f.read(min(size - start, 4 * LIST_TAIL_BYTES))
+    end = data.rfind(b"\n") + 1  # a line being written is read next time
+    first = data.find(b"\n") + 1 if skip_partial else 0  # started mid-line
+    history.add(parse_samples(data[first:end]))
+    return end
+
+
+def quiet_replicas(job_dir: Path, replicas: list[ReplicaState], tails: SeriesTails) -> list[str]:
+    """The replicas ``read_resources`` would flag quiet, for a job listing: from each series
+    only what ``tails`` has not read yet, and no samples are made."""
+    running = [rep for rep in replicas if not rep.ended]
+    if not running:
+        return []
+    now = time.time()
+    progress: dict[str, float] | None = None
+    out = []
+    for rep in running:
+        history = tails.history(_series_path(job_dir, rep.name))
+        last_output, _, quiet = liveness(job_dir, rep, history, None, now)
+        if not quiet and (last_output is not None or rep.started is not None):
+            continue  # heard from lately: a progress write, newer still, cannot make it quiet
+        if progress is None:  # a directory scan: only for a job with a replica that looks quiet
+            progress = progress_times(job_dir)
+        if liveness(job_dir, rep, history, progress.get(rep.name), now)[2]:
+            out.append(rep.name)
+    return out
+
+
 def read_resources(
     job_dir: Path, replicas: list[ReplicaState], since: float | None = None, message: str | None = None
 ) -> Resources:
@@ -159,15 +282,10 @@ def read_resources(
     progress = progress_times(job_dir)
     out: dict[str, ReplicaResources] = {}
     for rep in replicas:
-        raw = read_series(str(job_dir / contract.METRICS_DIR / contract.metrics_file(rep.name)))
+        raw = read_series(str(_series_path(job_dir, rep.name)))
         new = [s for s in raw if since is None or s["t"] > since]
-        # The rank's own log; on Kubernetes its pod's, whose time the pod's sampler notes.
-        outs = [_mtime(job_dir / contract.LOGS_DIR / contract.log_file(rep.name))]
-        outs += [s["out"] for s in raw[-1:] if isinstance(s.get("out"), (int, float))]
-        last_output = max((t for t in outs if t is not None), default=None)
-        last_progress = progress.get(rep.name)
-        seen = [t for t in (last_output, last_progress, rep.started) if t is not None]
-        quiet = bool(seen) and not rep.ended and now - max(seen) > quiet_after(usual_interval(raw))
+        history = History.of(raw)
+        last_output, last_progress, quiet = liveness(job_dir, rep, history, progress.get(rep.name), now)
         samples = [to_sample(s) for s in thin(new, MAX_POINTS)]
         out[rep.name] = ReplicaResources(samples, rep.ended, last_output, last_progress, quiet)
     interval = float(info.get("interval", DEFAULT_INTERVAL)) if info else DEFAULT_INTERVAL

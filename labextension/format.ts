@@ -149,3 +149,17 @@ export function formatBytes(bytes: number): string {
 export function formatPercent(percent: number): string {
   return `${percent < 10 && percent > 0 ? percent.toFixed(1) : Math.round(percent)} %`;
 }
+
+/** Why a job's row in the list has a "quiet" badge (the replicas flagged quiet, the first few
+ * by name), or null when it has none. */
+export function quietNote(job: Pick<IJobSummary, 'quiet'>): string | null {
+  const quiet = job.quiet ?? []; // a server older than the flag sends none
+  if (quiet.length === 0) {
+    return null;
+  }
+  const named = quiet.length <= 3 ? quiet : [...quiet.slice(0, 2), `${quiet.length - 2} more`];
+  const last = named[named.length - 1];
+  const names = named.length === 1 ? last : `${named.slice(0, -1).join(', ')} and ${last}`;
+  const verb = quiet.length === 1 ? 'has' : 'have';
+  return `${names} ${verb} had no output or progress for much longer than usual`;
+}

@@ -17,9 +17,10 @@ import { Widget } from '@lumino/widgets';
 
 import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from './api';
 import { CommandIDs, SIDEBAR_ID } from './ids';
-import { jobShape, jobTiming } from './format';
+import { jobShape, jobTiming, quietNote } from './format';
 import { chartIcon, disttrainIcon } from './icons';
 import { JobsModel } from './model';
+import { quietBadge } from './resourcesview';
 
 interface IAction {
   command: string;
@@ -145,6 +146,11 @@ export class JobsPanel extends Widget {
     name.className = 'jp-DistTrainPanel-name';
     name.textContent = job.name;
     top.append(name, phaseBadge(job.phase));
+    const quiet = quietNote(job);
+    if (quiet) {
+      top.append(quietBadge(quiet));
+      li.setAttribute('aria-label', `${job.name} ${job.phase}, quiet: ${quiet}`);
+    }
 
     const meta = document.createElement('div');
     meta.className = 'jp-DistTrainPanel-meta';

@@ -10,12 +10,15 @@ import { sparkline } from './sparkline';
 
 const SPARK = { width: 140, height: 28 };
 
-/** The "quiet" badge of a replica that has been silent for longer than usual. */
-export function quietBadge(): HTMLSpanElement {
+/** The "quiet" badge of a replica (or, in the job list, a job with replicas) that has been
+ * silent for longer than usual; `title` says which, for a job. */
+export function quietBadge(
+  title = 'No output or progress for much longer than this rank usually takes'
+): HTMLSpanElement {
   const badge = document.createElement('span');
   badge.className = 'jp-DistTrain-badge jp-DistTrain-quiet';
   badge.textContent = 'quiet';
-  badge.title = 'No output or progress for much longer than this rank usually takes';
+  badge.title = title;
   return badge;
 }
 

@@ -31,6 +31,7 @@ export interface IJobSummary {
   message: string | null;
   deleted: boolean;
   launcher: string;
+  quiet: string[];
 }
 
 /** A persistent volume claim mounted into every replica (cluster backends). */

@@ -16,7 +16,16 @@ import pytest
 
 from jupyter_disttrain import resources
 from jupyter_disttrain.payloads import to_json
-from jupyter_disttrain.resources import ReplicaState, quiet_after, read_resources, thin, usual_interval
+from jupyter_disttrain.resources import (
+    History,
+    ReplicaState,
+    SeriesTails,
+    quiet_after,
+    quiet_replicas,
+    read_resources,
+    thin,
+    usual_interval,
+)
 from jupyter_disttrain.runtime import sampler
 from jupyter_disttrain.runtime.sampler import Gpus, Monitor, SeriesFile, compacted, read_series
 
@@ -199,6 +208,28 @@ def test_quiet_replica_from_files(tmp_path: Path) -> None:
     assert not answer.replicas["rank-0"].quiet and answer.replicas["rank-0"].last_progress is not None
     ended = read_resources(tmp_path, [ReplicaState("rank-1", True, now - 200)])
     assert not ended.replicas["rank-1"].quiet  # an ended replica is never quiet
+    assert quiet_replicas(tmp_path, states, SeriesTails()) == ["rank-1"]  # the job list says the same
+    # started long ago and no output, but fresh em progress: not quiet in the list either
+    assert quiet_replicas(tmp_path, [ReplicaState("rank-0", False, now - 200)], SeriesTails()) == []
+    assert quiet_replicas(tmp_path, [ReplicaState("rank-1", True, now - 200)], SeriesTails()) == []
+
+
+def test_the_list_reads_further_back_for_a_rank_that_rarely_prints(tmp_path: Path) -> None:
+    """Outputs 10 min apart, 100 s ago: not quiet (its usual interval is long), though the series'
+    last ``LIST_TAIL_BYTES`` hold a single output time, as the details also say."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "metrics").mkdir()
+    now = time.time()
+    last_out = now - 100
+    outs = [last_out - 600 * k for k in range(4, -1, -1)]
+    lines = [{"t": t, "cpu_percent": 1, "rss_bytes": 1 << 30, "out": max(o for o in outs if o <= t)}
+             for t in (outs[0] + 0.5 * i for i in range(int((now - outs[0]) / 0.5)))]  # fmt: skip
+    series = "".join(json.dumps(s) + "\n" for s in lines)
+    assert len(series) > 4 * resources.LIST_TAIL_BYTES
+    (tmp_path / "metrics" / "rank-0.jsonl").write_text(series)
+    states = [ReplicaState("rank-0", False, outs[0])]
+    assert not read_resources(tmp_path, states).replicas["rank-0"].quiet
+    assert quiet_replicas(tmp_path, states, SeriesTails()) == []
 
 
 @pytest.mark.parametrize("value", [-1, 0.05, 7200, float("nan"), True, "2"])
@@ -220,3 +251,24 @@ def test_monitor_interval_reaches_the_launch_request() -> None:
     assert dryrun("print(1)\n", off).request.to_json()["monitor_interval"] == 0
     default = spec_from_words(gpus=1, backend="local", accelerator="cpu")
     assert dryrun("print(1)\n", default).request.to_json()["monitor_interval"] == 2.0
+
+
+def test_series_tails_read_only_what_was_appended(tmp_path: Path) -> None:
+    """A listing follows each series: appended lines extend its history, a line being written is
+    read once whole, and a file compaction rewrote (a new inode) is read anew."""
+    path = tmp_path / "rank-0.jsonl"
+    path.write_text("".join(json.dumps({"t": i, "out": float(i)}) + "\n" for i in range(5)))
+    tails = SeriesTails()
+    assert tails.history(path).outs == [0.0, 1.0, 2.0, 3.0, 4.0]
+    with path.open("a") as f:
+        f.write(json.dumps({"t": 5, "out": 7.0}) + "\n" + '{"t": 6, "ou')  # the last one half written
+    history = tails.history(path)
+    assert history.outs[-1] == 7.0 and history.last_out == 7.0
+    with path.open("a") as f:
+        f.write('t": 9.0}\n')
+    assert tails.history(path).last_out == 9.0
+    assert tails.history(path).usual == History.of(read_series(str(path))).usual
+    compacted_file = tmp_path / "new.jsonl"
+    compacted_file.write_text(json.dumps({"t": 10, "out": 10.0}) + "\n")
+    os.replace(compacted_file, path)
+    assert tails.history(path).outs == [10.0]

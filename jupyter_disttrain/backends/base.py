@@ -16,7 +16,7 @@ from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedErr
 from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..payloads import Resources, StackDump
-from ..resources import ReplicaState, read_resources
+from ..resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 
@@ -34,6 +34,7 @@ class Backend(abc.ABC):
 
     def __init__(self, store: JobStore | None = None) -> None:
         self.store = store or JobStore()
+        self.series_tails = SeriesTails()  # what listings read of the running jobs' series
 
     # -- submit ------------------------------------------------------------------------------
     def dryrun(
@@ -206,6 +207,13 @@ class Backend(abc.ABC):
         replicas = [ReplicaState.of(r, status.is_terminal) for r in status.replicas]
         return self._resources(record, status, replicas, since)
 
+    def quiet(self, record: JobRecord, status: JobStatus) -> list[str]:
+        """The replicas of a Running job flagged quiet, cheaply enough for every listing; [] for
+        a job in any other phase."""
+        if status.phase is not JobPhase.RUNNING:
+            return []
+        return self._quiet(record, status)
+
     def stack(self, job_id: str, replica: str, method: str = "auto") -> StackDump:
         """The Python stacks of every thread of a running replica."""
         record = self.store.read_record(job_id)
@@ -278,6 +286,11 @@ class Backend(abc.ABC):
     ) -> Resources:
         """The samples the job's sampler wrote into its job dir."""
         return read_resources(self.store.job_dir(record.id), replicas, since)
+
+    def _quiet(self, record: JobRecord, status: JobStatus) -> list[str]:
+        """From the job dir, as ``_resources`` flags them."""
+        replicas = [ReplicaState.of(r, False) for r in status.replicas]
+        return quiet_replicas(self.store.job_dir(record.id), replicas, self.series_tails)
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
         raise BackendError(f"the {self.name} backend cannot dump a replica's stacks")

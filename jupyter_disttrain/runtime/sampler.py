@@ -241,6 +241,11 @@ def read_series(path: str, max_bytes: int = 4 * MAX_BYTES) -> list[dict[str, Any
         return []
     if size > max_bytes:  # started mid-line
         data = data.partition(b"\n")[2]
+    return parse_samples(data)
+
+
+def parse_samples(data: bytes) -> list[dict[str, Any]]:
+    """The samples of whole lines of a series file; a line that is not one is skipped."""
     out = []
     for line in data.splitlines():
         with contextlib.suppress(ValueError):

@@ -1,4 +1,4 @@
-import { formatDuration, jobShape, jobTiming, rolesText } from '../format';
+import { formatDuration, jobShape, jobTiming, quietNote, rolesText } from '../format';
 import type { IJobSummary } from '../types';
 
 const base: IJobSummary = {
@@ -17,7 +17,8 @@ const base: IJobSummary = {
   reason: null,
   message: null,
   deleted: false,
-  launcher: 'torchrun'
+  launcher: 'torchrun',
+  quiet: []
 };
 
 describe('format', () => {
@@ -57,5 +58,24 @@ describe('rolesText', () => {
     const replicas = [{ role: 'worker' }, { role: 'worker' }, { role: 'master' }];
     expect(rolesText(undefined, replicas)).toBe('worker ×2, master ×1');
     expect(rolesText([], [])).toBe('–');
+  });
+});
+
+describe('quietNote', () => {
+  it('is null when no replica is quiet, so the row has no badge', () => {
+    expect(quietNote({ quiet: [] })).toBeNull();
+  });
+
+  it('names the quiet replicas, the first few of many', () => {
+    expect(quietNote({ quiet: ['rank-1'] })).toBe(
+      'rank-1 has had no output or progress for much longer than usual'
+    );
+    expect(quietNote({ quiet: ['rank-1', 'rank-3'] })).toMatch(/^rank-1 and rank-3 have had/);
+    expect(quietNote({ quiet: ['rank-0', 'rank-1', 'rank-2'] })).toMatch(
+      /^rank-0, rank-1 and rank-2 have/
+    );
+    expect(quietNote({ quiet: ['rank-0', 'rank-1', 'rank-2', 'rank-3'] })).toMatch(
+      /^rank-0, rank-1 and 2 more have/
+    );
   });
 });

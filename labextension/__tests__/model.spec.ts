@@ -18,7 +18,8 @@ function job(id: string, phase: Phase, created: string): IJobSummary {
     reason: null,
     message: null,
     deleted: false,
-    launcher: 'torchrun'
+    launcher: 'torchrun',
+    quiet: []
   };
 }
 

@@ -60,6 +60,9 @@ def test_pods_sample_their_ranks_into_the_job_dir_on_the_pvc(
             assert max(s.rss_bytes for s in rank.samples) >= 150 * MB
             assert all(s.gpus is None and s.gpu_mem_bytes is None for s in rank.samples)  # no GPU here
             assert rank.last_output is not None and not rank.quiet  # the pod's log, noted by its sampler
+        record, status = backend.store.read_record(job_id), backend.describe(job_id)
+        assert status.phase.value == "Running"
+        assert backend.quiet(record, status) == []  # the job list's flag, from the same series: both print
         since = answer.now
         newer = until(lambda: backend.resources(job_id, since).replicas["rank-0"].samples, "newer samples")
         assert all(s.t > since for s in newer)

@@ -14,6 +14,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,7 +24,7 @@ from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext
 from ...logfiles import Budget
 from ...payloads import Resources, StackDump
-from ...resources import ReplicaState, read_resources, sampled_replicas
+from ...resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
 from ...specs import (
     DryRun,
     Event,
@@ -371,8 +372,7 @@ class KubernetesBackend(Backend):
         cluster's metrics API (CPU and memory per pod), else a message saying why there is none."""
         job_dir = self.store.job_dir(record.id)
         if KubeRequest.from_json(record.request).logs_on_pvc:
-            ranks = [ReplicaState(name, status.is_terminal, None) for name in sampled_replicas(job_dir)]
-            return read_resources(job_dir, ranks, since)
+            return read_resources(job_dir, _sampled_ranks(job_dir, status.is_terminal), since)
         from .podmetrics import pod_resources
 
         state = record.backend_state
@@ -384,6 +384,14 @@ class KubernetesBackend(Backend):
         return pod_resources(
             client, state["namespace"], selector, record.id, flavor, status.is_terminal, since, time.time()
         )
+
+    def _quiet(self, record: JobRecord, status: JobStatus) -> list[str]:
+        """The ranks the pods' samplers flag quiet when the job dir is on the shared PVC; none
+        otherwise (the metrics API notes no output times, and a listing makes no cluster call)."""
+        if not KubeRequest.from_json(record.request).logs_on_pvc:
+            return []
+        job_dir = self.store.job_dir(record.id)
+        return quiet_replicas(job_dir, _sampled_ranks(job_dir, False), self.series_tails)
 
     # -- stacks ------------------------------------------------------------------------------
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
@@ -531,3 +539,8 @@ def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _str_presenter)
+
+
+def _sampled_ranks(job_dir: Path, ended: bool) -> list[ReplicaState]:
+    """The ranks the pods' samplers wrote series of (the pods' own replicas are not ranks)."""
+    return [ReplicaState(name, ended, None) for name in sampled_replicas(job_dir)]

@@ -1,7 +1,8 @@
 /**
  * "Which rank is stuck?" in the job details: a real two-rank job whose rank 0 burns CPU and
  * rank 1 sleeps in `stuck_here` after one line; the Resources section draws their series, the stuck rank is
- * flagged quiet, and its Stack button shows a stack naming `stuck_here`.
+ * flagged quiet (in the details and on the job's row in the sidebar), and its Stack button shows
+ * a stack naming `stuck_here`.
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
@@ -49,7 +50,8 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
     await page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]').click();
   }
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uistuck' });
-  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Running');
+  const phase = row.locator('.jp-DistTrain-badge:not(.jp-DistTrain-quiet)');
+  await expect(phase).toHaveText('Running');
   await row.locator('button[data-action="details"]').click();
   const details = page.locator('.jp-DistTrainDetails');
 
@@ -80,6 +82,11 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   await expect(grid.locator('tr[data-replica="rank-1"] .jp-DistTrain-quiet')).toBeVisible();
   await details.locator('.jp-DistTrainResources').scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SHOTS, 'resources.png') });
+
+  // --- the job's row in the sidebar is flagged too, its tooltip naming the rank
+  const rowQuiet = row.locator('.jp-DistTrain-quiet');
+  await expect(rowQuiet).toBeVisible({ timeout: 60000 });
+  await expect(rowQuiet).toHaveAttribute('title', /^rank-1 has had no output or progress/);
 
   // --- the sparklines take their colours from the theme, dark included
   await page.theme.setDarkTheme();
@@ -119,6 +126,7 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   // --- cancelled: the stack action goes, the series stop
   await row.locator('button[data-action="cancel"]').click();
   await page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-warn').click();
-  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Cancelled');
+  await expect(phase).toHaveText('Cancelled');
+  await expect(row.locator('.jp-DistTrain-quiet')).toHaveCount(0);
   await expect(table.locator('.jp-DistTrainDetails-stack')).toHaveCount(0);
 });
