@@ -75,7 +75,7 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   // --- sidebar
   const panel = await openPanel(page);
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uitest' });
-  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Succeeded');
+  await expect(row.locator('.jp-DistTrain-badge:not(.jp-DistTrain-quiet)')).toHaveText('Succeeded');
   await expect(row.locator('.jp-DistTrainPanel-meta')).toContainText('local');
   const jobId = (await row.getAttribute('data-job-id'))!;
   expect(jobId).toMatch(/^uitest-/);
@@ -172,12 +172,12 @@ test('a running job is cancelled from the panel', async ({ page, tmpPath }) => {
   ]);
   const panel = await openPanel(page);
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uicancel' });
-  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Running');
+  await expect(row.locator('.jp-DistTrain-badge:not(.jp-DistTrain-quiet)')).toHaveText('Running');
   await row.locator('button[data-action="cancel"]').click();
   const dialog = page.locator('.jp-Dialog');
   await expect(dialog).toContainText('logs and files are kept');
   await dialog.locator('.jp-Dialog-button.jp-mod-warn').click();
-  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Cancelled');
+  await expect(row.locator('.jp-DistTrain-badge:not(.jp-DistTrain-quiet)')).toHaveText('Cancelled');
   await expect(row.locator('button[data-action="cancel"]')).toHaveCount(0);
 
   // delete: the confirmation says the files stay; the job leaves the list
@@ -209,7 +209,7 @@ test('a failed job is flagged with its reason and a notification with its logs',
   await expect(toast).toBeVisible();
   const panel = await openPanel(page);
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uifail' });
-  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Failed');
+  await expect(row.locator('.jp-DistTrain-badge:not(.jp-DistTrain-quiet)')).toHaveText('Failed');
   await expect(row.locator('.jp-DistTrainPanel-reason.jp-mod-failed')).toBeVisible();
   await toast.getByRole('button', { name: 'Open logs' }).click();
   await expect(

@@ -32,7 +32,7 @@ test('the log viewer follows a running job through the event stream', async ({ p
     await page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]').click();
   }
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uistream' });
-  await expect(row.locator('.jp-DistTrain-badge')).toHaveText('Running');
+  await expect(row.locator('.jp-DistTrain-badge:not(.jp-DistTrain-quiet)')).toHaveText('Running');
 
   const streamed = page.waitForResponse(
     r => r.url().includes('/disttrain/api/jobs/') && r.url().includes('/logs/stream')
