@@ -130,13 +130,14 @@ def progress_times(job_dir: Path) -> dict[str, float]:
 
 
 def sampled_replicas(job_dir: Path) -> list[str]:
-    """The replicas that have a series file, in rank order (Kubernetes: the pods' samplers name
-    the ranks they found)."""
+    """The replicas that have a series file, ranks in rank order, then others by name (Kubernetes:
+    the pods' samplers name the ranks they found, or the one process a role's pod runs)."""
     try:
-        names = [p.name[: -len(".jsonl")] for p in (job_dir / contract.METRICS_DIR).glob("rank-*.jsonl")]
+        names = [p.name[: -len(".jsonl")] for p in (job_dir / contract.METRICS_DIR).glob("*.jsonl")]
     except OSError:
         return []
-    return sorted(names, key=lambda n: int(n[5:]) if n[5:].isdigit() else 1 << 30)
+    ranked = [n for n in names if n.startswith("rank-") and n[5:].isdigit()]
+    return sorted(ranked, key=lambda n: int(n[5:])) + sorted(set(names) - set(ranked))
 
 
 def monitor_info(job_dir: Path) -> dict[str, Any] | None:

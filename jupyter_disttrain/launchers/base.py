@@ -31,6 +31,8 @@ TORCHRUN = "torchrun"
 PROCESS = "process"
 HOROVODRUN = "horovodrun"
 RANKED = (TORCHRUN, HOROVODRUN)  # replicas that are torch ranks, named rank-N
+# Roles that serve the workers and train nothing: no GPU, and never the job's "rank 0".
+HELPER_ROLES = ("scheduler", "server")
 # Said by a launcher whose roles the Kubernetes backend does not lay out in pods yet, rather
 # than let it run them as plain torchrun pods.
 KUBERNETES_LATER = (

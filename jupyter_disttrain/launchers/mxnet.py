@@ -8,9 +8,10 @@ Every process runs the same script, told its part by ps-lite's environment: ``DM
 
 On this machine nothing listens beyond loopback: the scheduler binds ``DMLC_PS_ROOT_URI``
 (127.0.0.1), the servers and workers ``DMLC_NODE_HOST`` (without it ps-lite takes the first
-non-loopback interface). In a cluster the scheduler is reached through its Service's name,
-which it cannot bind: ``DMLC_USE_KUBERNETES=1`` makes it bind its pod's addresses, and the
-others use their pod's own interface.
+non-loopback interface). In a cluster every replica is a pod (``flavors/job.py``) and the
+scheduler is reached by its DNS name behind the job's headless Service, which it cannot bind:
+``DMLC_USE_KUBERNETES=1`` makes it bind its pod's addresses, and the others use their pod's own
+interface.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from ..errors import InvalidSpecError
 from ..flags import option
 from ..specs import JobSpec
-from .base import KUBERNETES_LATER, PROCESS, LaunchContext, Launcher, Role
+from .base import PROCESS, LaunchContext, Launcher, Role
 
 DEFAULT_SERVERS = 1
 
@@ -44,8 +45,6 @@ class MXNetLauncher(Launcher):
 
     def validate(self, spec: JobSpec, *, local: bool) -> None:
         super().validate(spec, local=local)
-        if not local:
-            raise InvalidSpecError(KUBERNETES_LATER.format(launcher=self.name))
         servers, workers = _sizes(spec)
         if workers is None:
             raise InvalidSpecError("--launcher mxnet needs --workers W (and --servers S, default 1)")

@@ -81,7 +81,8 @@ def semantic_errors(obj: dict[str, Any]) -> list[str]:
         for i in range(spec.get("completions", 1)):
             if len(f"{name}-{i}") > 63:
                 errs.append("pod hostname too long")
-        if spec["template"]["spec"].get("subdomain") != name:
+        # The headless Service is named after the job (every Job of a parameter-server job shares it).
+        if spec["template"]["spec"].get("subdomain") != obj["metadata"]["labels"].get("disttrain.io/job-id"):
             errs.append("subdomain must equal the Service name")
     if obj["kind"] in ("Service", "PyTorchJob") and not _DNS1035_LABEL.match(name):
         errs.append(f"{obj['kind']} names are DNS-1035 labels")

@@ -12,10 +12,11 @@ processes. An endpoints controller fills each Service's
 ``Endpoints`` from the pods its selector matches (what cluster DNS serves for
 ``<hostname>.<service>``); a garbage collector removes objects whose owners are all gone
 (``Background`` deletes, ownerReferences set afterwards) and a TTL controller finished Jobs
-past ``ttlSecondsAfterFinished``. Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``) are rewritten to
-127.0.0.1 and each job's port to a free local one. Volumes: PVC mounts must be host paths
-(the tests mount tmp dirs at the same paths, as a shared PVC would be); emptyDir and configMap
-mounts are materialised in a per-pod sandbox and their paths rewritten in argv, env and cwd.
+past ``ttlSecondsAfterFinished``. Rendezvous addresses (``PET_MASTER_ADDR``/``MASTER_ADDR``, a
+parameter server's ``DMLC_PS_ROOT_URI``) are rewritten to 127.0.0.1 and each job's port to a free
+local one. Volumes: PVC mounts must be host paths (the tests mount tmp dirs at the same paths, as a
+shared PVC would be); emptyDir and configMap mounts are materialised in a per-pod sandbox and their
+paths rewritten in argv, env and cwd.
 """
 
 from __future__ import annotations
@@ -836,7 +837,11 @@ class ProcessKubelet(Loop):
                     "spec.nodeName": pod["spec"].get("nodeName", self.node),
                     "status.podIP": "127.0.0.1",
                 }.get(path, "")
-        for addr, port in (("PET_MASTER_ADDR", "PET_MASTER_PORT"), ("MASTER_ADDR", "MASTER_PORT")):
+        for addr, port in (
+            ("PET_MASTER_ADDR", "PET_MASTER_PORT"),
+            ("MASTER_ADDR", "MASTER_PORT"),
+            ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT"),  # a parameter server's scheduler
+        ):
             if addr in env:
                 key = (meta["namespace"], env[addr])
                 with self._port_lock:  # pods start in parallel threads: one port per job

@@ -43,7 +43,7 @@ from . import manifests as mf
 from .claims import check_claims
 from .client import BY_KIND, EVENTS, PODS, ApiError, KubeClient
 from .exits import read_exits, status_from_exits
-from .flavors import discover, flavor_named
+from .flavors import Flavor, discover, flavor_named, process_roles
 from .informer import Informer, informer
 from .notebook import choose_accelerator, find_own_pod, notebook_container, security_contexts
 from .options import KubeOptions, parse_options, parse_quantity
@@ -51,7 +51,7 @@ from .pending import PendingClock, timed_out
 from .podlogs import keep_pod_logs, pod_log_lines
 from .podscript import POD_STACKS
 from .request import KubeRequest
-from .status import build_status, pods_settled
+from .status import build_status, conditions_of, pods_settled
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
 log = logging.getLogger(__name__)
@@ -105,9 +105,12 @@ class KubernetesBackend(Backend):
             if not v.mount_path.startswith("/") or ".." in v.mount_path.split("/"):
                 raise InvalidSpecError(f"--pvc {v.claim}:{v.mount_path}: the mount path must be absolute")
 
-    def placement(self, spec: JobSpec, job_id: str, opts: KubeOptions) -> mf.Placement:
-        """Decide namespace, image, volumes, flavour and version gates; ask the cluster only when needed."""
-        client = self.client(required=opts.flavor is None)
+    def placement(
+        self, spec: JobSpec, job_id: str, opts: KubeOptions, default_flavor: str | None = None
+    ) -> mf.Placement:
+        """Decide namespace, image, volumes, flavour and version gates; ask the cluster only when
+        needed. ``default_flavor``: the flavour without ``--flavor``, else the one discovered."""
+        client = self.client(required=opts.flavor is None and default_flavor is None)
         pod, found = self.notebook_pod()
         pod_spec = (pod or {}).get("spec", {})
         container = notebook_container(pod, spec.working_dir, os.environ) if pod else {}
@@ -117,27 +120,18 @@ class KubernetesBackend(Backend):
                 "no image: pass --image (the default is the notebook pod's image, but that pod was not "
                 f"found: {found})"
             )
-        namespace = (
-            opts.namespace
-            or (pod or {}).get("metadata", {}).get("namespace")
-            or (client.default_namespace if client else None)
-            or "default"
-        )
+        namespace = _namespace(opts, pod, client)
         volumes = _merge_volumes(_pod_volumes(pod_spec, container), spec.volumes)
         if client is not None:
             check_claims(client, namespace, volumes, spec.nodes, opts.colocate)
         node = _colocation(opts, pod, found)
-        flavor = opts.flavor or self.discover_flavor()
+        flavor = opts.flavor or default_flavor or self.discover_flavor()
         version = (
             opts.k8s_version or (self._server_version(client) if client else None) or DEFAULT_K8S_VERSION
         )
         secrets = tuple(s["name"] for s in pod_spec.get("imagePullSecrets", []) or [] if s.get("name"))
         gpu, why = choose_accelerator(spec.accelerator, container if pod else None)
         pod_security, container_security = security_contexts(pod, container, opts.run_as_root)
-        inherited = None
-        if pod is not None:
-            meta = pod["metadata"]
-            inherited = f"pod {meta['namespace']}/{meta['name']}, container {container.get('name')} ({found})"
         return mf.Placement(
             namespace=namespace,
             image=image,
@@ -148,7 +142,7 @@ class KubernetesBackend(Backend):
             image_pull_secrets=secrets,
             gpu=gpu,
             accelerator_reason=why,
-            notebook=inherited,
+            notebook=_inherited_from(pod, container, found),
             node=node,
             pod_security=pod_security,
             container_security=container_security,
@@ -170,16 +164,14 @@ class KubernetesBackend(Backend):
 
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
         opts = parse_options(spec.options)
-        place = self.placement(spec, job_id, opts)
-        roles = get_launcher(spec.launcher).roles(
-            spec, LaunchContext(mf.files_dir(place), cpu=not place.gpu, cache_dir=mf.cache_dir(place))
-        )
-        if len(roles) != 1 or roles[0].via != TORCHRUN:
-            raise InvalidSpecError(
-                f"the kubernetes backend cannot run the {spec.launcher} launcher's roles yet"
-            )
-        place = dataclasses.replace(place, role=roles[0])
+        # A pod per replica of a parameter-server job: plain Jobs, which every cluster runs.
+        per_replica = bool(process_roles(spec))
+        place = self.placement(spec, job_id, opts, "job" if per_replica else None)
         flavor = flavor_named(place.flavor)
+        roles = get_launcher(spec.launcher).roles(spec, self._launch_context(spec, job_id, place, flavor))
+        if not per_replica and (len(roles) != 1 or roles[0].via != TORCHRUN):
+            raise InvalidSpecError(f"the kubernetes backend cannot run the {spec.launcher} launcher's roles")
+        place = dataclasses.replace(place, role=roles[-1], roles=tuple(roles))
         request = KubeRequest(
             flavor=place.flavor,
             namespace=place.namespace,
@@ -204,6 +196,23 @@ class KubernetesBackend(Backend):
             )
         text = header + yaml.dump_all(request.manifests, Dumper=_Dumper, sort_keys=False, width=110)
         return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.name, request=request, text=text)
+
+    @staticmethod
+    def _launch_context(spec: JobSpec, job_id: str, place: mf.Placement, flavor: Flavor) -> LaunchContext:
+        """Where the launcher's processes run: the pods, which see the job's files at
+        ``files_dir``; a parameter-server job's replicas meet at its scheduler's pod."""
+        ctx = LaunchContext(
+            mf.files_dir(place), cpu=not place.gpu, cache_dir=mf.cache_dir(place), loopback=False
+        )
+        if not process_roles(spec):
+            return ctx
+        if not flavor.runs_process_roles:
+            raise InvalidSpecError(
+                f"--launcher {spec.launcher} runs a pod per replica as plain Kubernetes Jobs, which the "
+                f"{flavor.name} flavour's operator does not: use --flavor job"
+            )
+        host, port = flavor.meeting_point(job_id)
+        return dataclasses.replace(ctx, host=host, port=port)
 
     def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
         assert isinstance(request, KubeRequest)
@@ -271,17 +280,19 @@ class KubernetesBackend(Backend):
                     return self._write_unless_ended(recorded)
                 return self._write_unless_ended(status.end(JobPhase.FAILED, "WorkloadDeleted", gone))
         own_pods = pods.indexed(record.id)
-        subjects = [record.id, mf.configmap_name(record.id), *(p["metadata"]["name"] for p in own_pods)]
-        own_events = [e for name in subjects for e in events.indexed(name)]
-        new = build_status(status, flavor, record.id, workload, own_pods, own_events)
+        siblings = [sib for name in _sibling_names(record, flavor) if (sib := workloads.get(name))]
+        own_events = _events_of(events, record.id, [*own_pods, *siblings])
+        new = build_status(status, flavor, record.id, workload, own_pods, own_events, siblings=siblings)
         if new.is_terminal and not pods_settled(own_pods):
             # The pods' watch may lag the workload's: ask for the pods now before deciding.
             selector = f"{mf.JOB_ID_LABEL}={record.id}"
             own_pods = client.list_objects(PODS, ns, selector).get("items", [])
             final = pods_settled(own_pods) or self._settle_over(record.id)
-            new = build_status(status, flavor, record.id, workload, own_pods, own_events, final)
+            new = build_status(status, flavor, record.id, workload, own_pods, own_events, final, siblings)
         if new.is_terminal:
             self._ended_at.pop(record.id, None)
+            if not flavor.workload_end(conditions_of(workload), workload.get("status") or {}):
+                self._remove_running(record)
         timeout = parse_options(record.spec.options).pending_timeout
         if self._pending.overdue(new, workload, timeout):
             self._remove_objects(record)  # pods that wait forever still hold quota and claims
@@ -289,6 +300,14 @@ class KubernetesBackend(Backend):
         if _comparable(new) != _comparable(status):
             return self._write_unless_ended(new)
         return new
+
+    def _remove_running(self, record: JobRecord) -> None:
+        """The job ended while its workload runs on (a sibling failed: a parameter server's
+        scheduler or servers): remove it, or its workers would wait for the sibling forever."""
+        try:
+            self._remove_objects(record)
+        except ApiError as exc:  # the verdict stands; a cancel or delete removes them later
+            log.warning("could not remove the workload of ended job %s: %s", record.id, exc)
 
     def _settle_over(self, job_id: str) -> bool:
         first = self._ended_at.setdefault(job_id, time.monotonic())
@@ -463,6 +482,22 @@ class KubernetesBackend(Backend):
             client.delete(BY_KIND[kind], namespace, name)
 
 
+def _events_of(events: Informer, job_id: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events of the job's workload, ConfigMap and ``objects`` (its pods, sibling workloads)."""
+    subjects = [job_id, mf.configmap_name(job_id), *(o["metadata"]["name"] for o in objects)]
+    return [e for name in subjects for e in events.indexed(name)]
+
+
+def _sibling_names(record: JobRecord, flavor: Flavor) -> list[str]:
+    """The names of the objects of the workload's kind created besides it (one per role)."""
+    manifests = KubeRequest.from_json(record.request).manifests
+    return [
+        o["metadata"]["name"]
+        for o in manifests[:-1]
+        if o["kind"] == flavor.resource.kind and o["apiVersion"] == flavor.resource.api_version
+    ]
+
+
 def pods_informer(client: KubeClient, namespace: str) -> Informer:
     """Our pods in ``namespace``, indexed by job id."""
     return informer(client, PODS, namespace, mf.OUR_SELECTOR, index=_job_of)
@@ -476,6 +511,24 @@ def _job_of(obj: dict[str, Any]) -> str | None:
 def _event_subject(event: dict[str, Any]) -> str | None:
     name: str | None = event.get("involvedObject", {}).get("name")
     return name
+
+
+def _namespace(opts: KubeOptions, pod: dict[str, Any] | None, client: KubeClient | None) -> str:
+    """``--namespace``, else the notebook pod's, else the kubeconfig context's, else ``default``."""
+    return (
+        opts.namespace
+        or (pod or {}).get("metadata", {}).get("namespace")
+        or (client.default_namespace if client else None)
+        or "default"
+    )
+
+
+def _inherited_from(pod: dict[str, Any] | None, container: dict[str, Any], found: str) -> str | None:
+    """What the job's image, mounts and accelerator came from: the notebook pod, if found."""
+    if pod is None:
+        return None
+    meta = pod["metadata"]
+    return f"pod {meta['namespace']}/{meta['name']}, container {container.get('name')} ({found})"
 
 
 def _colocation(opts: KubeOptions, pod: dict[str, Any] | None, found: str) -> str | None:

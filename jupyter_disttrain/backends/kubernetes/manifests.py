@@ -17,18 +17,23 @@ from typing import Any
 
 from ...errors import InvalidSpecError
 from ...launch import rank_env
-from ...launchers.base import Role
+from ...launchers.base import PROCESS, Role
 from ...runtime import contract
 from ...specs import JobSpec, Volume
 from .options import KubeOptions, parse_quantity
-from .podscript import POD_WRAPPER, PYTHON_LAUNCH
+from .podscript import POD_WRAPPER, PYTHON_LAUNCH, SAME_PYTHON
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "jupyter-disttrain"
 JOB_ID_LABEL = "disttrain.io/job-id"
 ROLE_LABEL = "disttrain.io/role"  # the launcher's role a pod runs (a flavour's replica types aside)
+# An Indexed Job's pods: their replica group (``node``; a parameter server's ``scheduler``,
+# ``server``, ``worker``), and the replica's name when the group has one replica named after it.
+GROUP_LABEL = "disttrain.io/replica-group"
+REPLICA_LABEL = "disttrain.io/replica"
 OUR_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 MASTER_PORT = 29500
+PS_ROOT_PORT = 9091  # a parameter server's scheduler (DMLC_PS_ROOT_PORT), in its own pod
 # Where the script and the job dir live inside the pod when the job dir is not on a shared PVC.
 CODE_DIR = "/disttrain/code"
 SCRATCH_ROOT = "/disttrain/jobs"
@@ -61,9 +66,11 @@ class Placement:
     # securityContext of the pods and of their container (the notebook's, or --run-as-root's)
     pod_security: dict[str, Any] = field(default_factory=dict)
     container_security: dict[str, Any] = field(default_factory=dict)
-    # The launcher's role every pod's torchrun runs (its script arguments and env; DeepSpeed's
-    # config path, MPLBACKEND...); None: a plain torchrun worker on the spec's arguments.
+    # The launcher's role the pods run (its script arguments and env; DeepSpeed's config path,
+    # MPLBACKEND...; a parameter server's DMLC_*); None: a plain torchrun worker on the spec's arguments.
     role: Role | None = None
+    # Every role of the launcher (a flavour lays out one pod per replica of each process role).
+    roles: tuple[Role, ...] = ()
 
     @property
     def pvc_for_job_dir(self) -> Volume | None:
@@ -144,9 +151,11 @@ def metadata(job_id: str, namespace: str, name: str | None = None) -> dict[str, 
     return {"name": name or object_name(job_id), "namespace": namespace, "labels": labels(job_id)}
 
 
-def workload_metadata(job_id: str, namespace: str, opts: KubeOptions) -> dict[str, Any]:
+def workload_metadata(
+    job_id: str, namespace: str, opts: KubeOptions, name: str | None = None
+) -> dict[str, Any]:
     """The workload's metadata: with ``--queue``, Kueue's label (every flavour; Kueue reads only it)."""
-    meta = metadata(job_id, namespace)
+    meta = metadata(job_id, namespace, name)
     if opts.queue:
         meta["labels"][KUEUE_QUEUE_LABEL] = opts.queue
     return meta
@@ -222,12 +231,18 @@ def container_command(
 ) -> list[str]:
     """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <exit dir> <replica prefix> <job id>
     <rank 0's replica> -- torchrun ... script args``: the image's python runs the wrapper, which runs
-    torchrun."""
+    torchrun, or for a process role (one process per pod) the script itself with its own python.
+    ``replica_prefix`` goes before the pod's hostname minus the job id to name its replica; a
+    prefix ``=<name>`` is the replica's whole name."""
     log_dir = exit_dir = "-"  # no shared job dir: logs via pods/log, no exit record
     if place.pvc_for_job_dir is not None:
         log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
         exit_dir = posixpath.join(place.job_dir, contract.EXITS_DIR)
-    launcher = ["torchrun", "--tee", "3", script_path(spec, place), *script_args(spec, place)]
+    program = [script_path(spec, place), *script_args(spec, place)]
+    if place.role is not None and place.role.via == PROCESS:
+        launcher = [SAME_PYTHON, "-u", *program]
+    else:
+        launcher = ["torchrun", "--tee", "3", *program]
     wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 

@@ -14,7 +14,8 @@ from ...runtime import sampler
 # torchrun exits 1 whichever rank failed; the wrapper exits with the failed rank's own code,
 # read from the "Root Cause" of torchrun's failure report at the end of the output.
 # With the job dir on the PVC it also samples the pod's ranks (torchrun's children, named by their
-# RANK) into <job_dir>/metrics/rank-N.jsonl, as the local launcher does: the source of
+# RANK) into <job_dir>/metrics/rank-N.jsonl, as the local launcher does (a process role's pod, which
+# runs the script itself, samples that process as its replica: metrics/server-0.jsonl): the source of
 # runtime/sampler.py goes in front of the wrapper (self-contained: psutil and NVML are imported
 # when used, and an image without psutil gets one line and no samples). The pod of rank 0's replica
 # (argv "rank0") also follows the job's mlflow.db into its TensorBoard dir (mlflowtb, imported from
@@ -24,6 +25,11 @@ import json, os, re, signal, socket, subprocess, sys, time
 log_dir, exit_dir, prefix, job_id, rank0, _, *cmd = sys.argv[1:]
 host = os.environ.get("HOSTNAME") or socket.gethostname()
 replica = prefix + (host[len(job_id) + 1:] if host.startswith(job_id + "-") else host)
+if prefix.startswith("="):
+    replica = prefix[1:]
+direct = cmd[0] == SAME_PYTHON  # one process of a role, no torchrun: it is the replica
+if direct:
+    cmd[0] = sys.executable
 out, tail = None, b""
 if log_dir != "-":
     os.makedirs(log_dir, exist_ok=True)
@@ -56,6 +62,8 @@ def sample_ranks():
         return say("no resource samples: psutil is not installed in this image")
     pod_log, ranks_of = os.path.join(log_dir, replica + ".log"), {}
     def ranks():
+        if direct:
+            return {replica: child.pid} if child.poll() is None else {}
         found = {}
         try:
             workers = psutil.Process(child.pid).children()
@@ -110,9 +118,12 @@ except OSError as exc:  # the verdict is also in the pod's status while the pod 
     emit(f"jupyter-disttrain: cannot record the exit in {exit_dir}: {exc}\\n".encode())
 sys.exit(code)
 """
+# The first word of a command the wrapper runs with its own interpreter (the image's python, as
+# found below): a process role's script, which no torchrun starts.
+SAME_PYTHON = "{python}"
 POD_WRAPPER = (
     Path(sampler.__file__).read_text(encoding="utf-8")
-    + f"INTERVAL = {sampler.DEFAULT_INTERVAL!r}\n"
+    + f"INTERVAL = {sampler.DEFAULT_INTERVAL!r}\nSAME_PYTHON = {SAME_PYTHON!r}\n"
     + _WRAPPER
 )
 

@@ -26,7 +26,8 @@ class KubeRequest:
     device_reason: str = ""
     notebook_pod: str | None = None  # what image, mounts and accelerator came from
     # The job's roles as its launcher laid them out (``Role.to_json``); the pods are the
-    # flavour's replicas (one per node), each running torchrun on the role's arguments.
+    # flavour's replicas (one per node, each running torchrun on the role's arguments), or one
+    # per replica of a process role (a parameter server's).
     roles: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

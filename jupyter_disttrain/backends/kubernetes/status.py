@@ -7,6 +7,7 @@ that is what a user searches for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...specs import Condition, Event, JobPhase, JobStatus, ReplicaStatus, now_iso
@@ -180,11 +181,14 @@ def build_status(
     pods: list[dict[str, Any]],
     events: list[dict[str, Any]],
     final: bool = True,
+    siblings: Sequence[dict[str, Any]] = (),
 ) -> JobStatus:
     """The job's status now, from its workload object, its pods and the namespace's events.
 
     ``final=False`` holds an ended workload's job open: the workload's and the pods' watches are
     independent, so its end can arrive before the pods' last updates (who failed, exit codes).
+    ``siblings``: the workload's sibling objects of its own kind (a parameter-server job's
+    scheduler and server Jobs); one that failed fails the job, though the workload still runs.
     """
     status = JobStatus.from_dict(prev.to_dict())
     cluster_events = events_for(job_id, events)
@@ -195,7 +199,9 @@ def build_status(
     status.events = sorted(own + cluster_events, key=lambda e: e.time)[-MAX_EVENTS:]
     wst = (workload or {}).get("status", {}) or {}
     status.start_time = status.start_time or wst.get("startTime")
-    phase, reason, message = _phase(flavor, status.conditions, wst, status.replicas)
+    phase, reason, message = _sibling_failure(flavor, siblings, status.replicas) or _phase(
+        flavor, status.conditions, wst, status.replicas
+    )
     refused = warnings.get(job_id)
     with_pods = {flavor.replica_of(job_id, p)[0] for p in pods}
     if refused and not phase.is_terminal and any(r.name not in with_pods for r in status.replicas):
@@ -234,6 +240,18 @@ def _phase(
     if phase is JobPhase.FAILED:
         message = _with_failed_replica(message, replicas)
     return phase, reason, message
+
+
+def _sibling_failure(
+    flavor: Flavor, siblings: Sequence[dict[str, Any]], replicas: list[ReplicaStatus]
+) -> tuple[JobPhase, str | None, str | None] | None:
+    """The first sibling workload that failed, as the job's end; None when none did."""
+    for sib in siblings:
+        end = flavor.workload_end(conditions_of(sib), sib.get("status", {}) or {})
+        if end is not None and end[0] is JobPhase.FAILED:
+            what = f"{sib.get('kind', 'workload')} {sib.get('metadata', {}).get('name')} failed"
+            return JobPhase.FAILED, end[1], _with_failed_replica(f"{what}: {end[2] or end[1]}", replicas)
+    return None
 
 
 def _with_failed_replica(message: str | None, replicas: list[ReplicaStatus]) -> str | None:

@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 from ....errors import InvalidSpecError
 from ..client import Resource
-from .base import End, Flavor, ReplicaGroup
+from .base import End, Flavor, ReplicaGroup, process_roles
 from .job import IndexedJob
 from .pytorchjob import PyTorchJob
 from .t9k import T9kJob
 
-__all__ = ["BY_NAME", "End", "Flavor", "ReplicaGroup", "discover", "flavor_named"]
+__all__ = ["BY_NAME", "End", "Flavor", "ReplicaGroup", "discover", "flavor_named", "process_roles"]
 
 # In --flavor's order (``options.FLAVORS``), which is also discovery's preference among operators.
 BY_NAME: dict[str, Flavor] = {f.name: f for f in (IndexedJob(), PyTorchJob(), T9kJob())}

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ....launchers import get_launcher
+from ....launchers.base import HELPER_ROLES, PROCESS, LaunchContext, Role
 from ....specs import Condition, JobPhase, JobSpec, ReplicaStatus
 from .. import manifests as mf
 from ..client import Resource
@@ -25,10 +27,22 @@ End = tuple[JobPhase, "str | None", "str | None"]
 
 @dataclass(frozen=True)
 class ReplicaGroup:
-    """The pods of one role: ``count`` replicas named ``<role>-<index>``."""
+    """The pods of one role: ``count`` replicas named ``<role>-<index>`` (``single``: one
+    replica, named after the role, as a parameter server's ``scheduler``)."""
 
     role: str
     count: int
+    single: bool = False
+
+    def name(self, index: int) -> str:
+        return self.role if self.single else f"{self.role}-{index}"
+
+
+def process_roles(spec: JobSpec) -> list[Role]:
+    """The roles of ``spec``'s launcher that run one process per replica (a parameter server's
+    scheduler, servers and workers): a pod each. Empty for launchers whose ranks torchrun starts."""
+    roles = get_launcher(spec.launcher).roles(spec, LaunchContext("", cpu=True))
+    return [r for r in roles if r.via == PROCESS]
 
 
 class Flavor(abc.ABC):
@@ -47,6 +61,9 @@ class Flavor(abc.ABC):
     runs_wrapper: ClassVar[bool] = True
     #: Served only where its operator is installed (API discovery looks for it).
     needs_operator: ClassVar[bool] = True
+    #: Runs a launcher's one-process-per-replica roles (``process_roles``) as pods; an operator
+    #: that knows only torchrun's replica types (Master/Worker) cannot.
+    runs_process_roles: ClassVar[bool] = False
 
     # -- replicas ----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -60,23 +77,31 @@ class Flavor(abc.ABC):
     def replicas(self, spec: JobSpec) -> list[ReplicaStatus]:
         """The replicas of a new job, all Pending; names match the pods' log files."""
         return [
-            ReplicaStatus(name=f"{g.role}-{i}", role=g.role, index=i)
+            ReplicaStatus(name=g.name(i), role=g.role, index=i)
             for g in self.replica_groups(spec)
             for i in range(g.count)
         ]
 
     def rank0_replica(self, spec: JobSpec) -> str | None:
-        """The replica whose exit record is the job's verdict; None when the pods leave none."""
-        return self.replicas(spec)[0].name if self.runs_wrapper else None
+        """The replica whose exit record is the job's verdict (the first that trains, not a
+        parameter server's scheduler); None when the pods leave none."""
+        if not self.runs_wrapper:
+            return None
+        return next(r.name for r in self.replicas(spec) if r.role not in HELPER_ROLES)
+
+    def meeting_point(self, job_id: str) -> tuple[str, int]:
+        """Where the processes of a ``process_roles`` job find the one they meet at (a parameter
+        server's scheduler): its pod's DNS name and port. Only for ``runs_process_roles`` flavours."""
+        raise NotImplementedError(f"the {self.name} flavour runs no process roles")
 
     def hostname(self, job_id: str, role: str, index: int) -> str:
         """The hostname of a replica's pod (PyTorchJob: also its Service's name)."""
         return f"{job_id}-{role}-{index}"
 
     def last_hostname(self, job_id: str, spec: JobSpec) -> str:
-        """The longest hostname of the job's pods: its last replica's."""
-        last = self.replicas(spec)[-1]
-        return self.hostname(job_id, last.role, last.index)
+        """The longest hostname of the job's pods (a group's last replica has the longest)."""
+        hosts = [self.hostname(job_id, r.role, r.index) for r in self.replicas(spec)]
+        return max(reversed(hosts), key=len)  # the last of the longest, as the pods are listed
 
     # -- manifests ---------------------------------------------------------------------------
     def manifests(
@@ -111,8 +136,10 @@ class Flavor(abc.ABC):
         opts: KubeOptions,
         place: mf.Placement,
         env: Iterable[dict[str, Any]] = (),
+        replica_prefix: str | None = None,
     ) -> dict[str, Any]:
-        """The pod every flavour runs, its container named for this flavour; ``env`` first."""
+        """The pod every flavour runs, its container named for this flavour; ``env`` first.
+        ``replica_prefix``: the pod wrapper's, when not the flavour's (see ``manifests``)."""
         return mf.pod_template(
             spec,
             job_id,
@@ -120,7 +147,7 @@ class Flavor(abc.ABC):
             place,
             list(env),
             container=self.container,
-            replica_prefix=self.replica_prefix,
+            replica_prefix=self.replica_prefix if replica_prefix is None else replica_prefix,
             rank0=self.rank0_replica(spec),
         )
 
