@@ -49,6 +49,9 @@ class Role:
     env: dict[str, str] = field(default_factory=dict)  # on top of the rank environment
     via: str = TORCHRUN  # TORCHRUN: ranks started by one agent per node; PROCESS: one per replica
     single: bool = False  # always one replica, named after the role (``scheduler``)
+    # The file torchrun runs instead of the script (Horovod's entry program in a pod); the
+    # script's path then goes first in ``args``. None: torchrun runs the script itself.
+    entry: str | None = None
 
     def replica_names(self, first_rank: int = 0) -> list[str]:
         """The names of this role's replicas (``rank-N`` for torch ranks, ``<role>-<i>`` else)."""
@@ -70,6 +73,7 @@ class Role:
             env={str(k): str(v) for k, v in data.get("env", {}).items()},
             via=str(data.get("via", TORCHRUN)),
             single=bool(data.get("single", False)),
+            entry=str(data["entry"]) if data.get("entry") else None,
         )
 
 
