@@ -10,7 +10,8 @@ the script's arguments and the environment its processes add to the rank environ
   after their global rank, as torchrun jobs always were.
 - ``process``: one process (or pod) per replica, named ``<role>-<index>`` (a role that is
   always one process, a parameter server's ``scheduler``, is named after the role alone).
-- ``horovodrun``: torch ranks too (``rank-<N>``), started by Horovod's ``horovodrun``.
+- ``horovodrun``: torch ranks too (``rank-<N>``), started by Horovod's ``horovodrun`` (on this
+  machine; in a cluster Horovod's ranks are torchrun's, which run its ``entry`` program).
 
 Launchers are pure translation, like the backends' dry runs: no process starts here, no heavy
 import (DeepSpeed itself is looked up, never imported).
