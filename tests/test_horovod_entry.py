@@ -222,6 +222,21 @@ def test_the_entry_refuses_in_one_line_without_torchrun_or_horovod(tmp_path: Pat
     assert (done.returncode, done.stderr.strip()) == (1, NO_HOROVOD)
 
 
+def test_rank_0_says_in_one_line_when_its_port_is_taken(tmp_path: Path, horovod_src: str) -> None:
+    (tmp_path / "train.py").write_text("raise SystemExit('the script must not run')\n")
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**_rank_env(horovod_src, port), **_torchrun_layout(rank=0, nodes=1, per_node=2)}
+        done = _entry(["train.py"], env, tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().startswith(
+        f"horovod_entry.py: Horovod's rendezvous server cannot listen on port {port}:"
+    )
+    assert done.stderr.strip().endswith("set another with --env HOROVOD_GLOO_RENDEZVOUS_PORT=<port>")
+
+
 @pytest.fixture
 def rendezvous(horovod_src: str, tmp_path: Path) -> Iterator[str]:
     """Rank 0's server for 2 nodes of 2 ranks, started by the entry's own function in a process

@@ -82,7 +82,8 @@ def host_plan(env: Mapping[str, str]) -> list[Any]:
 
 def start_rendezvous(env: Mapping[str, str]) -> Any:
     """Horovod's rendezvous server for ``env``'s job on its port, on every interface of this
-    pod, served by a daemon thread (it ends with the process); returns the server."""
+    pod, served by a daemon thread; returns the server. It ends with rank 0's process, which
+    outlives every rank's rendezvous: ``hvd.init()`` ends with an allgather over gloo."""
     from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
     server = RendezvousHTTPServer(("", int(env[PORT_ENV])), RendezvousHandler, 0)
