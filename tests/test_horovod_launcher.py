@@ -1,6 +1,7 @@
 """``--launcher horovod`` is tested by what it produces: Horovod 0.28.1 does not build against
-torch 2.13 here (README), so no real run. Plus the parameter-server and Horovod launchers' bad
-input through ``%%distrun`` itself: one line, nothing launched."""
+torch 2.13 here (README), so no real run (its pods on Kubernetes: ``tests/k8s/test_horovod_pods.py``).
+Plus the parameter-server and Horovod launchers' bad input through ``%%distrun`` itself: one
+line, nothing launched."""
 
 from __future__ import annotations
 
@@ -52,7 +53,6 @@ MAGIC_BAD_INPUT = [
         "--workers 2 --backend kubernetes --image python:3.11",
         "--launcher mxnet runs on the local backend only",
     ),
-    ("--launcher horovod --backend kubernetes --image python:3.11", "its Kubernetes pods are not built yet"),
 ]
 
 
@@ -73,4 +73,23 @@ def test_bad_launcher_input_is_one_line_and_launches_nothing(
 def test_horovod_is_refused_when_it_is_not_importable(shell: InteractiveShell, tmp_path: Path) -> None:  # noqa: F811
     with pytest.raises(UsageError, match=r"--launcher horovod needs horovod, which is not importable here"):
         shell.run_cell_magic("distrun", "--launcher horovod --gpus 2", "import horovod.torch as hvd\n")
+    assert _jobs(tmp_path) == []
+
+
+@pytest.mark.skipif(not HOROVOD_MISSING, reason="horovod is installed here")
+def test_horovod_on_kubernetes_needs_no_horovod_here(
+    shell: InteractiveShell,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Horovod is the image's: the dry run of a two-node job shows its pods, the entry program
+    among the side files, and nothing is launched."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    line = "--launcher horovod --backend kubernetes --flavor job --image python:3.11 --nodes 2 --dry-run"
+    shell.run_cell_magic("distrun", line, "import horovod.torch as hvd\nhvd.init()\n")
+    out = capsys.readouterr().out
+    assert "# side file: horovod_entry.py (" in out and "from the horovod launcher" in out
+    assert "/disttrain/code/horovod_entry.py" in out and "HOROVOD_GLOO_RENDEZVOUS_PORT" in out
     assert _jobs(tmp_path) == []

@@ -1,4 +1,5 @@
-"""Separate virtual environments for tests of frameworks that cannot share the test venv.
+"""Separate virtual environments (and unpacked sources) for tests of frameworks that cannot
+share the test venv.
 
 MXNet 1.9.1 needs ``numpy<1.24``, which the test venv's torch and friends do not accept, so its
 jobs run under their own interpreter. A venv is built once per requirements set and kept in the
@@ -7,6 +8,9 @@ every run after it, finds it ready. It is built in a scratch directory and renam
 its imports work, under a lock, so an interrupted or concurrent build never leaves a half venv.
 Where it cannot be built (no network to the package index, no wheel for this Python), the tests
 that need it are skipped with the reason.
+
+Horovod does not build against torch 2.x (README), but its runner is pure Python: its source
+release, unpacked the same way into the cache, is put on a subprocess's ``sys.path``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -87,3 +92,46 @@ def ensure_venv(name: str, requirements: Sequence[str], check: str) -> Path:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return venv_python(target)
+
+
+def ensure_source(name: str, version: str, check: str) -> Path:
+    """The unpacked source release ``<name>-<version>`` from the package index (never built or
+    installed), kept in the cache once ``check`` runs with it first on ``PYTHONPATH``."""
+    target = cache_root().parent / "sources" / f"{name}-{version}"
+    with _locked(target):
+        if (target / _READY).is_file():
+            return target
+        scratch = target.with_name(target.name + ".fetching")
+        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            download = ["pip", "download", "--disable-pip-version-check", "-q", "--no-deps"]
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    *download,
+                    "--no-binary",
+                    ":all:",
+                    "-d",
+                    str(scratch),
+                    f"{name}=={version}",
+                ],
+                f"pip download {name}=={version}",
+            )
+            (archive,) = scratch.glob(f"{name}-{version}.tar.gz")
+            with tarfile.open(archive) as tar:
+                tar.extractall(scratch, filter="data")
+            unpacked = scratch / f"{name}-{version}"
+            env = {**os.environ, "PYTHONPATH": str(unpacked)}
+            try:
+                subprocess.run(
+                    [sys.executable, "-c", check], env=env, cwd=scratch, check=True, capture_output=True
+                )
+            except subprocess.CalledProcessError as exc:
+                raise VenvUnavailable(f"{name} {version}'s source: {exc.stderr.decode()[-300:]}") from exc
+            (unpacked / _READY).write_text(f"{name}=={version}\n")
+            shutil.rmtree(target, ignore_errors=True)
+            unpacked.rename(target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return target

@@ -10,7 +10,8 @@ the script's arguments and the environment its processes add to the rank environ
   after their global rank, as torchrun jobs always were.
 - ``process``: one process (or pod) per replica, named ``<role>-<index>`` (a role that is
   always one process, a parameter server's ``scheduler``, is named after the role alone).
-- ``horovodrun``: torch ranks too (``rank-<N>``), started by Horovod's ``horovodrun``.
+- ``horovodrun``: torch ranks too (``rank-<N>``), started by Horovod's ``horovodrun`` (on this
+  machine; in a cluster Horovod's ranks are torchrun's, which run its ``entry`` program).
 
 Launchers are pure translation, like the backends' dry runs: no process starts here, no heavy
 import (DeepSpeed itself is looked up, never imported).
@@ -33,12 +34,6 @@ HOROVODRUN = "horovodrun"
 RANKED = (TORCHRUN, HOROVODRUN)  # replicas that are torch ranks, named rank-N
 # Roles that serve the workers and train nothing: no GPU, and never the job's "rank 0".
 HELPER_ROLES = ("scheduler", "server")
-# Said by a launcher whose roles the Kubernetes backend does not lay out in pods yet, rather
-# than let it run them as plain torchrun pods.
-KUBERNETES_LATER = (
-    "--launcher {launcher} runs on the local backend only so far: its Kubernetes pods are not "
-    "built yet; leave out --backend kubernetes"
-)
 
 
 @dataclass(frozen=True)
@@ -51,6 +46,9 @@ class Role:
     env: dict[str, str] = field(default_factory=dict)  # on top of the rank environment
     via: str = TORCHRUN  # TORCHRUN: ranks started by one agent per node; PROCESS: one per replica
     single: bool = False  # always one replica, named after the role (``scheduler``)
+    # The file torchrun runs instead of the script (Horovod's entry program in a pod); the
+    # script's path then goes first in ``args``. None: torchrun runs the script itself.
+    entry: str | None = None
 
     def replica_names(self, first_rank: int = 0) -> list[str]:
         """The names of this role's replicas (``rank-N`` for torch ranks, ``<role>-<i>`` else)."""
@@ -72,6 +70,7 @@ class Role:
             env={str(k): str(v) for k, v in data.get("env", {}).items()},
             via=str(data.get("via", TORCHRUN)),
             single=bool(data.get("single", False)),
+            entry=str(data["entry"]) if data.get("entry") else None,
         )
 
 

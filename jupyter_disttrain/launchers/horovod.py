@@ -4,6 +4,11 @@ Locally one ``horovodrun -np N --gloo`` starts the ranks on this machine: Horovo
 nodes are reached over SSH, which a notebook's machine does not offer, so ``--nodes`` stays 1.
 The ranks are torch ranks (``rank-<N>``, from ``HOROVOD_RANK``), each under our rank wrapper.
 
+On Kubernetes the pods run torchrun as torchrun jobs do (one per node, ``--gpus`` ranks each),
+on Horovod's entry program (``horovod_entry.py``, shipped beside the script): it turns
+torchrun's environment into Horovod's and serves Horovod's rendezvous from rank 0's process.
+Horovod is then the image's business, not this machine's.
+
 Horovod's last release (0.28.1) builds from source only; against torch 2.x it does not build
 as released (its CMake asks for C++14, torch's headers need C++17; see the README). So it is
 looked up here, never imported, and a job that needs it is refused when it is missing.
@@ -12,10 +17,15 @@ looked up here, never imported, and a job that needs it is refused when it is mi
 from __future__ import annotations
 
 import importlib.util
+import posixpath
+from pathlib import Path
 
 from ..errors import InvalidSpecError
 from ..specs import JobSpec
-from .base import HOROVODRUN, KUBERNETES_LATER, LaunchContext, Launcher, Role
+from . import horovod_entry
+from .base import HOROVODRUN, TORCHRUN, LaunchContext, Launcher, Role
+
+ENTRY_FILE = "horovod_entry.py"
 
 MISSING = (
     "--launcher horovod needs horovod, which is not importable here: install a horovod built with "
@@ -24,14 +34,15 @@ MISSING = (
 
 
 class HorovodLauncher(Launcher):
-    """``horovodrun`` on one machine: ``--gpus`` ranks."""
+    """``horovodrun`` on one machine: ``--gpus`` ranks; torchrun pods on Horovod's entry program
+    in a cluster."""
 
     name = "horovod"
 
     def validate(self, spec: JobSpec, *, local: bool) -> None:
         super().validate(spec, local=local)
         if not local:
-            raise InvalidSpecError(KUBERNETES_LATER.format(launcher=self.name))
+            return  # horovod is the image's: nothing of it is needed here
         if spec.nodes > 1:
             raise InvalidSpecError(
                 f"--launcher horovod --nodes {spec.nodes}: Horovod reaches other nodes over SSH, which "
@@ -41,4 +52,22 @@ class HorovodLauncher(Launcher):
             raise InvalidSpecError(MISSING)
 
     def roles(self, spec: JobSpec, ctx: LaunchContext) -> list[Role]:
-        return [Role("worker", spec.world_size, list(spec.args), via=HOROVODRUN)]
+        if spec.backend == "local":
+            return [Role("worker", spec.world_size, list(spec.args), via=HOROVODRUN)]
+        script = posixpath.join(ctx.job_dir, spec.entrypoint)
+        return [
+            Role(
+                "worker",
+                spec.world_size,
+                [script, *spec.args],
+                {horovod_entry.PORT_ENV: str(horovod_entry.RENDEZVOUS_PORT)},
+                via=TORCHRUN,
+                entry=posixpath.join(ctx.job_dir, ENTRY_FILE),
+            )
+        ]
+
+    def side_files(self, spec: JobSpec) -> dict[str, bytes]:
+        """The entry program, for the pods (a local job's ranks get their env from horovodrun)."""
+        if spec.backend == "local":
+            return {}
+        return {ENTRY_FILE: Path(horovod_entry.__file__).read_bytes()}

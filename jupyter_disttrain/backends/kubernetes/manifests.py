@@ -226,6 +226,14 @@ def script_args(spec: JobSpec, place: Placement) -> list[str]:
     return list(place.role.args) if place.role else list(spec.args)
 
 
+def program(spec: JobSpec, place: Placement) -> list[str]:
+    """What the pods run (under torchrun, or alone for a process role): the role's entry file and
+    its arguments (the script's path first), or the script and its arguments."""
+    if place.role is not None and place.role.entry:
+        return [place.role.entry, *place.role.args]
+    return [script_path(spec, place), *script_args(spec, place)]
+
+
 def container_command(
     spec: JobSpec, job_id: str, place: Placement, replica_prefix: str, rank0: str | None
 ) -> list[str]:
@@ -238,11 +246,10 @@ def container_command(
     if place.pvc_for_job_dir is not None:
         log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
         exit_dir = posixpath.join(place.job_dir, contract.EXITS_DIR)
-    program = [script_path(spec, place), *script_args(spec, place)]
     if place.role is not None and place.role.via == PROCESS:
-        launcher = [SAME_PYTHON, "-u", *program]
+        launcher = [SAME_PYTHON, "-u", *program(spec, place)]
     else:
-        launcher = ["torchrun", "--tee", "3", *program]
+        launcher = ["torchrun", "--tee", "3", *program(spec, place)]
     wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", "--", *launcher]
     return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
 

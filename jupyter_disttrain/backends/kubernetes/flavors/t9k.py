@@ -35,7 +35,7 @@ class T9kJob(Flavor):
         pod = self.pod_template(spec, job_id, opts, place)
         container = pod["spec"]["containers"][0]
         container["command"] = ["python"]  # ignored by the controller while torchrunConfig is on
-        container["args"] = [mf.script_path(spec, place), *mf.script_args(spec, place)]
+        container["args"] = mf.program(spec, place)
         body: dict[str, Any] = {
             "torchrunConfig": {
                 "enabled": True,
