@@ -49,9 +49,9 @@ MAGIC_BAD_INPUT = [
     ("--launcher mxnet", "--launcher mxnet needs --workers W"),
     ("--servers 2", "--launcher mxnet needs --workers W"),  # a launcher's own flag picks it
     ("--launcher horovod --nodes 2", "Horovod reaches other nodes over SSH"),
-    (
-        "--workers 2 --backend kubernetes --image python:3.11",
-        "--launcher mxnet runs on the local backend only",
+    (  # a pod per replica: plain Jobs, not an operator's torchrun replica types
+        "--workers 2 --backend kubernetes --image python:3.11 --flavor pytorchjob --dry-run",
+        "which the pytorchjob flavour's operator does not: use --flavor job",
     ),
 ]
 
@@ -92,4 +92,21 @@ def test_horovod_on_kubernetes_needs_no_horovod_here(
     out = capsys.readouterr().out
     assert "# side file: horovod_entry.py (" in out and "from the horovod launcher" in out
     assert "/disttrain/code/horovod_entry.py" in out and "HOROVOD_GLOO_RENDEZVOUS_PORT" in out
+    assert _jobs(tmp_path) == []
+
+
+def test_mxnet_on_kubernetes_from_the_magic_lays_out_a_pod_per_replica(
+    shell: InteractiveShell,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No --flavor and no cluster: a parameter-server job is plain Jobs, nothing to discover."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    line = "--workers 2 --backend kubernetes --image mxnet:1.9.1 --name ps --dry-run"
+    shell.run_cell_magic("distrun", line, "import mxnet as mx\nkv = mx.kv.create('dist_sync')\n")
+    out = capsys.readouterr().out
+    assert "flavor job" in out and out.count("kind: Job\n") == 3 and "DMLC_USE_KUBERNETES" in out
+    assert "-scheduler-0.ps-" in out  # DMLC_PS_ROOT_URI: the scheduler pod behind the Service
     assert _jobs(tmp_path) == []
