@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -76,37 +77,40 @@ def test_horovod_is_refused_when_it_is_not_importable(shell: InteractiveShell, t
     assert _jobs(tmp_path) == []
 
 
-@pytest.mark.skipif(not HOROVOD_MISSING, reason="horovod is installed here")
-def test_horovod_on_kubernetes_needs_no_horovod_here(
+@pytest.fixture
+def kube_dry_run(
     shell: InteractiveShell,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Horovod is the image's: the dry run of a two-node job shows its pods, the entry program
-    among the side files, and nothing is launched."""
+) -> Callable[[str, str], str]:
+    """``%%distrun <line> --dry-run`` on Kubernetes with no cluster: what it prints (and it
+    launched nothing)."""
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    line = "--launcher horovod --backend kubernetes --flavor job --image python:3.11 --nodes 2 --dry-run"
-    shell.run_cell_magic("distrun", line, "import horovod.torch as hvd\nhvd.init()\n")
-    out = capsys.readouterr().out
+
+    def run(line: str, cell: str) -> str:
+        shell.run_cell_magic("distrun", f"{line} --backend kubernetes --dry-run", cell)
+        assert _jobs(tmp_path) == []
+        return capsys.readouterr().out
+
+    return run
+
+
+@pytest.mark.skipif(not HOROVOD_MISSING, reason="horovod is installed here")
+def test_horovod_on_kubernetes_needs_no_horovod_here(kube_dry_run: Callable[[str, str], str]) -> None:
+    """Horovod is the image's: the dry run of a two-node job shows its pods and the entry program
+    among the side files."""
+    line = "--launcher horovod --flavor job --image python:3.11 --nodes 2"
+    out = kube_dry_run(line, "import horovod.torch as hvd\nhvd.init()\n")
     assert "# side file: horovod_entry.py (" in out and "from the horovod launcher" in out
     assert "/disttrain/code/horovod_entry.py" in out and "HOROVOD_GLOO_RENDEZVOUS_PORT" in out
-    assert _jobs(tmp_path) == []
 
 
 def test_mxnet_on_kubernetes_from_the_magic_lays_out_a_pod_per_replica(
-    shell: InteractiveShell,  # noqa: F811
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    kube_dry_run: Callable[[str, str], str],
 ) -> None:
     """No --flavor and no cluster: a parameter-server job is plain Jobs, nothing to discover."""
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    line = "--workers 2 --backend kubernetes --image mxnet:1.9.1 --name ps --dry-run"
-    shell.run_cell_magic("distrun", line, "import mxnet as mx\nkv = mx.kv.create('dist_sync')\n")
-    out = capsys.readouterr().out
+    out = kube_dry_run("--workers 2 --image mxnet:1.9.1 --name ps", "import mxnet as mx\n")
     assert "flavor job" in out and out.count("kind: Job\n") == 3 and "DMLC_USE_KUBERNETES" in out
     assert "-scheduler-0.ps-" in out  # DMLC_PS_ROOT_URI: the scheduler pod behind the Service
-    assert _jobs(tmp_path) == []
