@@ -25,7 +25,9 @@ fi
 # DISTTRAIN_UI_FROM_CHECKOUT=1 tests this checkout even where another one is installed (a git
 # worktree beside an editable install); run `jlpm build` in it first.
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/disttrain-ui.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
+# Jobs outlive the kernels that started them (detached, by design): once their job root is gone,
+# stop what the tests left running (a job cancelled by no test, a test that failed half-way).
+trap 'rm -rf "$WORK"; python -m jupyter_disttrain.cli cancel --orphans' EXIT
 if [ -n "${DISTTRAIN_UI_FROM_CHECKOUT:-}" ] || ! jupyter labextension list 2>&1 | grep -q "jupyter_disttrain"; then
   if [ ! -f "$ROOT/jupyter_disttrain/labextension/package.json" ]; then
     echo "== building the lab extension (first run only, ~1 min)"
