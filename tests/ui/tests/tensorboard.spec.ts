@@ -8,6 +8,8 @@ import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { openPanel } from './sidebar';
+
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
 const TOKEN = process.env.JLAB_TOKEN!;
 const SECONDS = 20;
@@ -83,12 +85,8 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
   expect((await context.cookies()).some(c => c.name.startsWith('username-'))).toBe(true);
 
   // The sidebar, the job's row, its TensorBoard button: the tab opens with auto-reload on.
-  // The workspace of an earlier test may have restored the sidebar open: a click would close it.
-  const sidebarTab = page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]');
-  if ((await sidebarTab.getAttribute('aria-selected')) !== 'true') {
-    await sidebarTab.click();
-  }
-  const row = page.locator(`.jp-DistTrainPanel-job[data-job-id="${jobId}"]`);
+  const panel = await openPanel(page);
+  const row = panel.locator(`.jp-DistTrainPanel-job[data-job-id="${jobId}"]`);
   await row.locator('button[data-action="tensorboard"]').click();
   const tab = page.locator('.jp-DistTrainTensorBoard');
   await expect(tab.locator('.jp-DistTrainTensorBoard-auto input[type="checkbox"]')).toBeChecked();
