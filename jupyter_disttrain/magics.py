@@ -137,9 +137,11 @@ class DistTrainMagics(Magics):
             print(packaged.source)
             for name in sorted(packaged.files):
                 print(f"# side file: {name} ({len(packaged.files[name])} bytes)")
+            from .backends import backend_class
             from .launchers import get_launcher
 
-            for name, data in sorted(get_launcher(spec.launcher).side_files(spec).items()):
+            side = get_launcher(spec.launcher).side_files(spec, local=backend_class(spec.backend).local)
+            for name, data in sorted(side.items()):
                 print(f"# side file: {name} ({len(data)} bytes, from the {spec.launcher} launcher)")
             print(f"# ---- launch request ({info.backend} backend) ----")
             print(info.text)

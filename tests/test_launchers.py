@@ -133,7 +133,7 @@ def test_ds_config_option_adds_the_deepspeed_flags(tmp_path: Path) -> None:
     spec.args = ["--deepspeed_config=d"]  # the name is no part of the flag's own letters
     (role,) = get_launcher("deepspeed").roles(spec, ctx)
     assert role.args == ["--deepspeed_config=/jobs/j1/ds_config.json"]
-    assert get_launcher("deepspeed").side_files(spec) == {"ds_config.json": b"{}"}
+    assert get_launcher("deepspeed").side_files(spec, local=True) == {"ds_config.json": b"{}"}
 
 
 @pytest.mark.parametrize(

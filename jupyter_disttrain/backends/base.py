@@ -60,7 +60,8 @@ class Backend(abc.ABC):
         job_id = job_id or self.store.new_job_id(spec.name)
         payload: dict[str, bytes] = {}
         if script is not None:
-            payload = {**(files or {}), **launcher.side_files(spec), spec.entrypoint: script.encode("utf-8")}
+            side = launcher.side_files(spec, local=self.local)
+            payload = {**(files or {}), **side, spec.entrypoint: script.encode("utf-8")}
         return self._dryrun(spec, job_id, payload)
 
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
@@ -70,7 +71,7 @@ class Backend(abc.ABC):
         the user submitted is lost.
         """
         info = self.dryrun(spec, script=script, files=files)
-        files = {**(files or {}), **get_launcher(spec.launcher).side_files(spec)}
+        files = {**(files or {}), **get_launcher(spec.launcher).side_files(spec, local=self.local)}
         record = JobRecord(id=info.job_id, spec=spec, request=info.request.to_json())
         status = JobStatus(
             job_id=record.id,

@@ -127,8 +127,9 @@ class Launcher(abc.ABC):
         against; a parameter server's scheduler and servers mostly wait for the workers)."""
         return spec.world_size
 
-    def side_files(self, spec: JobSpec) -> dict[str, bytes]:
-        """Files the job dir gets besides the script (e.g. a config the script reads), by name."""
+    def side_files(self, spec: JobSpec, *, local: bool) -> dict[str, bytes]:
+        """Files the job dir gets besides the script (e.g. a config the script reads), by name.
+        ``local``: the job runs on this machine (as for ``validate``)."""
         return {}
 
     def busy(self, cache_dir: str, since: float) -> str | None:

@@ -77,7 +77,7 @@ class DeepSpeedLauncher(Launcher):
                 installed = False
             if not installed:
                 raise InvalidSpecError(f"the cell uses DeepSpeed, which is not installed here: {INSTALL}")
-        self.side_files(spec)  # a missing or malformed config is refused before anything runs
+        self.side_files(spec, local=local)  # a missing or malformed config is refused before anything runs
 
     def roles(self, spec: JobSpec, ctx: LaunchContext) -> list[Role]:
         args = list(spec.args)
@@ -93,7 +93,7 @@ class DeepSpeedLauncher(Launcher):
             env["TORCH_EXTENSIONS_DIR"] = extensions_dir(ctx.cache_dir)
         return [Role("worker", spec.world_size, args, env)]
 
-    def side_files(self, spec: JobSpec) -> dict[str, bytes]:
+    def side_files(self, spec: JobSpec, *, local: bool) -> dict[str, bytes]:
         found = config_arg(spec.args)
         given = spec.launcher_options.get("ds_config")
         if found is None and not given:

@@ -52,7 +52,7 @@ class HorovodLauncher(Launcher):
             raise InvalidSpecError(MISSING)
 
     def roles(self, spec: JobSpec, ctx: LaunchContext) -> list[Role]:
-        if spec.backend == "local":
+        if ctx.loopback:
             return [Role("worker", spec.world_size, list(spec.args), via=HOROVODRUN)]
         script = posixpath.join(ctx.job_dir, spec.entrypoint)
         return [
@@ -66,8 +66,8 @@ class HorovodLauncher(Launcher):
             )
         ]
 
-    def side_files(self, spec: JobSpec) -> dict[str, bytes]:
+    def side_files(self, spec: JobSpec, *, local: bool) -> dict[str, bytes]:
         """The entry program, for the pods (a local job's ranks get their env from horovodrun)."""
-        if spec.backend == "local":
+        if local:
             return {}
         return {ENTRY_FILE: Path(horovod_entry.__file__).read_bytes()}
