@@ -168,7 +168,8 @@ class KubernetesBackend(Backend):
         per_replica = bool(process_roles(spec))
         place = self.placement(spec, job_id, opts, "job" if per_replica else None)
         flavor = flavor_named(place.flavor)
-        roles = get_launcher(spec.launcher).roles(spec, self._launch_context(spec, job_id, place, flavor))
+        ctx = self._launch_context(spec, job_id, place, flavor, per_replica)
+        roles = get_launcher(spec.launcher).roles(spec, ctx)
         if not per_replica and (len(roles) != 1 or roles[0].via != TORCHRUN):
             raise InvalidSpecError(f"the kubernetes backend cannot run the {spec.launcher} launcher's roles")
         place = dataclasses.replace(place, role=roles[-1], roles=tuple(roles))
@@ -198,21 +199,23 @@ class KubernetesBackend(Backend):
         return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.name, request=request, text=text)
 
     @staticmethod
-    def _launch_context(spec: JobSpec, job_id: str, place: mf.Placement, flavor: Flavor) -> LaunchContext:
+    def _launch_context(
+        spec: JobSpec, job_id: str, place: mf.Placement, flavor: Flavor, per_replica: bool
+    ) -> LaunchContext:
         """Where the launcher's processes run: the pods, which see the job's files at
         ``files_dir``; a parameter-server job's replicas meet at its scheduler's pod."""
         ctx = LaunchContext(
             mf.files_dir(place), cpu=not place.gpu, cache_dir=mf.cache_dir(place), loopback=False
         )
-        if not process_roles(spec):
+        if not per_replica:
             return ctx
-        if not flavor.runs_process_roles:
+        point = flavor.meeting_point(job_id)
+        if point is None:
             raise InvalidSpecError(
                 f"--launcher {spec.launcher} runs a pod per replica as plain Kubernetes Jobs, which the "
                 f"{flavor.name} flavour's operator does not: use --flavor job"
             )
-        host, port = flavor.meeting_point(job_id)
-        return dataclasses.replace(ctx, host=host, port=port)
+        return dataclasses.replace(ctx, host=point[0], port=point[1])
 
     def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
         assert isinstance(request, KubeRequest)

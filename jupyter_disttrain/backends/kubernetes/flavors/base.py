@@ -61,9 +61,6 @@ class Flavor(abc.ABC):
     runs_wrapper: ClassVar[bool] = True
     #: Served only where its operator is installed (API discovery looks for it).
     needs_operator: ClassVar[bool] = True
-    #: Runs a launcher's one-process-per-replica roles (``process_roles``) as pods; an operator
-    #: that knows only torchrun's replica types (Master/Worker) cannot.
-    runs_process_roles: ClassVar[bool] = False
 
     # -- replicas ----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -89,10 +86,11 @@ class Flavor(abc.ABC):
             return None
         return next(r.name for r in self.replicas(spec) if r.role not in HELPER_ROLES)
 
-    def meeting_point(self, job_id: str) -> tuple[str, int]:
+    def meeting_point(self, job_id: str) -> tuple[str, int] | None:
         """Where the processes of a ``process_roles`` job find the one they meet at (a parameter
-        server's scheduler): its pod's DNS name and port. Only for ``runs_process_roles`` flavours."""
-        raise NotImplementedError(f"the {self.name} flavour runs no process roles")
+        server's scheduler): its pod's DNS name and port. None: this flavour does not run process
+        roles as pods (an operator that knows only torchrun's replica types, Master/Worker)."""
+        return None
 
     def hostname(self, job_id: str, role: str, index: int) -> str:
         """The hostname of a replica's pod (PyTorchJob: also its Service's name)."""

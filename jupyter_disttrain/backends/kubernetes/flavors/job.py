@@ -32,7 +32,6 @@ class IndexedJob(Flavor):
     container = "trainer"
     replica_prefix = "node-"
     needs_operator = False
-    runs_process_roles = True
 
     def replica_groups(self, spec: JobSpec) -> list[ReplicaGroup]:
         roles = process_roles(spec)
@@ -50,7 +49,7 @@ class IndexedJob(Flavor):
     def hostname(self, job_id: str, role: str, index: int) -> str:
         return f"{_job_name(job_id, role)}-{index}"
 
-    def meeting_point(self, job_id: str) -> tuple[str, int]:
+    def meeting_point(self, job_id: str) -> tuple[str, int] | None:
         return f"{self.hostname(job_id, 'scheduler', 0)}.{mf.object_name(job_id)}", mf.PS_ROOT_PORT
 
     def workload_objects(
