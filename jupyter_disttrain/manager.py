@@ -365,7 +365,7 @@ def spec_from_words(
 def option_classes() -> list[type]:
     """Each backend's options, as the dataclasses that declare their flags."""
     from .backends.kubernetes.options import KubeOptions
-    from .backends.local_options import LocalOptions
+    from .backends.local.options import LocalOptions
 
     return [LocalOptions, KubeOptions]
 

@@ -6,7 +6,7 @@ Each ``log_metric`` point becomes the scalar ``mlflow/<key>`` at its step in
 ``mlflowdb`` reads it (read-only, never a lock held, bounded batches by rowid); one missing,
 locked or not MLflow's is read again at the next poll. The writer (``torch.utils.tensorboard``)
 is imported only once a point exists: a job that does not use MLflow pays one ``stat`` a poll.
-A local job's launcher runs it (``backends/local_supervisor``), on Kubernetes the pod wrapper of
+A local job's launcher runs it (``backends/local/supervisor``), on Kubernetes the pod wrapper of
 rank 0's replica when the job dir is on the PVC (``podscript``); ``stop`` reads to the end and
 flushes, so the last points land before the job's end is written.
 """

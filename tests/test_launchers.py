@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local_request import LocalRequest, request_roles
+from jupyter_disttrain.backends.local.request import LocalRequest, request_roles
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.flags import add_flags
 from jupyter_disttrain.launchers import detect, get_launcher

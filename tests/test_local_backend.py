@@ -6,7 +6,7 @@ import pytest
 
 from jupyter_disttrain import api, procs
 from jupyter_disttrain.backends.local import LocalBackend
-from jupyter_disttrain.backends.torchrun import agent_commands
+from jupyter_disttrain.backends.local.torchrun import agent_commands
 from jupyter_disttrain.errors import InvalidSpecError, UnknownBackendError
 from jupyter_disttrain.specs import JobPhase, JobSpec
 from jupyter_disttrain.store import JobStore

@@ -1,6 +1,6 @@
 """Entry point of a local job's launcher: start the torchrun agents first, then supervise.
 
-``python -m jupyter_disttrain.backends.local_launch JOB_DIR``. The agents are on the critical
+``python -m jupyter_disttrain.backends.local.launch JOB_DIR``. The agents are on the critical
 path from "run the cell" to "first line of training code", so this module imports only what
 starting them needs; the supervisor and its imports load while torchrun starts up.
 """
@@ -14,8 +14,8 @@ import signal
 import subprocess
 import sys
 
-from ..runtime import contract
-from .local_request import LocalRequest
+from ...runtime import contract
+from .request import LocalRequest
 
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[b
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m jupyter_disttrain.backends.local_launch JOB_DIR", file=sys.stderr)
+        print("usage: python -m jupyter_disttrain.backends.local.launch JOB_DIR", file=sys.stderr)
         return 2
     job_dir = os.path.abspath(argv[0])
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
         error = None
     except OSError as exc:
         agents, error = [], f"could not start torchrun: {exc}"
-    from .local_supervisor import Supervisor
+    from .supervisor import Supervisor
 
     return Supervisor(job_dir, agents, error).run()
 

@@ -1,6 +1,6 @@
 """Run jobs as torchrun processes on this machine — the default backend.
 
-Each job gets a launcher process (``local_supervisor``) in its own session: it survives the
+Each job gets a launcher process (``launch``, then ``supervisor``) in its own session: it survives the
 kernel, keeps ``status.json`` current and stops the whole process tree on cancel. Ranks write
 their output straight into ``logs/rank-<N>.log``; torchrun's own messages go to
 ``logs/agent-<node>.log``.
@@ -17,15 +17,15 @@ import sys
 import time
 from typing import Any
 
-from .. import procs
-from ..errors import BackendError, InvalidSpecError
-from ..launch import user_cache_dir
-from ..launchers import get_launcher
-from ..launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ..logfiles import LogSource, log_files
-from ..payloads import StackDump
-from ..runtime import contract
-from ..specs import (
+from ... import procs
+from ...errors import BackendError, InvalidSpecError
+from ...launch import user_cache_dir
+from ...launchers import get_launcher
+from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
+from ...logfiles import LogSource, log_files
+from ...payloads import StackDump
+from ...runtime import contract
+from ...specs import (
     DEFAULT_EXIT_TIMEOUT,
     DEFAULT_MONITOR_INTERVAL,
     DryRun,
@@ -38,13 +38,13 @@ from ..specs import (
     validate_grace_period,
     validate_monitor_interval,
 )
-from ..store import JobRecord, read_json
-from .base import Backend
-from .local_options import NAMES as LOCAL_OPTIONS
-from .local_python import ensure_runtime_path, foreign, job_python, runtime_path, validate_python
-from .local_request import DEFAULT_GRACE_PERIOD, AgentCommand, LocalRequest, request_roles
-from .local_roles import role_commands
-from .local_supervisor import LAUNCHER_FILE, last_line
+from ...store import JobRecord, read_json
+from ..base import Backend
+from .options import NAMES as LOCAL_OPTIONS
+from .python import ensure_runtime_path, foreign, job_python, runtime_path, validate_python
+from .request import DEFAULT_GRACE_PERIOD, AgentCommand, LocalRequest, request_roles
+from .roles import role_commands
+from .supervisor import LAUNCHER_FILE, last_line
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
 
 _LAUNCH_TIMEOUT = 30.0
@@ -231,7 +231,7 @@ class LocalBackend(Backend):
             self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
-        from ..stacks import dump_stack
+        from ...stacks import dump_stack
 
         job_dir = self.store.job_dir(record.id)
         try:

@@ -1,6 +1,6 @@
 """The supervisor of a local job's torchrun agents: keeps ``status.json`` true.
 
-It runs in the launcher process (``local_launch``), which ``LocalBackend`` starts in a session
+It runs in the launcher process (``launch``), which ``LocalBackend`` starts in a session
 of its own, so a kernel restart or a closed notebook does not touch it. It records each rank's
 phase, exit code and restarts; stops the remaining agents when one fails (a dead peer would
 otherwise leave the others blocked in a collective); and on SIGTERM (cancel) stops every
@@ -20,20 +20,20 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from .. import procs
-from ..launchers.base import RANKED, replicas_of
-from ..logfiles import tail_start
-from ..polling import Backoff
-from ..runtime import contract
-from ..runtime.joined import lone_ranks
-from ..specs import Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
-from ..store import JobStore, read_json, write_json_atomic
-from .local_request import LocalRequest, request_roles
-from .rank_exits import AgentExit, agent_exits, oom_kills, signal_name
+from ... import procs
+from ...launchers.base import RANKED, replicas_of
+from ...logfiles import tail_start
+from ...polling import Backoff
+from ...runtime import contract
+from ...runtime.joined import lone_ranks
+from ...specs import Event, JobPhase, JobStatus, ReplicaStatus, iso_seconds, now_iso
+from ...store import JobStore, read_json, write_json_atomic
+from .exits import AgentExit, agent_exits, oom_kills, signal_name
+from .request import LocalRequest, request_roles
 
 if TYPE_CHECKING:
-    from ..mlflowtb import MlflowTensorBoard
-    from ..runtime.sampler import Monitor
+    from ...mlflowtb import MlflowTensorBoard
+    from ...runtime.sampler import Monitor
 
 POLL_SECONDS = 0.1  # while stopping processes
 # Status changes reach status.json within half a second; quieter while nothing changes.
@@ -141,7 +141,7 @@ class Supervisor:
         interval = self.request.monitor_interval
         if interval <= 0:
             return
-        from ..runtime.sampler import Monitor
+        from ...runtime.sampler import Monitor
 
         self._monitor = Monitor(
             str(self.job_dir / contract.METRICS_DIR),
@@ -159,7 +159,7 @@ class Supervisor:
 
     def _start_mlflow(self) -> None:
         """Follow the ranks' MLflow database into the job's TensorBoard dir (``mlflowtb``)."""
-        from ..mlflowtb import follow
+        from ...mlflowtb import follow
 
         self._mlflow = follow(self.job_dir, _say)
 
@@ -344,7 +344,7 @@ class Supervisor:
         if not self.request.cache_dir or now < self._busy_next:
             return False
         self._busy_next = now + 1.0
-        from ..launchers import get_launcher
+        from ...launchers import get_launcher
 
         since = iso_seconds(self.status.start_time) if self.status.start_time else time.time()
         busy = get_launcher(self.record.spec.launcher).busy(self.request.cache_dir, since)
@@ -363,7 +363,7 @@ class Supervisor:
         shared cache (a compile's lock), saying so."""
         if not self.request.cache_dir or not self.status.start_time:
             return
-        from ..launchers import get_launcher
+        from ...launchers import get_launcher
 
         launcher = get_launcher(self.record.spec.launcher)
         with contextlib.suppress(OSError):

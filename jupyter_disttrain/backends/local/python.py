@@ -15,9 +15,9 @@ import hashlib
 import os
 import sys
 
-from ..errors import InvalidSpecError
+from ...errors import InvalidSpecError
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PACKAGE = os.path.basename(_PACKAGE_DIR)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..flags import option
-from ..specs import EXIT_TIMEOUT_HELP, MONITOR_INTERVAL_HELP, OVERSUBSCRIBE_HELP
+from ...flags import option
+from ...specs import EXIT_TIMEOUT_HELP, MONITOR_INTERVAL_HELP, OVERSUBSCRIBE_HELP
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The local backend's launch request, typed: what ``--dry-run`` shows and ``job.json`` keeps.
 
-The launcher reads it back at start (``local_launch``), so this module imports little.
+The launcher reads it back at start (``launch``), so this module imports little.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..launchers.base import Role, default_roles
-from ..specs import DEFAULT_EXIT_TIMEOUT, DEFAULT_MONITOR_INTERVAL, JobSpec
+from ...launchers.base import Role, default_roles
+from ...specs import DEFAULT_EXIT_TIMEOUT, DEFAULT_MONITOR_INTERVAL, JobSpec
 
 DEFAULT_GRACE_PERIOD = 10.0
 
