@@ -22,7 +22,7 @@ from ...errors import BackendError, InvalidSpecError
 from ...launch import user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ...logfiles import LogSource, log_files
+from ...logfiles import LogSource, last_line, log_files
 from ...payloads import StackDump
 from ...runtime import contract
 from ...specs import (
@@ -44,7 +44,7 @@ from .options import NAMES as LOCAL_OPTIONS
 from .python import ensure_runtime_path, foreign, job_python, runtime_path, validate_python
 from .request import DEFAULT_GRACE_PERIOD, AgentCommand, LocalRequest, request_roles
 from .roles import role_commands
-from .supervisor import LAUNCHER_FILE, last_line
+from .supervisor import LAUNCHER_FILE
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
 
 _LAUNCH_TIMEOUT = 30.0
