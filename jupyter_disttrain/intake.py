@@ -13,8 +13,10 @@ import types
 import typing
 from typing import Any
 
+from .backends import options_class
 from .errors import InvalidSpecError
-from .specs import JobSpec, Volume, validate_grace_period
+from .flags import check_values
+from .specs import JobSpec, Volume
 
 # Replica names come from log file stems and pod names: letters, digits, '.', '_', '-'.
 _REPLICA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -84,9 +86,6 @@ def check_spec_data(spec_data: Any) -> None:
     problem = check_fields(JobSpec, spec_data, "spec.")
     if problem:
         raise InvalidSpecError(problem)
-    grace = spec_data.get("options", {}).get("grace_period")
-    if grace is not None:
-        validate_grace_period(grace, "spec.options.grace_period")
 
 
 def validate_replica(replica: str | None) -> str | None:
@@ -99,8 +98,12 @@ def validate_replica(replica: str | None) -> str | None:
 
 
 def spec_from_json(spec_data: Any, default_backend: str) -> JobSpec:
-    """A ``JobSpec`` from a JSON object of its fields (the REST submit's ``spec``)."""
+    """A ``JobSpec`` from a JSON object of its fields (the REST submit's ``spec``); the options
+    are checked as its backend declares them, naming the field (``spec.options.grace_period``)."""
     check_spec_data(spec_data)
+    options = options_class(spec_data.get("backend") or default_backend)
+    if options is not None:
+        check_values(options, spec_data.get("options", {}), "spec.options.")
     try:
         spec = JobSpec.from_dict({"backend": default_backend, **spec_data})
     except (TypeError, ValueError, AttributeError) as exc:

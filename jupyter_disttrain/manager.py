@@ -363,11 +363,10 @@ def spec_from_words(
 
 
 def option_classes() -> list[type]:
-    """Each backend's options, as the dataclasses that declare their flags."""
-    from .backends.kubernetes.options import KubeOptions
-    from .backends.local.options import LocalOptions
+    """Each registered backend's options, as the dataclasses that declare their flags."""
+    from .backends import option_classes as backend_options
 
-    return [LocalOptions, KubeOptions]
+    return backend_options()
 
 
 def job_flag_classes() -> list[type]:

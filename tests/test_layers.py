@@ -49,7 +49,14 @@ ALLOWED = {
 NO_JUPYTER = {"runtime", "em", "core", "backends", "job layer", "commands", "front:cli"}
 
 
+# Modules whose layer is not their prefix's: the intake reads the backend registry (each
+# backend's options), so it sits above the backends, with the job layer.
+EXACT = {"intake": "job layer"}
+
+
 def layer_of(module: str) -> str:
+    if module in EXACT:
+        return EXACT[module]
     for layer, prefix in LAYERS:
         if module == prefix or module.startswith(prefix + ".") or prefix == "":
             return layer

@@ -31,6 +31,9 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     #: Whether jobs run on this machine (so what a launcher needs must be installed here).
     local: ClassVar[bool] = False
+    #: The dataclass declaring this backend's flags (``flags.option`` fields; values land in
+    #: ``spec.options``), or None.
+    options: ClassVar[type | None] = None
 
     def __init__(self, store: JobStore | None = None) -> None:
         self.store = store or JobStore()

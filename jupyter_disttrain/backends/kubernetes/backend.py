@@ -65,6 +65,7 @@ class KubernetesBackend(Backend):
     """Runs each job as pods on a Kubernetes cluster, torchrun in every pod."""
 
     name = "kubernetes"
+    options = KubeOptions
 
     def __init__(self, store: JobStore | None = None, client: KubeClient | None = None) -> None:
         super().__init__(store)

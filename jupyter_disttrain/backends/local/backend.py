@@ -25,24 +25,13 @@ from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...logfiles import LogSource, last_line, log_files
 from ...payloads import StackDump
 from ...runtime import contract
-from ...specs import (
-    DEFAULT_EXIT_TIMEOUT,
-    DEFAULT_MONITOR_INTERVAL,
-    DryRun,
-    JobPhase,
-    JobSpec,
-    JobStatus,
-    LaunchRequest,
-    ReplicaStatus,
-    validate_exit_timeout,
-    validate_grace_period,
-    validate_monitor_interval,
-)
+from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus
 from ...store import JobRecord, read_json
+from .. import option_owner
 from ..base import Backend
-from .options import NAMES as LOCAL_OPTIONS
-from .python import ensure_runtime_path, foreign, job_python, runtime_path, validate_python
-from .request import DEFAULT_GRACE_PERIOD, AgentCommand, LocalRequest, request_roles
+from .options import NAMES, LocalOptions, parse_options
+from .python import ensure_runtime_path, foreign, job_python, runtime_path
+from .request import AgentCommand, LocalRequest, request_roles
 from .roles import role_commands
 from .supervisor import LAUNCHER_FILE
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
@@ -81,26 +70,19 @@ class LocalBackend(Backend):
 
     name = "local"
     local = True
+    options = LocalOptions
+
+    def _options(self, spec: JobSpec) -> LocalOptions:
+        """``spec.options`` typed and checked; an option of another backend is refused naming it."""
+        unknown = sorted(set(spec.options) - set(NAMES))
+        return parse_options(spec.options, option_owner(unknown[0], self.name) if unknown else None)
 
     def _validate(self, spec: JobSpec) -> None:
-        unknown = set(spec.options) - LOCAL_OPTIONS
-        if unknown:
-            raise InvalidSpecError(
-                f"the local backend has no option {sorted(unknown)[0]!r}; "
-                "it is a Kubernetes option: add --backend kubernetes"
-            )
-        validate_grace_period(spec.options.get("grace_period", 10.0))
-        validate_exit_timeout(spec.options.get("exit_timeout", DEFAULT_EXIT_TIMEOUT))
-        validate_monitor_interval(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL))
-        oversubscribe = spec.options.get("oversubscribe", False)
-        if not isinstance(oversubscribe, bool):
-            raise InvalidSpecError(f"oversubscribe must be true or false, not {oversubscribe!r}")
-        if "python" in spec.options:
-            validate_python(spec.options["python"])
+        opts = self._options(spec)
         gpus = [] if spec.accelerator == "cpu" else visible_gpus()
         cpus = cpu_count()
         processes = get_launcher(spec.launcher).processes(spec)
-        if not gpus and not oversubscribe and processes > cpus:
+        if not gpus and not opts.oversubscribe and processes > cpus:
             sizes = f"--gpus {spec.nproc_per_node} --nodes {spec.nodes}"
             if processes != spec.world_size:
                 sizes = f"--launcher {spec.launcher} --workers {processes}"
@@ -126,7 +108,8 @@ class LocalBackend(Backend):
         cache = user_cache_dir()
         ctx = LaunchContext(str(job_dir), gpus is None, cache, host=LOOPBACK, port=free_port())
         roles = get_launcher(spec.launcher).roles(spec, ctx)
-        python = job_python(spec.options)
+        opts = self._options(spec)
+        python = job_python(opts.python)
         where: dict[str, Any] = {
             "python": python,
             "gpu_ids": gpus,
@@ -143,12 +126,12 @@ class LocalBackend(Backend):
         request = LocalRequest(
             cwd=spec.working_dir or os.getcwd(),
             agents=agents,
-            grace_period=float(spec.options.get("grace_period") or DEFAULT_GRACE_PERIOD),
-            exit_timeout=float(spec.options.get("exit_timeout") or DEFAULT_EXIT_TIMEOUT),
+            grace_period=opts.grace_period,
+            exit_timeout=opts.exit_timeout,
             device="cuda" if gpus else "cpu",
             roles=[role.to_json() for role in roles],
             cache_dir=cache,
-            monitor_interval=float(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL)),
+            monitor_interval=opts.monitor_interval,
         )
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
@@ -160,7 +143,7 @@ class LocalBackend(Backend):
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)
         request = LocalRequest.from_json(record.request)
-        python = job_python(record.spec.options)
+        python = job_python(self._options(record.spec).python)
         if foreign(python) and request.cache_dir:
             ensure_runtime_path(runtime_path(request.cache_dir))
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))

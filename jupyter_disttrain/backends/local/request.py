@@ -9,9 +9,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...launchers.base import Role, default_roles
-from ...specs import DEFAULT_EXIT_TIMEOUT, DEFAULT_MONITOR_INTERVAL, JobSpec
+from ...runtime.sampler import DEFAULT_INTERVAL
+from ...specs import JobSpec
 
+# The defaults of the local options (``options.LocalOptions``), and of a request that lacks a field.
 DEFAULT_GRACE_PERIOD = 10.0
+DEFAULT_EXIT_TIMEOUT = 300.0
+DEFAULT_MONITOR_INTERVAL = DEFAULT_INTERVAL  # the samplers' own default
 
 
 @dataclass(frozen=True)
