@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from .packaging import PackagedScript
     from .specs import JobSpec, JobStatus
 
-# New output shows within 0.1 s while it flows, within a second while the job is quiet.
-_FOLLOW = (0.1, 1.0)
-
 
 class JobFailedError(Exception):
     """A followed job ended Failed or Cancelled: the cell fails, so Run All and nbclient stop.
@@ -55,10 +52,10 @@ def _split_script_args(line: str) -> tuple[list[str], list[str]]:
 
 
 def _job_flags(f: Any) -> Any:
-    """The job's flags, generated from their declarations (``manager.job_flag_classes``): the
+    """The job's flags, generated from their declarations (``intake.job_flag_classes``): the
     same as ``jupyter disttrain run``'s."""
     from .flags import add_flags
-    from .manager import job_flag_classes
+    from .intake import job_flag_classes
 
     decorators: list[Any] = []
     add_flags(lambda *names, **kwargs: decorators.append(argument(*names, **kwargs)), job_flag_classes())
@@ -121,7 +118,7 @@ class DistTrainMagics(Magics):
         packaged = self._package(cell, args, spec)
         spec.hparams = packaged.hparams
         from . import api
-        from .manager import choose_launcher
+        from .intake import choose_launcher
 
         chosen = choose_launcher(spec, bool(args.launcher), packaged.source)
 
@@ -175,7 +172,7 @@ class DistTrainMagics(Magics):
         return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
-        from .manager import spec_from_flags
+        from .intake import spec_from_flags
 
         return spec_from_flags(args, script_args, default_name="distrun")
 
@@ -190,31 +187,18 @@ class DistTrainMagics(Magics):
         def cancel() -> None:
             job.cancel()
 
-        from .logfiles import Budget
-        from .polling import Backoff
-
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
         own = _process_replicas(job.spec)
-        offset: str | None = None
-        poll = Backoff(*_FOLLOW)
-        last_phase = None
         try:
-            while True:
-                status = job.status()  # before reading: output written before the end is never missed
+            for page in job.follow():  # each page: the status, then the lines written since
+                status = page.status
                 view.update(status)
-                lines = list(job.logs(offset=offset, budget=Budget()))  # a bounded read per poll
-                rank_lines = [ln for ln in lines if ln.rank is not None or ln.replica in own]
-                if lines:
-                    offset = lines[-1].offset
+                rank_lines = [ln for ln in page.lines() if ln.rank is not None or ln.replica in own]
                 if rank_lines:
                     view.append(rank_lines)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
-                if status.is_terminal and not lines:
-                    break
-                poll.wait(active=bool(lines) or status.phase != last_phase)
-                last_phase = status.phase
             cause = root_cause(status) if status.phase is JobPhase.FAILED else None
             if cause is not None:
                 view.failure(cause.name, list(job.logs(cause.name, tail=SUMMARY_LINES)))

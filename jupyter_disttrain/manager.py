@@ -10,21 +10,18 @@ Every method is blocking (files, cluster calls); the server runs them in worker 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
-import os
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from . import hparams, mlflowdb
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
-from .flags import JobWords, RunWords, given
-from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
+from .intake import MAX_LOG_LIMIT, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import (
     JOB_RUN,
@@ -41,7 +38,7 @@ from .payloads import (
     to_json,
 )
 from .runs import RunsReader, check_limit, check_since, job_record, total_steps
-from .specs import DryRun, JobPhase, JobSpec, JobStatus, Volume, validate_job_id
+from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -59,6 +56,27 @@ class Listed:
     record: JobRecord
     status: JobStatus
     summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FollowPage:
+    """One step of following a job (``JobManager.follow``): its status, read before the lines,
+    and a page of the lines written since the last step."""
+
+    status: JobStatus
+    page: LogRunsPage
+
+    @property
+    def done(self) -> bool:
+        """The job has ended and every line of it was read."""
+        return self.page.done
+
+    def lines(self) -> list[LogLine]:
+        """The page's lines, to show: each carries its run's resume token (resume from
+        ``page.offset``)."""
+        return [
+            LogLine(text, run.replica, run.offset, run.rank) for run in self.page.runs for text in run.lines
+        ]
 
 
 class JobManager:
@@ -184,7 +202,8 @@ class JobManager:
         """Up to ``limit`` lines from ``offset`` (or the last ``tail`` lines), never a whole file
         and never more than ``ANSWER_BYTES`` of it; ``done`` once the job has ended and every
         line was returned."""
-        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+        backend, replica, status = self._log_reader(job_id, replica, tail, limit)
+        ended = status.is_terminal
         budget = Budget()
         lines = take_lines(
             backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None, budget=budget),
@@ -193,29 +212,37 @@ class JobManager:
         more = len(lines) == limit or budget.hit
         return LogPage(lines, lines[-1].offset if lines else (offset or ""), ended and not more, more)
 
-    def log_runs(
+    def follow(
         self,
         job_id: str,
-        replica: str | None = None,
         offset: str | None = None,
+        *,
+        replica: str | None = None,
         tail: int | None = None,
         limit: int = 5000,
-    ) -> LogRunsPage:
-        """``log_page`` in runs of one replica, for the log stream."""
-        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+    ) -> FollowPage:
+        """One step of following a job: its status, then up to ``limit`` lines (in runs of one
+        replica) from ``offset`` or the last ``tail`` lines, at most ``ANSWER_BYTES`` of them.
+
+        Every follower (the cell, ``logs -f``, ``run``, the log stream) steps through this, so the
+        status is always read *before* the lines: output written before the end is never missed,
+        and ``done`` (the job has ended and every line was read) is never early."""
+        backend, replica, status = self._log_reader(job_id, replica, tail, limit)
+        ended = status.is_terminal
         budget = Budget()
         runs = backend.log_runs(
             job_id, replica, tail=tail, offset=offset or None, max_lines=limit, final=ended, budget=budget
         )
         count = sum(len(run.lines) for run in runs)
         more = count >= limit or budget.hit
-        return LogRunsPage(runs, runs[-1].offset if runs else (offset or ""), ended and not more, count, more)
+        token = runs[-1].offset if runs else (offset or "")
+        return FollowPage(status, LogRunsPage(runs, token, ended and not more, count, more))
 
     def _log_reader(
         self, job_id: str, replica: str | None, tail: int | None, limit: int
-    ) -> tuple[Backend, str | None, bool]:
-        """Check a log read's arguments; the job's backend, the replica, and whether the job
-        has ended, read *before* the lines so that output written before the end is never missed."""
+    ) -> tuple[Backend, str | None, JobStatus]:
+        """Check a log read's arguments; the job's backend, the replica, and the job's status,
+        read *before* the lines so that output written before the end is never missed."""
         validate_job_id(job_id)
         replica = validate_replica(replica)
         if tail is not None and tail < 1:
@@ -223,7 +250,7 @@ class JobManager:
         if not 1 <= limit <= MAX_LOG_LIMIT:
             raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
         backend = self.backend_of(job_id)
-        return backend, replica, backend.describe(job_id).is_terminal
+        return backend, replica, backend.describe(job_id)
 
     # -- resources and stacks --------------------------------------------------------------------
     def resources(self, job_id: str, since: float | None = None) -> Resources:
@@ -330,110 +357,6 @@ def _with_arg_hparams(spec: JobSpec) -> JobSpec:
     if from_args:
         spec = dataclasses.replace(spec, hparams=hparams.merged(spec.hparams, from_args))
     return spec
-
-
-def spec_from_words(
-    *,
-    gpus: int = 1,
-    nodes: int = 1,
-    name: str = "distrun",
-    backend: str | None = None,
-    args: Sequence[str] = (),
-    env: dict[str, str] | None = None,
-    max_restarts: int = 0,
-    working_dir: str | None = None,
-    **fields: Any,
-) -> JobSpec:
-    """A ``JobSpec`` from the words users use (``gpus`` = processes per node)."""
-    spec = JobSpec(
-        name=name,
-        nodes=nodes,
-        nproc_per_node=gpus,
-        backend=backend or default_backend_name(),
-        args=list(args),
-        env=dict(env or {}),
-        max_restarts=max_restarts,
-        working_dir=working_dir or os.getcwd(),
-    )
-    for key, value in fields.items():
-        if key not in SPEC_FIELDS:
-            raise InvalidSpecError(f"unknown job setting {key!r}")
-        setattr(spec, key, value)
-    return spec.validate()
-
-
-def option_classes() -> list[type]:
-    """Each registered backend's options, as the dataclasses that declare their flags."""
-    from .backends import option_classes as backend_options
-
-    return backend_options()
-
-
-def job_flag_classes() -> list[type]:
-    """Every flag of ``%%distrun`` and ``jupyter disttrain run``, in the order help lists them."""
-    return [JobWords, *option_classes(), *launcher_option_classes(), RunWords]
-
-
-def launcher_option_classes() -> list[type]:
-    """Each launcher's options, as the dataclasses that declare their flags."""
-    from .launchers import option_classes as launcher_options
-
-    return launcher_options()
-
-
-def _launcher_words(args: argparse.Namespace) -> dict[str, Any]:
-    """``launcher`` and ``launcher_options`` from the flags: a launcher's own option given
-    without ``--launcher`` chooses that launcher."""
-    from .launchers import NAMES, launcher_class
-
-    fields: dict[str, Any] = {}
-    for name in NAMES:
-        cls = launcher_class(name).options
-        values = given(args, cls) if cls is not None else {}
-        if values:
-            fields["launcher_options"] = {**fields.get("launcher_options", {}), **values}
-            fields.setdefault("launcher", name)
-    if args.launcher:
-        fields["launcher"] = args.launcher
-    return fields
-
-
-def choose_launcher(spec: JobSpec, explicit: bool, source: str) -> str | None:
-    """Pick the launcher the script needs when none was asked for (a cell calling
-    ``deepspeed.initialize`` runs under DeepSpeed's); the line saying so, or None."""
-    from .launchers import DEFAULT, detect
-
-    if explicit or spec.launcher != DEFAULT:
-        return None
-    found = detect(source)
-    if found is None or found == spec.launcher:
-        return None
-    spec.launcher = found
-    return f"launcher {found}: the script calls {found}.initialize (choose another with --launcher)"
-
-
-def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], default_name: str) -> JobSpec:
-    """The job the flags of ``job_flag_classes`` ask for, whichever front end parsed them."""
-    options: dict[str, Any] = {}
-    for cls in option_classes():
-        options.update(given(args, cls))
-    fields: dict[str, Any] = {"accelerator": args.accelerator, **_launcher_words(args)}
-    for key in ("image", "cpu", "memory"):
-        if getattr(args, key) is not None:
-            fields[key] = getattr(args, key)
-    if args.pvc:
-        fields["volumes"] = [Volume.parse(v) for v in args.pvc]
-    return spec_from_words(
-        gpus=args.gpus,
-        nodes=args.nodes,
-        name=args.name or default_name,
-        backend=args.backend,
-        args=script_args,
-        env=dict(args.env),
-        max_restarts=args.max_restarts,
-        options=options,
-        **fields,
-    )
 
 
 _managers: dict[JobStore, JobManager] = {}

@@ -115,7 +115,7 @@ def test_a_third_party_backends_option_is_a_flag_of_the_cli(site_path: Path, tmp
     code = """
         import json
         from jupyter_disttrain.commands import run_subcommand
-        from jupyter_disttrain.manager import spec_from_flags
+        from jupyter_disttrain.intake import spec_from_flags
         from jupyter_disttrain.commands import _parser
 
         words = ["run", "train.py", "--backend", "site", "--partition", "gpu-b"]

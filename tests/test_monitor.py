@@ -236,7 +236,7 @@ def test_the_list_reads_further_back_for_a_rank_that_rarely_prints(tmp_path: Pat
 def test_a_bad_monitor_interval_is_refused_naming_it(value: object) -> None:
     from jupyter_disttrain.api import dryrun
     from jupyter_disttrain.errors import InvalidSpecError
-    from jupyter_disttrain.manager import spec_from_words
+    from jupyter_disttrain.intake import spec_from_words
 
     spec = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": value})
     with pytest.raises(InvalidSpecError, match=r"monitor_interval must be 0 \(off\) or a number of seconds"):
@@ -245,7 +245,7 @@ def test_a_bad_monitor_interval_is_refused_naming_it(value: object) -> None:
 
 def test_monitor_interval_reaches_the_launch_request() -> None:
     from jupyter_disttrain.api import dryrun
-    from jupyter_disttrain.manager import spec_from_words
+    from jupyter_disttrain.intake import spec_from_words
 
     off = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": 0})
     assert dryrun("print(1)\n", off).request.to_json()["monitor_interval"] == 0
