@@ -18,13 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from . import hparams, mlflowdb
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import (
-    JOB_RUN,
     JobDetail,
     JobSummary,
     LogPage,
@@ -32,13 +30,14 @@ from .payloads import (
     Resources,
     RoleSummary,
     RunDetail,
-    RunProgress,
     RunSummary,
     StackDump,
     to_json,
 )
-from .runs import RunsReader, check_limit, check_since, job_record, total_steps
 from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
+from .tracking import hparams
+from .tracking.runs import RunsReader
+from .tracking.sources import JobRuns, RunSources
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -88,7 +87,8 @@ class JobManager:
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, Listed] = {}  # by job id
-        self.runs = RunsReader()
+        self.runs = RunsReader()  # em's runs: remembers how far it read each metrics file
+        self.run_sources = RunSources(self.runs)
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this store, made once and kept.
@@ -166,22 +166,18 @@ class JobManager:
         backend cannot load or answer."""
         record = self.store.read_record(job_id)
         deleted = self.store.is_deleted(job_id)
-        backend_error = None
-        try:
-            status = self.backend(record.backend).describe(job_id)
-        except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
-            backend_error = str(exc)
-            status = self.stored_status(record)
+        status, backend_error = self._describe(record)
         summary = JobSummary.of(record, status, deleted, self._quiet(record, status))
         roles = RoleSummary.of(record, status)
         return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error, roles)
 
-    def phase(self, job_id: str) -> str:
-        record = self.store.read_record(job_id)
+    def _describe(self, record: JobRecord) -> tuple[JobStatus, str | None]:
+        """The job's status from its backend; its stored status, and why, when the backend
+        cannot load or answer."""
         try:
-            return self.backend(record.backend).describe(job_id).phase.value
-        except (ImportError, DistTrainError, OSError):
-            return self.stored_status(record).phase.value
+            return self.backend(record.backend).describe(record.id), None
+        except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
+            return self.stored_status(record), str(exc)
 
     def stored_status(self, record: JobRecord) -> JobStatus:
         try:
@@ -272,7 +268,7 @@ class JobManager:
             raise InvalidSpecError("name the replica whose stacks to dump, e.g. rank-1")
         return self.backend_of(job_id).stack(job_id, name, validate_method(method))
 
-    # -- runs of experiment tracking (em) ------------------------------------------------------
+    # -- runs of experiment tracking (em, MLflow, the job's own) ---------------------------------
     def list_runs(self, job: str | None = None) -> list[RunSummary]:
         """Every run of every listed job (newest job first), or of the job ``job``."""
         if job is not None:
@@ -281,21 +277,7 @@ class JobManager:
         for listed in self.list_jobs():
             if job is not None and listed.record.id != job:
                 continue
-            job_dir = self.store.job_dir(listed.record.id)
-            # The all-jobs TensorBoard reads the store's root: a job of another root is not in it.
-            in_root = job_dir.parent == self.store.root
-            record, tb_prefix = listed.record, listed.record.id if in_root else None
-            phase, name = listed.status.phase, record.spec.name
-            runs = self.runs.summaries(job_dir, record.id, name, phase, tb_prefix)
-            hparams = record.spec.hparams
-            runs += self.runs.mlflow_summaries(job_dir, record.id, name, phase, hparams, tb_prefix)
-            if not runs and record.spec.hparams:
-                runs = [
-                    self.runs.job_run(
-                        record.id, record.spec.name, listed.status, record.spec.hparams, tb_prefix
-                    )
-                ]
-            out += runs
+            out += self.run_sources.summaries(self._runs_of(listed.record, listed.status))
         return out
 
     def run_detail(
@@ -307,22 +289,18 @@ class JobManager:
         rank: int | None = None,
     ) -> RunDetail:
         """A run's record, artifacts, progress and a page of its points from byte ``since``."""
-        job_dir = self.store.existing_dir(job_id)
-        if run == JOB_RUN:
-            return self._job_run_detail(job_id)
-        phase = JobPhase(self.phase(job_id))
-        if run.startswith(mlflowdb.PREFIX):
-            limit = check_limit(limit)
-            hparams = self.store.read_record(job_id).spec.hparams
-            return self.runs.mlflow_detail(job_dir, job_id, run, phase, hparams, check_since(since), limit)
-        return self.runs.detail(job_dir, job_id, run, phase, since, limit, rank)
-
-    def _job_run_detail(self, job_id: str) -> RunDetail:
+        self.store.existing_dir(job_id)
         record = self.store.read_record(job_id)
-        status = self.detail(job_id).status
-        data = job_record(status, record.spec.hparams)
-        progress = RunProgress(step=None, total_steps=total_steps(data), eta_seconds=None)
-        return RunDetail(job_id, JOB_RUN, data["status"], data, [], 0, False, [], progress, [])
+        runs_of = self._runs_of(record, self._describe(record)[0])
+        return self.run_sources.detail(runs_of, run, since, limit, rank)
+
+    def _runs_of(self, record: JobRecord, status: JobStatus) -> JobRuns:
+        job_dir = self.store.job_dir(record.id)
+        # The all-jobs TensorBoard reads the store's root: a job of another root is not in it.
+        in_root = job_dir.parent == self.store.root
+        return JobRuns(
+            job_dir, record.id, record.spec.name, status, record.spec.hparams, record.id if in_root else None
+        )
 
     def open_artifact(self, job_id: str, run: str, path: str) -> IO[bytes]:
         """An artifact file of a run, opened without following a link out of the run's directory

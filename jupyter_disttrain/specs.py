@@ -10,6 +10,7 @@ from __future__ import annotations
 import calendar
 import dataclasses
 import functools
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -60,6 +61,28 @@ def validate_env_name(key: str) -> str:
             "overridden; pass your value under another name"
         )
     return key
+
+
+# A job's hyper-parameters (``JobSpec.hparams``) go to every rank as JSON in an environment
+# variable: far below Linux's 128 KiB.
+HPARAMS_MAX_KEYS = 200
+HPARAMS_MAX_BYTES = 16 * 1024
+
+
+def check_hparams(values: Any) -> dict[str, Any]:
+    """A spec's ``hparams`` as sent (REST, the Python API): names to scalars, bounded."""
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        raise InvalidSpecError("hparams must be an object of names to values, e.g. {'lr': 0.1}")
+    bad = next(
+        (k for k, v in values.items() if not isinstance(v, bool | int | float | str | type(None))), None
+    )
+    if bad is not None:
+        raise InvalidSpecError(f"hparams.{bad} must be a number, a string, true/false or null")
+    if len(values) > HPARAMS_MAX_KEYS or len(json.dumps(values)) > HPARAMS_MAX_BYTES:
+        raise InvalidSpecError(
+            f"hparams: at most {HPARAMS_MAX_KEYS} of them and {HPARAMS_MAX_BYTES} bytes as JSON"
+        )
+    return values
 
 
 def validate_entrypoint(entrypoint: str) -> str:
@@ -191,9 +214,7 @@ class JobSpec:
         for key in self.env:
             validate_env_name(key)
         validate_entrypoint(self.entrypoint)
-        from .hparams import check  # hparams builds on errors only; kept out of specs' import time
-
-        check(self.hparams)
+        check_hparams(self.hparams)
         return self
 
     def to_dict(self) -> dict[str, Any]:

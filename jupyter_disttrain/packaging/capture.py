@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
-from ..hparams import from_namespace
+from ..tracking.hparams import from_namespace
 from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex

@@ -18,8 +18,8 @@ from ...runtime import contract
 from .request import LocalRequest
 
 if TYPE_CHECKING:
-    from ...mlflowtb import MlflowTensorBoard
     from ...runtime.sampler import Monitor
+    from ...tracking.mlflowtb import MlflowTensorBoard
 
 
 class SideThreads:
@@ -76,7 +76,7 @@ class SideThreads:
 
     def _start_mlflow(self) -> None:
         """Follow the ranks' MLflow database into the job's TensorBoard dir (``mlflowtb``)."""
-        from ...mlflowtb import follow
+        from ...tracking.mlflowtb import follow
 
         self._mlflow = follow(self.job_dir, say)
 

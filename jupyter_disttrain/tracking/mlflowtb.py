@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..runtime.contract import TENSORBOARD_DIR
 from . import mlflowdb
-from .runtime.contract import TENSORBOARD_DIR
 
 log = logging.getLogger(__name__)
 
