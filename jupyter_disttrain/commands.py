@@ -16,8 +16,8 @@ from .errors import DistTrainError, UnknownJobError
 from .failure import first_line
 from .flags import add_flags
 from .intake import choose_launcher, job_flag_classes, spec_from_flags
+from .monitoring.stacks import METHODS
 from .specs import JobStatus, LogLine, iso_seconds
-from .stacks import METHODS
 
 if TYPE_CHECKING:
     from .api import Job

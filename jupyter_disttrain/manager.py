@@ -251,7 +251,7 @@ class JobManager:
     # -- resources and stacks --------------------------------------------------------------------
     def resources(self, job_id: str, since: float | None = None) -> Resources:
         """Each replica's resource samples newer than ``since`` (seconds since the epoch; all kept
-        ones when None, thinned to ``resources.MAX_POINTS``) and its liveness."""
+        ones when None, thinned to ``monitoring.resources.MAX_POINTS``) and its liveness."""
         validate_job_id(job_id)
         if since is not None and not since >= 0:  # also refuses NaN
             raise InvalidSpecError("since must be seconds since the epoch: an earlier answer's 'now'")
@@ -260,7 +260,7 @@ class JobManager:
     def stack(self, job_id: str, replica: str, method: str | None = None) -> StackDump:
         """The Python stacks of every thread of ``replica`` (py-spy, else faulthandler; ``method``
         forces one)."""
-        from .stacks import validate_method
+        from .monitoring.stacks import validate_method
 
         validate_job_id(job_id)
         name = validate_replica(replica)

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import resources
-from jupyter_disttrain.payloads import to_json
-from jupyter_disttrain.resources import (
+from jupyter_disttrain.monitoring import resources
+from jupyter_disttrain.monitoring.resources import (
     History,
     ReplicaState,
     SeriesTails,
@@ -26,6 +25,7 @@ from jupyter_disttrain.resources import (
     thin,
     usual_interval,
 )
+from jupyter_disttrain.payloads import to_json
 from jupyter_disttrain.runtime import sampler
 from jupyter_disttrain.runtime.sampler import Gpus, Monitor, SeriesFile, compacted, read_series
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, ClassVar
 from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
 from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
+from ..monitoring.resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
 from ..payloads import Resources, StackDump
-from ..resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 

@@ -23,8 +23,8 @@ from ...errors import BackendError, InvalidSpecError
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext
 from ...logfiles import Budget
+from ...monitoring.resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
 from ...payloads import Resources, StackDump
-from ...resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
 from ...specs import (
     DryRun,
     Event,

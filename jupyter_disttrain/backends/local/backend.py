@@ -214,7 +214,7 @@ class LocalBackend(Backend):
             self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
-        from ...stacks import dump_stack
+        from ...monitoring.stacks import dump_stack
 
         job_dir = self.store.job_dir(record.id)
         try:

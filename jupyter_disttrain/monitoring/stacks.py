@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import BackendError, InvalidSpecError
-from .payloads import StackDump
-from .runtime import contract
+from ..errors import BackendError, InvalidSpecError
+from ..payloads import StackDump
+from ..runtime import contract
 
 METHODS = ("auto", "py-spy", "faulthandler")
 STACK_WAIT = 5.0  # seconds the faulthandler dump may take to appear
