@@ -26,6 +26,7 @@ from . import backends, launchers
 from .backends import default_backend_name, options_class
 from .errors import InvalidSpecError
 from .flags import JobWords, RunWords, check_values, given
+from .launchers.calls import detect
 from .specs import JobSpec, Volume
 
 # Replica names come from log file stems and pod names: letters, digits, '.', '_', '-'.
@@ -176,7 +177,7 @@ def choose_launcher(spec: JobSpec, explicit: bool, source: str) -> str | None:
     ``deepspeed.initialize`` runs under DeepSpeed's); the line saying so, or None."""
     if explicit or spec.launcher != launchers.DEFAULT:
         return None
-    found = launchers.detect(source)
+    found = detect(source)
     if found is None or found == spec.launcher:
         return None
     spec.launcher = found
