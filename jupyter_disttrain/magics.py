@@ -72,12 +72,14 @@ class DistTrainMagics(Magics):
     @_job_flags
     @line_cell_magic
     def distrun(self, line: str, cell: str | None = None) -> None:
-        """Run this cell as a distributed PyTorch job under torchrun.
+        """Run this cell as a distributed PyTorch job.
 
         The cell, plus the imports, functions, classes and values it uses from earlier cells,
         becomes a standalone script (``train.py`` in the job's directory). Script arguments go
-        after ``--``. The training processes get torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
-        ...) plus DISTTRAIN_JOB_ID, DISTTRAIN_JOB_DIR and DISTTRAIN_TENSORBOARD_DIR.
+        after ``--``. ``--launcher`` lays the processes out (torchrun by default; DeepSpeed,
+        MXNet parameter servers, Horovod). The ranks get torchrun's env (RANK, LOCAL_RANK,
+        WORLD_SIZE, ...), every process DISTTRAIN_JOB_ID, DISTTRAIN_JOB_DIR and
+        DISTTRAIN_TENSORBOARD_DIR.
 
         Examples::
 

@@ -21,10 +21,11 @@ JUPYTER = ("tornado", "jupyter_server", "jupyter_server_proxy", "IPython", "ipyw
 # The modules of each layer (dotted, under the package; a package by its own name).
 MODULES_OF: dict[str, list[str]] = {
     # Inside the training processes: the rank wrapper, the loopback rendezvous, joined-group
-    # tracking, the resource sampler (the local launcher and the pod wrapper run it), and the
-    # launch contract's names (env variables, the files of a job dir).
+    # tracking, the resource sampler (the local launcher and the pod wrapper run it), the launch
+    # contract's names (env variables, the files of a job dir), the atomic JSON writer.
     "runtime": [
         "runtime",
+        "runtime.atomic",
         "runtime.contract",
         "runtime.joined",
         "runtime.rendezvous",

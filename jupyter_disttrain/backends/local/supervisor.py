@@ -25,7 +25,7 @@ from ...launchers.base import RANKED, replicas_of
 from ...polling import Backoff
 from ...runtime.joined import lone_ranks
 from ...specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
-from ...store import JobStore, write_json_atomic
+from ...store import JobStore, write_record
 from .diagnosis import Busy, Diagnosis
 from .records import ReplicaRecords, replica_status
 from .request import LocalRequest, request_roles
@@ -74,7 +74,7 @@ class Supervisor:
             return self._cannot_write(exc)
 
     def _run(self) -> int:
-        write_json_atomic(self.job_dir / LAUNCHER_FILE, procs.process_identity(os.getpid()))
+        write_record(self.job_dir / LAUNCHER_FILE, procs.process_identity(os.getpid()))
         _reserve(self.job_dir / RESERVE_FILE, RESERVE_BYTES)
         if self.launch_error:
             self._sweep()
