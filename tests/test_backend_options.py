@@ -156,3 +156,19 @@ def test_a_broken_third_party_backend_leaves_the_flags_of_the_others(
     (site_path / "site_backend.py").write_text("raise ImportError('half installed')\n")
     monkeypatch.syspath_prepend(str(site_path))
     assert [c.__name__ for c in option_classes()] == ["LocalOptions", "KubeOptions"]
+
+
+@pytest.mark.parametrize(
+    ("options", "grace"), [({}, 10.0), ({"grace_period": 2}, 2.0), ({"grace_period": 0}, 0.0)]
+)
+def test_the_local_grace_period_is_what_was_asked(
+    tmp_path: Path, options: dict[str, int], grace: float
+) -> None:
+    # 0 is a valid grace period (SIGKILL at once), not "the default".
+    from jupyter_disttrain.backends.local import LocalBackend
+    from jupyter_disttrain.specs import JobSpec
+    from jupyter_disttrain.store import JobStore
+
+    spec = JobSpec(name="g", accelerator="cpu", options=options)
+    request = LocalBackend(JobStore(tmp_path / "jobs")).dryrun(spec, script="print(1)\n").request
+    assert request.to_json()["grace_period"] == grace

@@ -9,7 +9,6 @@ magic's flags cost no more than it.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, fields
 from typing import Any
@@ -126,6 +125,4 @@ def parse_options(options: dict[str, Any], other: str | None = None) -> LocalOpt
             f"the local backend has no option {unknown[0]!r}; "
             + (where or f"its options are: {', '.join(NAMES)}")
         )
-    opts = LocalOptions(**check_values(LocalOptions, options))
-    # An explicit 0 has always meant the default here.
-    return dataclasses.replace(opts, grace_period=opts.grace_period or DEFAULT_GRACE_PERIOD)
+    return LocalOptions(**check_values(LocalOptions, options))
