@@ -30,6 +30,7 @@ from .payloads import (
     Resources,
     RoleSummary,
     RunDetail,
+    RunQuery,
     RunSummary,
     StackDump,
     to_json,
@@ -280,19 +281,13 @@ class JobManager:
             out += self.run_sources.summaries(self._runs_of(listed.record, listed.status))
         return out
 
-    def run_detail(
-        self,
-        job_id: str,
-        run: str,
-        since: int | None = None,
-        limit: int | None = None,
-        rank: int | None = None,
-    ) -> RunDetail:
-        """A run's record, artifacts, progress and a page of its points from byte ``since``."""
+    def run_detail(self, job_id: str, run: str, query: RunQuery | None = None) -> RunDetail:
+        """A run's record, artifacts, progress and a page of its points (``query``: from byte
+        ``since``, at most ``limit``, of ``rank``)."""
         self.store.existing_dir(job_id)
         record = self.store.read_record(job_id)
         runs_of = self._runs_of(record, self._describe(record)[0])
-        return self.run_sources.detail(runs_of, run, since, limit, rank)
+        return self.run_sources.detail(runs_of, run, query or RunQuery())
 
     def _runs_of(self, record: JobRecord, status: JobStatus) -> JobRuns:
         job_dir = self.store.job_dir(record.id)

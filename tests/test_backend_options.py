@@ -165,7 +165,7 @@ def test_the_local_grace_period_is_what_was_asked(
     tmp_path: Path, options: dict[str, int], grace: float
 ) -> None:
     # 0 is a valid grace period (SIGKILL at once), not "the default".
-    from jupyter_disttrain.backends.local import LocalBackend
+    from jupyter_disttrain.backends.local.backend import LocalBackend
     from jupyter_disttrain.specs import JobSpec
     from jupyter_disttrain.store import JobStore
 

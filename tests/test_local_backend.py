@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_disttrain import api, procs
-from jupyter_disttrain.backends.local import LocalBackend
+from jupyter_disttrain.backends.local.backend import LocalBackend
 from jupyter_disttrain.backends.local.torchrun import agent_commands
 from jupyter_disttrain.errors import InvalidSpecError, UnknownBackendError
 from jupyter_disttrain.specs import JobPhase, JobSpec

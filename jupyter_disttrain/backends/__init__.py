@@ -27,7 +27,7 @@ ENTRY_POINT_GROUP = "jupyter_disttrain.backends"
 BACKEND_ENV = "DISTTRAIN_BACKEND"
 
 _BUILTIN = {
-    "local": "jupyter_disttrain.backends.local:LocalBackend",
+    "local": "jupyter_disttrain.backends.local.backend:LocalBackend",
     "kubernetes": "jupyter_disttrain.backends.kubernetes:KubernetesBackend",
 }
 # The built-ins' ``options`` classes, loadable on their own (the same classes: a test checks).

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import InvalidSpecError
 from ..intake import spec_from_json
 from ..manager import JobManager
-from ..payloads import JobScript, JobSummary, RunList, to_json
+from ..payloads import JobScript, JobSummary, RunList, RunQuery, to_json
 from ..store import JobStore
 
 
@@ -52,7 +52,7 @@ class JobService:
 
     def run_detail(self, job_id: str, run: str, **query: Any) -> dict[str, Any]:
         """``RunDetail`` (``JobManager.run_detail``'s query: since, limit, rank)."""
-        return to_json(self.manager.run_detail(job_id, run, **query))
+        return to_json(self.manager.run_detail(job_id, run, RunQuery(**query)))
 
     def submit(self, body: Any) -> dict[str, Any]:
         """Submit ``{"script": "...", "spec": {...}}``; answer ``{"id", "job": JobSummary}``.

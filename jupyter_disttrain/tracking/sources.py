@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UnknownRunError
-from ..payloads import JOB_RUN, RunDetail, RunProgress, RunSummary
+from ..payloads import JOB_RUN, RunDetail, RunProgress, RunQuery, RunSummary
 from ..runtime.contract import TENSORBOARD_DIR
 from ..specs import JobPhase, JobStatus
 from . import mlflowdb
@@ -48,10 +48,8 @@ class RunSource(abc.ABC):
         """The job's runs of this source, as rows of the runs table."""
 
     @abc.abstractmethod
-    def detail(
-        self, job: JobRuns, run: str, since: int | None, limit: int | None, rank: int | None
-    ) -> RunDetail:
-        """A run's record, progress and a page of its points from byte (or row) ``since``."""
+    def detail(self, job: JobRuns, run: str, query: RunQuery) -> RunDetail:
+        """A run's record, progress and a page of its points (from byte, or row, ``query.since``)."""
 
 
 class EmRuns(RunSource):
@@ -66,10 +64,9 @@ class EmRuns(RunSource):
     def summaries(self, job: JobRuns) -> list[RunSummary]:
         return self.reader.summaries(job.job_dir, job.job_id, job.job_name, job.status.phase, job.tb_prefix)
 
-    def detail(
-        self, job: JobRuns, run: str, since: int | None, limit: int | None, rank: int | None
-    ) -> RunDetail:
-        return self.reader.detail(job.job_dir, job.job_id, run, job.status.phase, since, limit, rank)
+    def detail(self, job: JobRuns, run: str, query: RunQuery) -> RunDetail:
+        phase = job.status.phase
+        return self.reader.detail(job.job_dir, job.job_id, run, phase, query.since, query.limit, query.rank)
 
 
 class MlflowRuns(RunSource):
@@ -104,11 +101,9 @@ class MlflowRuns(RunSource):
             )
         return out
 
-    def detail(
-        self, job: JobRuns, run: str, since: int | None, limit: int | None, rank: int | None
-    ) -> RunDetail:
-        limit = check_limit(limit)
-        since = check_since(since)
+    def detail(self, job: JobRuns, run: str, query: RunQuery) -> RunDetail:
+        limit = check_limit(query.limit)
+        since = check_since(query.since)
         found = mlflowdb.find(job.job_dir, run)
         if found is None:
             raise UnknownRunError(
@@ -150,9 +145,7 @@ class JobOwnRun(RunSource):
             )
         ]
 
-    def detail(
-        self, job: JobRuns, run: str, since: int | None, limit: int | None, rank: int | None
-    ) -> RunDetail:
+    def detail(self, job: JobRuns, run: str, query: RunQuery) -> RunDetail:
         data = job_record(job.status, job.hparams)
         progress = RunProgress(step=None, total_steps=total_steps(data), eta_seconds=None)
         return RunDetail(job.job_id, JOB_RUN, data["status"], data, [], 0, False, [], progress, [])
@@ -168,16 +161,9 @@ class RunSources:
         """em's and MLflow's runs side by side; the job's own run when there is neither."""
         return (self.em.summaries(job) + self.mlflow.summaries(job)) or self.own.summaries(job)
 
-    def detail(
-        self,
-        job: JobRuns,
-        run: str,
-        since: int | None = None,
-        limit: int | None = None,
-        rank: int | None = None,
-    ) -> RunDetail:
+    def detail(self, job: JobRuns, run: str, query: RunQuery) -> RunDetail:
         source = next(s for s in (self.own, self.mlflow, self.em) if s.owns(run))
-        return source.detail(job, run, since, limit, rank)
+        return source.detail(job, run, query)
 
 
 _JOB_STATUS = {JobPhase.SUCCEEDED: "finished", JobPhase.FAILED: "failed", JobPhase.CANCELLED: "failed"}
