@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import re
 import types
@@ -152,9 +153,17 @@ def spec_from_words(
     return spec.validate()
 
 
+@functools.cache
+def backend_option_classes() -> tuple[type, ...]:
+    """Every registered backend's options (``backends.option_classes``), looked up once per
+    process: the magic declares its flags once, at import, and a cell's flags must mean what
+    they meant then (the entry-point scan is also too slow for every cell)."""
+    return tuple(backends.option_classes())
+
+
 def job_flag_classes() -> list[type]:
     """Every flag of ``%%distrun`` and ``jupyter disttrain run``, in the order help lists them."""
-    return [JobWords, *backends.option_classes(), *launchers.option_classes(), RunWords]
+    return [JobWords, *backend_option_classes(), *launchers.option_classes(), RunWords]
 
 
 def _launcher_words(args: argparse.Namespace) -> dict[str, Any]:
@@ -187,7 +196,7 @@ def choose_launcher(spec: JobSpec, explicit: bool, source: str) -> str | None:
 def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], default_name: str) -> JobSpec:
     """The job the flags of ``job_flag_classes`` ask for, whichever front end parsed them."""
     options: dict[str, Any] = {}
-    for cls in backends.option_classes():
+    for cls in backend_option_classes():
         options.update(given(args, cls))
     fields: dict[str, Any] = {"accelerator": args.accelerator, **_launcher_words(args)}
     for key in ("image", "cpu", "memory"):
