@@ -17,7 +17,8 @@ Stdlib only. What it serves, as the API server does:
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
 * admission refusals (``admission`` hooks: quota, PodSecurity; ``restricted_pod_security`` checks
   a namespace's pods against the "restricted" profile as the real admission controller does),
-  RBAC denials (403 with the API server's message), dropped watches and lagging watches
+  RBAC denials (403 with the API server's message; each request authorised as the verb its HTTP
+  method means, an exec websocket as get, and from 1.35 also as create), dropped watches and lagging watches
   (``watch_delay``; lists stay current), for failure tests;
 * name validation with the API server's 422 answers: every name a DNS-1123 subdomain, Services
   (and, through the training operator's webhook, PyTorchJobs) DNS-1035 labels, a pod's hostname
@@ -522,6 +523,26 @@ class FakeCluster:
             self.logs.setdefault((ns, pod), PodLog()).closed = False
             self.cond.notify_all()
 
+    # -- authorisation ------------------------------------------------------------------------------
+    def authorize(
+        self, group: str, plural: str, sub: str | None, verb: str, ns: str, name: str | None
+    ) -> None:
+        """Allow the request or answer 403 as RBAC does (``denied``, else ``grants`` if set)."""
+        resource = plural + (f"/{sub}" if sub else "")
+        refused = self.grants is not None and (group, resource, verb) not in self.grants
+        if (verb, resource) not in self.denied and not refused:
+            return
+        self.refusals.append((group, resource, verb))
+        # The API server's words: the object (its group-qualified resource and its name), then who
+        # may not do what to which resource or subresource.
+        what = f"{plural}{'.' + group if group else ''}" + (f' "{name}"' if name else "")
+        raise ApiStatus(
+            403,
+            "Forbidden",
+            f'{what} is forbidden: User "{self.service_account}" cannot {verb} '
+            f'resource "{resource}" in API group "{group}" in the namespace "{ns}"',
+        )
+
     # -- request bookkeeping --------------------------------------------------------------------------
     def grant_role(self, role: dict[str, Any]) -> None:
         """Allow exactly what an RBAC Role's rules allow (everything else: 403)."""
@@ -540,6 +561,7 @@ class FakeCluster:
 
 # -- HTTP ----------------------------------------------------------------------------------------
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
+_STREAMED = ("exec", "attach", "portforward")  # pod subresources a websocket upgrade reaches
 
 
 def _ws_frame(opcode: int, payload: bytes) -> bytes:
@@ -675,8 +697,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         m = _METRICS_PATH.match(path)
         if m and c.pod_metrics is not None and method == "GET":
-            if c.grants is not None and ("metrics.k8s.io", "pods", "list") not in c.grants:
-                raise ApiStatus(403, "Forbidden", "pods.metrics.k8s.io is forbidden")
+            c.authorize("metrics.k8s.io", "pods", None, "list", m.group("ns"), None)
             return self._pod_metrics(m.group("ns"), query)
         m = _NS_PATH.match(path)
         if not m:
@@ -687,22 +708,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         ns, name, sub = m.group("ns"), m.group("name"), m.group("sub")
         t = c.types[key]
-        verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch"}.get(method) or (
-            "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
-        )
-        if sub == "exec":  # a websocket GET, authorised as "create" on pods/exec
-            verb = "create"
-        resource = t.plural + (f"/{sub}" if sub else "")
-        refused = c.grants is not None and (group, resource, verb) not in c.grants
-        if (verb, resource) in c.denied or refused:
-            c.refusals.append((group, resource, verb))
-            raise ApiStatus(
-                403,
-                "Forbidden",
-                f"{resource}{'.' + group if group else ''} is forbidden: "
-                f'User "{c.service_account}" cannot {verb} '
-                f'resource "{resource}" in API group "{group}" in the namespace "{ns}"',
-            )
+        for verb in self._verbs(method, name, sub, query):
+            c.authorize(group, t.plural, sub, verb, ns, name)
         if sub == "log" and t.plural == "pods" and method == "GET":
             return self._pod_log(ns, name or "", query)
         if sub == "exec" and t.plural == "pods" and c.pod_exec is not None:
@@ -728,7 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
                     404, "NotFound", f'{t.plural}{"." + group if group else ""} "{name}" not found'
                 )
             return self._json(200, obj)
-        if method == "GET" and verb == "watch":
+        if method == "GET" and query.get("watch") in ("true", "1"):
             return self._watch(key, ns, query)
         if method == "GET":
             labels, fields = (
@@ -752,6 +759,22 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _verbs(self, method: str, name: str | None, sub: str | None, query: dict[str, str]) -> list[str]:
+        """The verbs a request is authorised as, in order. The verb comes from the HTTP method
+        (the API server's request info: GET is get, list or watch; POST create; PUT update;
+        PATCH patch; DELETE delete or deletecollection), so an exec websocket, an upgraded GET,
+        is a get on pods/exec; from 1.35 (AuthorizePodWebsocketUpgradeCreatePermission, beta
+        and on) such an upgrade of exec, attach or portforward is checked as create too."""
+        if method in ("GET", "HEAD"):
+            verb = "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, "")
+            verb = verb or ("delete" if name else "deletecollection")
+        upgrade = self.headers.get("Upgrade", "").lower() == "websocket"
+        if upgrade and sub in _STREAMED and verb == "get" and self.cluster.version >= (1, 35):
+            return [verb, "create"]
+        return [verb]
 
     def _pod_exec(self, ns: str, name: str) -> None:
         """``pods/exec`` as the API server proxies it: a websocket upgrade, then one binary

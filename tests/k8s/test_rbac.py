@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,24 @@ from jupyter_disttrain.errors import BackendError
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
 
-from .conftest import ddp_spec, wait_for
+from .conftest import ddp_spec, start_toy, wait_for
 from .schema_check import schema_errors
+from .test_resources import STUCK
 from .test_zero_config import notebook_pod
 from .toycluster import PODS, ToyCluster
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+
+
+def under_the_role(
+    toy: ToyCluster, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> KubernetesBackend:
+    """A backend in a notebook pod whose service account has exactly deploy/rbac.yaml's Role."""
+    toy.cluster.create(PODS, "team-a", notebook_pod(workspace, tmp_path))
+    toy.cluster.grant_role(next(yaml.safe_load_all(RBAC.read_text())))
+    monkeypatch.setenv("POD_NAME", "nb-alice-0")
+    monkeypatch.setenv("POD_NAMESPACE", "team-a")
+    return KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
 
 
 def test_rbac_yaml_validates() -> None:
@@ -31,12 +44,7 @@ def test_rbac_yaml_validates() -> None:
 def test_a_job_lifecycle_needs_nothing_more(
     toy: ToyCluster, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    role = next(yaml.safe_load_all(RBAC.read_text()))
-    toy.cluster.create(PODS, "team-a", notebook_pod(workspace, tmp_path))
-    toy.cluster.grant_role(role)
-    monkeypatch.setenv("POD_NAME", "nb-alice-0")
-    monkeypatch.setenv("POD_NAMESPACE", "team-a")
-    backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
+    backend = under_the_role(toy, workspace, tmp_path, monkeypatch)
     spec = ddp_spec(workspace, nodes=1, image=None, accelerator="cpu", options={})
     job_id = backend.submit(spec, "print('hello from the pod')\n")
     status = wait_for(backend, job_id, lambda s: s.is_terminal)
@@ -51,3 +59,39 @@ def test_a_job_lifecycle_needs_nothing_more(
     backend.delete(job_id)
     assert backend.store.is_deleted(job_id)
     assert toy.cluster.refusals == [("", "pods/log", "get")]
+
+
+@pytest.fixture(params=[(1, 33), (1, 35)], ids=["1.33", "1.35"])
+def versioned_toy(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[ToyCluster]:
+    yield from start_toy(monkeypatch, tmp_path, version=request.param)
+
+
+def test_stacks_under_the_role_and_a_refusal_names_the_verb(
+    versioned_toy: ToyCluster, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exec websocket is a GET: the API server authorises it as get on pods/exec, and from
+    1.35 as create too; the Role grants both, and a refusal says which one is missing."""
+    toy, backend = versioned_toy, under_the_role(versioned_toy, workspace, tmp_path, monkeypatch)
+    spec = ddp_spec(workspace, nodes=1, image=None, accelerator="cpu", options={"flavor": "job"})
+    job_id = backend.submit(spec, STUCK)
+    try:
+        wait_for(backend, job_id, lambda s: any("stuck" in ln.text for ln in backend.logs(job_id)))
+        assert "stuck_here" in backend.stack(job_id, "node-0").text
+        assert toy.cluster.refusals == []
+        grants = toy.cluster.grants
+        assert grants is not None
+        for verb in ("get", "create"):
+            grants.discard(("", "pods/exec", verb))
+            if (verb, toy.cluster.version) == ("create", (1, 33)):  # before 1.35 get is enough
+                assert "stuck_here" in backend.stack(job_id, "node-0").text
+            else:
+                with pytest.raises(BackendError) as err:
+                    backend.stack(job_id, "node-0")
+                message = str(err.value)
+                assert f"may not {verb} pods/exec in namespace 'team-a'" in message, message
+                assert "grant pods/exec verbs get and create" in message and "\n" not in message
+            grants.add(("", "pods/exec", verb))
+    finally:
+        backend.cancel(job_id)

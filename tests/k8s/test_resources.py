@@ -126,8 +126,8 @@ def test_stack_through_pods_exec_and_a_clear_message_without_the_grant(
         dump = backend.stack(job_id, "node-0")
         assert dump.method == "py-spy" and "==== rank-0 (pid " in dump.text
         assert "stuck_here" in dump.text, dump.text
-        toy.cluster.denied.add(("create", "pods/exec"))
-        with pytest.raises(BackendError, match="grant pods/exec"):
+        toy.cluster.denied.add(("get", "pods/exec"))  # an exec websocket is a GET
+        with pytest.raises(BackendError, match=r"may not get pods/exec .* grant pods/exec"):
             backend.stack(job_id, "node-0")
     finally:
         backend.cancel(job_id)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ...errors import BackendError
@@ -11,10 +12,14 @@ from .client import KubeClient
 
 EXEC_TIMEOUT = 60.0
 MAX_OUTPUT = 512 * 1024
+# An exec websocket is an upgraded GET: the API server authorises it as get on pods/exec, and
+# from Kubernetes 1.35 as create too (AuthorizePodWebsocketUpgradeCreatePermission).
 GRANT = (
-    "permission denied: this service account may not create pods/exec in namespace {ns!r}; "
-    "grant pods/exec (verb create) in its Role, as deploy/rbac.yaml does, to read stacks"
+    "permission denied: this service account may not {verb} pods/exec in namespace {ns!r}; "
+    "grant pods/exec verbs get and create in its Role, as deploy/rbac.yaml does, to read stacks"
 )
+# The verb in the API server's refusal: 'User "..." cannot create resource "pods/exec" ...'.
+_REFUSED = re.compile(r'cannot (\w+) resource \\?"pods/exec')
 
 
 def exec_in_pod(client: KubeClient, namespace: str, pod: str, argv: list[str]) -> str:
@@ -31,7 +36,9 @@ def exec_in_pod(client: KubeClient, namespace: str, pod: str, argv: list[str]) -
         )
     except ApiException as exc:
         if exc.status == 403 or "403" in str(exc.reason):
-            raise BackendError(GRANT.format(ns=namespace)) from None
+            refused = _REFUSED.search(str(exc.reason) + str(exc.body or ""))
+            verb = refused.group(1) if refused else "get or create"
+            raise BackendError(GRANT.format(verb=verb, ns=namespace)) from None
         raise BackendError(f"cannot exec in pod {pod}: {exc.reason or exc}") from None
     out, err = [], []
     try:
