@@ -34,6 +34,7 @@ from . import manifests as mf
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named
 from .objects import JobObjects
+from .pending import note_queue, queue_hold
 from .planning import Planner, check_spec, device_line
 from .podlogs import pod_log_lines
 from .podscript import POD_STACKS
@@ -71,19 +72,22 @@ class KubernetesBackend(Backend):
     def _schedule(self, record: JobRecord) -> None:
         request = KubeRequest.from_json(record.request)
         try:
-            client = self.objects.create(request)
+            created = self.objects.create(request)
         except ApiError as exc:
             if exc.status == 409:
                 raise BackendError(f"{exc}; a job named {record.id!r} already exists in the cluster") from exc
             raise
+        server = self.cluster.required().host
         record.backend_state.update(
-            {"namespace": request.namespace, "flavor": request.flavor, "server": client.host}
+            {"namespace": request.namespace, "flavor": request.flavor, "server": server}
         )
         self.store.write_record(record)
         status = self.store.read_status(record.id)
         if status is not None:  # the job's details say which accelerator it got, and why
             line = device_line(record.spec.nproc_per_node, request)
             status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
+            # Created suspended (Kueue's webhook): queued from the start, whoever looks next.
+            note_queue(status, queue_hold(flavor_named(request.flavor), created[-1], status))
             self.store.write_status(status)
 
     # -- observe ---------------------------------------------------------------------------

@@ -29,9 +29,9 @@ class JobObjects:
         self.cluster = cluster
         self.store = store
 
-    def create(self, request: KubeRequest) -> KubeClient:
+    def create(self, request: KubeRequest) -> list[dict[str, Any]]:
         """Create every object of ``request`` in order; on a refusal, none is left behind.
-        Returns the client they were created through."""
+        Returns them as created (admission webhooks may have changed them: Kueue suspends)."""
         client = self.cluster.required()
         created: list[dict[str, Any]] = []
         try:
@@ -44,7 +44,7 @@ class JobObjects:
                 with contextlib.suppress(ApiError):
                     client.delete(BY_KIND[obj["kind"]], meta["namespace"], meta["name"])
             raise
-        return client
+        return created
 
     def remove(self, record: JobRecord) -> None:
         """Delete the workload (its pods go with it: propagation), then the objects created

@@ -22,7 +22,7 @@ from .exits import read_exits, status_from_exits
 from .flavors import Flavor, flavor_named
 from .informer import Informer, informer
 from .options import parse_options
-from .pending import PendingClock, timed_out
+from .pending import QUEUED, PendingClock, note_queue, queue_hold, timed_out
 from .request import KubeRequest
 from .status import build_status, conditions_of, pods_settled
 
@@ -73,8 +73,12 @@ class Reconciler:
             self._ended_at.pop(record.id, None)
             if not flavor.workload_end(conditions_of(workload), workload.get("status") or {}):
                 self._remove_running(record)
+        held = queue_hold(flavor, workload, new)
+        note_queue(new, held)
+        if held and not new.is_terminal and not new.reason:
+            new.reason, new.message = QUEUED, held
         timeout = parse_options(record.spec.options).pending_timeout
-        if self._pending.overdue(new, workload, timeout):
+        if self._pending.overdue(new, held, timeout):
             self._remove(record)  # pods that wait forever still hold quota and claims
             return self.write_unless_ended(timed_out(new, timeout))
         if _comparable(new) != _comparable(status):

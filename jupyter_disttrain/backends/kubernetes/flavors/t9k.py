@@ -59,6 +59,10 @@ class T9kJob(Flavor):
             body["scheduler"] = {"t9kScheduler": {"queue": opts.queue}}
         return [self.workload(job_id, opts, place, body)]
 
+    def gang_queue(self, workload: dict[str, Any]) -> str | None:
+        queue: str | None = workload.get("spec", {}).get("scheduler", {}).get("t9kScheduler", {}).get("queue")
+        return queue
+
     def workload_end(self, conds: list[Condition], wst: dict[str, Any]) -> End | None:
         # T9k also says it in status.phase, which wins over the conditions when it succeeded.
         if wst.get("phase") == "Succeeded":
