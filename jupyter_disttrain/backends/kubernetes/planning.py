@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
 from ...errors import InvalidSpecError
 from ...launchers import get_launcher
-from ...launchers.base import TORCHRUN, LaunchContext
+from ...launchers.base import TORCHRUN, LaunchContext, Role
 from ...specs import DryRun, JobSpec, Volume
 from ...store import JobStore
 from . import manifests as mf
@@ -62,10 +63,16 @@ class Planner:
         return find_own_pod(client, os.environ)
 
     def placement(
-        self, spec: JobSpec, job_id: str, opts: KubeOptions, default_flavor: str | None = None
+        self,
+        spec: JobSpec,
+        job_id: str,
+        opts: KubeOptions,
+        default_flavor: str | None = None,
+        roles: Sequence[Role] = (),
     ) -> mf.Placement:
         """Decide namespace, image, volumes, flavour and version gates; ask the cluster only when
-        needed. ``default_flavor``: the flavour without ``--flavor``, else the one discovered."""
+        needed. ``default_flavor``: the flavour without ``--flavor``, else the one discovered;
+        ``roles``: the launcher's process roles, a pod per replica (else a pod per node)."""
         needed = opts.flavor is None and default_flavor is None  # to discover the flavour
         client = self.cluster.required() if needed else self.cluster.optional()
         pod, found = self.notebook_pod()
@@ -80,7 +87,7 @@ class Planner:
         namespace = _namespace(opts, pod, client)
         volumes = _merge_volumes(_pod_volumes(pod_spec, container), spec.volumes)
         if client is not None:
-            check_claims(client, namespace, volumes, spec.nodes, opts.colocate)
+            _check_claims(client, spec, namespace, volumes, opts, roles)
         node = _colocation(opts, pod, found)
         flavor = opts.flavor or default_flavor or self.discover_flavor()
         version = opts.k8s_version or (_server_version(client) if client else None) or DEFAULT_K8S_VERSION
@@ -114,8 +121,9 @@ class Planner:
         decided and why."""
         opts = parse_options(spec.options)
         # A pod per replica of a parameter-server job: plain Jobs, which every cluster runs.
-        per_replica = bool(process_roles(spec))
-        place = self.placement(spec, job_id, opts, "job" if per_replica else None)
+        process = process_roles(spec)
+        per_replica = bool(process)
+        place = self.placement(spec, job_id, opts, "job" if per_replica else None, process)
         flavor = flavor_named(place.flavor)
         ctx = _launch_context(spec, job_id, place, flavor, per_replica)
         roles = get_launcher(spec.launcher).roles(spec, ctx)
@@ -163,6 +171,26 @@ def _launch_context(
             f"{flavor.name} flavour's operator does not: use --flavor job"
         )
     return dataclasses.replace(ctx, host=point[0], port=point[1])
+
+
+def _check_claims(
+    client: KubeClient,
+    spec: JobSpec,
+    namespace: str,
+    volumes: list[Volume],
+    opts: KubeOptions,
+    roles: Sequence[Role],
+) -> None:
+    """Refuse single-node claims for the job's pods: one per node, or one per replica of its
+    process roles (an MXNet job's scheduler, servers and workers, whatever ``--nodes`` says)."""
+    if not roles:
+        why, one_pod = f"--nodes {spec.nodes}", "--nodes 1"
+        check_claims(client, namespace, volumes, spec.nodes, opts.colocate, why=why, one_pod=one_pod)
+        return
+    pods = sum(r.replicas for r in roles)
+    what = ", ".join(f"{r.replicas} {r.name}" for r in roles)
+    why = f"--launcher {spec.launcher} runs {pods} pods ({what})"
+    check_claims(client, namespace, volumes, pods, opts.colocate, why=why)
 
 
 def _server_version(client: KubeClient) -> tuple[int, int] | None:
