@@ -123,6 +123,11 @@ class Planner:
         # A pod per replica of a parameter-server job: plain Jobs, which every cluster runs.
         process = process_roles(spec)
         per_replica = bool(process)
+        if per_replica and opts.queue:
+            raise InvalidSpecError(
+                f"--queue {opts.queue}: --launcher {spec.launcher} runs one Job per role, which Kueue would "
+                "admit one by one (workers could hold quota while the scheduler waits); leave out --queue"
+            )
         place = self.placement(spec, job_id, opts, "job" if per_replica else None, process)
         flavor = flavor_named(place.flavor)
         ctx = _launch_context(spec, job_id, place, flavor, per_replica)
