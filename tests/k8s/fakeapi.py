@@ -14,7 +14,8 @@ Stdlib only. What it serves, as the API server does:
   them, when ``pod_metrics`` is set (the toy kubelet's: usage of each pod's processes); else 404;
 * ``pods/exec`` over a websocket (``v4.channel.k8s.io``: stdout, stderr, then the exit status on
   the error channel) when ``pod_exec`` is set (the toy kubelet runs the command with the pod's env);
-* ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
+* ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``
+  (``pods/log`` and ``pods/exec`` of a pod with several containers need ``container``: 400);
 * admission refusals (``admission`` hooks: quota, PodSecurity; ``restricted_pod_security`` checks
   a namespace's pods against the "restricted" profile as the real admission controller does),
   RBAC denials (403 with the API server's message; each request authorised as the verb its HTTP
@@ -713,7 +714,7 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "log" and t.plural == "pods" and method == "GET":
             return self._pod_log(ns, name or "", query)
         if sub == "exec" and t.plural == "pods" and c.pod_exec is not None:
-            return self._pod_exec(ns, name or "")
+            return self._pod_exec(ns, name or "", query)
         if sub:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         if method == "POST" and not name:
@@ -776,12 +777,38 @@ class _Handler(BaseHTTPRequestHandler):
             return [verb, "create"]
         return [verb]
 
-    def _pod_exec(self, ns: str, name: str) -> None:
+    def _pod(self, ns: str, name: str) -> dict[str, Any]:
+        pod = self.cluster.get("/v1/pods", ns, name)
+        if pod is None:
+            raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
+        return pod
+
+    @staticmethod
+    def _container(pod: dict[str, Any], given: str | None) -> str:
+        """The container a ``pods/log`` or ``pods/exec`` request is for, as the API server picks
+        it (pkg/registry/core/pod/strategy.go): the one named, else the pod's only one; a pod with
+        more (an injected sidecar) needs the name."""
+        name = pod["metadata"]["name"]
+        names = [x["name"] for x in pod["spec"]["containers"]]
+        inits = [x["name"] for x in pod["spec"].get("initContainers", [])]
+        if not given:
+            if len(names) == 1:
+                return names[0]
+            message = f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+            if inits:
+                message += f" or one of the init containers: [{' '.join(inits)}]"
+            raise ApiStatus(400, "BadRequest", message)
+        if given not in names + inits:
+            raise ApiStatus(400, "BadRequest", f"container {given} is not valid for pod {name}")
+        return given
+
+    def _pod_exec(self, ns: str, name: str, query: dict[str, str]) -> None:
         """``pods/exec`` as the API server proxies it: a websocket upgrade, then one binary
         message per output chunk (first byte: 1 stdout, 2 stderr, 3 the final Status)."""
         assert self.cluster.pod_exec is not None
         if self.headers.get("Upgrade", "").lower() != "websocket":
             raise ApiStatus(400, "BadRequest", "Upgrade request required")
+        self._container(self._pod(ns, name), query.get("container"))
         argv = parse_qs(urlsplit(self.path).query).get("command", [])
         result = self.cluster.pod_exec(ns, name, argv)
         if result is None:
@@ -916,12 +943,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _pod_log(self, ns: str, name: str, query: dict[str, str]) -> None:
         c = self.cluster
-        pod = c.get("/v1/pods", ns, name)
-        if pod is None:
-            raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
-        container = query.get("container") or pod["spec"]["containers"][0]["name"]
-        if container not in [x["name"] for x in pod["spec"]["containers"]]:
-            raise ApiStatus(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        container = self._container(self._pod(ns, name), query.get("container"))
         with c.cond:
             log = c.logs.get((ns, name))
             if log is None:
