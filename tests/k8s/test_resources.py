@@ -16,7 +16,7 @@ from jupyter_disttrain.errors import BackendError
 from jupyter_disttrain.store import JobStore
 
 from .conftest import ddp_spec, start_toy, wait_for
-from .toycluster import ToyCluster
+from .toycluster import PODS, ToyCluster
 
 MB = 1 << 20
 HOLD = """
@@ -129,5 +129,30 @@ def test_stack_through_pods_exec_and_a_clear_message_without_the_grant(
         toy.cluster.denied.add(("get", "pods/exec"))  # an exec websocket is a GET
         with pytest.raises(BackendError, match=r"may not get pods/exec .* grant pods/exec"):
             backend.stack(job_id, "node-0")
+    finally:
+        backend.cancel(job_id)
+
+
+def inject_vault_agent(kind: str, obj: dict[str, Any]) -> None:
+    """A mutating webhook (Vault's agent injector) that adds a sidecar to every pod of ours."""
+    if kind == "Pod" and "disttrain.io/job-id" in obj["metadata"].get("labels", {}):
+        obj["spec"]["containers"].append({"name": "vault-agent", "image": "hashicorp/vault:1.15"})
+
+
+def test_stacks_and_logs_name_their_container_beside_an_injected_sidecar(
+    toy: ToyCluster, workspace: Path, tmp_path: Path
+) -> None:
+    """The API server answers 400 to pods/exec and pods/log of a pod with two containers that
+    name none: both say which."""
+    toy.cluster.admission.append(inject_vault_agent)
+    backend = KubernetesBackend(JobStore(tmp_path / "local-jobs"))  # logs through pods/log too
+    job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), STUCK)
+    try:
+        wait_for(backend, job_id, lambda s: any("stuck" in ln.text for ln in backend.logs(job_id)))
+        (pod,) = [
+            p for p in toy.cluster.items(PODS) if p["metadata"]["labels"]["disttrain.io/job-id"] == job_id
+        ]
+        assert [c["name"] for c in pod["spec"]["containers"]] == ["trainer", "vault-agent"]
+        assert "stuck_here" in backend.stack(job_id, "node-0").text
     finally:
         backend.cancel(job_id)

@@ -197,7 +197,8 @@ class KubernetesBackend(Backend):
         pod = newest_per_replica(pods.indexed(record.id), record.id, flavor).get(replica)
         if pod is None:
             raise BackendError(f"{replica} has no pod now: no process to read")
-        text = exec_in_pod(client, ns, pod["metadata"]["name"], ["python3", "-c", POD_STACKS, record.id])
+        argv = ["python3", "-c", POD_STACKS, record.id]
+        text = exec_in_pod(client, ns, pod["metadata"]["name"], flavor.container, argv)
         return StackDump(replica, "py-spy", text, None)
 
     # -- stop ------------------------------------------------------------------------------
