@@ -304,6 +304,18 @@ def field_matcher(text: str | None) -> Callable[[dict[str, Any]], bool]:
     return match
 
 
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration.String`` prints it (what metav1.Duration serialises):
+    ``1m0s``, ``10.5s``, ``1h2m3.5s``, ``500ms``."""
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms" if seconds else "0s"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = f"{int(hours)}h" if hours else ""
+    out += f"{int(minutes)}m" if hours or minutes else ""
+    return out + f"{round(secs, 9):g}s"
+
+
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
     for k, v in patch.items():
         if v is None:
@@ -348,6 +360,11 @@ class FakeCluster:
         # metrics-server: (namespace, pod) -> {container: {"cpu": "..n", "memory": "..Ki"}}, or
         # None before its first scrape; the metrics API is not served while this is None.
         self.pod_metrics: Callable[[str, str], dict[str, dict[str, str]] | None] | None = None
+        # metrics-server's resolution (a pod's reading is renewed once this old) and the window
+        # its readings report, in seconds.
+        self.metrics_resolution = 5.0
+        self.metrics_window = 10.0
+        self._scrapes: dict[tuple[str, str], tuple[float, str, dict[str, dict[str, str]]]] = {}
         # The kubelet's exec: (namespace, pod, argv) -> (exit code, stdout, stderr), None: not running.
         self.pod_exec: Callable[[str, str, list[str]], tuple[int, bytes, bytes] | None] | None = None
 
@@ -492,6 +509,19 @@ class FakeCluster:
             "source": {"component": "fake-cluster"},
         }
         self.create("/v1/events", meta["namespace"], ev)
+
+    def scrape(self, ns: str, pod: str) -> tuple[str, dict[str, dict[str, str]]] | None:
+        """metrics-server's latest reading of a pod: (its time, usage per container), renewed
+        once ``metrics_resolution`` seconds old; None while the pod has none."""
+        assert self.pod_metrics is not None
+        last = self._scrapes.get((ns, pod))
+        if last is not None and time.monotonic() - last[0] < self.metrics_resolution:
+            return last[1], last[2]
+        usage = self.pod_metrics(ns, pod)
+        if usage is None:
+            return None
+        self._scrapes[(ns, pod)] = (time.monotonic(), now(), usage)
+        return now(), usage
 
     # -- failure injection --------------------------------------------------------------------------
     def compact(self) -> None:
@@ -844,15 +874,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _pod_metrics(self, ns: str, query: dict[str, str]) -> None:
-        """``PodMetricsList``: one reading per pod that has one, as metrics-server answers."""
+        """``PodMetricsList``: one reading per pod that has one, as metrics-server answers: the
+        pod's labels (not its annotations), its last scrape's time and usage (a new scrape once
+        ``metrics_resolution`` has passed), and the ``window`` as Go prints a duration (``1m0s``)."""
         c, labels = self.cluster, label_matcher(query.get("labelSelector"))
-        assert c.pod_metrics is not None
         items = []
         for pod in c.items("/v1/pods", ns):
             meta = pod["metadata"]
-            usage = c.pod_metrics(ns, meta["name"]) if labels(meta.get("labels", {})) else None
-            if usage is None:
+            scraped = c.scrape(ns, meta["name"]) if labels(meta.get("labels", {})) else None
+            if scraped is None:
                 continue
+            stamp, usage = scraped
             items.append(
                 {
                     "kind": "PodMetrics",
@@ -863,8 +895,8 @@ class _Handler(BaseHTTPRequestHandler):
                         "labels": meta.get("labels", {}),
                         "creationTimestamp": now(),
                     },
-                    "timestamp": now(),
-                    "window": "10s",
+                    "timestamp": stamp,
+                    "window": go_duration(c.metrics_window),
                     "containers": [{"name": n, "usage": u} for n, u in usage.items()],
                 }
             )
