@@ -166,11 +166,13 @@ class KubernetesBackend(Backend):
         client = self.cluster.optional()
         if client is None or "namespace" not in state:
             return read_resources(job_dir, [], since, message="the job has no pods to measure")
+        ns, flavor = state["namespace"], flavor_named(state["flavor"])
+        pods = pods_informer(client, ns)
+        pods.wait_synced()
+        by_name = {p["metadata"]["name"]: p for p in pods.indexed(record.id)}
         selector = f"{mf.JOB_ID_LABEL}={record.id}"
-        flavor = flavor_named(state["flavor"])
-        return pod_resources(
-            client, state["namespace"], selector, record.id, flavor, status.is_terminal, since, time.time()
-        )
+        ended = status.is_terminal
+        return pod_resources(client, ns, selector, record.id, flavor, ended, since, time.time(), by_name)
 
     def _quiet(self, record: JobRecord, status: JobStatus) -> list[str]:
         """The ranks the pods' samplers flag quiet when the job dir is on the shared PVC; none
