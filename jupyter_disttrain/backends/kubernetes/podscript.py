@@ -130,10 +130,11 @@ POD_WRAPPER = (
     + _WRAPPER
 )
 
-# Puts the job's PYTHONPATH in front of the image's, then runs the wrapper with the image's
-# Python, found as torchrun is (on PATH: python3, python), else the interpreter of torchrun's own
-# "#!" line; without any, it says so. $1 is the wrapper, the
-# rest its argv: user values never enter the script.
+# Puts the job's PYTHONPATH in front of the image's, then runs the image's Python, found as
+# torchrun is (on PATH: python3, python), else the interpreter of torchrun's own "#!" line;
+# without any, it says so. Its arguments are Python's: "-c WRAPPER ARGS..." (a pod's entry), or
+# "SCRIPT ARGS..." (each rank of a T9k pod, whose controller runs torchrun itself); user values
+# never enter the script.
 FIND_PYTHON = """\
 set -f
 torchrun_python() {
@@ -143,8 +144,7 @@ torchrun_python() {
 export PYTHONPATH="$DISTTRAIN_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
 for py in python3 python "$(torchrun_python)"; do
   if [ -n "$py" ] && command -v "$py" >/dev/null 2>&1; then
-    wrapper=$1; shift
-    exec "$py" -u -c "$wrapper" "$@"
+    exec "$py" -u "$@"
   fi
 done
 echo "$0: this image has no python3 or python on PATH, nor a torchrun to find one by;" \\
