@@ -10,8 +10,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { rawText } from './logbuffer';
-import type { LogBuffer } from './logbuffer';
-import { eachPage, ILogTransport, LogSelection } from './logselection';
+import { eachPage, ILogSelectionState, ILogTransport, LogSelection } from './logselection';
 import { IJobDetail, TERMINAL_PHASES } from './types';
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
@@ -32,6 +31,13 @@ export interface ILogStatus {
   /** Whether `message` says what went wrong. */
   error: boolean;
 }
+
+/**
+ * A change of a feed: a new selection (`reset`: `buffer` is a new, empty one), lines added or
+ * rewritten from buffer index `first` on (`lines`), or its `status`, `done` or `job` (`status`,
+ * the count of lines with them).
+ */
+export type LogChange = { kind: 'reset' } | { kind: 'lines'; first: number } | { kind: 'status' };
 
 /** What the job says about the log: its replicas, its name and the phase it ended in. */
 export interface ILogJob {
@@ -75,48 +81,14 @@ export class LogFeed {
   /** Catches up by offset, and follows by offset once the stream failed; not started. */
   readonly poll: Poll;
 
-  /** The replica shown ('' = all, interleaved). */
-  get replica(): string {
-    return this._selection.replica;
-  }
-
-  /** Lines loaded first from the end (`ALL`: every line). */
-  get tail(): number {
-    return this._selection.tail;
-  }
-
-  /** The lines of the current selection (a new buffer on every reload). */
-  get buffer(): LogBuffer {
-    return this._selection.buffer;
-  }
-
-  /** Whether the job has ended and every line is in the buffer. */
-  get done(): boolean {
-    return this._selection.done;
-  }
-
-  get status(): ILogStatus {
-    return this._status;
-  }
-
-  /** The job's replicas, name and ended phase, as far as known. */
-  get job(): ILogJob {
-    return this._job;
-  }
-
-  /** A reload started: `buffer` is a new, empty one. */
-  get reset(): ISignal<this, void> {
-    return this._reset;
-  }
-
-  /** Lines were added or rewritten, from the buffer index given on. */
-  get appended(): ISignal<this, number> {
-    return this._appended;
-  }
-
-  /** `status`, `done` or `job` may have changed (and the count of lines with them). */
-  get changed(): ISignal<this, void> {
+  /** What changed: the selection, lines, or the status, `done` or `job`. */
+  get changed(): ISignal<this, LogChange> {
     return this._changed;
+  }
+
+  /** The replica, tail and lines shown now (a new selection on every reload). */
+  get selection(): ILogSelectionState {
+    return this._selection;
   }
 
   /** Load from the current selection, once; later calls do nothing (see `reload`). */
@@ -126,19 +98,32 @@ export class LogFeed {
 
   /** Show another replica and/or tail: load afresh. */
   select(selection: { replica?: string; tail?: number }): Promise<void> {
-    return this._load(selection.replica ?? this.replica, selection.tail ?? this.tail);
+    return this._load(
+      selection.replica ?? this._selection.replica,
+      selection.tail ?? this._selection.tail
+    );
   }
 
   /** Load (again) from the current replica/tail and follow. */
   reload(): Promise<void> {
-    return this._load(this.replica, this.tail);
+    return this._load(this._selection.replica, this._selection.tail);
   }
 
   /** Catch up now if the feed waits for lines it does not stream (the view is shown again). */
   resume(): void {
-    if (this._started && !this.done && !this._selection.streaming) {
+    if (this._started && !this._selection.done && !this._selection.streaming) {
       void this.poll.refresh();
     }
+  }
+
+  /** The job's replicas, name and ended phase, as far as known. */
+  get job(): ILogJob {
+    return this._job;
+  }
+
+  /** What the feed is busy with, or why it failed. */
+  get status(): ILogStatus {
+    return this._status;
   }
 
   /**
@@ -178,7 +163,8 @@ export class LogFeed {
     this._selection.stop();
     const selection = this._select(replica, tail);
     this._selection = selection;
-    this._reset.emit(); // at once: the view must never pair the new buffer with the old filter
+    // at once: the view must never pair the new buffer with the old filter
+    this._changed.emit({ kind: 'reset' });
     this._setStatus('Loading…');
     await this.poll.stop();
     if (this._job.replicas.length === 0) {
@@ -204,7 +190,7 @@ export class LogFeed {
   /** A new selection, reporting to this feed. */
   private _select(replica: string, tail: number): LogSelection {
     return new LogSelection(replica, tail, this._options, this.poll, {
-      appended: first => this._appended.emit(first),
+      appended: first => this._changed.emit({ kind: 'lines', first }),
       progressed: () => this._setStatus(),
       ended: phase => {
         this._job = { ...this._job, endedPhase: phase };
@@ -217,13 +203,13 @@ export class LogFeed {
     const job = await readJob(this._options.fetchJob, this.jobId);
     if (job && !this.poll.isDisposed) {
       this._job = { ...job, endedPhase: job.endedPhase ?? this._job.endedPhase };
-      this._changed.emit();
+      this._changed.emit({ kind: 'status' });
     }
   }
 
   private _setStatus(message: string | null = null, error = false): void {
     this._status = { message, error };
-    this._changed.emit();
+    this._changed.emit({ kind: 'status' });
   }
 
   private _options: ILogFeedOptions; // the transport
@@ -231,7 +217,5 @@ export class LogFeed {
   private _started = false;
   private _status: ILogStatus = { message: null, error: false };
   private _job: ILogJob = { replicas: [], name: null, endedPhase: null };
-  private _reset = new Signal<this, void>(this);
-  private _appended = new Signal<this, number>(this);
-  private _changed = new Signal<this, void>(this);
+  private _changed = new Signal<this, LogChange>(this);
 }

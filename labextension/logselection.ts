@@ -72,7 +72,19 @@ function breathe(): Promise<unknown> {
     : new Promise(resolve => setTimeout(resolve, 0));
 }
 
-export class LogSelection {
+/** What a view reads of a selection. */
+export interface ILogSelectionState {
+  /** The replica shown ('' = all, interleaved). */
+  readonly replica: string;
+  /** Lines loaded first from the end (`ALL`: every line). */
+  readonly tail: number;
+  /** The lines (with the replica in front of each when all are interleaved). */
+  readonly buffer: LogBuffer;
+  /** Whether the job has ended and every line is in the buffer. */
+  readonly done: boolean;
+}
+
+export class LogSelection implements ILogSelectionState {
   /**
    * @param poll - the feed's poll, whose factory is this selection's `fetchMore`
    */

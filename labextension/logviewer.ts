@@ -11,7 +11,7 @@ import { Widget } from '@lumino/widgets';
 
 import { parseAnsi, renderAnsi } from './ansi';
 import { LogControls } from './logcontrols';
-import { LogFeed } from './logfeed';
+import { LogChange, LogFeed } from './logfeed';
 import { FilteredView } from './logbuffer';
 import { FollowState, isAtBottom, visibleRange } from './virtual';
 
@@ -23,8 +23,8 @@ export class LogViewer extends Widget {
     super();
     this.addClass('jp-DistTrainLog');
     this.node.tabIndex = -1;
-    this._view = new FilteredView(feed.buffer);
-    this._controls = new LogControls(feed.replica, feed.tail, {
+    this._view = new FilteredView(feed.selection.buffer);
+    this._controls = new LogControls(feed.selection.replica, feed.selection.tail, {
       replica: replica => void feed.select({ replica }),
       tail: tail => void feed.select({ tail }),
       follow: () => this._toggleFollow(),
@@ -48,8 +48,6 @@ export class LogViewer extends Widget {
     this.node.append(this._controls.node, this._viewport);
     this._viewport.addEventListener('scroll', this._onScroll, { passive: true });
 
-    feed.reset.connect(this._onReset, this);
-    feed.appended.connect(this._onAppended, this);
     feed.changed.connect(this._onChanged, this);
   }
 
@@ -59,7 +57,7 @@ export class LogViewer extends Widget {
 
   /** The replica shown ('' = all, interleaved). */
   get replica(): string {
-    return this.feed.replica;
+    return this.feed.selection.replica;
   }
 
   /** Download the whole log of the current selection as a text file. */
@@ -107,17 +105,20 @@ export class LogViewer extends Widget {
     this._viewport.focus();
   }
 
-  private _onReset(): void {
-    this._view = new FilteredView(this.feed.buffer, this._controls.query);
-    this._scheduleRender();
+  private _onChanged(_: LogFeed, change: LogChange): void {
+    if (change.kind === 'reset') {
+      this._view = new FilteredView(this.feed.selection.buffer, this._controls.query);
+      this._scheduleRender();
+    } else if (change.kind === 'lines') {
+      this._view.update(change.first);
+      this._scheduleRender();
+    } else {
+      this._showJob();
+      this._showStatus();
+    }
   }
 
-  private _onAppended(_: LogFeed, first: number): void {
-    this._view.update(first);
-    this._scheduleRender();
-  }
-
-  private _onChanged(): void {
+  private _showJob(): void {
     const { replicas, name, endedPhase } = this.feed.job;
     if (replicas !== this._replicas) {
       this._replicas = replicas;
@@ -129,17 +130,16 @@ export class LogViewer extends Widget {
     if (endedPhase) {
       this.title.caption = `${this.jobId} (${endedPhase})`;
     }
-    this._showStatus();
   }
 
   /** The feed's message, else how many lines there are (and shown by the filter). */
   private _showStatus(): void {
-    const { status, done } = this.feed;
+    const { status, selection } = this.feed;
     const buffer = this._view.buffer;
     const count = () =>
       (this._view.query ? `${this._view.length.toLocaleString()} of ` : '') +
       `${buffer.length.toLocaleString()} lines` +
-      (done ? ' · ended' : '');
+      (selection.done ? ' · ended' : '');
     this._controls.showStatus(status.message ?? count(), status.error);
   }
 

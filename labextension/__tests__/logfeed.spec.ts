@@ -139,7 +139,7 @@ async function until(cond: () => boolean, what: string, ms = 3000): Promise<void
 }
 
 const texts = (feed: LogFeed) =>
-  Array.from({ length: feed.buffer.length }, (_, i) => feed.buffer.line(i));
+  Array.from({ length: feed.selection.buffer.length }, (_, i) => feed.selection.buffer.line(i));
 
 /** A feed of the server's job, polling every 5 ms. */
 function feedOf(server: ReturnType<typeof logServer>, options: Partial<ILogFeedOptions> = {}) {
@@ -162,7 +162,7 @@ describe('LogFeed', () => {
     }
     const feed = feedOf(server, { tail: 10 });
     const appended: number[] = [];
-    feed.appended.connect((_, first) => appended.push(first));
+    feed.changed.connect((_, change) => change.kind === 'lines' && appended.push(change.first));
     await feed.start();
     expect(server.state.queries[0]).toEqual({ replica: '', tail: 10, limit: 10 });
     expect(texts(feed)).toEqual(
@@ -179,9 +179,9 @@ describe('LogFeed', () => {
     expect(texts(feed).slice(-2)).toEqual(['[rank1] streamed 1', '[rank1] streamed 2']);
     expect(appended).toEqual([0, 10]);
     server.end('Succeeded');
-    await until(() => feed.done, 'the end');
+    await until(() => feed.selection.done, 'the end');
     expect(feed.job.endedPhase).toBe('Succeeded');
-    expect(feed.buffer.offset).toBe('52');
+    expect(feed.selection.buffer.offset).toBe('52');
     await new Promise(resolve => setTimeout(resolve, 30));
     expect(server.state.queries.length).toBe(reads); // streamed: no offset polling
     feed.dispose();
@@ -197,10 +197,10 @@ describe('LogFeed', () => {
     const feed = feedOf(server, { replica: 'rank-0', tail: ALL });
     await feed.start();
     expect(server.state.queries.map(q => q.offset)).toEqual(['', String(PAGE), String(2 * PAGE)]);
-    expect(feed.buffer.length).toBe(n);
-    expect(feed.buffer.line(0)).toBe('l0'); // one replica: no prefix
-    expect(feed.buffer.line(n - 1)).toBe(`l${n - 1}`);
-    expect(feed.done).toBe(true);
+    expect(feed.selection.buffer.length).toBe(n);
+    expect(feed.selection.buffer.line(0)).toBe('l0'); // one replica: no prefix
+    expect(feed.selection.buffer.line(n - 1)).toBe(`l${n - 1}`);
+    expect(feed.selection.done).toBe(true);
     expect(feed.poll.state.phase).not.toBe('started');
     expect(server.state.streams).toEqual([]);
     feed.dispose();
@@ -221,10 +221,10 @@ describe('LogFeed', () => {
       server.write(0, 'b', 'c'); // through the stream
       server.cut(how);
       server.write(0, 'd'); // no stream open: found by polling from after 'c'
-      await until(() => feed.buffer.length === 4, 'the line written after the cut');
+      await until(() => feed.selection.buffer.length === 4, 'the line written after the cut');
       server.write(1, 'e');
       server.end('Succeeded');
-      await until(() => feed.done, 'the end, by polling');
+      await until(() => feed.selection.done, 'the end, by polling');
       expect(texts(feed)).toEqual(
         ['a', 'b', 'c', 'd', 'e'].map((t, i) => `[rank${i < 4 ? 0 : 1}] ${t}`)
       );
@@ -247,7 +247,7 @@ describe('LogFeed', () => {
     await until(() => server.state.refused === 1, 'the stream to be asked for');
     server.write(0, 'b');
     server.end();
-    await until(() => feed.done, 'the end, by polling');
+    await until(() => feed.selection.done, 'the end, by polling');
     expect(texts(feed)).toEqual(['[rank0] a', '[rank0] b']);
     expect(server.state.refused).toBe(1);
     expect(warn).toHaveBeenCalledTimes(1);
@@ -261,14 +261,14 @@ describe('LogFeed', () => {
     server.write(1, 'one');
     const feed = feedOf(server);
     let resets = 0;
-    feed.reset.connect(() => resets++);
+    feed.changed.connect((_, change) => change.kind === 'reset' && resets++);
     await feed.start();
     await until(() => feed.job.replicas.length > 0, 'the replicas');
     await until(() => server.state.streams.length === 1, 'the stream of all replicas');
     expect(feed.job).toEqual({ replicas: ['rank-0', 'rank-1'], name: 'demo', endedPhase: null });
 
     await feed.select({ replica: 'rank-1' });
-    expect(feed.replica).toBe('rank-1');
+    expect(feed.selection.replica).toBe('rank-1');
     expect(resets).toBe(2);
     expect(texts(feed)).toEqual(['one']);
     expect(server.state.queries).toContainEqual({ replica: 'rank-1', tail: 1000, limit: 1000 });
@@ -296,7 +296,7 @@ describe('LogFeed', () => {
       }
     });
     const appended: number[] = [];
-    feed.appended.connect((_, first) => appended.push(first));
+    feed.changed.connect((_, change) => change.kind === 'lines' && appended.push(change.first));
     const first = feed.start();
     await feed.select({ replica: 'rank-0' });
     expect(appended).toEqual([0]);
@@ -347,7 +347,9 @@ describe('LogFeed', () => {
     const feed = feedOf(server, { tail: 10 });
     await feed.start();
     const messages: (string | null)[] = [];
-    feed.changed.connect(() => messages.push(feed.status.message));
+    feed.changed.connect(
+      (_, change) => change.kind === 'status' && messages.push(feed.status.message)
+    );
     const chunks = await feed.readAll();
     expect(chunks!.join('')).toBe(Array.from({ length: PAGE + 1 }, (_, i) => `l${i}\n`).join(''));
     expect(messages).toEqual([
@@ -356,7 +358,7 @@ describe('LogFeed', () => {
       `Preparing download… ${(PAGE + 1).toLocaleString()} lines`,
       null
     ]);
-    expect(feed.buffer.length).toBe(10); // the view's lines are not touched
+    expect(feed.selection.buffer.length).toBe(10); // the view's lines are not touched
 
     server.state.queries = [];
     const broken = feedOf(server, {
