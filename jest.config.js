@@ -13,7 +13,7 @@ module.exports = {
           target: 'ES2018',
           module: 'commonjs',
           strict: true,
-          types: ['jest'],
+          types: ['jest', 'node'],
           esModuleInterop: true
         }
       }

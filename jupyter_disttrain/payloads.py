@@ -8,9 +8,19 @@ when the checked-in file is stale), so the lab extension cannot drift from the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from .specs import ABSENT_WHEN_NONE, JobPhase, JobSpec, JobStatus, LogLine, LogRun, request_device, to_plain
+from .specs import (
+    ABSENT_WHEN_NONE,
+    DryRun,
+    JobPhase,
+    JobSpec,
+    JobStatus,
+    LogLine,
+    LogRun,
+    request_device,
+    to_plain,
+)
 from .store import JobRecord
 
 # TensorBoard id meaning every job's runs side by side (not a valid job id: ids are DNS labels).
@@ -68,6 +78,56 @@ class JobSummary:
             launcher=spec.launcher,
             quiet=quiet or [],
         )
+
+
+@dataclass(frozen=True)
+class JsonOf:
+    """Marks a ``dict`` field (``Annotated[dict[str, Any], JsonOf(Shape)]``) that holds the JSON
+    of ``Shape`` made earlier: a cached one, or a typed object's own ``to_json``. The JSON is
+    sent as it is; ``types.ts`` gives the field the shape's type."""
+
+    shape: type
+
+
+@dataclass
+class ServerInfo:
+    """What the UI needs to know once: the version, the job root and the backends."""
+
+    version: str
+    job_root: str
+    default_backend: str
+    backends: list[str]
+
+
+@dataclass
+class JobList:
+    """Every job not deleted, newest first, and the job roots searched (``roots``: where an empty
+    list looked)."""
+
+    jobs: list[Annotated[dict[str, Any], JsonOf(JobSummary)]]  # each made once (``Listed.summary``)
+    roots: list[str]
+
+
+@dataclass
+class SubmitAnswer:
+    """A job created by ``POST jobs``: its id and summary."""
+
+    id: str
+    job: JobSummary
+
+
+@dataclass
+class DryRunAnswer:
+    """What ``POST jobs`` with ``dry_run`` would carry out; nothing was created."""
+
+    dry_run: Annotated[dict[str, Any], JsonOf(DryRun)]  # its request is the backend's own JSON
+
+
+@dataclass
+class CancelAnswer:
+    """The job's status after a cancel."""
+
+    status: JobStatus
 
 
 @dataclass
@@ -320,6 +380,27 @@ class RunQuery:
     since: int | None = None
     limit: int | None = None
     rank: int | None = None
+
+
+@dataclass
+class TensorBoardInfo:
+    """A TensorBoard of a job (or of every job, ``ALL_JOBS``): the page to open (``url``), the log
+    dir it reads, and whether it runs now (``pid``, ``started`` in seconds since the epoch)."""
+
+    id: str
+    url: str
+    logdir: str
+    running: bool
+    pid: int | None
+    started: float | None
+    reload_interval: float
+
+
+@dataclass
+class TensorBoardList:
+    """The TensorBoards started (and not stopped since)."""
+
+    tensorboards: list[TensorBoardInfo]
 
 
 def to_json(payload: Any) -> dict[str, Any]:

@@ -10,19 +10,21 @@ import { ServerConnection } from '@jupyterlab/services';
 import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
 import { readEvents } from './sse';
 import type {
+  ICancelAnswer,
   IJobDetail,
+  IJobList,
   IJobScript,
-  IJobStatus,
   IJobSummary,
   ILogPage,
   ILogQuery,
+  IResources,
   IRunDetail,
   IRunList,
   IRunQuery,
-  IRunSummary
+  IRunSummary,
+  IStackDump,
+  ITensorBoardInfo
 } from './types';
-
-import type { IResources, IStackDump } from './types';
 
 export * from './types';
 
@@ -116,8 +118,8 @@ const enc = encodeURIComponent;
 let lastRoots: readonly string[] = [];
 
 export async function listJobs(): Promise<IJobSummary[]> {
-  const answer = await requestAPI<{ jobs: IJobSummary[]; roots?: string[] }>('jobs');
-  lastRoots = answer.roots ?? [];
+  const answer = await requestAPI<IJobList>('jobs');
+  lastRoots = answer.roots;
   return answer.jobs;
 }
 
@@ -131,7 +133,7 @@ export function getJob(id: string): Promise<IJobDetail> {
 }
 
 export function getScript(id: string): Promise<IJobScript> {
-  return requestAPI(`jobs/${enc(id)}/script`);
+  return requestAPI<IJobScript>(`jobs/${enc(id)}/script`);
 }
 
 export function getLogs(id: string, query: ILogQuery): Promise<ILogPage> {
@@ -176,8 +178,8 @@ export function dumpStack(id: string, replica: string): Promise<IStackDump> {
   });
 }
 
-export function cancelJob(id: string): Promise<{ status: IJobStatus }> {
-  return requestAPI(`jobs/${enc(id)}/cancel`, { method: 'POST' });
+export function cancelJob(id: string): Promise<ICancelAnswer> {
+  return requestAPI<ICancelAnswer>(`jobs/${enc(id)}/cancel`, { method: 'POST' });
 }
 
 export async function deleteJob(id: string): Promise<void> {
@@ -185,8 +187,8 @@ export async function deleteJob(id: string): Promise<void> {
 }
 
 /** Start (or find) the TensorBoard of a job, or of all jobs (`ALL_JOBS`); waits until it serves. */
-export function startTensorBoard(id: string): Promise<Record<string, unknown>> {
-  return requestAPI(`tensorboard/${enc(id)}`, { method: 'POST' });
+export function startTensorBoard(id: string): Promise<ITensorBoardInfo> {
+  return requestAPI<ITensorBoardInfo>(`tensorboard/${enc(id)}`, { method: 'POST' });
 }
 
 /** Every run (of `em`) of every job, or of the job `job`. */

@@ -1,19 +1,18 @@
 /**
- * Job details: spec summary, replica table (with exit codes and reasons, the latest resource
- * values and a Stack action), resource sparklines, conditions, events, the runs of experiment
- * tracking (`RunsSection`), and the packaged script in JupyterLab's own read-only editor.
+ * Job details: the sections of `detailsections.ts` (summary, spec, replica table with exit
+ * codes and reasons, the latest resource values and a Stack action, resource sparklines,
+ * conditions, events), the runs of experiment tracking (`RunsSection`), and the packaged
+ * script in JupyterLab's own read-only editor.
  */
 import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/codeeditor';
 import { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
 
-import { IJobDetail, TERMINAL_PHASES } from './api';
+import { IJobDetail } from './api';
+import { DETAILS_SECTIONS, IDetailsContext } from './detailsections';
 import { JobDetailsModel } from './detailsmodel';
-import { keyValues, nameRows, section, table } from './dom';
-import { formatTime, jobShape, rolesText } from './format';
-import { phaseBadge } from './panel';
+import { section } from './dom';
 import { ResourcesModel } from './resources';
-import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
 import { RunsSection } from './runsection';
 
 export interface IJobDetailsOptions {
@@ -107,102 +106,12 @@ export class JobDetails extends Panel {
     this.addWidget(this._script);
   }
 
+  /** Every section (`DETAILS_SECTIONS`) drawn afresh from the job. */
   private _render(job: IJobDetail): void {
-    const { spec, status, summary } = job;
+    const context: IDetailsContext = { resources: this.resources, onStack: this._onStack };
     const root = document.createElement('div');
-
-    const head = document.createElement('div');
-    head.className = 'jp-DistTrainDetails-head';
-    const h = document.createElement('h2');
-    h.textContent = summary.name;
-    const id = document.createElement('code');
-    id.textContent = job.id;
-    head.append(h, phaseBadge(status.phase), id);
-    root.append(head);
-    if (status.reason || status.message) {
-      const why = document.createElement('div');
-      why.className = 'jp-DistTrainDetails-reason';
-      why.classList.toggle('jp-mod-failed', status.phase === 'Failed');
-      why.textContent = [status.reason, status.message].filter(Boolean).join(': ');
-      root.append(why);
-    }
-    if (job.backend_error) {
-      // The status shown is the stored one: say why the backend could not give a fresh one.
-      const stale = document.createElement('div');
-      stale.className = 'jp-DistTrainDetails-reason jp-mod-warn';
-      stale.textContent = `Backend unavailable, showing the last stored status: ${job.backend_error}`;
-      root.append(stale);
-    }
-
-    root.append(section('Spec'));
-    const env = Object.entries(spec.env ?? {});
-    root.append(
-      keyValues([
-        ['Backend', spec.backend],
-        ['Launcher', spec.launcher],
-        ['Roles', rolesText(job.roles, status.replicas)],
-        ['Shape', `${jobShape(summary)} (world size ${spec.nodes * spec.nproc_per_node})`],
-        ['Accelerator', spec.accelerator],
-        ['Image', spec.image ?? '–'],
-        ['CPU / memory', `${spec.cpu ?? '–'} / ${spec.memory ?? '–'}`],
-        [
-          'Volumes',
-          spec.volumes?.length
-            ? spec.volumes
-                .map(v => `${v.claim} → ${v.mount_path}${v.read_only ? ' (ro)' : ''}`)
-                .join(', ')
-            : '–'
-        ],
-        ['Env', env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '–'],
-        [
-          'Command',
-          `torchrun --nnodes ${spec.nodes} --nproc-per-node ${spec.nproc_per_node} ${spec.entrypoint} ${(spec.args ?? []).join(' ')}`.trim()
-        ],
-        ['Created', formatTime(status.created ?? summary.created)],
-        [
-          'Started / finished',
-          `${formatTime(status.start_time)} / ${formatTime(status.finish_time)}`
-        ]
-      ])
-    );
-
-    root.append(section('Replicas'));
-    root.append(this._replicas(job));
-    if (this.resources) {
-      root.append(section('Resources'), resourcesSection(this.resources));
-    }
-
-    if (status.conditions?.length) {
-      root.append(section('Conditions'));
-      root.append(
-        table(
-          ['Type', 'Status', 'Reason', 'Message', 'Since'],
-          status.conditions.map(c => [
-            c.type,
-            c.status,
-            c.reason ?? '–',
-            c.message ?? '–',
-            formatTime(c.last_transition_time)
-          ])
-        )
-      );
-    }
-    if (status.events?.length) {
-      root.append(section('Events'));
-      root.append(
-        table(
-          ['Time', 'Type', 'Reason', 'Object', 'Message', 'Count'],
-          status.events.map(e => [
-            formatTime(e.time),
-            e.type,
-            e.reason,
-            e.object ?? '–',
-            e.message,
-            String(e.count)
-          ]),
-          'jp-DistTrainDetails-events'
-        )
-      );
+    for (const part of DETAILS_SECTIONS) {
+      root.append(...part.render(job, context));
     }
     // a redraw (every few seconds while it runs) keeps the focused action focused
     const focused = document.activeElement as HTMLElement | null;
@@ -211,70 +120,6 @@ export class JobDetails extends Panel {
     if (key) {
       root.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(key)}"]`)?.focus();
     }
-  }
-
-  /** The replica table: status, the latest resource values and the Stack action. */
-  private _replicas(job: IJobDetail): HTMLElement {
-    const resources = this.resources;
-    const running = !TERMINAL_PHASES.has(job.status.phase);
-    const head = [
-      'Name',
-      'Role',
-      'Index',
-      'Phase',
-      'Restarts',
-      'Exit code',
-      'Reason',
-      'Node',
-      'Started',
-      'Finished',
-      ...(resources ? usageHeaders(resources) : []),
-      ...(this._onStack ? [''] : [])
-    ];
-    const rows = job.status.replicas.map(r => {
-      const name = document.createElement('span');
-      name.textContent = r.name;
-      if (resources?.replicas.get(r.name)?.quiet) {
-        name.append(' ', quietBadge());
-      }
-      const cells: (string | HTMLElement)[] = [
-        name,
-        r.role,
-        String(r.index),
-        phaseBadge(r.phase),
-        String(r.restarts),
-        r.exit_code === null || r.exit_code === undefined ? '–' : String(r.exit_code),
-        [r.reason, r.message].filter(Boolean).join(': ') || '–',
-        r.node ?? '–',
-        formatTime(r.start_time),
-        formatTime(r.finish_time),
-        ...(resources ? usageCells(resources, r.name) : [])
-      ];
-      if (this._onStack) {
-        const live = running && !TERMINAL_PHASES.has(r.phase);
-        cells.push(live ? this._stackButton(r.name) : '');
-      }
-      return cells;
-    });
-    const t = table(head, rows, 'jp-DistTrainDetails-replicas');
-    nameRows(
-      t,
-      'replica',
-      job.status.replicas.map(r => r.name)
-    );
-    return t;
-  }
-
-  private _stackButton(replica: string): HTMLButtonElement {
-    const b = document.createElement('button');
-    b.type = 'button';
-    b.className = 'jp-Button jp-mod-minimal jp-mod-small jp-DistTrainDetails-stack';
-    b.textContent = 'Stack';
-    b.title = `Dump the Python stacks of every thread of ${replica}`;
-    b.setAttribute('aria-label', `Stack of ${replica}`);
-    b.dataset.focusKey = `stack/${replica}`;
-    b.addEventListener('click', () => this._onStack?.(replica));
-    return b;
   }
 
   private _onStack: ((replica: string) => void) | null;

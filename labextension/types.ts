@@ -13,6 +13,14 @@ export const ALL_JOBS = '_all';
 /** The run of a job whose script made no run of `em`: its captured hparams (and MLflow's). */
 export const JOB_RUN = '_job';
 
+/** What the UI needs to know once: the version, the job root and the backends. */
+export interface IServerInfo {
+  version: string;
+  job_root: string;
+  default_backend: string;
+  backends: string[];
+}
+
 /** The one-line view of a job the list shows. */
 export interface IJobSummary {
   id: string;
@@ -32,6 +40,15 @@ export interface IJobSummary {
   deleted: boolean;
   launcher: string;
   quiet: string[];
+}
+
+/**
+ * Every job not deleted, newest first, and the job roots searched (`roots`: where an empty list
+ * looked).
+ */
+export interface IJobList {
+  jobs: IJobSummary[];
+  roots: string[];
 }
 
 /** A persistent volume claim mounted into every replica (cluster backends). */
@@ -141,6 +158,31 @@ export interface IJobScript {
   id: string;
   entrypoint: string;
   script: string;
+}
+
+/** A job created by `POST jobs`: its id and summary. */
+export interface ISubmitAnswer {
+  id: string;
+  job: IJobSummary;
+}
+
+/** The exact request a backend would carry out, before anything runs. */
+export interface IDryRun {
+  job_id: string;
+  job_dir: string;
+  backend: string;
+  request: Record<string, unknown>;
+  text: string;
+}
+
+/** What `POST jobs` with `dry_run` would carry out; nothing was created. */
+export interface IDryRunAnswer {
+  dry_run: IDryRun;
+}
+
+/** The job's status after a cancel. */
+export interface ICancelAnswer {
+  status: IJobStatus;
 }
 
 /** One line of job output. */
@@ -300,6 +342,25 @@ export interface IRunDetail {
   artifacts: IArtifactFile[];
   progress: IRunProgress;
   ranks: number[];
+}
+
+/**
+ * A TensorBoard of a job (or of every job, `ALL_JOBS`): the page to open (`url`), the log dir it
+ * reads, and whether it runs now (`pid`, `started` in seconds since the epoch).
+ */
+export interface ITensorBoardInfo {
+  id: string;
+  url: string;
+  logdir: string;
+  running: boolean;
+  pid: number | null;
+  started: number | null;
+  reload_interval: number;
+}
+
+/** The TensorBoards started (and not stopped since). */
+export interface ITensorBoardList {
+  tensorboards: ITensorBoardInfo[];
 }
 
 /** The query of a log read: one replica or all, from an offset or the last `tail` lines. */

@@ -5,7 +5,9 @@
 
 The shapes are the dataclasses of ``jupyter_disttrain/payloads.py`` and ``specs.py``; each
 becomes an ``I<Name>`` interface with its docstring's first sentence, ``JobPhase`` becomes the
-``Phase`` union, and the constants the lab extension shares with the server follow.
+``Phase`` union, and the constants the lab extension shares with the server follow. A field
+annotated ``JsonOf(Shape)`` (JSON made earlier) gets the shape's interface; a backend's launch
+request (``specs.LaunchRequest``, backend-native) is an object of unknowns.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from jupyter_disttrain import payloads, specs  # noqa: E402 (the checkout's, not
 OUT = ROOT / "labextension" / "types.ts"
 # In dependency order, as a reader meets them.
 SHAPES: list[type] = [
+    payloads.ServerInfo,
     payloads.JobSummary,
+    payloads.JobList,
     specs.Volume,
     specs.JobSpec,
     specs.ReplicaStatus,
@@ -37,6 +41,10 @@ SHAPES: list[type] = [
     payloads.RoleSummary,
     payloads.JobDetail,
     payloads.JobScript,
+    payloads.SubmitAnswer,
+    specs.DryRun,
+    payloads.DryRunAnswer,
+    payloads.CancelAnswer,
     specs.LogLine,
     payloads.LogPage,
     specs.LogRun,
@@ -52,6 +60,8 @@ SHAPES: list[type] = [
     payloads.ArtifactFile,
     payloads.RunProgress,
     payloads.RunDetail,
+    payloads.TensorBoardInfo,
+    payloads.TensorBoardList,
 ]
 QUERIES: list[type] = [payloads.LogQuery, payloads.RunQuery]  # request parameters: every field optional
 _PRIMITIVES = {str: "string", int: "number", float: "number", bool: "boolean", Any: "unknown"}
@@ -66,6 +76,11 @@ def ts_type(tp: Any) -> str:
         return "null"
     if tp is specs.JobPhase:
         return "Phase"
+    if tp is specs.LaunchRequest:
+        return "Record<string, unknown>"
+    if origin is typing.Annotated:
+        shapes = [m.shape for m in tp.__metadata__ if isinstance(m, payloads.JsonOf)]
+        return ts_type(shapes[0] if shapes else args[0])
     if dataclasses.is_dataclass(tp):
         return f"I{tp.__name__}"
     if origin in (typing.Union, types.UnionType):
@@ -91,7 +106,7 @@ def _doc(cls: type) -> list[str]:
 
 
 def interface(cls: type, *, optional: bool = False) -> list[str]:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     lines = [*_doc(cls), f"export interface I{cls.__name__} {{"]
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
         tp = hints[field.name]

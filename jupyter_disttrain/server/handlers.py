@@ -35,6 +35,7 @@ from ..errors import (
     UnknownRunError,
 )
 from ..manager import JobManager
+from ..payloads import JobList, ServerInfo, TensorBoardList, to_json
 from ..specs import to_plain, validate_job_id
 from .context import SETTINGS_KEY, ServerContext
 
@@ -165,7 +166,7 @@ class JobsHandler(DistTrainHandler):
         jobs = await self.call(self.ctx.service.list_jobs)
         # where the jobs were looked for: an empty list then says where it looked
         roots = [str(root) for root in self.ctx.service.store.roots()]
-        self.write_json({"jobs": jobs, "roots": roots})
+        self.write_json(to_json(JobList(jobs, roots)))
 
     @web.authenticated
     async def post(self) -> None:
@@ -385,7 +386,7 @@ class ArtifactHandler(DistTrainHandler):
 class TensorBoardListHandler(DistTrainHandler):
     @web.authenticated
     async def get(self) -> None:
-        self.write_json({"tensorboards": self.ctx.tensorboard.list()})
+        self.write_json(to_json(TensorBoardList(self.ctx.tensorboard.list())))
 
 
 class TensorBoardHandler(DistTrainHandler):
@@ -394,13 +395,13 @@ class TensorBoardHandler(DistTrainHandler):
     @web.authenticated
     async def get(self, tb_id: str) -> None:
         with domain_errors():
-            self.write_json(self.ctx.tensorboard.info(tb_id))
+            self.write_json(to_json(self.ctx.tensorboard.info(tb_id)))
 
     @web.authenticated
     async def post(self, tb_id: str) -> None:
         with domain_errors():
             await self.ctx.tensorboard.ensure(tb_id)
-            self.write_json(self.ctx.tensorboard.info(tb_id))
+            self.write_json(to_json(self.ctx.tensorboard.info(tb_id)))
 
     @web.authenticated
     async def delete(self, tb_id: str) -> None:
@@ -417,7 +418,7 @@ class TensorBoardReloadHandler(DistTrainHandler):
     async def post(self, tb_id: str) -> None:
         with domain_errors():
             await self.ctx.tensorboard.reload(tb_id)
-            self.write_json(self.ctx.tensorboard.info(tb_id))
+            self.write_json(to_json(self.ctx.tensorboard.info(tb_id)))
 
 
 class InfoHandler(DistTrainHandler):
@@ -429,11 +430,5 @@ class InfoHandler(DistTrainHandler):
         from ..backends import backend_names
 
         service = self.ctx.service
-        self.write_json(
-            {
-                "version": __version__,
-                "job_root": str(service.store.root),
-                "default_backend": service.default_backend,
-                "backends": backend_names(),
-            }
-        )
+        info = ServerInfo(__version__, str(service.store.root), service.default_backend, backend_names())
+        self.write_json(to_json(info))

@@ -11,7 +11,16 @@ from typing import Any
 from ..errors import InvalidSpecError
 from ..intake import spec_from_json
 from ..manager import JobManager
-from ..payloads import JobScript, JobSummary, RunList, RunQuery, to_json
+from ..payloads import (
+    CancelAnswer,
+    DryRunAnswer,
+    JobScript,
+    JobSummary,
+    RunList,
+    RunQuery,
+    SubmitAnswer,
+    to_json,
+)
 from ..store import JobStore
 
 
@@ -74,13 +83,13 @@ class JobService:
             raise InvalidSpecError('"dry_run" must be true or false')
         spec = spec_from_json(body.get("spec", {}), self.manager.default_backend)
         if dry_run:
-            return {"dry_run": self.manager.dryrun(spec, script).to_json()}
+            return to_json(DryRunAnswer(self.manager.dryrun(spec, script).to_json()))
         job_id = self.manager.submit(spec, script)
         record = self.store.read_record(job_id)
-        return {"id": job_id, "job": to_json(JobSummary.of(record, self.manager.status(job_id)))}
+        return to_json(SubmitAnswer(job_id, JobSummary.of(record, self.manager.status(job_id))))
 
     def cancel(self, job_id: str) -> dict[str, Any]:
-        return {"status": self.manager.cancel(job_id).to_dict()}
+        return to_json(CancelAnswer(self.manager.cancel(job_id)))
 
     def delete(self, job_id: str, purge: bool = False) -> None:
         self.manager.delete(job_id, purge=purge)

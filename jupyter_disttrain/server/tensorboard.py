@@ -30,7 +30,7 @@ from urllib.parse import quote, unquote
 from jupyter_server.utils import url_path_join
 
 from ..errors import BackendError, InvalidSpecError, UnknownJobError
-from ..payloads import ALL_JOBS
+from ..payloads import ALL_JOBS, TensorBoardInfo
 from ..specs import validate_job_id
 
 if TYPE_CHECKING:
@@ -153,21 +153,22 @@ class TensorBoardManager:
         """The same path decoded, as TensorBoard compares it (``base_url`` may be %-encoded)."""
         return unquote(self.prefix(tb_id))
 
-    def info(self, tb_id: str) -> dict[str, Any]:
+    def info(self, tb_id: str) -> TensorBoardInfo:
         """What the UI needs: the URL to open and whether it runs now."""
         logdir = self.logdir(tb_id)
         inst = self._instances.get(tb_id)
-        return {
-            "id": tb_id,
-            "url": self.prefix(tb_id) + "/",
-            "logdir": str(logdir),
-            "running": bool(inst and inst.running),
-            "pid": inst.process.pid if inst and inst.running else None,
-            "started": inst.started if inst else None,
-            "reload_interval": self.reload_interval,
-        }
+        running = bool(inst and inst.running)
+        return TensorBoardInfo(
+            id=tb_id,
+            url=self.prefix(tb_id) + "/",
+            logdir=str(logdir),
+            running=running,
+            pid=inst.process.pid if inst and running else None,
+            started=inst.started if inst else None,
+            reload_interval=self.reload_interval,
+        )
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> list[TensorBoardInfo]:
         out = []
         for tb_id in sorted(self._instances):
             with contextlib.suppress(InvalidSpecError, UnknownJobError):

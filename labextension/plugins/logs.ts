@@ -3,7 +3,9 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { textEditorIcon } from '@jupyterlab/ui-components';
 
+import { getJob, getLogs, streamLogs } from '../api';
 import { CommandIDs, jobIdArg } from '../ids';
+import { LogFeed } from '../logfeed';
 import { LogViewer } from '../logviewer';
 import { IJobsModel, JobsModel } from '../model';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
@@ -29,7 +31,16 @@ export const logsPlugin: JupyterFrontEndPlugin<void> = {
         const id = jobIdArg(args);
         const replica = typeof args.replica === 'string' ? args.replica : '';
         return openTab(app.shell, tracker, `jp-disttrain-logs-${id}`, () => {
-          const content = new LogViewer({ jobId: id, replica, tail: settings.values.logTail });
+          const feed = new LogFeed({
+            jobId: id,
+            replica,
+            tail: settings.values.logTail,
+            fetchLogs: getLogs,
+            streamLogs,
+            fetchJob: getJob,
+            visible: () => content.isVisible
+          });
+          const content: LogViewer = new LogViewer(feed);
           const widget = new MainAreaWidget({ content });
           widget.title.label = `Logs: ${model.find(id)?.name ?? id}`;
           content.title.changed.connect(() => {

@@ -14,10 +14,12 @@ Stdlib only. What it serves, as the API server does:
   them, when ``pod_metrics`` is set (the toy kubelet's: usage of each pod's processes); else 404;
 * ``pods/exec`` over a websocket (``v4.channel.k8s.io``: stdout, stderr, then the exit status on
   the error channel) when ``pod_exec`` is set (the toy kubelet runs the command with the pod's env);
-* ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``;
+* ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``
+  (``pods/log`` and ``pods/exec`` of a pod with several containers need ``container``: 400);
 * admission refusals (``admission`` hooks: quota, PodSecurity; ``restricted_pod_security`` checks
   a namespace's pods against the "restricted" profile as the real admission controller does),
-  RBAC denials (403 with the API server's message), dropped watches and lagging watches
+  RBAC denials (403 with the API server's message; each request authorised as the verb its HTTP
+  method means, an exec websocket as get, and from 1.35 also as create), dropped watches and lagging watches
   (``watch_delay``; lists stay current), for failure tests;
 * name validation with the API server's 422 answers: every name a DNS-1123 subdomain, Services
   (and, through the training operator's webhook, PyTorchJobs) DNS-1035 labels, a pod's hostname
@@ -302,6 +304,18 @@ def field_matcher(text: str | None) -> Callable[[dict[str, Any]], bool]:
     return match
 
 
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration.String`` prints it (what metav1.Duration serialises):
+    ``1m0s``, ``10.5s``, ``1h2m3.5s``, ``500ms``."""
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms" if seconds else "0s"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = f"{int(hours)}h" if hours else ""
+    out += f"{int(minutes)}m" if hours or minutes else ""
+    return out + f"{round(secs, 9):g}s"
+
+
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
     for k, v in patch.items():
         if v is None:
@@ -346,6 +360,11 @@ class FakeCluster:
         # metrics-server: (namespace, pod) -> {container: {"cpu": "..n", "memory": "..Ki"}}, or
         # None before its first scrape; the metrics API is not served while this is None.
         self.pod_metrics: Callable[[str, str], dict[str, dict[str, str]] | None] | None = None
+        # metrics-server's resolution (a pod's reading is renewed once this old) and the window
+        # its readings report, in seconds.
+        self.metrics_resolution = 5.0
+        self.metrics_window = 10.0
+        self._scrapes: dict[tuple[str, str], tuple[float, str, dict[str, dict[str, str]]]] = {}
         # The kubelet's exec: (namespace, pod, argv) -> (exit code, stdout, stderr), None: not running.
         self.pod_exec: Callable[[str, str, list[str]], tuple[int, bytes, bytes] | None] | None = None
 
@@ -491,6 +510,19 @@ class FakeCluster:
         }
         self.create("/v1/events", meta["namespace"], ev)
 
+    def scrape(self, ns: str, pod: str) -> tuple[str, dict[str, dict[str, str]]] | None:
+        """metrics-server's latest reading of a pod: (its time, usage per container), renewed
+        once ``metrics_resolution`` seconds old; None while the pod has none."""
+        assert self.pod_metrics is not None
+        last = self._scrapes.get((ns, pod))
+        if last is not None and time.monotonic() - last[0] < self.metrics_resolution:
+            return last[1], last[2]
+        usage = self.pod_metrics(ns, pod)
+        if usage is None:
+            return None
+        self._scrapes[(ns, pod)] = (time.monotonic(), now(), usage)
+        return now(), usage
+
     # -- failure injection --------------------------------------------------------------------------
     def compact(self) -> None:
         """Forget the history: watches from an older resourceVersion now get 410 Gone."""
@@ -522,6 +554,26 @@ class FakeCluster:
             self.logs.setdefault((ns, pod), PodLog()).closed = False
             self.cond.notify_all()
 
+    # -- authorisation ------------------------------------------------------------------------------
+    def authorize(
+        self, group: str, plural: str, sub: str | None, verb: str, ns: str, name: str | None
+    ) -> None:
+        """Allow the request or answer 403 as RBAC does (``denied``, else ``grants`` if set)."""
+        resource = plural + (f"/{sub}" if sub else "")
+        refused = self.grants is not None and (group, resource, verb) not in self.grants
+        if (verb, resource) not in self.denied and not refused:
+            return
+        self.refusals.append((group, resource, verb))
+        # The API server's words: the object (its group-qualified resource and its name), then who
+        # may not do what to which resource or subresource.
+        what = f"{plural}{'.' + group if group else ''}" + (f' "{name}"' if name else "")
+        raise ApiStatus(
+            403,
+            "Forbidden",
+            f'{what} is forbidden: User "{self.service_account}" cannot {verb} '
+            f'resource "{resource}" in API group "{group}" in the namespace "{ns}"',
+        )
+
     # -- request bookkeeping --------------------------------------------------------------------------
     def grant_role(self, role: dict[str, Any]) -> None:
         """Allow exactly what an RBAC Role's rules allow (everything else: 403)."""
@@ -540,6 +592,7 @@ class FakeCluster:
 
 # -- HTTP ----------------------------------------------------------------------------------------
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
+_STREAMED = ("exec", "attach", "portforward")  # pod subresources a websocket upgrade reaches
 
 
 def _ws_frame(opcode: int, payload: bytes) -> bytes:
@@ -675,8 +728,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         m = _METRICS_PATH.match(path)
         if m and c.pod_metrics is not None and method == "GET":
-            if c.grants is not None and ("metrics.k8s.io", "pods", "list") not in c.grants:
-                raise ApiStatus(403, "Forbidden", "pods.metrics.k8s.io is forbidden")
+            c.authorize("metrics.k8s.io", "pods", None, "list", m.group("ns"), None)
             return self._pod_metrics(m.group("ns"), query)
         m = _NS_PATH.match(path)
         if not m:
@@ -687,26 +739,12 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         ns, name, sub = m.group("ns"), m.group("name"), m.group("sub")
         t = c.types[key]
-        verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch"}.get(method) or (
-            "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
-        )
-        if sub == "exec":  # a websocket GET, authorised as "create" on pods/exec
-            verb = "create"
-        resource = t.plural + (f"/{sub}" if sub else "")
-        refused = c.grants is not None and (group, resource, verb) not in c.grants
-        if (verb, resource) in c.denied or refused:
-            c.refusals.append((group, resource, verb))
-            raise ApiStatus(
-                403,
-                "Forbidden",
-                f"{resource}{'.' + group if group else ''} is forbidden: "
-                f'User "{c.service_account}" cannot {verb} '
-                f'resource "{resource}" in API group "{group}" in the namespace "{ns}"',
-            )
+        for verb in self._verbs(method, name, sub, query):
+            c.authorize(group, t.plural, sub, verb, ns, name)
         if sub == "log" and t.plural == "pods" and method == "GET":
             return self._pod_log(ns, name or "", query)
         if sub == "exec" and t.plural == "pods" and c.pod_exec is not None:
-            return self._pod_exec(ns, name or "")
+            return self._pod_exec(ns, name or "", query)
         if sub:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         if method == "POST" and not name:
@@ -728,7 +766,7 @@ class _Handler(BaseHTTPRequestHandler):
                     404, "NotFound", f'{t.plural}{"." + group if group else ""} "{name}" not found'
                 )
             return self._json(200, obj)
-        if method == "GET" and verb == "watch":
+        if method == "GET" and query.get("watch") in ("true", "1"):
             return self._watch(key, ns, query)
         if method == "GET":
             labels, fields = (
@@ -753,12 +791,54 @@ class _Handler(BaseHTTPRequestHandler):
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
 
-    def _pod_exec(self, ns: str, name: str) -> None:
+    def _verbs(self, method: str, name: str | None, sub: str | None, query: dict[str, str]) -> list[str]:
+        """The verbs a request is authorised as, in order. The verb comes from the HTTP method
+        (the API server's request info: GET is get, list or watch; POST create; PUT update;
+        PATCH patch; DELETE delete or deletecollection), so an exec websocket, an upgraded GET,
+        is a get on pods/exec; from 1.35 (AuthorizePodWebsocketUpgradeCreatePermission, beta
+        and on) such an upgrade of exec, attach or portforward is checked as create too."""
+        if method in ("GET", "HEAD"):
+            verb = "watch" if query.get("watch") in ("true", "1") else "get" if name else "list"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, "")
+            verb = verb or ("delete" if name else "deletecollection")
+        upgrade = self.headers.get("Upgrade", "").lower() == "websocket"
+        if upgrade and sub in _STREAMED and verb == "get" and self.cluster.version >= (1, 35):
+            return [verb, "create"]
+        return [verb]
+
+    def _pod(self, ns: str, name: str) -> dict[str, Any]:
+        pod = self.cluster.get("/v1/pods", ns, name)
+        if pod is None:
+            raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
+        return pod
+
+    @staticmethod
+    def _container(pod: dict[str, Any], given: str | None) -> str:
+        """The container a ``pods/log`` or ``pods/exec`` request is for, as the API server picks
+        it (pkg/registry/core/pod/strategy.go): the one named, else the pod's only one; a pod with
+        more (an injected sidecar) needs the name."""
+        name = pod["metadata"]["name"]
+        names = [x["name"] for x in pod["spec"]["containers"]]
+        inits = [x["name"] for x in pod["spec"].get("initContainers", [])]
+        if not given:
+            if len(names) == 1:
+                return names[0]
+            message = f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+            if inits:
+                message += f" or one of the init containers: [{' '.join(inits)}]"
+            raise ApiStatus(400, "BadRequest", message)
+        if given not in names + inits:
+            raise ApiStatus(400, "BadRequest", f"container {given} is not valid for pod {name}")
+        return given
+
+    def _pod_exec(self, ns: str, name: str, query: dict[str, str]) -> None:
         """``pods/exec`` as the API server proxies it: a websocket upgrade, then one binary
         message per output chunk (first byte: 1 stdout, 2 stderr, 3 the final Status)."""
         assert self.cluster.pod_exec is not None
         if self.headers.get("Upgrade", "").lower() != "websocket":
             raise ApiStatus(400, "BadRequest", "Upgrade request required")
+        self._container(self._pod(ns, name), query.get("container"))
         argv = parse_qs(urlsplit(self.path).query).get("command", [])
         result = self.cluster.pod_exec(ns, name, argv)
         if result is None:
@@ -794,15 +874,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _pod_metrics(self, ns: str, query: dict[str, str]) -> None:
-        """``PodMetricsList``: one reading per pod that has one, as metrics-server answers."""
+        """``PodMetricsList``: one reading per pod that has one, as metrics-server answers: the
+        pod's labels (not its annotations), its last scrape's time and usage (a new scrape once
+        ``metrics_resolution`` has passed), and the ``window`` as Go prints a duration (``1m0s``)."""
         c, labels = self.cluster, label_matcher(query.get("labelSelector"))
-        assert c.pod_metrics is not None
         items = []
         for pod in c.items("/v1/pods", ns):
             meta = pod["metadata"]
-            usage = c.pod_metrics(ns, meta["name"]) if labels(meta.get("labels", {})) else None
-            if usage is None:
+            scraped = c.scrape(ns, meta["name"]) if labels(meta.get("labels", {})) else None
+            if scraped is None:
                 continue
+            stamp, usage = scraped
             items.append(
                 {
                     "kind": "PodMetrics",
@@ -813,8 +895,8 @@ class _Handler(BaseHTTPRequestHandler):
                         "labels": meta.get("labels", {}),
                         "creationTimestamp": now(),
                     },
-                    "timestamp": now(),
-                    "window": "10s",
+                    "timestamp": stamp,
+                    "window": go_duration(c.metrics_window),
                     "containers": [{"name": n, "usage": u} for n, u in usage.items()],
                 }
             )
@@ -893,12 +975,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _pod_log(self, ns: str, name: str, query: dict[str, str]) -> None:
         c = self.cluster
-        pod = c.get("/v1/pods", ns, name)
-        if pod is None:
-            raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
-        container = query.get("container") or pod["spec"]["containers"][0]["name"]
-        if container not in [x["name"] for x in pod["spec"]["containers"]]:
-            raise ApiStatus(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        container = self._container(self._pod(ns, name), query.get("container"))
         with c.cond:
             log = c.logs.get((ns, name))
             if log is None:

@@ -30,14 +30,18 @@ def image_with_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> It
     site = tmp_path / "image-site"
     site.mkdir()
     (site / "imagemod.py").write_text("VALUE = 'from-image'\n")
-    yield from start_toy(monkeypatch, tmp_path, image_env={"pytorch:local": {"PYTHONPATH": str(site)}})
+    image_env = {"pytorch:local": {"PYTHONPATH": str(site)}}
+    yield from start_toy(monkeypatch, tmp_path, install=("pytorchjob", "t9k"), image_env=image_env)
 
 
+@pytest.mark.parametrize("flavor", ["job", "pytorchjob", "t9k"])
 def test_modules_beside_the_notebook_and_on_the_images_path_import_in_the_pods(
-    image_with_pythonpath: ToyCluster, backend: KubernetesBackend, workspace: Path
+    image_with_pythonpath: ToyCluster, backend: KubernetesBackend, workspace: Path, flavor: str
 ) -> None:
+    """Also under T9k, whose controller runs torchrun itself: each rank's python starts from our
+    entry script, which puts the notebook's dir in front of the image's PYTHONPATH."""
     (workspace / "project" / "mymod.py").write_text("VALUE = 42\n")
-    job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), IMPORTS)
+    job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": flavor}), IMPORTS)
     status = wait_for(backend, job_id, lambda s: s.is_terminal)
     lines = [ln.text for ln in backend.logs(job_id)]
     assert status.phase is JobPhase.SUCCEEDED, (status.message, lines[-20:])

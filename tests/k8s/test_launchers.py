@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
+from jupyter_disttrain.backends.kubernetes.podscript import PYTHON_LAUNCH
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.launchers.base import Role
 from jupyter_disttrain.specs import Volume
@@ -32,9 +33,11 @@ def backend(tmp_path: Path) -> KubernetesBackend:
 
 
 def _script_and_args(container: dict) -> list[str]:
-    """What torchrun runs in the pod: after the wrapper's torchrun words, or T9k's container args."""
+    """What torchrun runs in the pod: after the wrapper's torchrun words, or after the entry
+    script in T9k's container args (its controller runs torchrun on them)."""
     if "args" in container:
-        return container["args"]
+        assert container["args"][: len(PYTHON_LAUNCH)] == list(PYTHON_LAUNCH)
+        return container["args"][len(PYTHON_LAUNCH) :]
     command = container["command"]
     return command[command.index("torchrun") + 3 :]
 

@@ -154,8 +154,8 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     ]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     # The user's values reach the pod as argv of a constant wrapper, never inside a shell string.
-    assert c["command"][:5] == [*mf.PYTHON_LAUNCH, mf.POD_WRAPPER]
-    assert c["command"][5:] == [
+    assert c["command"][:6] == [*mf.PYTHON_LAUNCH, "-c", mf.POD_WRAPPER]
+    assert c["command"][6:] == [
         job_dir + "/logs", job_dir + "/exits", "node-", "mnist-ddp-ab12c", "node-0", "--",
         "torchrun", "--tee", "3", job_dir + "/train.py", "--epochs", "1",
     ]  # fmt: skip
@@ -189,7 +189,7 @@ def test_configmap_when_job_dir_is_not_on_a_volume(backend: KubernetesBackend, t
     cm, _, job = info.request.manifests
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == "mnist-ddp-ab12c-code"
     c = job["spec"]["template"]["spec"]["containers"][0]
-    assert c["workingDir"] == mf.CODE_DIR and c["command"][5:7] == ["-", "-"]  # logs via pods/log
+    assert c["workingDir"] == mf.CODE_DIR and c["command"][6:8] == ["-", "-"]  # logs via pods/log
     assert "/disttrain/code/train.py" in c["command"]
     assert info.request.logs_on_pvc is False
     for obj in info.request.manifests:

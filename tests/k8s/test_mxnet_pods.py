@@ -110,6 +110,16 @@ def test_without_a_flavor_it_runs_as_plain_jobs_and_an_operator_flavour_is_refus
         assert "use --flavor job" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_queue_is_refused_it_would_admit_each_roles_job_on_its_own(
+    backend: KubernetesBackend, workspace: Path
+) -> None:
+    with pytest.raises(InvalidSpecError) as err:
+        backend.dryrun(ps_spec(workspace, options={"queue": "research"}), job_id=JOB)
+    message = str(err.value)
+    assert message.startswith("--queue research: --launcher mxnet runs one Job per role")
+    assert "leave out --queue" in message and "\n" not in message
+
+
 def test_the_longest_hostname_counts_whichever_role_has_it(
     backend: KubernetesBackend, workspace: Path
 ) -> None:

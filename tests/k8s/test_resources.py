@@ -11,12 +11,17 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.backends.kubernetes.podmetrics import NOT_SERVED, cpu_percent, memory_bytes
+from jupyter_disttrain.backends.kubernetes.podmetrics import (
+    NOT_SERVED,
+    cpu_percent,
+    go_duration,
+    memory_bytes,
+)
 from jupyter_disttrain.errors import BackendError
 from jupyter_disttrain.store import JobStore
 
 from .conftest import ddp_spec, start_toy, wait_for
-from .toycluster import ToyCluster
+from .toycluster import PODS, ToyCluster
 
 MB = 1 << 20
 HOLD = """
@@ -92,6 +97,44 @@ def test_without_a_pvc_cpu_and_memory_come_from_the_metrics_api(
         backend.cancel(job_id)
 
 
+@pytest.fixture
+def old_toy_metrics(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ToyCluster]:
+    """Kubernetes 1.27: the Job controller's completion-index label is new in 1.28 (the pods
+    have it as an annotation only, which PodMetrics do not copy)."""
+    yield from start_toy(monkeypatch, tmp_path, version=(1, 27), pod_metrics=True)
+
+
+def test_pod_metrics_are_each_pods_replica_on_1_27_and_their_window_is_a_go_duration(
+    old_toy_metrics: ToyCluster, workspace: Path, tmp_path: Path
+) -> None:
+    old_toy_metrics.cluster.metrics_window = 60.0  # metrics-server answers "1m0s"
+    backend = KubernetesBackend(JobStore(tmp_path / "local-jobs"))
+    job_id = backend.submit(ddp_spec(workspace, nodes=2, options={"flavor": "job"}), HOLD)
+    try:
+        wait_for(backend, job_id, lambda s: s.replicas_ready == 2)
+
+        def both_pods():  # type: ignore[no-untyped-def]
+            answer = backend.resources(job_id)
+            return answer if sum(len(r.samples) for r in answer.replicas.values()) == 2 else None
+
+        answer = until(both_pods, "a reading of each pod")
+        assert sorted(answer.replicas) == ["node-0", "node-1"] and answer.interval == 60.0
+    finally:
+        backend.cancel(job_id)
+
+
+def test_metrics_servers_windows_as_go_prints_them() -> None:
+    assert [go_duration(w) for w in ("1m0s", "30s", "1h2m3.5s", "500ms", "15.007s", "1h0m0s")] == [
+        60.0,
+        30.0,
+        3723.5,
+        0.5,
+        15.007,
+        3600.0,
+    ]
+    assert go_duration("1.5us") == 1.5e-6 and go_duration("soon") == 0.0
+
+
 def test_a_cluster_without_the_metrics_api_is_said(toy: ToyCluster, workspace: Path, tmp_path: Path) -> None:
     backend = KubernetesBackend(JobStore(tmp_path / "local-jobs"))
     job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), "print('hi')\n")
@@ -126,8 +169,33 @@ def test_stack_through_pods_exec_and_a_clear_message_without_the_grant(
         dump = backend.stack(job_id, "node-0")
         assert dump.method == "py-spy" and "==== rank-0 (pid " in dump.text
         assert "stuck_here" in dump.text, dump.text
-        toy.cluster.denied.add(("create", "pods/exec"))
-        with pytest.raises(BackendError, match="grant pods/exec"):
+        toy.cluster.denied.add(("get", "pods/exec"))  # an exec websocket is a GET
+        with pytest.raises(BackendError, match=r"may not get pods/exec .* grant pods/exec"):
             backend.stack(job_id, "node-0")
+    finally:
+        backend.cancel(job_id)
+
+
+def inject_vault_agent(kind: str, obj: dict[str, Any]) -> None:
+    """A mutating webhook (Vault's agent injector) that adds a sidecar to every pod of ours."""
+    if kind == "Pod" and "disttrain.io/job-id" in obj["metadata"].get("labels", {}):
+        obj["spec"]["containers"].append({"name": "vault-agent", "image": "hashicorp/vault:1.15"})
+
+
+def test_stacks_and_logs_name_their_container_beside_an_injected_sidecar(
+    toy: ToyCluster, workspace: Path, tmp_path: Path
+) -> None:
+    """The API server answers 400 to pods/exec and pods/log of a pod with two containers that
+    name none: both say which."""
+    toy.cluster.admission.append(inject_vault_agent)
+    backend = KubernetesBackend(JobStore(tmp_path / "local-jobs"))  # logs through pods/log too
+    job_id = backend.submit(ddp_spec(workspace, nodes=1, options={"flavor": "job"}), STUCK)
+    try:
+        wait_for(backend, job_id, lambda s: any("stuck" in ln.text for ln in backend.logs(job_id)))
+        (pod,) = [
+            p for p in toy.cluster.items(PODS) if p["metadata"]["labels"]["disttrain.io/job-id"] == job_id
+        ]
+        assert [c["name"] for c in pod["spec"]["containers"]] == ["trainer", "vault-agent"]
+        assert "stuck_here" in backend.stack(job_id, "node-0").text
     finally:
         backend.cancel(job_id)

@@ -51,7 +51,13 @@ def in_notebook(
     return KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
 
 
-def _zero_config(workspace: Path, nodes: int = 2, **options: Any) -> JobSpec:
+def _zero_config(
+    workspace: Path,
+    nodes: int = 2,
+    launcher: str = "torchrun",
+    launcher_options: dict[str, Any] | None = None,
+    **options: Any,
+) -> JobSpec:
     return JobSpec(
         name="zero",
         backend="kubernetes",
@@ -59,6 +65,8 @@ def _zero_config(workspace: Path, nodes: int = 2, **options: Any) -> JobSpec:
         nproc_per_node=1,
         working_dir=str(workspace),
         accelerator="cpu",
+        launcher=launcher,
+        launcher_options=launcher_options or {},
         options={"flavor": "job", **options},
     )
 
@@ -82,6 +90,24 @@ def test_a_read_write_once_claim_is_refused_for_several_nodes_unless_colocated(
     status = wait_for(backend, job_id, lambda s: s.is_terminal)
     assert status.phase is JobPhase.SUCCEEDED, status.message
     assert {r.node for r in status.replicas if r.phase is JobPhase.SUCCEEDED} == {NOTEBOOK_NODE}
+
+
+def test_an_mxnet_jobs_pods_count_though_it_has_one_node(
+    in_notebook: KubernetesBackend, two_nodes: ToyCluster, workspace: Path
+) -> None:
+    """A parameter-server job keeps --nodes at 1 but runs a pod per replica, each mounting the
+    notebook's claims: a ReadWriteOnce one is refused as for several nodes."""
+    ps = {"launcher": "mxnet", "launcher_options": {"servers": 1, "workers": 2}}
+    with pytest.raises(InvalidSpecError) as err:
+        in_notebook.submit(_zero_config(workspace, nodes=1, **ps), DDP_SCRIPT)
+    message = str(err.value)
+    assert message.startswith("--launcher mxnet runs 4 pods (1 scheduler, 1 server, 2 worker): ")
+    assert "'workspace-alice'" in message and "ReadWriteOnce" in message and "\n" not in message
+    assert "--colocate" in message and "--nodes 1" not in message  # one node is what it has
+    assert not two_nodes.cluster.items(BATCH_JOBS.key)
+    info = in_notebook.dryrun(_zero_config(workspace, nodes=1, colocate=True, **ps))
+    affinities = [str(o["spec"]["template"]["spec"]["affinity"]) for o in info.request.manifests[1:]]
+    assert len(affinities) == 3 and all(NOTEBOOK_NODE in a for a in affinities)  # every role's Job
 
 
 def test_the_magic_takes_colocate_and_pending_timeout(

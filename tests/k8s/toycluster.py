@@ -141,15 +141,57 @@ def _ignored(job: dict[str, Any], pod: dict[str, Any]) -> bool:
 
 
 class IndexedJobController(Loop):
-    """batch/v1 Job with completionMode Indexed: pods, counters, Complete/Failed conditions."""
+    """batch/v1 Job with completionMode Indexed: pods, counters, Complete/Failed conditions.
+
+    A suspended Job (``spec.suspend``, as Kueue holds it) has no pods and the condition
+    ``Suspended``; once resumed the controller syncs it again after ``resume_delay`` seconds (its
+    work queue's latency), and then resets ``status.startTime`` to that moment and sets the
+    condition False, reason ``JobResumed``, in one status write (kubernetes.io/docs/concepts/
+    workloads/controllers/job/#suspending-a-job)."""
+
+    def __init__(self, cluster: FakeCluster, resume_delay: float = 0.0) -> None:
+        super().__init__(cluster)
+        self.resume_delay = resume_delay
+        self._resumed_at: dict[str, float] = {}  # uid of a Job seen suspended -> when seen resumed
 
     def reconcile(self) -> None:
         pods = self.cluster.items(PODS)
         for job in self.cluster.items(BATCH_JOBS.key):
-            if not job["spec"].get("suspend"):
-                self._sync(job, pods)
+            uid = job["metadata"]["uid"]
+            if job["spec"].get("suspend"):
+                self._resumed_at[uid] = 0.0
+                self._suspend(job, pods)
+                continue
+            resumed = uid in self._resumed_at
+            if resumed:
+                since = self._resumed_at[uid] = self._resumed_at[uid] or time.monotonic()
+                if time.monotonic() - since < self.resume_delay:
+                    continue
+                del self._resumed_at[uid]
+            self._sync(job, pods, resumed)
 
-    def _sync(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+    def _suspend(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+        """No pods while suspended (running ones are stopped), and the ``Suspended`` condition."""
+        c = self.cluster
+        for p in pods:
+            if _owned_by(p, job) and p["status"].get("phase") in ("Pending", "Running"):
+                with contextlib.suppress(ApiStatus):
+                    c.delete(PODS, p["metadata"]["namespace"], p["metadata"]["name"])
+
+        conds = job.get("status", {}).get("conditions", [])
+        if any(x["type"] == "Suspended" and x["status"] == "True" for x in conds):
+            return
+
+        def suspended(obj: dict[str, Any]) -> None:
+            st = obj.setdefault("status", {})
+            st["active"] = 0
+            _set_condition(
+                st.setdefault("conditions", []), "Suspended", "True", "JobSuspended", "Job suspended"
+            )
+
+        c.update(BATCH_JOBS.key, job["metadata"]["namespace"], job["metadata"]["name"], suspended)
+
+    def _sync(self, job: dict[str, Any], pods: list[dict[str, Any]], resumed: bool = False) -> None:
         c = self.cluster
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         mine = [p for p in pods if _owned_by(p, job)]
@@ -189,6 +231,11 @@ class IndexedJobController(Loop):
         def status(obj: dict[str, Any]) -> None:
             st = obj.setdefault("status", {})
             st.setdefault("startTime", now())
+            if resumed:
+                st["startTime"] = now()
+                _set_condition(
+                    st.setdefault("conditions", []), "Suspended", "False", "JobResumed", "Job resumed"
+                )
             st["active"] = len(active)
             st["ready"] = sum(1 for p in active if p["status"].get("phase") == "Running")
             st["succeeded"] = len(done_idx)
@@ -280,6 +327,8 @@ class PyTorchJobController(Loop):
         specs = pj["spec"]["pytorchReplicaSpecs"]
         conds = pj.get("status", {}).get("conditions", [])
         finished = any(x["type"] in ("Succeeded", "Failed") and x["status"] == "True" for x in conds)
+        if not finished and self._suspension(pj, mine, conds):
+            return
         total = sum(r.get("replicas", 1) for r in specs.values())
         if not finished and not mine:
             for rtype, rspec in sorted(specs.items()):
@@ -337,6 +386,39 @@ class PyTorchJobController(Loop):
                 st["completionTime"] = now()
 
         c.update(PYTORCHJOBS.key, ns, name, status)
+
+    def _suspension(self, pj: dict[str, Any], mine: dict[str, Any], conds: list[dict[str, Any]]) -> bool:
+        """``runPolicy.suspend`` (Kueue's hold): the operator removes the job's pods and Services
+        and sets ``Suspended``; on resume ``Suspended`` turns False and ``startTime`` restarts
+        (training-operator's suspend semantics, kubeflow/trainer#1859). True while suspended."""
+        c = self.cluster
+        ns, name = pj["metadata"]["namespace"], pj["metadata"]["name"]
+        was = any(x["type"] == "Suspended" and x["status"] == "True" for x in conds)
+        if pj["spec"].get("runPolicy", {}).get("suspend"):
+            for key in (PODS, SERVICES):
+                for obj in c.items(key, ns):
+                    if _owned_by(obj, pj):
+                        with contextlib.suppress(ApiStatus):
+                            c.delete(key, ns, obj["metadata"]["name"])
+            if not was:
+                cs = [*conds]
+                _set_condition(
+                    cs, "Suspended", "True", "PyTorchJobSuspended", f"PyTorchJob {name} is suspended."
+                )
+                c.update(
+                    PYTORCHJOBS.key, ns, name, lambda o: o.setdefault("status", {}).update(conditions=cs)
+                )
+            return True
+        if was:
+            cs = [*conds]
+            _set_condition(cs, "Suspended", "False", "PyTorchJobResumed", f"PyTorchJob {name} is resumed.")
+            c.update(
+                PYTORCHJOBS.key,
+                ns,
+                name,
+                lambda o: o.setdefault("status", {}).update(conditions=cs, startTime=now()),
+            )
+        return False
 
     def _create_replica(
         self, pj: dict[str, Any], rtype: str, index: int, rspec: dict[str, Any], total: int
@@ -425,6 +507,8 @@ class T9kJobController(Loop):
                 for i in range(rspec.get("replicas", 1)):
                     pod = _pod_from_template(tj, rspec["template"], f"{name}-{rspec['type']}-{i}")
                     pod["spec"]["restartPolicy"] = "Never"
+                    if tj["spec"].get("scheduler", {}).get("t9kScheduler"):  # its queue's gang scheduler
+                        pod["spec"]["schedulerName"] = T9K_SCHEDULER
                     ctr = pod["spec"]["containers"][0]
                     ctr["command"] = ["torchrun", *trc.get("extraOptions", [])]
                     ctr["env"] = [
@@ -468,6 +552,30 @@ class T9kJobController(Loop):
                 _set_condition(cs, "Failed", "True", "ReplicaFailed", "a replica failed")
 
         c.update(T9KJOBS.key, ns, name, status)
+
+
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+T9K_SCHEDULER = "t9k-scheduler"
+
+
+def kueue_webhook(kind: str, obj: dict[str, Any]) -> None:
+    """Kueue's mutating webhook (an admission hook): a Job or PyTorchJob that names a queue is
+    created suspended (``spec.suspend``; Kubeflow jobs ``spec.runPolicy.suspend``) until Kueue
+    admits it."""
+    if KUEUE_LABEL not in obj.get("metadata", {}).get("labels", {}):
+        return
+    if kind == "Job":
+        obj["spec"]["suspend"] = True
+    elif kind == "PyTorchJob":
+        obj["spec"].setdefault("runPolicy", {})["suspend"] = True
+
+
+def kueue_admit(cluster: FakeCluster, kind: str, ns: str, name: str) -> None:
+    """Kueue admits a queued workload: it un-suspends it."""
+    if kind == "Job":
+        cluster.patch(BATCH_JOBS.key, ns, name, {"spec": {"suspend": False}})
+    else:
+        cluster.patch(PYTORCHJOBS.key, ns, name, {"spec": {"runPolicy": {"suspend": False}}})
 
 
 class EndpointsController(Loop):
@@ -611,7 +719,11 @@ def attach_conflict(
 
 
 class ProcessKubelet(Loop):
-    """Schedules pods onto one fake node and runs their containers as local processes."""
+    """Schedules pods onto one fake node and runs their containers as local processes.
+
+    A pod for one of ``gang_schedulers`` (its ``schedulerName``) is not the default scheduler's:
+    it stays unbound, as a gang scheduler leaves the pods of a job waiting in its queue, until
+    ``release`` says that scheduler's queue let them go."""
 
     def __init__(
         self,
@@ -621,8 +733,10 @@ class ProcessKubelet(Loop):
         image_paths: dict[str, str] | None = None,
         image_env: dict[str, dict[str, str]] | None = None,
         nodes: int = 1,
+        gang_schedulers: tuple[str, ...] = (),
     ) -> None:
         super().__init__(cluster)
+        self.gang_schedulers = set(gang_schedulers)  # those not released hold their pods
         self.gpus = gpus
         self.bad_images = set(bad_images)
         # image -> the PATH its executables are on (default: this interpreter's dir, then ours)
@@ -673,9 +787,23 @@ class ProcessKubelet(Loop):
         seen.add(key)
         return True
 
+    def release(self, scheduler: str) -> None:
+        """The gang scheduler's queue lets its jobs go: their pods are bound and run."""
+        self.gang_schedulers.discard(scheduler)
+
     def _try_start(self, pod: dict[str, Any]) -> bool:
         c = self.cluster
         ctr = pod["spec"]["containers"][0]
+        if pod["spec"].get("schedulerName") in self.gang_schedulers:
+            if self._once(pod, "queued"):
+                queued = {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "pod group is not ready: its queue has not admitted it",
+                }
+                self._update(pod, lambda p: p["status"].update(phase="Pending", conditions=[queued]))
+            return False
         gpus = int(ctr.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", "0"))
         node = self._pick_node(pod)
         if gpus > self.gpus or node is None:
@@ -1043,14 +1171,18 @@ class ToyCluster:
         version: tuple[int, int] = (1, 33),
         install: tuple[str, ...] = (),
         pod_metrics: bool = False,
+        kueue: bool = False,
+        resume_delay: float = 0.0,
         **kubelet: Any,
     ) -> None:
         from .fakeapi import FakeApiServer
 
         self.cluster = FakeCluster(version, install)
         self.server = FakeApiServer(self.cluster)
+        if kueue:  # its webhook suspends queued workloads; tests admit them (kueue_admit)
+            self.cluster.admission.append(kueue_webhook)
         self.loops: list[Loop] = [
-            IndexedJobController(self.cluster),
+            IndexedJobController(self.cluster, resume_delay),
             EndpointsController(self.cluster),
             GarbageCollector(self.cluster),
             TTLController(self.cluster),

@@ -27,10 +27,19 @@ def access_modes(client: KubeClient, namespace: str, claim: str) -> list[str] | 
 
 
 def check_claims(
-    client: KubeClient, namespace: str, volumes: Iterable[Volume], nodes: int, colocate: bool
+    client: KubeClient,
+    namespace: str,
+    volumes: Iterable[Volume],
+    pods: int,
+    colocate: bool,
+    *,
+    why: str,
+    one_pod: str | None = None,
 ) -> None:
-    """Refuse a multi-node job whose claim only one node (or one pod) can mount."""
-    if nodes < 2:
+    """Refuse a job of several pods whose claim only one node (or one pod) can mount. ``why``
+    says what makes it ``pods`` pods (``--nodes 2``); ``one_pod`` is the flag that makes it one,
+    if there is one (an MXNet job has a pod per replica whatever its flags)."""
+    if pods < 2:
         return
     for v in volumes:
         modes = access_modes(client, namespace, v.claim)
@@ -38,14 +47,15 @@ def check_claims(
             continue
         if "ReadOnlyMany" in modes and v.read_only:  # read-only mounts may use the claim's ROX mode
             continue
+        rwx = f"mount a ReadWriteMany claim there: --pvc CLAIM:{v.mount_path}"
         if "ReadWriteOncePod" in modes:
+            ways = f"{one_pod}, or {rwx}" if one_pod else rwx
             raise InvalidSpecError(
-                f"--nodes {nodes}: PVC {v.claim!r} at {v.mount_path} is ReadWriteOncePod (one pod only); "
-                f"use --nodes 1, or mount a ReadWriteMany claim there: --pvc CLAIM:{v.mount_path}"
+                f"{why}: PVC {v.claim!r} at {v.mount_path} is ReadWriteOncePod (one pod only); use {ways}"
             )
         if not colocate:
+            fewer = f"{one_pod}, " if one_pod else ""
             raise InvalidSpecError(
-                f"--nodes {nodes}: PVC {v.claim!r} at {v.mount_path} is ReadWriteOnce (one node only); "
-                f"use --nodes 1, --colocate (every pod on the notebook's node), or mount a ReadWriteMany "
-                f"claim there: --pvc CLAIM:{v.mount_path}"
+                f"{why}: PVC {v.claim!r} at {v.mount_path} is ReadWriteOnce (one node only); "
+                f"use {fewer}--colocate (every pod on the notebook's node), or {rwx}"
             )

@@ -312,6 +312,35 @@ class KubeClient:
         return any(r.get("name") == res.plural for r in found.get("resources", []))
 
 
+NO_CLUSTER = (
+    "no Kubernetes cluster is configured: run in a pod with a service account or set KUBECONFIG "
+    "(a --dry-run needs only --flavor and --image)"
+)
+
+
+class ClusterAccess:
+    """The API client a backend talks through: the one given, else one made on first use from
+    the environment (in-cluster config or the kubeconfig), or none where there is no cluster."""
+
+    def __init__(self, client: KubeClient | None = None) -> None:
+        self._client = client
+        self._loaded = client is not None
+
+    def optional(self) -> KubeClient | None:
+        """The client; ``None`` when no cluster is configured."""
+        if not self._loaded:
+            self._client = KubeClient.from_environment()
+            self._loaded = True
+        return self._client
+
+    def required(self) -> KubeClient:
+        """The client, or a ``BackendError`` that says how to configure one."""
+        client = self.optional()
+        if client is None:
+            raise BackendError(NO_CLUSTER)
+        return client
+
+
 def _qs(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -237,7 +237,7 @@ def program(spec: JobSpec, place: Placement) -> list[str]:
 def container_command(
     spec: JobSpec, job_id: str, place: Placement, replica_prefix: str, rank0: str | None
 ) -> list[str]:
-    """``sh -c FIND_PYTHON jupyter-disttrain WRAPPER <log dir> <exit dir> <replica prefix> <job id>
+    """``sh -c FIND_PYTHON jupyter-disttrain -c WRAPPER <log dir> <exit dir> <replica prefix> <job id>
     <rank 0's replica> -- torchrun ... script args``: the image's python runs the wrapper, which runs
     torchrun, or for a process role (one process per pod) the script itself with its own python.
     ``replica_prefix`` goes before the pod's hostname minus the job id to name its replica; a
@@ -251,7 +251,14 @@ def container_command(
     else:
         launcher = ["torchrun", "--tee", "3", *program(spec, place)]
     wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", "--", *launcher]
-    return [*PYTHON_LAUNCH, POD_WRAPPER, *wrapper_args]
+    return [*PYTHON_LAUNCH, "-c", POD_WRAPPER, *wrapper_args]
+
+
+def rank_command(spec: JobSpec, place: Placement) -> list[str]:
+    """What each rank runs where torchrun is not ours to start (T9k's controller runs it, with
+    ``--no-python``): the image's python on ``program``, the job's PYTHONPATH in front of the
+    image's, as the pod wrapper's python has it."""
+    return [*PYTHON_LAUNCH, *program(spec, place)]
 
 
 def _env_value(value: str) -> str:

@@ -4,14 +4,49 @@
 not (a long training run would need a long deadline, which then does not catch a stuck start),
 and PyTorchJob and T9k have their own fields. So the backend keeps the clock: from submission
 while no pod has run, else from when this process first saw a replica waiting.
+
+A job waiting in a queue is never pending too long: Kueue holds its workload suspended, a gang
+scheduler leaves its pods unbound until the whole job fits. The clock starts when the queue lets
+it go. That moment is kept in the status (``Queued`` and ``Admitted`` events of our own), so a
+process that did not see the job queued (the Jupyter server, restarted) still knows it: between
+Kueue's un-suspend and the controller's ``status.startTime`` the job looks as if it had never run.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
+
+if TYPE_CHECKING:  # the flavours build on the status module, which this one sits beside
+    from .flavors import Flavor
+
+QUEUED, ADMITTED = "Queued", "Admitted"
+
+
+def queue_hold(flavor: Flavor, workload: dict[str, Any] | None, status: JobStatus) -> str | None:
+    """What holds the job in a queue (its turn, not its pods), or None when nothing does."""
+    if workload is None:
+        return None
+    if flavor.suspended(workload):
+        return "the workload is suspended until its queue admits it (Kueue)"
+    queue = flavor.gang_queue(workload)
+    if queue and any(r.phase is JobPhase.PENDING and not r.node for r in status.replicas):
+        return f"waiting in queue {queue!r} until the scheduler places all its pods"
+    return None
+
+
+def note_queue(status: JobStatus, held: str | None) -> None:
+    """Record in ``status`` when the job went into a queue and when the queue let it go."""
+    if status.is_terminal:
+        return
+    last = _last(status, QUEUED, ADMITTED)
+    if held and (last is None or last.reason == ADMITTED):
+        status.events.append(Event(now_iso(), "Normal", QUEUED, held))
+    elif not held and last is not None and last.reason == QUEUED:
+        message = "the queue let the job go; --pending-timeout counts from now"
+        status.events.append(Event(now_iso(), "Normal", ADMITTED, message))
 
 
 class PendingClock:
@@ -20,17 +55,29 @@ class PendingClock:
     def __init__(self) -> None:
         self._since: dict[str, float] = {}
 
-    def overdue(self, status: JobStatus, workload: dict[str, Any] | None, timeout: float) -> bool:
+    def overdue(self, status: JobStatus, held: str | None, timeout: float) -> bool:
         """Whether ``status`` has had a replica waiting to start for more than ``timeout`` seconds.
-        A suspended workload (queued by Kueue) is not waiting for its pods but for its turn."""
-        suspended = bool((workload or {}).get("spec", {}).get("suspend"))
+        A job ``held`` in a queue is not waiting for its pods but for its turn."""
         waiting = any(r.phase is JobPhase.PENDING for r in status.replicas)
-        if timeout <= 0 or status.is_terminal or suspended or not waiting:
+        if timeout <= 0 or status.is_terminal or held or not waiting:
             self._since.pop(status.job_id, None)
             return False
-        never_ran = status.start_time is None and status.created
-        start = iso_seconds(status.created) if never_ran and status.created else time.time()
-        return time.time() - self._since.setdefault(status.job_id, start) > timeout
+        since = self._since.setdefault(status.job_id, _wait_start(status))
+        return time.time() - since > timeout
+
+
+def _wait_start(status: JobStatus) -> float:
+    """Since when the job waits: its submission while no pod has run, else now; never before
+    its queue let it go."""
+    never_ran = status.start_time is None and status.created
+    start = iso_seconds(status.created) if never_ran and status.created else time.time()
+    admitted = _last(status, ADMITTED)
+    return max(start, iso_seconds(admitted.time)) if admitted else start
+
+
+def _last(status: JobStatus, *reasons: str) -> Event | None:
+    """The latest of our own events (not the cluster's) with one of ``reasons``."""
+    return next((e for e in reversed(status.events) if e.object is None and e.reason in reasons), None)
 
 
 def timed_out(status: JobStatus, timeout: float) -> JobStatus:

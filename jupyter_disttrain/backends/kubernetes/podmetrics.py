@@ -2,12 +2,16 @@
 metrics-server), for jobs whose job dir is not on a shared PVC and so have no samples of their own.
 
 Each ``PodMetrics`` is one reading per pod (usage over the metrics-server's window); the server
-answers one sample per pod per request, and a poller with ``since`` builds the series.
+answers one sample per pod per request, and a poller with ``since`` builds the series. A reading
+is named after its pod, and carries the pod's labels but not its annotations: its replica is
+that of the pod (from the pod cache), since before 1.28 a Job's completion index is only in the
+pods' annotations.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ...payloads import ReplicaResources, Resources, ResourceSample
@@ -30,6 +34,9 @@ _MEM_UNITS = {
     "Gi": 2**30,
     "Ti": 2**40,
 }
+# A Go duration as metav1.Duration serialises it: "1m0s", "15.007s", "1h2m3.5s", "500ms".
+_GO_PART = re.compile(r"([0-9]*\.?[0-9]+)(h|ms|us|µs|ns|m|s)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 NOT_SERVED = (
     "this cluster does not serve metrics.k8s.io (no metrics-server), so there is no CPU or memory "
     "per pod; put the job dir on a shared PVC (--pvc) and the pods sample their own ranks"
@@ -46,6 +53,14 @@ def memory_bytes(quantity: str) -> int:
     """A memory quantity (``"123456Ki"``, ``"2Gi"``, ``"1000000"``) in bytes."""
     m = _MEM.match(quantity)
     return int(float(m.group("num")) * _MEM_UNITS[m.group("unit")]) if m else 0
+
+
+def go_duration(text: str) -> float:
+    """Seconds of a Go duration (``"1m0s"`` → 60); 0 for what is not one."""
+    parts = _GO_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return 0.0
+    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
 
 
 def sample_of(metrics: dict[str, Any]) -> ResourceSample:
@@ -71,8 +86,10 @@ def pod_resources(
     ended: bool,
     since: float | None,
     now: float,
+    pods: Mapping[str, dict[str, Any]],
 ) -> Resources:
-    """The job's pods' current usage, one sample each, keyed by replica name."""
+    """The job's pods' current usage, one sample each, keyed by replica name. ``pods``: the
+    job's pods by name, whose replicas the readings are."""
     try:
         answer = client.request(
             "GET",
@@ -85,11 +102,13 @@ def pod_resources(
         message = NOT_SERVED if exc.status in (404, 503) else f"no pod metrics: {exc}"
         return Resources(0.0, now, None, message, {})
     replicas: dict[str, ReplicaResources] = {}
-    for item in answer.get("items", []):
-        name, _, _ = flavor.replica_of(job_id, {"metadata": item.get("metadata", {})})
+    items = answer.get("items", [])
+    for item in items:
+        meta = item.get("metadata", {})
+        pod = pods.get(meta.get("name", "")) or {"metadata": meta}  # not cached yet: its labels
+        name, _, _ = flavor.replica_of(job_id, pod)
         sample = sample_of(item)
         samples = [sample] if since is None or sample.t > since else []
         replicas[name] = ReplicaResources(samples, ended, None, None, False)
-    window = answer.get("items", [{}])[0].get("window", "") if answer.get("items") else ""
-    interval = float(window.rstrip("s") or 0) if re.fullmatch(r"[0-9.]+s", window) else 0.0
+    interval = go_duration(str(items[0].get("window", ""))) if items else 0.0
     return Resources(interval, now, "metrics.k8s.io", None, replicas)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...runtime import sampler
+from ...runtime import contract, sampler
 
 # The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
 # dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod, and
@@ -41,8 +41,10 @@ def emit(chunk):
     sys.stdout.buffer.flush()
     if out:
         out.write(chunk)
+# A process role's one process is the replica: named by REPLICA_ENV, as on this machine.
+child_env = dict(os.environ, **{REPLICA_ENV: replica}) if direct else None
 try:
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env)
 except FileNotFoundError:
     hint = " is not on PATH in this image; use an image with PyTorch (--image)"
     emit(f"jupyter-disttrain: {cmd[0]}{hint}\\n".encode())
@@ -124,13 +126,15 @@ SAME_PYTHON = "{python}"
 POD_WRAPPER = (
     Path(sampler.__file__).read_text(encoding="utf-8")
     + f"INTERVAL = {sampler.DEFAULT_INTERVAL!r}\nSAME_PYTHON = {SAME_PYTHON!r}\n"
+    + f"REPLICA_ENV = {contract.REPLICA_ENV!r}\n"
     + _WRAPPER
 )
 
-# Puts the job's PYTHONPATH in front of the image's, then runs the wrapper with the image's
-# Python, found as torchrun is (on PATH: python3, python), else the interpreter of torchrun's own
-# "#!" line; without any, it says so. $1 is the wrapper, the
-# rest its argv: user values never enter the script.
+# Puts the job's PYTHONPATH in front of the image's, then runs the image's Python, found as
+# torchrun is (on PATH: python3, python), else the interpreter of torchrun's own "#!" line;
+# without any, it says so. Its arguments are Python's: "-c WRAPPER ARGS..." (a pod's entry), or
+# "SCRIPT ARGS..." (each rank of a T9k pod, whose controller runs torchrun itself); user values
+# never enter the script.
 FIND_PYTHON = """\
 set -f
 torchrun_python() {
@@ -140,8 +144,7 @@ torchrun_python() {
 export PYTHONPATH="$DISTTRAIN_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
 for py in python3 python "$(torchrun_python)"; do
   if [ -n "$py" ] && command -v "$py" >/dev/null 2>&1; then
-    wrapper=$1; shift
-    exec "$py" -u -c "$wrapper" "$@"
+    exec "$py" -u "$@"
   fi
 done
 echo "$0: this image has no python3 or python on PATH, nor a torchrun to find one by;" \\
@@ -151,9 +154,11 @@ exit 127
 PYTHON_LAUNCH = ("/bin/sh", "-c", FIND_PYTHON, "jupyter-disttrain")
 
 # Run in a pod through pods/exec: the Python stacks of each rank of this job in the pod (the
-# processes whose environment names the job and a RANK, on this pod's host), by py-spy.
-# argv: the job id. Exit 3 when the image has no py-spy.
-POD_STACKS = """\
+# processes whose environment names the job and a RANK, or a process role's replica, on this
+# pod's host), by py-spy. argv: the job id. Exit 3 when the image has no py-spy.
+POD_STACKS = (
+    f"REPLICA_ENV = {contract.REPLICA_ENV!r}\n"
+    + """\
 import os, shutil, subprocess, sys
 spy = shutil.which("py-spy")
 if spy is None:
@@ -165,12 +170,14 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
             env = dict(v.split("=", 1) for v in f.read().decode("utf-8", "replace").split("\\0") if "=" in v)
     except OSError:
         continue
-    if env.get("DISTTRAIN_JOB_ID") != job or "RANK" not in env or env.get("HOSTNAME") != host:
+    name = "rank-" + env["RANK"] if "RANK" in env else env.get(REPLICA_ENV)
+    if env.get("DISTTRAIN_JOB_ID") != job or not name or env.get("HOSTNAME") != host:
         continue
     found += 1
     done = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
-    print(f"==== rank-{env['RANK']} (pid {pid}) ====", flush=True)
+    print(f"==== {name} (pid {pid}) ====", flush=True)
     print(done.stdout if done.returncode == 0 else f"py-spy failed: {done.stderr.strip()}", flush=True)
 if not found:
-    sys.exit("no rank of this job runs in this pod")
+    sys.exit("no process of this job runs in this pod")
 """
+)

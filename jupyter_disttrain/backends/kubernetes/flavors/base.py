@@ -176,6 +176,16 @@ class Flavor(abc.ABC):
             return JobPhase.FAILED, failed.reason, failed.message
         return None
 
+    # -- queues ------------------------------------------------------------------------------
+    def suspended(self, workload: dict[str, Any]) -> bool:
+        """Whether the workload is held suspended (by Kueue, until its queue admits it)."""
+        return False
+
+    def gang_queue(self, workload: dict[str, Any]) -> str | None:
+        """The gang scheduler's queue the workload waits in, if it names one: its pods exist but
+        stay unbound until the queue lets the whole job go."""
+        return None
+
     # -- logs --------------------------------------------------------------------------------
     def logs_on_pvc(self, place: mf.Placement) -> bool:
         """Whether the pods' output is in log files of the job dir (on the shared PVC), which

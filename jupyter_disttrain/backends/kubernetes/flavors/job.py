@@ -49,6 +49,9 @@ class IndexedJob(Flavor):
     def hostname(self, job_id: str, role: str, index: int) -> str:
         return f"{_job_name(job_id, role)}-{index}"
 
+    def suspended(self, workload: dict[str, Any]) -> bool:
+        return bool(workload.get("spec", {}).get("suspend"))
+
     def meeting_point(self, job_id: str) -> tuple[str, int] | None:
         return f"{self.hostname(job_id, 'scheduler', 0)}.{mf.object_name(job_id)}", mf.PS_ROOT_PORT
 

@@ -31,6 +31,16 @@ class PyTorchJob(Flavor):
         idx = int(labels.get(REPLICA_INDEX, "0"))
         return f"{role}-{idx}", role, idx
 
+    def suspended(self, workload: dict[str, Any]) -> bool:
+        # Kueue suspends Kubeflow jobs through runPolicy (the operator then makes no pods).
+        return bool(workload.get("spec", {}).get("runPolicy", {}).get("suspend"))
+
+    def gang_queue(self, workload: dict[str, Any]) -> str | None:
+        queue: str | None = (
+            workload.get("spec", {}).get("runPolicy", {}).get("schedulingPolicy", {}).get("queue")
+        )
+        return queue
+
     def workload_objects(
         self, spec: JobSpec, job_id: str, opts: KubeOptions, place: mf.Placement
     ) -> list[dict[str, Any]]:

@@ -35,14 +35,17 @@ class T9kJob(Flavor):
         pod = self.pod_template(spec, job_id, opts, place)
         container = pod["spec"]["containers"][0]
         container["command"] = ["python"]  # ignored by the controller while torchrunConfig is on
-        container["args"] = mf.program(spec, place)
+        # The controller runs "torchrun <options> <args>" without our pod wrapper; with
+        # --no-python each rank starts from our entry script, which puts the notebook's dir in
+        # front of the image's PYTHONPATH as every other flavour's pod does.
+        container["args"] = mf.rank_command(spec, place)
         body: dict[str, Any] = {
             "torchrunConfig": {
                 "enabled": True,
                 "procPerNode": str(spec.nproc_per_node),
                 "maxRestarts": 0,
                 "rdzvBackend": "c10d",
-                "extraOptions": ["--tee", "3"],
+                "extraOptions": ["--tee", "3", "--no-python"],
             },
             "runPolicy": {"backoffLimit": spec.max_restarts, "cleanUpPolicy": "Unfinished"},
             "replicaSpecs": [
@@ -58,6 +61,10 @@ class T9kJob(Flavor):
         if opts.queue:
             body["scheduler"] = {"t9kScheduler": {"queue": opts.queue}}
         return [self.workload(job_id, opts, place, body)]
+
+    def gang_queue(self, workload: dict[str, Any]) -> str | None:
+        queue: str | None = workload.get("spec", {}).get("scheduler", {}).get("t9kScheduler", {}).get("queue")
+        return queue
 
     def workload_end(self, conds: list[Condition], wst: dict[str, Any]) -> End | None:
         # T9k also says it in status.phase, which wins over the conditions when it succeeded.
