@@ -7,6 +7,7 @@ the packaging analysis load when a cell first runs.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,17 @@ def _job_flags(f: Any) -> Any:
     for decorate in reversed(decorators):  # IPython lists arguments in decoration order, bottom up
         f = decorate(f)
     return f
+
+
+def warm_up(ipython: Any) -> None:
+    """Warm start: this kernel's zygote starts now, in the background, so that even the first
+    ``%%distrun`` forks its ranks from a process that has torch imported; the heavy libraries the
+    notebook imports later reach it as they are imported (``warm.Preloader``)."""
+    from .warmup import start
+
+    preload = start(os.environ)
+    if preload is not None:
+        ipython.events.register("post_run_cell", preload)
 
 
 @magics_class

@@ -107,6 +107,9 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.local.roles",
         "backends.local.exits",
         "backends.local.torchrun",
+        "backends.local.warm",
+        "backends.local.zygote",
+        "backends.local.forked",
         "backends.kubernetes",
         "backends.kubernetes.backend",
         "backends.kubernetes.claims",
@@ -135,7 +138,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api"],
+    "job layer": ["manager", "api", "warmup"],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
     "front:magic": ["magics", "widgets", "kernelenv"],

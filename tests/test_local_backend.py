@@ -11,6 +11,9 @@ from jupyter_disttrain.errors import InvalidSpecError, UnknownBackendError
 from jupyter_disttrain.specs import JobPhase, JobSpec
 from jupyter_disttrain.store import JobStore
 
+# Every test on both paths of the local backend: warm (forked from the zygote) and cold.
+pytestmark = pytest.mark.usefixtures("start_path")
+
 ALL_REDUCE = """
 import os
 import torch

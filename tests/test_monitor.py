@@ -29,6 +29,9 @@ from jupyter_disttrain.payloads import to_json
 from jupyter_disttrain.runtime import sampler
 from jupyter_disttrain.runtime.sampler import Gpus, Monitor, SeriesFile, compacted, read_series
 
+# Every test on both paths of the local backend: warm (forked from the zygote) and cold.
+pytestmark = pytest.mark.usefixtures("start_path")
+
 MB = 1 << 20
 WEEK = 7 * 24 * 3600
 

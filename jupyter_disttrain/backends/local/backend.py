@@ -35,6 +35,8 @@ from .request import AgentCommand, LocalRequest, request_roles
 from .roles import role_commands
 from .supervisor import LAUNCHER_FILE
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
+from .warm import WarmPlan, ensure_zygote, script_imports
+from .warm import plan as warm_plan
 
 _LAUNCH_TIMEOUT = 30.0
 _RANK_LOG = re.compile(r"^rank-(\d+)$")
@@ -123,6 +125,16 @@ class LocalBackend(Backend):
                 agents += agent_commands(spec, job_id, str(job_dir), rdzv_port=port, role=role, **where)
             else:
                 agents += role_commands(spec, job_id, str(job_dir), role, **where)
+        warm, start = warm_plan(
+            env=os.environ,  # what the launcher, and so the job, inherits
+            job_env=agents[0].env if agents else {},
+            agents=len(agents),
+            max_restarts=spec.max_restarts,
+            torchrun_only=all(role.via == TORCHRUN for role in roles),
+            foreign_python=foreign(python),
+            cold=opts.cold,
+            imports=script_imports(payload.get(spec.entrypoint)),
+        )
         request = LocalRequest(
             cwd=spec.working_dir or os.getcwd(),
             agents=agents,
@@ -132,6 +144,8 @@ class LocalBackend(Backend):
             roles=[role.to_json() for role in roles],
             cache_dir=cache,
             monitor_interval=opts.monitor_interval,
+            warm=warm.to_json() if warm else None,
+            start=start,
         )
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
@@ -147,6 +161,8 @@ class LocalBackend(Backend):
         if foreign(python) and request.cache_dir:
             ensure_runtime_path(runtime_path(request.cache_dir))
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
+        if request.warm:  # its imports run while the launcher starts
+            ensure_zygote(WarmPlan.from_json(request.warm), os.environ)
         log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
@@ -244,6 +260,8 @@ class LocalBackend(Backend):
 def format_request(request: LocalRequest) -> str:
     """The launch request as a person reads it: one shell-quoted command line per agent."""
     lines = [f"# working dir: {request.cwd}  (device: {request.device})"]
+    if request.start:
+        lines.append(f"# start: {request.start}")
     for agent in request.agents:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent.env.items()))
         lines.append(f"# {agent.replica}" if agent.replica else f"# node {agent.node}")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from ...runtime import contract
 from ...specs import JobPhase, ReplicaStatus, iso_seconds, now_iso
 from .exits import AgentExit, agent_exits, oom_kills, signal_name
 from .records import ReplicaRecords
-from .request import LocalRequest
+from .request import AgentProcess, LocalRequest
 
 # What a failed job's message carries of its root-cause rank's log: a traceback's tail.
 TRACEBACK_LINES = 20
@@ -38,7 +38,7 @@ class Diagnosis:
         self,
         job_dir: Path,
         request: LocalRequest,
-        agents: list[subprocess.Popen[bytes]],
+        agents: Sequence[AgentProcess],
         replicas: list[tuple[str, str, int]],
         records: ReplicaRecords,
     ) -> None:

@@ -20,6 +20,9 @@ from .request import LocalRequest
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
+
+    from .warm import WarmAgent
 
 # Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
 _KERNEL_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL")
@@ -74,6 +77,21 @@ def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[b
     return agents
 
 
+def start_warm(job_dir: str, request: LocalRequest) -> tuple[list[WarmAgent], str]:
+    """The job's one agent forked by its zygote (``warm``), and the line that says so; raises
+    ``WarmUnavailable`` when the zygote cannot give one (the job then starts cold)."""
+    from .warm import WarmPlan, spawn
+
+    plan = WarmPlan.from_json(request.warm or {})
+    env = clean_env(dict(os.environ))
+    agent = request.agents[0]
+    log = os.path.join(job_dir, contract.LOGS_DIR, contract.log_file(contract.agent_name(agent.node)))
+    forked = spawn(
+        plan, job_dir=job_dir, argv=agent.argv, env={**env, **agent.env}, cwd=request.cwd or job_dir, log=log
+    )
+    return [forked], f"warm: forked from the zygote (agent pid {forked.pid})"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m jupyter_disttrain.backends.local.launch JOB_DIR", file=sys.stderr)
@@ -81,14 +99,24 @@ def main(argv: list[str]) -> int:
     job_dir = os.path.abspath(argv[0])
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         request = LocalRequest.from_json(json.load(f)["request"])
-    try:
-        agents = start_agents(job_dir, request)
-        error = None
-    except OSError as exc:
-        agents, error = [], f"could not start torchrun: {exc}"
+    agents: list[Any] = []
+    how = request.start
+    if request.warm:
+        from .warm import WarmUnavailable
+
+        try:
+            agents, how = start_warm(job_dir, request)
+        except WarmUnavailable as exc:
+            how = f"cold: the warm zygote could not start it ({exc})"
+    error = None
+    if not agents:
+        try:
+            agents = start_agents(job_dir, request)
+        except OSError as exc:
+            error = f"could not start torchrun: {exc}"
     from .supervisor import Supervisor
 
-    return Supervisor(job_dir, agents, error).run()
+    return Supervisor(job_dir, agents, error, how).run()
 
 
 if __name__ == "__main__":

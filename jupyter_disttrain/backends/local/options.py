@@ -102,6 +102,13 @@ class LocalOptions:
         help="local backend: the Python interpreter that runs the job's processes (default: the "
         "kernel's), e.g. a virtual environment's bin/python that has MXNet",
     )
+    cold: bool = option(
+        False,
+        switch=True,
+        check=validate_switch,
+        help="local backend: start torchrun afresh instead of forking the ranks from the warm "
+        "zygote (which holds torch imported; see the README's Warm start)",
+    )
     monitor_interval: float = option(
         DEFAULT_MONITOR_INTERVAL,
         check=validate_monitor_interval,

@@ -6,7 +6,7 @@ The launcher reads it back at start (``launch``), so this module imports little.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ...launchers.base import Role, default_roles
 from ...runtime.sampler import DEFAULT_INTERVAL
@@ -45,6 +45,10 @@ class LocalRequest:
     roles: list[dict[str, Any]] = field(default_factory=list)
     cache_dir: str | None = None  # the per-user cache the launcher's roles use (compiled ops)
     monitor_interval: float = DEFAULT_MONITOR_INTERVAL  # seconds between resource samples; 0: none
+    # Warm start (``warm.WarmPlan.to_json``): the zygote the agent is forked from; None: torchrun
+    # afresh. ``start`` says which, and why (the dry run shows it, the job's events repeat it).
+    warm: dict[str, Any] | None = None
+    start: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,9 +75,27 @@ class LocalRequest:
             cache_dir=data.get("cache_dir"),
             # A job recorded before monitoring existed was never sampled.
             monitor_interval=float(data.get("monitor_interval", 0.0)),
+            warm=data.get("warm") if isinstance(data.get("warm"), dict) else None,
+            start=str(data.get("start") or ""),
         )
 
 
 def request_roles(spec: JobSpec, request: LocalRequest) -> list[Role]:
     """The roles a local job runs: as recorded, or torchrun's workers for a job recorded before roles."""
     return [Role.from_json(r) for r in request.roles] or default_roles(spec)
+
+
+class AgentProcess(Protocol):
+    """A started agent or replica process as the supervisor drives it: a ``subprocess.Popen``, or
+    a ``warm.WarmAgent`` forked by the zygote."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None: ...

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -28,7 +29,7 @@ from ...specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
 from ...store import JobStore, write_record
 from .diagnosis import Busy, Diagnosis
 from .records import ReplicaRecords, replica_status
-from .request import LocalRequest, request_roles
+from .request import AgentProcess, LocalRequest, request_roles
 from .sidethreads import SideThreads
 
 POLL_SECONDS = 0.1  # while stopping processes
@@ -43,7 +44,9 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class Supervisor:
-    def __init__(self, job_dir: str, agents: list[subprocess.Popen[bytes]], launch_error: str | None) -> None:
+    def __init__(
+        self, job_dir: str, agents: Sequence[AgentProcess], launch_error: str | None, how: str = ""
+    ) -> None:
         self.job_dir = Path(job_dir)
         self.store = JobStore(self.job_dir.parent)
         self.job_id = self.job_dir.name
@@ -52,6 +55,7 @@ class Supervisor:
         self.status = self.store.read_status(self.job_id) or JobStatus(job_id=self.job_id)
         self.agents = agents
         self.launch_error = launch_error
+        self.how = how  # warm or cold, and why (request.start, or why warm start fell through)
         self.cancel_requested = False
         self._failed_node: int | None = None  # the first node whose agent failed
         roles = request_roles(self.record.spec, self.request)
@@ -87,7 +91,7 @@ class Supervisor:
             started = f"started {len(self.agents)} agent(s), world size {world}"
         else:
             started = f"started {len(self.agents)} processes: {', '.join(n for n, _, _ in self._replicas)}"
-        self._event("Normal", "Started", started)
+        self._event("Normal", "Started", f"{started} ({self.how})" if self.how else started)
         self.store.write_status(self.status)
         self.side.start()
         try:
