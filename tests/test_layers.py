@@ -46,9 +46,19 @@ MODULES_OF: dict[str, list[str]] = {
         "em.tb",
     ],
     # The job model (what to run, how it goes, its errors), how its words are typed as flags,
-    # how a failure reads, a poller's backoff, and the registries that name the launchers and
-    # the backends (each loaded by name on use).
-    "model": ["errors", "specs", "flags", "failure", "polling", "launchers", "backends", "_version"],
+    # how a failure reads (a traceback as the notebook's own error), a poller's backoff, and the
+    # registries that name the launchers and the backends (each loaded by name on use).
+    "model": [
+        "errors",
+        "specs",
+        "flags",
+        "failure",
+        "tracebacks",
+        "polling",
+        "launchers",
+        "backends",
+        "_version",
+    ],
     # Where jobs live: job dirs and roots, their log files, their processes.
     "storage": ["store", "roots", "safefiles", "logfiles", "procs"],
     # The shapes of the answers (REST, the Python API), typed once.
@@ -73,6 +83,7 @@ MODULES_OF: dict[str, list[str]] = {
         "packaging.explain",
         "packaging.history",
         "packaging.lightning_pitfalls",
+        "packaging.origins",
         "packaging.pitfalls",
         "packaging.replay",
         "packaging.resolve",

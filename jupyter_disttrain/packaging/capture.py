@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from ..tracking.hparams import from_namespace
 from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex
+from .origins import CELL_LABEL, ORIGINS_FILE, Origins, script_origins
 from .pitfalls import Pitfall, Target
 from .resolve import MAIN_GUARD, Item, Resolver
 from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
@@ -45,6 +47,7 @@ class PackagedScript:
         explanation: for the dry run: how each name got into the script, and which statements of
             earlier cells did not, and why.
         hparams: the hyper-parameters among the names the script uses (``hparams.from_namespace``).
+        origins: the cell and line each script line came from (``origins.py``), for tracebacks.
     """
 
     source: str
@@ -53,6 +56,7 @@ class PackagedScript:
     pitfalls: list[Pitfall] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
     hparams: dict[str, Any] = field(default_factory=dict)
+    origins: Origins = field(default_factory=Origins)
 
 
 def package_cell(
@@ -65,6 +69,7 @@ def package_cell(
     max_value_bytes: int = 64 * 2**20,
     target: Target | None = None,
     cell_line: int = 1,
+    cell_label: str = CELL_LABEL,
 ) -> PackagedScript:
     """Package ``cell`` with everything it uses from earlier cells into a standalone script.
 
@@ -77,6 +82,7 @@ def package_cell(
         max_value_bytes: the largest value sent to the job.
         target: what the job runs on, for the checks that depend on it (GPUs, world size).
         cell_line: the line JupyterLab shows for the cell's first line (2 under a ``%%distrun`` line).
+        cell_label: how tracebacks name the cell (``In [5]``, its execution count).
 
     Returns:
         The script, its side files, the captured names and the pitfall warnings.
@@ -97,7 +103,9 @@ def package_cell(
     source = _Script(cell, tree, items, writer, header).render()
     captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
     hparams = from_namespace({*use.free, *resolver.items}, user_ns)
-    return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver), hparams)
+    origins = script_origins(source, cell, cell_label, history, cell_line)
+    files = {**_side_files(writer), ORIGINS_FILE: json.dumps(origins.to_json()).encode()}
+    return PackagedScript(source, files, captured, pitfalls, explain(items, resolver), hparams, origins)
 
 
 def _parse_cell(cell: str, cell_line: int) -> ast.Module:
