@@ -21,7 +21,7 @@ from .backends.base import Backend
 from .intake import spec_from_words
 from .logfiles import Budget
 from .manager import FollowPage, JobManager, manager_for
-from .payloads import Resources, StackDump
+from .payloads import Failure, Resources, StackDump
 from .polling import Backoff
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
@@ -112,6 +112,11 @@ class Job:
     def stack(self, replica: str, method: str | None = None) -> StackDump:
         """The Python stacks of every thread of a running replica (py-spy, else faulthandler)."""
         return self.manager.stack(self.id, replica, method)
+
+    def failure(self, status: JobStatus | None = None) -> Failure | None:
+        """Why the job failed (its root cause's traceback, mapped to the notebook's cells); None
+        unless it failed. ``status``: the one already read, else it is read now."""
+        return self.manager.failure(self.record, status or self.status())
 
     def delete(self, purge: bool = False) -> None:
         self.manager.delete(self.id, purge=purge)

@@ -40,6 +40,7 @@ CUT_MARKER = " \u2026[line cut, continues]"  # ends a piece cut from a longer li
 ANSWER_BYTES = 512 * 1024
 _LINE_COST = 24  # what a line costs an answer besides its text (quotes, keys, commas)
 _RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
+_RANK_PREFIXES = re.compile(r"^(?:\[rank\d+\]:\s*)+")
 _SEPARATOR = re.compile(rb"\r\n|\r|\n")
 
 
@@ -188,9 +189,10 @@ def last_lines(path: Path, lines: int, max_bytes: int) -> list[str]:
 
 
 def last_line(path: Path) -> str | None:
-    """The last non-empty line of a log (e.g. the exception of a crash)."""
+    """The last non-empty line of a log (e.g. the exception of a crash), without torch's
+    ``[rank1]:`` prefixes: the headline that names the rank has it once already."""
     tail = last_lines(path, 5, 64 * 1024)
-    return tail[-1].strip()[:500] if tail else None
+    return _RANK_PREFIXES.sub("", tail[-1]).strip()[:500] if tail else None
 
 
 def rank_of(source: LogSource, text: str) -> int | None:

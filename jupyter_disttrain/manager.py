@@ -23,6 +23,7 @@ from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import (
+    Failure,
     JobDetail,
     JobSummary,
     LogPage,
@@ -170,7 +171,16 @@ class JobManager:
         status, backend_error = self._describe(record)
         summary = JobSummary.of(record, status, deleted, self._quiet(record, status))
         roles = RoleSummary.of(record, status)
-        return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error, roles)
+        failure = self.failure(record, status) if backend_error is None else None
+        return JobDetail(
+            job_id, summary, record.spec, record.request, status, deleted, backend_error, roles, failure
+        )
+
+    def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:
+        """Why the job failed, as the notebook's own error (None unless it failed)."""
+        from .failures import failure_of
+
+        return failure_of(self.store, self.backend(record.backend), record, status)
 
     def _describe(self, record: JobRecord) -> tuple[JobStatus, str | None]:
         """The job's status from its backend; its stored status, and why, when the backend
@@ -267,7 +277,11 @@ class JobManager:
         name = validate_replica(replica)
         if name is None:
             raise InvalidSpecError("name the replica whose stacks to dump, e.g. rank-1")
-        return self.backend_of(job_id).stack(job_id, name, validate_method(method))
+        from .failures import mapped_stack
+
+        record = self.store.read_record(job_id)
+        dump = self.backend(record.backend).stack(job_id, name, validate_method(method))
+        return mapped_stack(self.store, record, dump)
 
     # -- runs of experiment tracking (em, MLflow, the job's own) ---------------------------------
     def list_runs(self, job: str | None = None) -> list[RunSummary]:

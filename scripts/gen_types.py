@@ -39,6 +39,7 @@ SHAPES: list[type] = [
     specs.Event,
     specs.JobStatus,
     payloads.RoleSummary,
+    payloads.Failure,
     payloads.JobDetail,
     payloads.JobScript,
     payloads.SubmitAnswer,

@@ -149,7 +149,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api", "warmup"],
+    "job layer": ["manager", "api", "warmup", "failures"],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
     "front:magic": ["magics", "widgets", "kernelenv"],

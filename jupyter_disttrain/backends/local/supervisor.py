@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from ... import procs
+from ...failure import first_line
 from ...launchers.base import RANKED, replicas_of
 from ...polling import Backoff
 from ...runtime.joined import lone_ranks
@@ -276,7 +277,8 @@ class Supervisor:
         self.status.end(phase, reason, message)
         if phase is JobPhase.SUCCEEDED:
             self.status.exit_code = 0
-        self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
+        # The event is the headline (the events table is one line each); the status has the rest.
+        self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, first_line(message))
         self.store.write_status(self.status)
 
 
