@@ -226,6 +226,7 @@ class DistTrainMagics(Magics):
 
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
+        from .progressview import ProgressFeed
         from .widgets import SUMMARY_LINES, UsageFeed, make_view
 
         def cancel() -> None:
@@ -233,6 +234,8 @@ class DistTrainMagics(Magics):
 
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
+        bar = ProgressFeed(job.progress, job.runs)
+        running = False
         own = _process_replicas(job.spec)
         try:
             for page in job.follow():  # each page: the status, then the lines written since
@@ -243,6 +246,11 @@ class DistTrainMagics(Magics):
                     view.append(rank_lines)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
+                if status.phase is JobPhase.RUNNING and (shown := bar.poll(status)) is not None:
+                    running = True
+                    view.progress(*shown)
+            if running:  # an ended job has no bar (nothing stale); its sparkline stays
+                view.progress(None, bar.html(None))
             story = job.failure(status)
             if story is not None and story.replica:
                 view.failure(story, list(job.logs(story.replica, tail=SUMMARY_LINES)))

@@ -36,6 +36,7 @@ from .payloads import (
     StackDump,
     to_json,
 )
+from .progress import Progress
 from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
 from .tracking import hparams
 from .tracking.runs import RunsReader
@@ -127,7 +128,9 @@ class JobManager:
             except (OSError, ValueError, KeyError, DistTrainError):
                 continue  # being written or removed right now: the next listing has it
         for record, status in self._statuses(changed):
-            summary = JobSummary.of(record, status, quiet=self._quiet(record, status))
+            summary = JobSummary.of(
+                record, status, quiet=self._quiet(record, status), progress=self.progress(record, status)
+            )
             listed = Listed(fingerprints[record.id], record, status, to_json(summary))
             out.append(listed)
             if status.is_terminal:
@@ -160,6 +163,18 @@ class JobManager:
             log.debug("could not tell whether job %s has quiet replicas: %s", record.id, exc)
             return []
 
+    def progress(self, record: JobRecord, status: JobStatus) -> Progress | None:
+        """Where a running job stands: em's run with a total, else its tqdm bar (None once ended)."""
+        if status.phase is not JobPhase.RUNNING:
+            return None  # most of a long listing: nothing is read
+        from .jobprogress import progress_of
+
+        try:
+            return progress_of(self.backend(record.backend), record, status, self.job_runs(record, status))
+        except Exception as exc:  # a progress bar, not the listing: never fail it
+            log.debug("could not tell how far job %s is: %s", record.id, exc)
+            return None
+
     def status(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).describe(job_id)
 
@@ -169,7 +184,9 @@ class JobManager:
         record = self.store.read_record(job_id)
         deleted = self.store.is_deleted(job_id)
         status, backend_error = self._describe(record)
-        summary = JobSummary.of(record, status, deleted, self._quiet(record, status))
+        summary = JobSummary.of(
+            record, status, deleted, self._quiet(record, status), self.progress(record, status)
+        )
         roles = RoleSummary.of(record, status)
         failure = self.failure(record, status) if backend_error is None else None
         return JobDetail(
@@ -294,6 +311,10 @@ class JobManager:
                 continue
             out += self.run_sources.summaries(self._runs_of(listed.record, listed.status))
         return out
+
+    def job_runs(self, record: JobRecord, status: JobStatus) -> list[RunSummary]:
+        """The runs of one job (its progress and the widget's sparkline read them)."""
+        return self.run_sources.summaries(self._runs_of(record, status))
 
     def run_detail(self, job_id: str, run: str, query: RunQuery | None = None) -> RunDetail:
         """A run's record, artifacts, progress and a page of its points (``query``: from byte

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from .failure import first_line
+from .progress import Progress
 from .specs import (
     ABSENT_WHEN_NONE,
     DryRun,
@@ -58,10 +59,16 @@ class JobSummary:
     deleted: bool = False
     launcher: str = "torchrun"
     quiet: list[str] = field(default_factory=list)  # running replicas silent for longer than usual
+    progress: Progress | None = absent()  # noqa: RUF009 (while it runs: em's total, else a tqdm bar)
 
     @classmethod
     def of(
-        cls, record: JobRecord, status: JobStatus, deleted: bool = False, quiet: list[str] | None = None
+        cls,
+        record: JobRecord,
+        status: JobStatus,
+        deleted: bool = False,
+        quiet: list[str] | None = None,
+        progress: Progress | None = None,
     ) -> JobSummary:
         spec = record.spec
         # The backend records where the job really runs ("cpu" when no GPU was visible or chosen).
@@ -84,6 +91,7 @@ class JobSummary:
             deleted=deleted,
             launcher=spec.launcher,
             quiet=quiet or [],
+            progress=progress,
         )
 
 

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from IPython.display import DisplayHandle
 
     from .payloads import Failure, Resources, ResourceSample
+    from .progress import Progress
 
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
@@ -75,6 +76,8 @@ class JobView(Protocol):
     def failure(self, story: Failure, lines: list[LogLine]) -> None: ...
 
     def usage(self, resources: Resources) -> None: ...
+
+    def progress(self, found: Progress | None, shown: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -304,6 +307,9 @@ class TextView:
     def usage(self, resources: Resources) -> None:
         """Not printed: a line of numbers every two seconds would bury the job's own output."""
 
+    def progress(self, found: Progress | None, shown: str) -> None:
+        """Not printed: the job's own bar (tqdm's) is in its output already."""
+
     def close(self) -> None:
         with self._lock:
             if self._pending:
@@ -340,6 +346,7 @@ class WidgetView:
         self.header = w.HTML()
         self.chips = w.HTML()
         self.log = w.HTML(_pre([]))
+        self.bar = w.HTML()  # progress and the first metric's sparkline (progressview.py)
         self.cancel_button = w.Button(
             description="Cancel", icon="stop", button_style="danger", tooltip=f"Cancel job {job_id}"
         )
@@ -350,7 +357,14 @@ class WidgetView:
         self.message = w.HTML()
         self.links = w.HTML(_lab_buttons(job_id))
         self.widget = w.VBox(
-            [self.header, self.chips, self.log, w.HBox([self.cancel_button, self.links]), self.message]
+            [
+                self.header,
+                self.chips,
+                self.bar,
+                self.log,
+                w.HBox([self.cancel_button, self.links]),
+                self.message,
+            ]
         )
         self.widget.add_class("jp-DistTrainCellView")
         self._render()
@@ -401,6 +415,11 @@ class WidgetView:
                 else:
                     self._quiet.discard(name)
             self._render()
+
+    def progress(self, found: Progress | None, shown: str) -> None:
+        """Show the bar with step/total and ETA, and the sparkline (``shown``: their HTML)."""
+        with self._lock:
+            self.bar.value = shown
 
     def close(self) -> None:
         with self._lock:

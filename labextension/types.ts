@@ -21,6 +21,15 @@ export interface IServerInfo {
   backends: string[];
 }
 
+/** A step out of a total (when known), the seconds left (when known) and where it was read. */
+export interface IProgress {
+  step: number;
+  total: number | null;
+  eta_seconds: number | null;
+  source: string;
+  label: string | null;
+}
+
 /**
  * The one-line view of a job the list shows; `message` is its status message's first line (the
  * headline; the details have the rest).
@@ -43,6 +52,7 @@ export interface IJobSummary {
   deleted: boolean;
   launcher: string;
   quiet: string[];
+  progress?: IProgress;
 }
 
 /**

@@ -46,14 +46,16 @@ MODULES_OF: dict[str, list[str]] = {
         "em.tb",
     ],
     # The job model (what to run, how it goes, its errors), how its words are typed as flags,
-    # how a failure reads (a traceback as the notebook's own error), a poller's backoff, and the
-    # registries that name the launchers and the backends (each loaded by name on use).
+    # how a failure reads (a traceback as the notebook's own error), how far a job is by its
+    # output (a tqdm bar), a poller's backoff, and the registries that name the launchers and the
+    # backends (each loaded by name on use).
     "model": [
         "errors",
         "specs",
         "flags",
         "failure",
         "tracebacks",
+        "progress",
         "polling",
         "launchers",
         "backends",
@@ -149,10 +151,10 @@ MODULES_OF: dict[str, list[str]] = {
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api", "warmup", "failures"],
+    "job layer": ["manager", "api", "warmup", "failures", "jobprogress"],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
-    "front:magic": ["magics", "widgets", "kernelenv"],
+    "front:magic": ["magics", "widgets", "progressview", "kernelenv"],
     "front:cli": ["cli"],
     "front:server": [
         "server",

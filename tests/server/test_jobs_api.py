@@ -276,3 +276,33 @@ async def test_a_failed_jobs_detail_tells_its_failure_as_the_notebooks_own_error
     assert all("\n" not in event["message"] for event in detail["status"]["events"])  # headlines
     jobs = (await get_json(jp_fetch, "jobs"))["jobs"]
     assert "\n" not in next(j for j in jobs if j["id"] == job.id)["message"]
+
+
+async def test_a_plain_tqdm_script_shows_its_progress_in_the_list(jp_fetch: Any, shared_root: Path) -> None:
+    """No em, no code changes: the list reads the bar's last redraw off the rank-0 log while the
+    job runs (step, total, ETA), and shows none once it has ended."""
+    script = (
+        "import time\nfrom tqdm import tqdm\n"
+        "for i in tqdm(range(100), desc='train', mininterval=0):\n"
+        "    time.sleep(0.01 if i < 40 else 120)\n"
+    )
+    job = submit_job(shared_root, world=1, script=script, name="tqdm")
+
+    async def progress() -> Any:
+        jobs = (await get_json(jp_fetch, "jobs"))["jobs"]
+        mine = next((j for j in jobs if j["id"] == job.id), None)
+        found = (mine or {}).get("progress")
+        # tqdm starts each redraw with "\r": the 40/100 one is the log's unended last line, and
+        # the reader gives ended lines only, so the bar stalled at 40 reads as 39
+        return found if found and found["step"] >= 39 else None
+
+    try:
+        found = await poll(progress, "the bar's redraw at 39/100", deadline=120)
+        assert (found["total"], found["source"], found["label"]) == (100, "tqdm", "train")
+        assert found["eta_seconds"] is not None
+        detail = await get_json(jp_fetch, "jobs", job.id)
+        assert detail["summary"]["progress"]["step"] in (39, 40)
+    finally:
+        job.cancel()
+    jobs = (await get_json(jp_fetch, "jobs"))["jobs"]
+    assert "progress" not in next(j for j in jobs if j["id"] == job.id)
