@@ -366,8 +366,9 @@ def option_classes() -> list[type]:
     """Each backend's options, as the dataclasses that declare their flags."""
     from .backends.kubernetes.options import KubeOptions
     from .backends.local_options import LocalOptions
+    from .backends.slurm.options import SlurmOptions
 
-    return [LocalOptions, KubeOptions]
+    return [LocalOptions, KubeOptions, SlurmOptions]
 
 
 def job_flag_classes() -> list[type]:

@@ -24,6 +24,7 @@ BACKEND_ENV = "DISTTRAIN_BACKEND"
 _BUILTIN = {
     "local": "jupyter_disttrain.backends.local:LocalBackend",
     "kubernetes": "jupyter_disttrain.backends.kubernetes:KubernetesBackend",
+    "slurm": "jupyter_disttrain.backends.slurm.backend:SlurmBackend",
 }
 # Where Kubernetes mounts a pod's service-account token (and namespace, CA).
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -61,12 +62,17 @@ def kubernetes_client_available() -> bool:
 
 def default_backend_name() -> str:
     """``$DISTTRAIN_BACKEND``; else Kubernetes inside a pod with a service account when the
-    ``kubernetes`` client is installed (a base install in a pod stays local); else local."""
+    ``kubernetes`` client is installed (a base install in a pod stays local); else Slurm inside a
+    Slurm allocation of more than one node (its client commands on PATH); else local."""
     chosen = os.environ.get(BACKEND_ENV)
     if chosen:
         return chosen
     if in_pod_with_service_account() and kubernetes_client_available():
         return "kubernetes"
+    from .slurm.backend import default_here  # the Slurm check imports only what it reads
+
+    if default_here():
+        return "slurm"
     return "local"
 
 
