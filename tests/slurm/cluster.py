@@ -115,6 +115,16 @@ class SlurmCluster:
         self._run_daemon(["slurmctld", "-f", str(self.conf)])
         self._wait(self._answers, "slurmctld did not answer")
 
+    def wait_responding(self, timeout: float = 60) -> None:
+        """Wait until every node answers the controller again (after its restart)."""
+
+        def responding() -> bool:
+            out = self.run("sinfo", "--noheader", "--Node", "--format=%t", check=False)
+            states = out.stdout.split()
+            return out.returncode == 0 and bool(states) and not any(s.endswith("*") for s in states)
+
+        self._wait(responding, "the nodes did not answer the controller again", timeout)
+
     def stop_controller(self) -> None:
         """Stop slurmctld (its state is saved: started again, it recovers every job)."""
         _stop(self._pid("slurmctld.pid"))

@@ -16,7 +16,7 @@ from typing import Any
 from ...specs import JobPhase, JobStatus
 from .parse import SlurmJob
 from .request import STEP
-from .states import REQUEUE_FLAGS, Verdict, verdict
+from .states import BUSY_FLAGS, REQUEUE_FLAGS, Verdict, verdict
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ def merge(status: JobStatus, seen: Seen) -> JobStatus:
                 status, JobPhase.PENDING, "Starting", f"{seen.what} runs{where}; its launcher is starting"
             )
         return status
+    if set(job.flags) & BUSY_FLAGS:
+        return status  # still completing: the launcher is stopping the job and records what it sees
     if seen.mode == STEP and seen.launcher_alive:
         return status  # the allocation ended: the launcher, whose steps went with it, says so itself
     message = found.message or ""

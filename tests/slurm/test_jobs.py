@@ -1,0 +1,206 @@
+"""Real jobs on the test cluster through the Python API: how each way a job can end reads.
+
+Slurm checks time limits every 30 s and has a one-minute minimum, so the time-limit job starts
+with the module (``timed_out``, asked for by the first test) and is checked by the last one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from jupyter_disttrain import api, procs
+from jupyter_disttrain.errors import BackendError, InvalidSpecError
+from jupyter_disttrain.manager import manager_for
+from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.store import JobStore
+
+from .cluster import SlurmCluster
+from .conftest import slurm_id, slurm_state, submit, wait_for, wait_log, wait_phase
+
+pytestmark = pytest.mark.slurm
+
+TICKS = """
+import sys, time
+for i in range({n}):
+    print("tick", i, flush=True)
+    time.sleep({pause})
+"""
+DDP = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == {fail}:
+    sys.exit(3)
+t = torch.ones(1)
+dist.all_reduce(t)
+print("sum", int(t.item()), "rank", dist.get_rank())
+"""
+
+
+@pytest.fixture(scope="module")
+def timed_out(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[api.Job]:
+    store = JobStore(tmp_path_factory.mktemp("timeout") / "jobs")
+    options = {"time": "1", "sbatch_options": ["--nodelist=dt1"]}
+    job = submit(store, TICKS.format(n=600, pause=0.5), gpus=1, name="limit", options=options)
+    yield job
+    api.get_job(job.id, store).cancel()
+
+
+def test_ranks_on_each_node_and_a_failing_rank_named(store: JobStore, timed_out: api.Job) -> None:
+    ok = submit(store, "import sys\n" + DDP.format(fail=-1), gpus=1, nodes=2, name="ddp")
+    bad = submit(store, "import sys\n" + DDP.format(fail=1), gpus=2, name="bad")
+    status = wait_phase(ok, {JobPhase.SUCCEEDED, JobPhase.FAILED})
+    assert status.phase is JobPhase.SUCCEEDED, status.message
+    assert sorted(r.node for r in status.replicas) == ["dt1", "dt2"]  # Slurm's names of the two nodes
+    assert sorted(ln.text for ln in ok.logs() if ln.rank is not None) == ["sum 2 rank 0", "sum 2 rank 1"]
+    failed = wait_phase(bad, {JobPhase.SUCCEEDED, JobPhase.FAILED})
+    assert failed.phase is JobPhase.FAILED
+    assert (failed.message or "").startswith("rank-1 exited with code 3")
+
+
+def test_cancel_stops_every_process_after_the_grace_signal(
+    store: JobStore, slurm_cluster: SlurmCluster
+) -> None:
+    script = """
+    import signal, sys, time
+    def stop(num, frame):
+        print("got SIGTERM", flush=True)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.1)
+    """
+    job = submit(store, script, gpus=2, name="cancel", options={"sbatch_options": ["--nodelist=dt2"]})
+    wait_log(job, "ready")
+    wait_for(lambda: sum("ready" in ln.text for ln in job.logs()) == 2, 60, "both ranks ready")
+    stacks = manager_for(store).stack(job.id, "rank-1")  # on node dt2, read through srun --overlap
+    assert "time.sleep" in stacks.text or "<module>" in stacks.text, stacks
+    status = job.cancel()
+    assert (status.phase, status.reason, status.message) == (
+        JobPhase.CANCELLED,
+        "Cancelled",
+        "cancelled by the user",
+    )
+    assert sum("got SIGTERM" in ln.text for ln in job.logs()) == 2  # the grace signal reached every rank
+    wait_for(lambda: not procs.job_processes(job.id), 30, "no process of the job left")
+    wait_for(
+        lambda: slurm_state(slurm_cluster, slurm_id(job)) in ("CANCELLED", "COMPLETED"), 30, "Slurm ended it"
+    )
+
+
+def test_scancel_from_a_terminal_is_not_a_cancel_by_the_user(
+    store: JobStore, slurm_cluster: SlurmCluster
+) -> None:
+    job = submit(store, TICKS.format(n=600, pause=0.2), gpus=1, name="scancel")
+    wait_log(job, "tick 1")
+    slurm_cluster.run("scancel", slurm_id(job))
+    status = wait_phase(job, {JobPhase.CANCELLED, JobPhase.FAILED})
+    assert (status.phase, status.reason) == (JobPhase.CANCELLED, "CANCELLED")
+    assert f"Slurm job {slurm_id(job)} was cancelled outside jupyter_disttrain" in (status.message or "")
+    assert any(e.reason == "SlurmStopping" for e in status.events)
+
+
+def test_a_job_pending_on_resources_says_why_then_runs(store: JobStore, slurm_cluster: SlurmCluster) -> None:
+    blocker = slurm_cluster.run(
+        "sbatch", "--parsable", "--nodelist=dt2", "--exclusive", "--output=/dev/null", "--wrap", "sleep 300"
+    ).stdout.strip()
+    wait_for(lambda: slurm_state(slurm_cluster, blocker) == "RUNNING", 30, "the blocker runs")
+    job = submit(
+        store,
+        TICKS.format(n=2, pause=0),
+        gpus=2,
+        name="waits",
+        options={"sbatch_options": ["--nodelist=dt2"]},
+    )
+    status = wait_for(
+        lambda: (s := job.status()).reason == "Resources" and s, 30, "the job pends on Resources"
+    )
+    assert status.phase is JobPhase.PENDING  # type: ignore[union-attr]
+    assert f"Slurm job {slurm_id(job)} is pending, partition debug: waiting for nodes" in status.message  # type: ignore[union-attr]
+    slurm_cluster.run("scancel", blocker)
+    assert wait_phase(job, {JobPhase.SUCCEEDED, JobPhase.FAILED}).phase is JobPhase.SUCCEEDED
+
+
+def test_slurmctld_restarted_mid_job_loses_no_process_and_no_line(
+    store: JobStore, slurm_cluster: SlurmCluster
+) -> None:
+    job = submit(store, TICKS.format(n=40, pause=0.25), gpus=1, name="ctld")
+    wait_log(job, "tick 2")
+    slurm_cluster.stop_controller()
+    try:
+        status = job.status()
+        assert (status.phase, status.reason) == (JobPhase.RUNNING, "SlurmUnreachable")
+        assert "Slurm's controller does not answer" in (status.message or "")
+    finally:
+        slurm_cluster.start_controller()
+    status = wait_phase(job, {JobPhase.SUCCEEDED, JobPhase.FAILED})
+    assert status.phase is JobPhase.SUCCEEDED, status.message
+    assert [ln.text for ln in job.logs() if ln.rank == 0] == [f"tick {i}" for i in range(40)]
+    slurm_cluster.wait_responding()  # the next test's jobs need the nodes back in service
+
+
+def test_a_node_set_down_fails_the_job_naming_it(store: JobStore, slurm_cluster: SlurmCluster) -> None:
+    job = submit(
+        store,
+        TICKS.format(n=600, pause=0.2),
+        gpus=1,
+        name="down",
+        options={"sbatch_options": ["--nodelist=dt2"]},
+    )
+    wait_log(job, "tick 1")
+    slurm_cluster.set_node_down("dt2", "test")
+    try:
+        status = wait_phase(job, {JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.SUCCEEDED})
+    finally:
+        slurm_cluster.resume_node("dt2")
+    assert (status.phase, status.reason) == (JobPhase.FAILED, "NODE_FAIL")
+    assert "lost its node (dt2)" in (status.message or "")
+    wait_for(lambda: not procs.job_processes(job.id), 30, "no process of the job left")
+
+
+def test_bad_input_is_one_line_and_submits_nothing(
+    store: JobStore, slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = slurm_cluster.run("squeue", "--noheader", "--states=all", "-O", "JobID").stdout
+    cases = [
+        (
+            {"options": {"partition": "nope"}},
+            "--partition nope: no such partition; this cluster has debug, urgent",
+        ),
+        ({"options": {"time": "1:2:3:4"}}, "--time '1:2:3:4' is not a Slurm time limit"),
+        ({"accelerator": "gpu"}, "partition debug has no GPUs: leave out --accelerator gpu"),
+        ({"nodes": 3}, "--nodes 3: partition debug has 2 node(s)"),
+        ({"memory": "4Gi"}, "--memory is a Kubernetes flag; use --mem (e.g. 64G)"),
+    ]
+    for words, message in cases:
+        with pytest.raises(InvalidSpecError) as info:
+            submit(store, "print(1)\n", **words)
+        assert message in str(info.value) and "\n" not in str(info.value)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(
+        InvalidSpecError, match="not on PATH: the slurm backend needs Slurm's client commands"
+    ):
+        submit(store, "print(1)\n")
+    monkeypatch.undo()
+    assert store.records() == []
+    assert slurm_cluster.run("squeue", "--noheader", "--states=all", "-O", "JobID").stdout == before
+
+
+def test_sbatch_refusing_the_job_fails_it_in_one_line(store: JobStore) -> None:
+    with pytest.raises(BackendError) as info:
+        submit(store, "print(1)\n", options={"constraint": "nope"})
+    assert (
+        str(info.value)
+        == "sbatch refused the job: sbatch: error: Batch job submission failed: Invalid feature specification"
+    )
+    (record,) = store.records()  # nothing was launched, and nothing the user submitted is lost
+    assert store.read_status(record.id).phase is JobPhase.FAILED  # type: ignore[union-attr]
+
+
+def test_a_time_limit_hit_is_named(timed_out: api.Job) -> None:
+    status = wait_phase(timed_out, {JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.SUCCEEDED}, timeout=150)
+    assert (status.phase, status.reason) == (JobPhase.FAILED, "TIMEOUT"), status.message
+    assert "reached its time limit (0:01:00): Slurm stopped it" in (status.message or "")
+    assert any(e.reason == "SlurmStopping" and "TimeLimit" in e.message for e in status.events)
