@@ -54,15 +54,8 @@ def execute(cells: list[str], path: Path, kernel: str = "python3") -> nbformat.N
     return nb
 
 
-@pytest.fixture
-def job_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_cluster: SlurmCluster) -> Path:
-    root = tmp_path / "jobs"
-    monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(root))  # the kernel inherits it
-    return root
-
-
 def test_a_two_node_job_from_a_kernel_with_its_run_and_resources_then_a_failing_one(
-    tmp_path: Path, job_root: Path
+    tmp_path: Path, job_root: Path, slurm_cluster: SlurmCluster
 ) -> None:
     cells = [
         "%load_ext jupyter_disttrain",
@@ -79,6 +72,7 @@ def test_a_two_node_job_from_a_kernel_with_its_run_and_resources_then_a_failing_
     slurm_job = ddp.record.backend_state["slurm_job_id"]
     lines = sorted(ln.text for ln in ddp.logs() if ln.rank is not None)
     assert lines == [f"rank {r} of 2 in Slurm job {slurm_job}" for r in (0, 1)]
+    assert sorted(r.node for r in status.replicas) == ["dt1", "dt2"]  # Slurm's names of the nodes
     assert not [o for o in nb.cells[2].outputs if o.output_type == "error"]
     manager = manager_for(store)
     (fit,) = [r for r in manager.list_runs(ddp.id) if r.run == "fit"]
@@ -114,7 +108,7 @@ def salloc_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_cluster
 
 def test_a_kernel_inside_an_allocation_runs_job_steps_without_asking(
     tmp_path: Path, job_root: Path, salloc_kernel: str
-) -> None:
+) -> None:  # salloc_kernel starts the cluster
     cells = [
         "%load_ext jupyter_disttrain",
         "import os; print(os.environ['SLURM_JOB_ID'], os.environ['SLURM_JOB_NUM_NODES'])",

@@ -26,17 +26,18 @@ def seen(job: SlurmJob | None, **kw: object) -> Seen:
     return Seen(what=f"Slurm job {job.job_id if job else 9}", mode=BATCH, job=job, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    ("job_id", "reason", "words"),
-    [
-        ("101", "Resources", "waiting for nodes, CPUs, GPUs or memory"),
-        ("102", "Priority", "jobs of a higher priority are ahead"),
-        ("103", "QOSMaxJobsPerUserLimit", "the QOS lets no more of your jobs run at once"),
-        ("104", "ReqNodeNotAvail", "(ReqNodeNotAvail, UnavailableNodes:gpu[3-4])"),
-        ("105", "Requeued", "was requeued (restart 1) and waits to run again, partition gpu: held until"),
-    ],
-)
-def test_a_pending_job_says_why_in_slurms_words(job_id: str, reason: str, words: str) -> None:
+PENDING = {
+    "101": ("Resources", "waiting for nodes, CPUs, GPUs or memory"),
+    "102": ("Priority", "jobs of a higher priority are ahead"),
+    "103": ("QOSMaxJobsPerUserLimit", "the QOS lets no more of your jobs run at once"),
+    "104": ("ReqNodeNotAvail", "(ReqNodeNotAvail, UnavailableNodes:gpu[3-4])"),
+    "105": ("Requeued", "was requeued (restart 1) and waits to run again, partition gpu: held until"),
+}
+
+
+@pytest.mark.parametrize("job_id", sorted(PENDING))
+def test_a_pending_job_says_why_in_slurms_words(job_id: str) -> None:
+    reason, words = PENDING[job_id]
     status = merge(JobStatus("j", JobPhase.PENDING), seen(LATER[job_id]))
     assert (status.phase, status.reason) == (JobPhase.PENDING, reason)
     assert words in (status.message or "") and status.message.startswith(f"Slurm job {job_id} ")  # type: ignore[union-attr]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import procs
+from ... import specs as words  # the defaults every launcher-run backend shares
 from ...errors import BackendError, InvalidSpecError
 from ...launch import rank_env, user_cache_dir
 from ...launchers import get_launcher
@@ -30,19 +31,13 @@ from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...logfiles import LogSource, replica_sources
 from ...payloads import StackDump
 from ...specs import (
-    DEFAULT_EXIT_TIMEOUT,
-    DEFAULT_MONITOR_INTERVAL,
     Condition,
     DryRun,
     JobPhase,
     JobSpec,
     JobStatus,
-    LaunchRequest,
     ReplicaStatus,
     now_iso,
-    validate_exit_timeout,
-    validate_grace_period,
-    validate_monitor_interval,
 )
 from ...store import JobRecord, JobStore, read_json, write_json_atomic
 from ..base import Backend
@@ -117,9 +112,9 @@ class SlurmBackend(Backend):
     # -- checks and the dry run ----------------------------------------------------------------
     def _validate(self, spec: JobSpec) -> None:
         opts = parse_options(spec.options)
-        validate_grace_period(spec.options.get("grace_period", DEFAULT_GRACE_PERIOD))
-        validate_exit_timeout(spec.options.get("exit_timeout", DEFAULT_EXIT_TIMEOUT))
-        validate_monitor_interval(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL))
+        words.validate_grace_period(spec.options.get("grace_period", DEFAULT_GRACE_PERIOD))
+        words.validate_exit_timeout(spec.options.get("exit_timeout", words.DEFAULT_EXIT_TIMEOUT))
+        words.validate_monitor_interval(spec.options.get("monitor_interval", words.DEFAULT_MONITOR_INTERVAL))
         for key, word in _KUBE_WORDS.items():
             if getattr(spec, key):
                 raise InvalidSpecError(f"{word} is a Kubernetes flag{_SLURM_WORDS.get(key, '')}")
@@ -216,7 +211,7 @@ class SlurmBackend(Backend):
                 "(it runs torchrun jobs: --launcher torchrun or deepspeed)"
             )
         role, python = roles[0], sys.executable
-        interval = float(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL))
+        interval = float(spec.options.get("monitor_interval", words.DEFAULT_MONITOR_INTERVAL))
         base = rank_env(
             spec,
             job_id,
@@ -245,7 +240,7 @@ class SlurmBackend(Backend):
             cwd=working_dir,
             agents=agents,
             grace_period=float(spec.options.get("grace_period") or DEFAULT_GRACE_PERIOD),
-            exit_timeout=float(spec.options.get("exit_timeout") or DEFAULT_EXIT_TIMEOUT),
+            exit_timeout=float(spec.options.get("exit_timeout") or words.DEFAULT_EXIT_TIMEOUT),
             device="cuda" if place.gpu else "cpu",
             roles=[role.to_json()],
             cache_dir=cache,
@@ -276,7 +271,7 @@ class SlurmBackend(Backend):
         inside = " (--batch: although this kernel runs in an allocation)" if Allocation.here() else ""
         return f"{chosen}a new Slurm batch job{inside}, {device}"
 
-    def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
+    def _initial_replicas(self, spec: JobSpec, request: words.LaunchRequest) -> list[ReplicaStatus]:
         assert isinstance(request, SlurmRequest)  # this backend's own dry run made it
         return [
             ReplicaStatus(name=n, role=r, index=i) for n, r, i in replicas_of(request_roles(spec, request))

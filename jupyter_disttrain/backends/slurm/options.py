@@ -105,16 +105,8 @@ class SlurmOptions:
         parse=_cpus_per_gpu, metavar="N", help="slurm: CPUs per GPU (sbatch --cpus-per-gpu)"
     )
     exclusive: bool = option(False, switch=True, help="slurm: whole nodes, shared with no other job")
-    requeue: bool = option(
-        False,
-        switch=True,
-        help="slurm: a preempted or failed-node job runs again, appending to its logs (sbatch --requeue)",
-    )
-    batch: bool = option(
-        False,
-        switch=True,
-        help="slurm: submit a batch job (sbatch) even inside an allocation, where jobs run as job steps",
-    )
+    requeue: bool = option(False, switch=True, help="slurm: run again after preemption or a node failure")
+    batch: bool = option(False, switch=True, help="slurm: a batch job (sbatch) even inside an allocation")
     sbatch_options: list[str] = option(
         [],
         name="--sbatch-option",
@@ -212,21 +204,18 @@ def check_sbatch_option(text: str) -> str:
 
 
 def _text(value: Any, key: str) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidSpecError(f"{flag(key)} takes one text value, not {value!r}")
-    return value
+    if isinstance(value, str) or value is None:
+        return value or None
+    raise InvalidSpecError(f"{flag(key)} takes one text value, not {value!r}")
 
 
 def _texts(value: Any) -> list[str]:
+    values = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else None
     if value is None:
         return []
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise InvalidSpecError(f"--sbatch-option takes text values, not {value!r}")
+    if values is None or not all(isinstance(v, str) for v in values):
+        raise InvalidSpecError(f"--sbatch-option takes text values, not {value!r}")
+    return list(values)
 
 
 def _name(value: Any, key: str) -> str | None:

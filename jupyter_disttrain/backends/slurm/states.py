@@ -10,22 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...specs import JobPhase
-from .parse import SlurmJob
+from .parse import BASE_STATES, SlurmJob
 
 RUNNING_STATES = frozenset({"RUNNING", "SUSPENDED"})
-ENDED_STATES = frozenset(
-    {
-        "COMPLETED",
-        "CANCELLED",
-        "FAILED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "OUT_OF_MEMORY",
-    }
-)
+ENDED_STATES = BASE_STATES - RUNNING_STATES - {"PENDING"}
 REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 # Flags of a job still holding its nodes: its phase is what the job dir says.
 BUSY_FLAGS = frozenset({"COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "RESIZING", "STOPPED"})
