@@ -69,7 +69,7 @@ def default_backend_name() -> str:
         return chosen
     if in_pod_with_service_account() and kubernetes_client_available():
         return "kubernetes"
-    from .slurm.backend import default_here  # the Slurm check imports only what it reads
+    from .slurm.allocation import default_here  # reads the environment only
 
     if default_here():
         return "slurm"

@@ -91,6 +91,16 @@ def test_a_two_node_job_from_a_kernel_with_its_run_and_resources_then_a_failing_
     assert nb.cells[4].outputs == []
 
 
+CANCEL_LONG = """import time
+from jupyter_disttrain import api
+(job,) = [api.get_job(s.job_id) for s in api.list_jobs() if s.job_id.startswith("long-")]
+while not any(line.text == "long" for line in job.logs()):
+    time.sleep(0.2)
+status = job.cancel()
+print(status.phase.value, status.message)
+"""
+
+
 @pytest.fixture
 def salloc_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_cluster: SlurmCluster) -> str:
     """A kernel started inside ``salloc --nodes=2``, as a user starts ``jupyter lab`` there."""
@@ -114,6 +124,8 @@ def test_a_kernel_inside_an_allocation_runs_job_steps_without_asking(
         "import os; print(os.environ['SLURM_JOB_ID'], os.environ['SLURM_JOB_NUM_NODES'])",
         "%%distrun --gpus 1 --nodes 2 --dry-run\nprint(1)",
         "%%distrun --gpus 1 --nodes 2 --name steps\nimport os\nprint('step', os.environ['SLURM_STEP_ID'])",
+        "%%distrun --gpus 1 --name long --detach\nimport time\nprint('long', flush=True)\ntime.sleep(300)",
+        CANCEL_LONG,
     ]
     nb = execute(cells, tmp_path, kernel=salloc_kernel)
     allocation, nodes = "".join(o.get("text", "") for o in nb.cells[1].outputs).split()
@@ -129,3 +141,13 @@ def test_a_kernel_inside_an_allocation_runs_job_steps_without_asking(
     assert status.phase is JobPhase.SUCCEEDED, status.message
     steps = sorted(ln.text for ln in job.logs() if ln.rank is not None)
     assert len(steps) == 2 and all(t.startswith("step ") for t in steps) and steps[0] != steps[1]
+    # Cancelled from the kernel: its launcher (beside the kernel) stopped the step, said why.
+    assert "".join(o.get("text", "") for o in nb.cells[5].outputs).split() == [
+        "Cancelled",
+        "cancelled",
+        "by",
+        "the",
+        "user",
+    ]
+    (long,) = [r for r in JobStore(job_root).records() if r.spec.name == "long"]
+    assert JobStore(job_root).read_status(long.id).phase is JobPhase.CANCELLED  # type: ignore[union-attr]

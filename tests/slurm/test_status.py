@@ -64,6 +64,15 @@ def test_a_stop_slurm_made_is_named_and_every_replica_ends_with_it(
     assert status.finish_time is not None
 
 
+def test_a_batch_script_that_failed_silently_points_at_the_shared_filesystem() -> None:
+    status = merge(running(), seen(LATER["109"]))
+    assert status.message == (
+        "Slurm job 109 failed in its batch script (exit code 3); it wrote nothing into launcher.log: "
+        "do the nodes see the job dir (a filesystem they share with the notebook) and this kernel's "
+        "Python at the same path?"
+    )
+
+
 def test_running_and_completing_jobs_keep_the_job_dirs_status() -> None:
     status = running()
     assert merge(status, seen(LATER["106"])) is status

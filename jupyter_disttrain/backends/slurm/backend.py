@@ -18,7 +18,6 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from ._local import (
     request_roles,
     spawn_launcher,
 )
+from .allocation import Allocation, default_here
 from .launch import CANCEL_FILE, STOPPED_FILE
 from .node import node_file
 from .options import BATCH_ONLY, SlurmOptions, flag, parse_options, time_seconds
@@ -73,30 +73,6 @@ from .status import Seen, merge
 # Kubernetes' words for a pod: a Slurm job says the same in sbatch's.
 _KUBE_WORDS = {"image": "--image", "cpu": "--cpu", "memory": "--memory", "volumes": "--pvc"}
 _SLURM_WORDS = {"memory": "; use --mem (e.g. 64G)", "cpu": "; --gpus CPU processes get one CPU each"}
-ALLOCATION_ENV = "SLURM_JOB_ID"
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """The allocation this kernel runs in, as its environment says."""
-
-    job: str
-    nodes: int
-
-    @classmethod
-    def here(cls) -> Allocation | None:
-        job = os.environ.get(ALLOCATION_ENV)
-        if not job:
-            return None
-        nodes = os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or "1"
-        return cls(job, int(nodes) if nodes.isdigit() else 1)
-
-
-def default_here() -> bool:
-    """Whether slurm is the default backend here: inside an allocation of more than one node
-    (one node's jobs run as well on the local backend, beside the kernel)."""
-    allocation = Allocation.here()
-    return allocation is not None and allocation.nodes > 1 and slurm.missing_commands() is None
 
 
 class SlurmBackend(Backend):

@@ -18,6 +18,12 @@ from .parse import SlurmJob
 from .request import STEP
 from .states import BUSY_FLAGS, REQUEUE_FLAGS, Verdict, verdict
 
+# The batch script failed and wrote nothing where it writes (launcher.log in the job dir).
+NO_OUTPUT = (
+    "; it wrote nothing into launcher.log: do the nodes see the job dir (a filesystem they share "
+    "with the notebook) and this kernel's Python at the same path?"
+)
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -56,8 +62,8 @@ def merge(status: JobStatus, seen: Seen) -> JobStatus:
     if seen.mode == STEP and seen.launcher_alive:
         return status  # the allocation ended: the launcher, whose steps went with it, says so itself
     message = found.message or ""
-    if found.reason == "FAILED" and seen.launcher_line:
-        message += f": {seen.launcher_line}"
+    if found.reason == "FAILED":
+        message += f": {seen.launcher_line}" if seen.launcher_line else NO_OUTPUT
     if seen.mode == STEP:
         message = f"its allocation ended: {message}"
     return ended(status, Verdict(found.phase, found.reason, message))
