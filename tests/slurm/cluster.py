@@ -19,6 +19,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -276,3 +277,23 @@ def _stop(*pids: int | None, timeout: float = 15.0) -> None:
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.slurm.cluster start`` prints the new cluster's directory (its
+    ``slurm.conf`` is what clients need in ``SLURM_CONF``); ``... stop DIR`` stops it."""
+    if argv[:1] == ["start"] and len(argv) == 1:
+        if why := missing():
+            print(f"no Slurm cluster: {why}", file=sys.stderr)
+            return 1
+        print(SlurmCluster().start().dir)
+        return 0
+    if argv[:1] == ["stop"] and len(argv) == 2:
+        SlurmCluster(Path(argv[1])).stop()
+        return 0
+    print("usage: python -m tests.slurm.cluster start | stop DIR", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

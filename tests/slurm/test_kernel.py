@@ -139,6 +139,8 @@ def test_a_kernel_inside_an_allocation_runs_job_steps_without_asking(
     assert job.record.spec.backend == "slurm" and job.record.request["mode"] == "step"
     status = job.status()
     assert status.phase is JobPhase.SUCCEEDED, status.message
+    (said,) = [e.message for e in status.events if e.reason == "Slurm"]  # in the job's details
+    assert said.startswith("slurm is the default backend here") and f"allocation {allocation}" in said
     steps = sorted(ln.text for ln in job.logs() if ln.rank is not None)
     assert len(steps) == 2 and all(t.startswith("step ") for t in steps) and steps[0] != steps[1]
     # Cancelled from the kernel: its launcher (beside the kernel) stopped the step, said why.

@@ -32,6 +32,7 @@ from ...payloads import StackDump
 from ...specs import (
     Condition,
     DryRun,
+    Event,
     JobPhase,
     JobSpec,
     JobStatus,
@@ -258,6 +259,10 @@ class SlurmBackend(Backend):
         request = SlurmRequest.from_json(record.request)
         job_dir = self.store.job_dir(record.id)
         (job_dir / SLURM_DIR).mkdir(exist_ok=True)
+        status = self.store.read_status(record.id)
+        if status is not None:  # how the job reaches Slurm, in its details (no launcher writes yet)
+            status.events.append(Event(now_iso(), "Normal", "Slurm", request.why))
+            self.store.write_status(status)
         if request.mode == BATCH:
             script = job_dir / SLURM_DIR / BATCH_SCRIPT
             script.write_text(request.batch_script)

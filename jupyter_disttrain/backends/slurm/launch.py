@@ -100,6 +100,10 @@ class SlurmSupervisor(Supervisor):
             self.status = _reopened(self.status, self.restarts)
 
     def run(self) -> int:
+        if self.slurm_request.mode == BATCH and self.slurm_job:
+            where = os.environ.get("SLURMD_NODENAME") or "its first node"
+            run = f"run {self.restarts + 1}" if self.restarts else "the batch script"
+            self._event("Normal", "SlurmJob", f"Slurm job {self.slurm_job} started {run} on {where}")
         code = super().run()
         # Slurm (and sacct) then say FAILED for a failed job, not COMPLETED.
         return code or int(self.status.phase is JobPhase.FAILED)
