@@ -6,6 +6,8 @@ with the module (``timed_out``, asked for by the first test) and is checked late
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -82,6 +84,8 @@ def test_scancel_from_a_terminal_is_not_a_cancel_by_the_user(
     assert (status.phase, status.reason) == (JobPhase.CANCELLED, "CANCELLED")
     assert f"Slurm job {slurm_id(job)} was cancelled outside jupyter_disttrain" in (status.message or "")
     assert any(e.reason == "SlurmStopping" for e in status.events)
+    listed = cli("--root", str(store.root), "list")  # a terminal's view of it
+    assert any(line.split()[:3] == [job.id, "slurm", "Cancelled"] for line in listed.splitlines()), listed
 
 
 def test_a_job_pending_on_resources_says_why_then_runs(store: JobStore, slurm_cluster: SlurmCluster) -> None:
@@ -148,6 +152,10 @@ def test_bad_input_is_one_line_and_submits_nothing(
         with pytest.raises(InvalidSpecError) as info:
             submit(store, "print(1)\n", **words)
         assert message in str(info.value) and "\n" not in str(info.value)
+    script = store.root.parent / "train.py"
+    script.write_text("print(1)\n")
+    shown = cli("run", str(script), "--backend", "slurm", "--time", "10", "--dry-run")
+    assert "sbatch --parsable --job-name=train-" in shown and " --time=10 " in shown, shown
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(
         InvalidSpecError, match="not on PATH: the slurm backend needs Slurm's client commands"
@@ -156,6 +164,15 @@ def test_bad_input_is_one_line_and_submits_nothing(
     monkeypatch.undo()
     assert store.records() == []
     assert slurm_cluster.run("squeue", "--noheader", "--states=all", "-O", "JobID").stdout == before
+
+
+def cli(*words: str) -> str:
+    """What ``jupyter disttrain WORDS`` prints (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_disttrain.cli", *words], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_sbatch_refusing_the_job_fails_it_in_one_line(store: JobStore) -> None:
