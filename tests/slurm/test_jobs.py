@@ -156,6 +156,10 @@ def test_bad_input_is_one_line_and_submits_nothing(
     script.write_text("print(1)\n")
     shown = cli("run", str(script), "--backend", "slurm", "--time", "10", "--dry-run")
     assert "sbatch --parsable --job-name=train-" in shown and " --time=10 " in shown, shown
+    monkeypatch.delenv("SLURM_CONF")
+    with pytest.raises(BackendError, match=r"Slurm's commands find no cluster here .*: set SLURM_CONF$"):
+        submit(store, "print(1)\n")
+    monkeypatch.undo()
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(
         InvalidSpecError, match="not on PATH: the slurm backend needs Slurm's client commands"

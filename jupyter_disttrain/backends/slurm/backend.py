@@ -103,7 +103,7 @@ class SlurmBackend(Backend):
                 self._check_step(spec, opts, allocation)
             else:
                 self._check_batch(spec, opts)
-        except slurm.SlurmUnavailable as exc:
+        except (slurm.SlurmUnavailable, slurm.SlurmCommandError) as exc:
             raise BackendError(f"cannot ask Slurm about this job: {exc}") from None
 
     def _check_step(self, spec: JobSpec, opts: SlurmOptions, allocation: Allocation) -> None:

@@ -94,6 +94,8 @@ def run(argv: list[str], timeout: float = TIMEOUT, max_bytes: int = MAX_OUTPUT) 
         line = problem.splitlines()[-1] if problem else f"exit status {proc.returncode}"
         if "contact slurm controller" in problem or "Unable to contact" in problem:
             raise SlurmUnavailable(f"Slurm's controller does not answer ({line})")
+        if "configuration source" in problem:  # no slurm.conf, no SLURM_CONF, no DNS SRV record
+            raise SlurmUnavailable(f"Slurm's commands find no cluster here ({line}): set SLURM_CONF")
         raise SlurmCommandError(line)
     return text
 
