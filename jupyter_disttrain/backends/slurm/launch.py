@@ -113,25 +113,25 @@ class SlurmSupervisor(Supervisor):
         super()._on_signal(signum, frame)
 
     def _cancel(self) -> None:
-        if (self.job_dir / SLURM_DIR / CANCEL_FILE).exists():
+        """A cancel by the user (the backend's marker; or any SIGTERM to a launcher beside the
+        kernel, as to a local job's), else Slurm stopping the batch job."""
+        if self.slurm_request.mode != BATCH or (self.job_dir / SLURM_DIR / CANCEL_FILE).exists():
             super()._cancel()
             return
         said = self._slurm_says()
         write_json_atomic(
             self.job_dir / SLURM_DIR / STOPPED_FILE, {"time": now_iso(), "signal": self._signal, **said}
         )
-        what = (
-            f"Slurm job {self.slurm_job}"
-            if self.slurm_request.mode == BATCH
-            else f"allocation {self.slurm_job}"
-        )
+        what = f"Slurm job {self.slurm_job}"
         said_text = ", ".join(f"{k} {v}" for k, v in said.items() if v) or "nothing more"
         message = f"Slurm is stopping {what} ({self._signal} to the launcher; Slurm says: {said_text})"
+        # Said first: Slurm kills what is left of the job KillWait seconds after its SIGTERM.
+        # Not an end: the backend names it (TIMEOUT, PREEMPTED, a requeue...) from Slurm's answer.
         self._event("Warning", "SlurmStopping", message)
+        self.status.reason, self.status.message = "SlurmStopping", message
+        self.store.write_status(self.status)
         self._stop_all()
         self._update_replicas(final=True)
-        # Not an end: the backend names it (TIMEOUT, PREEMPTED, a requeue...) from Slurm's answer.
-        self.status.reason, self.status.message = "SlurmStopping", message
         self.store.write_status(self.status)
 
     def _slurm_says(self) -> dict[str, str]:
