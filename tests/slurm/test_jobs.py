@@ -202,11 +202,15 @@ def test_a_preempted_job_with_requeue_runs_again_appending_to_its_logs(
 ) -> None:
     script = """
     import os, time
+    from jupyter_disttrain import em
     restart = os.environ.get("SLURM_RESTART_COUNT", "0")
     print("run", restart, flush=True)
+    run = em.create_run("fit")  # the same name again: the requeued run continues it
+    run.log("train", {"restart": float(restart)}, step=int(restart))
     for i in range(600 if restart == "0" else 2):
         print("tick", i, flush=True)
         time.sleep(0.2)
+    run.finish()
     """
     options = {"requeue": True, **ON_DT2}
     job = submit(store, script, gpus=1, name="requeue", options=options)
@@ -225,3 +229,7 @@ def test_a_preempted_job_with_requeue_runs_again_appending_to_its_logs(
     assert any(e.reason == "Requeued" for e in status.events)
     texts = [ln.text for ln in job.logs(replica="rank-0")]
     assert texts[0] == "run 0" and texts[-3:] == ["run 1", "tick 0", "tick 1"]  # the same log, appended
+    (fit,) = manager_for(store).list_runs(job.id)  # one run, continued
+    assert (fit.run, fit.status, fit.step, fit.metrics) == ("fit", "finished", 1, {"train/restart": 1.0})
+    points = manager_for(store).run_detail(job.id, "fit").points
+    assert [(p.step, p.value) for p in points] == [(0, 0.0), (1, 1.0)]  # both runs' points
