@@ -147,6 +147,10 @@ def test_bad_input_is_one_line_and_submits_nothing(
         ({"accelerator": "gpu"}, "partition debug has no GPUs: leave out --accelerator gpu"),
         ({"nodes": 3}, "--nodes 3: partition debug has 2 node(s)"),
         ({"memory": "4Gi"}, "--memory is a Kubernetes flag; use --mem (e.g. 64G)"),
+        (
+            {"launcher": "mxnet", "launcher_options": {"workers": 2}},
+            "--launcher mxnet runs on the local and kub",
+        ),
     ]
     for words, message in cases:
         with pytest.raises(InvalidSpecError) as info:

@@ -125,9 +125,7 @@ class SlurmBackend(Backend):
 
     def _check_batch(self, spec: JobSpec, opts: SlurmOptions) -> None:
         partitions = self.client.partitions()
-        names = (
-            opts.partition.split(",") if opts.partition else [n for n, p in partitions.items() if p.default]
-        )
+        names = _chosen(opts, partitions)
         if not names:
             raise InvalidSpecError(
                 f"this cluster has no default partition: choose one with --partition ({_listed(partitions)})"
@@ -160,12 +158,7 @@ class SlurmBackend(Backend):
             gpu = self.client.allocation_gpus(allocation.job) > 0
         else:
             partitions = self.client.partitions()
-            names = (
-                opts.partition.split(",")
-                if opts.partition
-                else [n for n, p in partitions.items() if p.default]
-            )
-            gpu = all(partitions[n].gpus for n in names if n in partitions)
+            gpu = all(partitions[n].gpus for n in _chosen(opts, partitions) if n in partitions)
         return Place(
             mode=BATCH if allocation is None else STEP,
             version=self.client.version(),
@@ -421,6 +414,13 @@ class SlurmBackend(Backend):
             with contextlib.suppress(slurm.SlurmUnavailable):  # then each job says so
                 self.client.jobs(asked, fresh=True)  # each job's _reconcile reads this answer
         return [self._reconcile(r, s) for r, s in mine]
+
+
+def _chosen(opts: SlurmOptions, partitions: dict[str, slurm.Partition]) -> list[str]:
+    """The partitions a batch job may run in: ``--partition``'s, else the cluster's default."""
+    if opts.partition:
+        return opts.partition.split(",")
+    return [name for name, part in partitions.items() if part.default]
 
 
 def _listed(partitions: dict[str, slurm.Partition]) -> str:
