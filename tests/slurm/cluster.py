@@ -142,14 +142,18 @@ class SlurmCluster:
         self.run("scontrol", "update", f"nodename={node}", "state=down", f"reason={reason}")
 
     def resume_node(self, node: str, timeout: float = _START_TIMEOUT) -> None:
-        """Bring a node set DOWN back (refused while it still cleans up its jobs: retried)."""
+        """Bring a node set DOWN back into service (asked again while Slurm still has it down:
+        ReturnToService may also have returned it by itself)."""
 
-        def resumed() -> bool:
-            done = self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
-            return done.returncode == 0 or self._node_state(node) == "idle"  # ReturnToService=2 did it
+        def usable() -> bool:
+            shown = self.run("scontrol", "show", "node", node, check=False).stdout
+            state = next((w[len("State=") :] for w in shown.split() if w.startswith("State=")), "DOWN")
+            if any(bad in state for bad in ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING")):
+                self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+                return False
+            return True
 
-        self._wait(resumed, f"node {node} could not be resumed", timeout)
-        self.wait_idle_node(node, timeout)
+        self._wait(usable, f"node {node} could not be resumed", timeout)
 
     def wait_idle_node(self, node: str, timeout: float = _START_TIMEOUT) -> None:
         self._wait(lambda: self._node_state(node) == "idle", f"node {node} did not become idle", timeout)

@@ -29,7 +29,14 @@ def wait_for(ready: Callable[[], object], timeout: float, what: str) -> object:
 
 
 def wait_log(job: api.Job, text: str, timeout: float = 90) -> None:
-    wait_for(lambda: any(text in ln.text for ln in job.logs()), timeout, f"{text!r} in the job's logs")
+    deadline = time.monotonic() + timeout
+    while not any(text in ln.text for ln in job.logs()):
+        if time.monotonic() > deadline:
+            status = job.status()
+            pytest.fail(
+                f"{text!r} not in the job's logs within {timeout:.0f} s ({status.phase}: {status.message})"
+            )
+        time.sleep(0.2)
 
 
 def wait_phase(job: api.Job, phases: set[JobPhase], timeout: float = 120) -> JobStatus:

@@ -1,7 +1,10 @@
 """Real jobs on the test cluster through the Python API: how each way a job can end reads.
 
 Slurm checks time limits every 30 s and has a one-minute minimum, so the time-limit job starts
-with the module (``timed_out``, asked for by the first test) and is checked later.
+with the module (``timed_out``, asked for by the first test) and is checked later; the test that
+restarts slurmctld comes after it (a warning signal due while the controller is down is lost). A Slurm stop
+signals every process of the job at once, ``srun`` included, which then kills its step with
+SIGKILL: what a rank must have written before (an ``em`` point) is made durable first.
 """
 
 from __future__ import annotations
@@ -32,19 +35,39 @@ for i in range({n}):
 ON_DT2 = {"sbatch_options": ["--nodelist=dt2"]}  # the tests that take a whole node take this one
 
 
+CHECKPOINTS = """
+import signal, sys, time
+def stop(num, frame):
+    print("checkpoint saved", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+for i in range(600):
+    print("tick", i, flush=True)
+    time.sleep(0.5)
+"""
+
+
 @pytest.fixture(scope="module")
-def timed_out(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[api.Job]:
+def timed_out(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[api.Job, api.Job]]:
+    """Two jobs with a one-minute limit on dt1: one runs into it, the other asks Slurm for a
+    warning 50 s before it (``--signal=B:TERM@50``: to the batch script, the launcher) and
+    checkpoints on the SIGTERM its launcher then passes on through Slurm."""
     store = JobStore(tmp_path_factory.mktemp("timeout") / "jobs")
     options = {"time": "1", "sbatch_options": ["--nodelist=dt1"]}
     job = submit(store, TICKS.format(n=600, pause=0.5), gpus=1, name="limit", options=options)
-    yield job
-    api.get_job(job.id, store).cancel()
+    warned = {"time": "1", "sbatch_options": ["--nodelist=dt1", "--signal=B:TERM@50"]}
+    graceful = submit(store, CHECKPOINTS, gpus=1, name="warned", options=warned)
+    yield job, graceful
+    for one in (job, graceful):
+        api.get_job(one.id, store).cancel()
 
 
 def test_cancel_stops_every_process_after_the_grace_signal(
     store: JobStore,
     slurm_cluster: SlurmCluster,
-    timed_out: api.Job,  # timed_out: its clock starts now
+    timed_out: tuple[api.Job, api.Job],  # their clocks start now
 ) -> None:
     script = """
     import signal, sys, time
@@ -103,24 +126,6 @@ def test_a_job_pending_on_resources_says_why_then_runs(store: JobStore, slurm_cl
     assert wait_phase(job, {JobPhase.SUCCEEDED, JobPhase.FAILED}).phase is JobPhase.SUCCEEDED
 
 
-def test_slurmctld_restarted_mid_job_loses_no_process_and_no_line(
-    store: JobStore, slurm_cluster: SlurmCluster
-) -> None:
-    job = submit(store, TICKS.format(n=40, pause=0.25), gpus=1, name="ctld")
-    wait_log(job, "tick 2")
-    slurm_cluster.stop_controller()
-    try:
-        status = job.status()
-        assert (status.phase, status.reason) == (JobPhase.RUNNING, "SlurmUnreachable")
-        assert "Slurm's controller does not answer" in (status.message or "")
-    finally:
-        slurm_cluster.start_controller()
-    status = wait_phase(job, {JobPhase.SUCCEEDED, JobPhase.FAILED})
-    assert status.phase is JobPhase.SUCCEEDED, status.message
-    assert [ln.text for ln in job.logs() if ln.rank == 0] == [f"tick {i}" for i in range(40)]
-    slurm_cluster.wait_responding()  # the next test's jobs need the nodes back in service
-
-
 def test_a_node_set_down_fails_the_job_naming_it(store: JobStore, slurm_cluster: SlurmCluster) -> None:
     job = submit(store, TICKS.format(n=600, pause=0.2), gpus=1, name="down", options=ON_DT2)
     wait_log(job, "tick 1")
@@ -137,7 +142,7 @@ def test_a_node_set_down_fails_the_job_naming_it(store: JobStore, slurm_cluster:
 def test_bad_input_is_one_line_and_submits_nothing(
     store: JobStore, slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = slurm_cluster.run("squeue", "--noheader", "--states=all", "-O", "JobID").stdout
+    before = set(slurm_cluster.run("squeue", "--noheader", "--states=all", "-O", "JobID").stdout.split())
     cases = [
         (
             {"options": {"partition": "nope"}},
@@ -171,7 +176,9 @@ def test_bad_input_is_one_line_and_submits_nothing(
         submit(store, "print(1)\n")
     monkeypatch.undo()
     assert store.records() == []
-    assert slurm_cluster.run("squeue", "--noheader", "--states=all", "-O", "JobID").stdout == before
+    assert (
+        set(slurm_cluster.run("squeue", "--noheader", "--states=all", "-O", "JobID").stdout.split()) == before
+    )
 
 
 def cli(*words: str) -> str:
@@ -194,8 +201,14 @@ def test_sbatch_refusing_the_job_fails_it_in_one_line(store: JobStore) -> None:
     assert store.read_status(record.id).phase is JobPhase.FAILED  # type: ignore[union-attr]
 
 
-def test_a_time_limit_hit_is_named(timed_out: api.Job) -> None:
-    status = wait_phase(timed_out, {JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.SUCCEEDED}, timeout=150)
+def test_a_time_limit_hit_is_named_and_a_warning_signal_stops_it_gracefully(
+    timed_out: tuple[api.Job, api.Job],
+) -> None:
+    limited, warned = timed_out
+    status = wait_phase(warned, {JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.SUCCEEDED}, timeout=150)
+    assert (status.phase, status.reason) == (JobPhase.FAILED, "SlurmStopped"), status.message
+    assert any(ln.text == "checkpoint saved" for ln in warned.logs())  # the rank's own handler ran
+    status = wait_phase(limited, {JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.SUCCEEDED}, timeout=150)
     assert (status.phase, status.reason) == (JobPhase.FAILED, "TIMEOUT"), status.message
     assert "reached its time limit (0:01:00): Slurm stopped it" in (status.message or "")
     assert any(e.reason == "SlurmStopping" and "TimeLimit" in e.message for e in status.events)
@@ -211,6 +224,9 @@ def test_a_preempted_job_with_requeue_runs_again_appending_to_its_logs(
     print("run", restart, flush=True)
     run = em.create_run("fit")  # the same name again: the requeued run continues it
     run.log("train", {"restart": float(restart)}, step=int(restart))
+    points = os.path.join(os.environ["DISTTRAIN_JOB_DIR"], "runs", "fit", "metrics.jsonl")
+    while not os.path.exists(points) or f'"step":{restart}' not in open(points).read():
+        time.sleep(0.05)  # on disk before the preemption
     for i in range(600 if restart == "0" else 2):
         print("tick", i, flush=True)
         time.sleep(0.2)
@@ -237,3 +253,21 @@ def test_a_preempted_job_with_requeue_runs_again_appending_to_its_logs(
     assert (fit.run, fit.status, fit.step, fit.metrics) == ("fit", "finished", 1, {"train/restart": 1.0})
     points = manager_for(store).run_detail(job.id, "fit").points
     assert [(p.step, p.value) for p in points] == [(0, 0.0), (1, 1.0)]  # both runs' points
+
+
+def test_slurmctld_restarted_mid_job_loses_no_process_and_no_line(
+    store: JobStore, slurm_cluster: SlurmCluster
+) -> None:
+    job = submit(store, TICKS.format(n=40, pause=0.25), gpus=1, name="ctld")
+    wait_log(job, "tick 2")
+    slurm_cluster.stop_controller()
+    try:
+        status = job.status()
+        assert (status.phase, status.reason) == (JobPhase.RUNNING, "SlurmUnreachable")
+        assert "Slurm's controller does not answer" in (status.message or "")
+    finally:
+        slurm_cluster.start_controller()
+    status = wait_phase(job, {JobPhase.SUCCEEDED, JobPhase.FAILED})
+    assert status.phase is JobPhase.SUCCEEDED, status.message
+    assert [ln.text for ln in job.logs() if ln.rank == 0] == [f"tick {i}" for i in range(40)]
+    slurm_cluster.wait_responding()  # the next test's jobs need the nodes back in service

@@ -14,12 +14,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 from ... import procs
 from ... import specs as words  # the defaults every launcher-run backend shares
@@ -39,7 +36,7 @@ from ...specs import (
     ReplicaStatus,
     now_iso,
 )
-from ...store import JobRecord, JobStore, read_json, write_json_atomic
+from ...store import JobRecord, JobStore, write_json_atomic
 from ..base import Backend
 from . import client as slurm
 from ._local import (
@@ -51,10 +48,11 @@ from ._local import (
     spawn_launcher,
 )
 from .allocation import Allocation, default_here
+from .checks import check_batch, check_step
+from .checks import place as place_of
 from .launch import CANCEL_FILE, STOPPED_FILE
 from .node import node_file
-from .options import BATCH_ONLY, SlurmOptions, flag, parse_options, time_seconds
-from .parse import parse_time
+from .options import parse_options
 from .request import BATCH, STEP, SlurmRequest
 from .script import (
     BATCH_SCRIPT,
@@ -69,7 +67,8 @@ from .script import (
     srun_argv,
     torchrun_argv,
 )
-from .status import Seen, merge
+from .status import Seen, merge, read_dict
+from .stop import cancel_batch, cancel_steps, stop_leftovers
 
 # Kubernetes' words for a pod: a Slurm job says the same in sbatch's.
 _KUBE_WORDS = {"image": "--image", "cpu": "--cpu", "memory": "--memory", "volumes": "--pvc"}
@@ -100,76 +99,15 @@ class SlurmBackend(Backend):
         allocation = None if opts.batch else Allocation.here()
         try:
             if allocation is not None:
-                self._check_step(spec, opts, allocation)
+                check_step(self.client, spec, opts, allocation)
             else:
-                self._check_batch(spec, opts)
+                check_batch(self.client, spec, opts)
         except (slurm.SlurmUnavailable, slurm.SlurmCommandError) as exc:
             raise BackendError(f"cannot ask Slurm about this job: {exc}") from None
 
-    def _check_step(self, spec: JobSpec, opts: SlurmOptions, allocation: Allocation) -> None:
-        given = [flag(k) for k in BATCH_ONLY if getattr(opts, k)]
-        if given:
-            raise InvalidSpecError(
-                f"{given[0]} shapes a new batch job; this kernel runs inside allocation {allocation.job}, "
-                "where jobs run as its job steps: leave it out, or add --batch to submit a batch job"
-            )
-        if spec.nodes > allocation.nodes:
-            raise InvalidSpecError(
-                f"--nodes {spec.nodes}: allocation {allocation.job} has {allocation.nodes} node(s); "
-                f"ask for a bigger one (salloc --nodes {spec.nodes}), or add --batch to submit a batch job"
-            )
-        if spec.accelerator == "gpu" and not self.client.allocation_gpus(allocation.job):
-            raise InvalidSpecError(
-                f"allocation {allocation.job} has no GPU: leave out --accelerator gpu to run CPU processes"
-            )
-
-    def _check_batch(self, spec: JobSpec, opts: SlurmOptions) -> None:
-        partitions = self.client.partitions()
-        names = _chosen(opts, partitions)
-        if not names:
-            raise InvalidSpecError(
-                f"this cluster has no default partition: choose one with --partition ({_listed(partitions)})"
-            )
-        for name in names:
-            part = partitions.get(name)
-            if part is None:
-                raise InvalidSpecError(
-                    f"--partition {name}: no such partition; this cluster has {_listed(partitions)}"
-                )
-            if spec.nodes > part.nodes:
-                raise InvalidSpecError(f"--nodes {spec.nodes}: partition {name} has {part.nodes} node(s)")
-            limit = parse_time(part.max_time) if part.max_time not in ("", "n/a") else None
-            wanted = time_seconds(opts.time) if opts.time else None
-            if limit is not None and wanted is not None and wanted > limit:
-                raise InvalidSpecError(
-                    f"--time {opts.time} is over partition {name}'s limit ({part.max_time})"
-                )
-            if spec.accelerator == "gpu" and not part.gpus:
-                raise InvalidSpecError(
-                    f"partition {name} has no GPUs: leave out --accelerator gpu to run CPU processes, "
-                    "or choose a partition with GPUs (--partition)"
-                )
-
-    def _place(self, spec: JobSpec, opts: SlurmOptions) -> Place:
-        allocation = None if opts.batch else Allocation.here()
-        if spec.accelerator == "cpu":
-            gpu = False
-        elif allocation is not None:
-            gpu = self.client.allocation_gpus(allocation.job) > 0
-        else:
-            partitions = self.client.partitions()
-            gpu = all(partitions[n].gpus for n in _chosen(opts, partitions) if n in partitions)
-        return Place(
-            mode=BATCH if allocation is None else STEP,
-            version=self.client.version(),
-            gpu=gpu,
-            gres=gpu and self.client.gres_for_gpus(),
-            allocation=allocation.job if allocation else None,
-        )
-
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
         opts = parse_options(spec.options)
-        place = self._place(spec, opts)
+        place = place_of(self.client, spec, opts)
         job_dir = str(self.store.job_dir(job_id))
         working_dir = spec.working_dir or os.getcwd()
         cache = user_cache_dir()
@@ -288,7 +226,7 @@ class SlurmBackend(Backend):
             what=f"Slurm job {slurm_job}" if request.mode == BATCH else f"allocation {slurm_job}",
             mode=request.mode,
             job=job,
-            stopped=_read(job_dir / SLURM_DIR / STOPPED_FILE),
+            stopped=read_dict(job_dir / SLURM_DIR / STOPPED_FILE),
             launcher_alive=self._launcher_alive(record) if request.mode == STEP else None,
             launcher_line=last_line(job_dir / "launcher.log"),
         )
@@ -298,7 +236,7 @@ class SlurmBackend(Backend):
         return new
 
     def _launcher_alive(self, record: JobRecord) -> bool | None:
-        launcher = _read(self.store.job_dir(record.id) / LAUNCHER_FILE)
+        launcher = read_dict(self.store.job_dir(record.id) / LAUNCHER_FILE)
         return None if launcher is None else procs.is_alive(launcher)
 
     def _write_unless_ended(self, status: JobStatus) -> JobStatus:
@@ -317,8 +255,8 @@ class SlurmBackend(Backend):
         from ...stacks import dump_replica
 
         job_dir = self.store.job_dir(record.id)
-        rank = _read(job_dir / "ranks" / f"{replica}.json")
-        node = _read(Path(node_file(str(job_dir), int(rank.get("node", 0))))) if rank else None
+        rank = read_dict(job_dir / "ranks" / f"{replica}.json")
+        node = read_dict(Path(node_file(str(job_dir), int(rank.get("node", 0))))) if rank else None
         here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
         if node is None or not node.get("slurm_node") or node.get("slurm_node") == here:
             return dump_replica(job_dir, record.id, replica, method)
@@ -351,49 +289,15 @@ class SlurmBackend(Backend):
         write_json_atomic(job_dir / SLURM_DIR / CANCEL_FILE, {"by": "user", "time": now_iso()})
         slurm_job = record.backend_state.get("slurm_job_id")
         if request.mode == BATCH and slurm_job:
-            self._cancel_batch(record, slurm_job, request.grace_period)
+            cancel_batch(self.client, self.store, record, slurm_job, request.grace_period)
         elif slurm_job:
-            self._cancel_steps(record, slurm_job, request.grace_period)
+            cancel_steps(self.client, self.store, record, request.grace_period)
         status = self.store.read_status(record.id) or JobStatus(job_id=record.id)
         if not status.is_terminal:
             self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
 
-    def _cancel_batch(self, record: JobRecord, slurm_job: str, grace: float) -> None:
-        """The grace period's SIGTERM to the launcher alone (the batch script), which stops the
-        steps and records the end; then ``scancel`` for whatever is left."""
-        launched = (self.store.job_dir(record.id) / LAUNCHER_FILE).exists()
-        if launched:
-            self.client.cancel(slurm_job, signal="TERM", batch=True)
-            self._wait_ended(record.id, grace + 15)
-        self.client.cancel(slurm_job)
-
-    def _cancel_steps(self, record: JobRecord, allocation: str, grace: float) -> None:
-        """The launcher beside the kernel gets SIGTERM as a local job's does; any step of the job
-        it left is cancelled."""
-        launcher = _read(self.store.job_dir(record.id) / LAUNCHER_FILE)
-        if launcher and procs.is_alive(launcher):
-            os.kill(int(launcher["pid"]), signal.SIGTERM)
-            self._wait_ended(record.id, grace + 15)
-        self._stop_leftovers(record)
-
-    def _wait_ended(self, job_id: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = self.store.read_status(job_id)
-            if status is not None and status.is_terminal:
-                return
-            time.sleep(0.1)
-
     def _stop_leftovers(self, record: JobRecord) -> None:
-        slurm_job = record.backend_state.get("slurm_job_id")
-        if not slurm_job:
-            return
-        if record.backend_state.get("mode") == BATCH:
-            self.client.cancel(slurm_job)
-            return
-        for step, name in self.client.steps(slurm_job).items():
-            if name == record.id:
-                self.client.cancel(step)
+        stop_leftovers(self.client, record)
 
     # Last in the class: as a method name, ``list`` would shadow the builtin in later annotations.
     def list(self, records: list[JobRecord] | None = None) -> list[JobStatus]:
@@ -414,25 +318,6 @@ class SlurmBackend(Backend):
             with contextlib.suppress(slurm.SlurmUnavailable):  # then each job says so
                 self.client.jobs(asked, fresh=True)  # each job's _reconcile reads this answer
         return [self._reconcile(r, s) for r, s in mine]
-
-
-def _chosen(opts: SlurmOptions, partitions: dict[str, slurm.Partition]) -> list[str]:
-    """The partitions a batch job may run in: ``--partition``'s, else the cluster's default."""
-    if opts.partition:
-        return opts.partition.split(",")
-    return [name for name, part in partitions.items() if part.default]
-
-
-def _listed(partitions: dict[str, slurm.Partition]) -> str:
-    return ", ".join(sorted(partitions)) or "no partitions"
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _unreachable(status: JobStatus, exc: Exception) -> JobStatus:

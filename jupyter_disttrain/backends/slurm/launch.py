@@ -124,6 +124,14 @@ class SlurmSupervisor(Supervisor):
         )
         what = f"Slurm job {self.slurm_job}"
         said_text = ", ".join(f"{k} {v}" for k, v in said.items() if v) or "nothing more"
+        if said.get("state") == "RUNNING":  # Slurm goes on: a warning (--signal=B:TERM@...) to stop now
+            self._event("Warning", "SlurmSignal", f"{self._signal} from Slurm while {what} runs: stopping")
+            self._stop_all()
+            self._update_replicas(final=True)
+            self._finish(
+                JobPhase.FAILED, "SlurmStopped", f"stopped on Slurm's {self._signal} to {what}'s launcher"
+            )
+            return
         message = f"Slurm is stopping {what} ({self._signal} to the launcher; Slurm says: {said_text})"
         # Said first: Slurm kills what is left of the job KillWait seconds after its SIGTERM.
         # Not an end: the backend names it (TIMEOUT, PREEMPTED, a requeue...) from Slurm's answer.

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ...specs import JobPhase, JobStatus
+from ...store import read_json
 from .parse import SlurmJob
 from .request import STEP
 from .states import BUSY_FLAGS, REQUEUE_FLAGS, Verdict, verdict
@@ -67,6 +69,15 @@ def merge(status: JobStatus, seen: Seen) -> JobStatus:
     if seen.mode == STEP:
         message = f"its allocation ended: {message}"
     return ended(status, Verdict(found.phase, found.reason, message))
+
+
+def read_dict(path: Path) -> dict[str, Any] | None:
+    """A small JSON record of the job dir (a node's, the launcher's), None when absent or torn."""
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _forgotten(status: JobStatus, seen: Seen) -> JobStatus:
