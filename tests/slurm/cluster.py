@@ -58,6 +58,7 @@ class SlurmCluster:
     def __init__(
         self, root: Path | None = None, *, min_job_age: int = 300, batch_sched_delay: int | None = 0
     ) -> None:
+        self._own_dir = root is None  # made here: removed by stop()
         self.dir = Path(root or tempfile.mkdtemp(prefix="disttrain-slurm-"))
         self.min_job_age = min_job_age
         # Slurm delays scheduling a batch job up to 3 s by default (batch_sched_delay); the tests
@@ -93,6 +94,8 @@ class SlurmCluster:
         _stop(*[self._pid(f"slurmd-{n}.pid") for n in NODES], self._pid("slurmctld.pid"))
         _stop(self._pid("munge/munged.pid"))  # last: the others authenticate through it until they end
         _stop(*[p.pid for p in self._stragglers()], timeout=5)
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def _no_jobs_active(self) -> bool:
         out = self.run("squeue", "--noheader", "--format=%T", check=False)
