@@ -1,22 +1,28 @@
-"""Launch time and training throughput of ``%%distrun --gpus 2`` against plain torchrun.
+"""Launch times and training throughput: raw torchrun, ``%%distrun`` cold, ``%%distrun`` warm.
 
-(a) launch: from the moment the cell is sent for execution to the first line of user code on
-rank 0, against ``torchrun --standalone --nproc-per-node=2`` started from a shell-like Popen
-on the very same generated script; (b) training steps per second of that job under both.
-Runs alternate between the two, back to back and in alternating order, so each %%distrun run
-has a torchrun run next to it under the same machine conditions: the ratio of each pair is
-taken and the median of those ratios is the result. On a shared VM, CPU steal makes single
-runs vary by up to 2x; the share
-of CPU time stolen during the benchmark is printed so the figures can be judged.
+For 2 and 4 CPU ranks, side by side in one run, each of:
 
-    python bench/bench_launch.py [--runs 12] [--steps 2000]
+- ``torchrun``: ``python -m torch.distributed.run --standalone --nproc-per-node=N`` on the very
+  script the job packaged, started like a shell would (the plain alternative);
+- ``cold``: ``%%distrun --cold`` from a kernel (torchrun afresh, as before warm start);
+- ``warm first``: a fresh kernel's first ``%%distrun`` after ``%load_ext`` (the zygote started at
+  load, while the user typed: the bench waits until it is ready, as typing would);
+- ``warm rerun``: the same cell run again in that kernel.
 
-The last two lines are the ratios (targets: launch <= 1.05, throughput >= 0.98).
+Times are from the moment the cell is sent (for torchrun: the moment it is started) to rank 0's
+first line, to every rank being in the process group, to the first optimizer step (all ranks),
+and to the end of the job (the cell's end); then training steps per second. Runs alternate
+between the kinds, N rounds; medians are printed, and their ratios to torchrun's (targets: warm
+first optimizer step <= 0.15, whole small job <= 0.5, cold <= 1.0, throughput >= 0.98). Last, the
+zygote's memory when idle (RSS, and PSS: its share of pages it shares with others).
+
+    python bench/bench_launch.py [--rounds 5] [--steps 1000] [--ranks 2 4]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -26,7 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 from jupyter_client.manager import KernelManager
+
+from jupyter_disttrain.backends.local import warm
 
 SETUP = """
 %load_ext jupyter_disttrain
@@ -36,11 +45,12 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 STEPS = {steps}
 """
-
-CELL = """%%distrun --gpus 2 --name bench
-import os, time
-print(f"FIRST_LINE {{os.environ['RANK']}} {{time.time():.6f}}", flush=True)
+BODY = """import os, time
+def mark(what):
+    print(f"MARK {{what}} {{os.environ['RANK']}} {{time.time():.6f}}", flush=True)
+mark("first")
 dist.init_process_group("gloo")
+mark("group")
 torch.manual_seed(0)
 model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256)))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -51,119 +61,155 @@ for step in range(STEPS):
     opt.zero_grad()
     model(x).square().mean().backward()
     opt.step()
+    if step == 0:
+        mark("step")
 if dist.get_rank() == 0:
     print(f"STEPS_PER_SEC {{(STEPS - 50) / (time.perf_counter() - t0):.3f}}", flush=True)
 dist.destroy_process_group()
 """
-
-_FIRST = re.compile(r"FIRST_LINE 0 (\d+\.\d{6})")
+CELL = "%%distrun --gpus {ranks} --name bench --oversubscribe {flags}\n" + BODY
+KINDS = ("torchrun", "cold", "warm first", "warm rerun")
+MEASURES = ("first line", "all in group", "first step", "whole job")
+_MARK = re.compile(r"MARK (\w+) (\d+) (\d+\.\d{6})")
 _SPS = re.compile(r"STEPS_PER_SEC (\d+\.\d+)")
 
 
-def _run_cell(kc, code: str, timeout: float = 600) -> None:
-    msg_id = kc.execute(code)
-    while True:
-        msg = kc.get_iopub_msg(timeout=timeout)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "error":
-            raise RuntimeError("\n".join(msg["content"]["traceback"]))
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return
+class Kernel:
+    def __init__(self, work: Path, env: dict[str, str]) -> None:
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(cwd=str(work), env=env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def run(self, code: str, timeout: float = 900) -> None:
+        msg_id = self.kc.execute(code)
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "error":
+                raise RuntimeError("\n".join(msg["content"]["traceback"]))
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
 
 
-def _newest_job(root: Path) -> Path:
-    return max((p for p in root.iterdir() if (p / "job.json").exists()), key=lambda p: p.stat().st_ctime)
+def measure(text: str, t0: float, end: float, ranks: int) -> dict[str, float]:
+    """The times of one run from the marks its ranks printed."""
+    marks: dict[str, dict[int, float]] = {}
+    for what, rank, at in _MARK.findall(text):
+        marks.setdefault(what, {})[int(rank)] = float(at)
+    assert all(len(marks[w]) == ranks for w in ("first", "group", "step")), marks
+    return {
+        "first line": marks["first"][0] - t0,
+        "all in group": max(marks["group"].values()) - t0,
+        "first step": max(marks["step"].values()) - t0,
+        "whole job": end - t0,
+        "steps/s": float(_SPS.search(text).group(1)),  # type: ignore[union-attr]
+    }
 
 
-def bench_distrun(kc, root: Path, steps: int) -> tuple[float, float, Path]:
+def run_cell(kernel: Kernel, root: Path, ranks: int, steps: int, flags: str) -> dict[str, float]:
     t0 = time.time()
-    _run_cell(kc, CELL.format(steps=steps))
-    job = _newest_job(root)
-    rank0 = (job / "logs" / "rank-0.log").read_text()
-    first = float(_FIRST.search(rank0).group(1))  # type: ignore[union-attr]
-    sps = float(_SPS.search(rank0).group(1))  # type: ignore[union-attr]
-    return first - t0, sps, job
+    kernel.run(CELL.format(ranks=ranks, steps=steps, flags=flags))
+    end = time.time()
+    job = max((p for p in root.iterdir() if (p / "job.json").exists()), key=lambda p: p.stat().st_ctime)
+    text = "".join((job / "logs" / f"rank-{r}.log").read_text() for r in range(ranks))
+    started = json.loads((job / "status.json").read_text())["events"]
+    how = next(e["message"] for e in started if e["reason"] == "Started")
+    if ("(warm:" in how) != ("cold" not in flags):
+        raise RuntimeError(f"expected {'cold' if flags else 'warm'}, got: {how}")
+    return measure(text, t0, end, ranks)
 
 
-def bench_torchrun(script: Path, cwd: Path) -> tuple[float, float]:
+def run_torchrun(script: Path, cwd: Path, ranks: int) -> dict[str, float]:
     t0 = time.time()
-    out = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    first = float(_FIRST.search(out).group(1))  # type: ignore[union-attr]
-    return first - t0, float(_SPS.search(out).group(1))  # type: ignore[union-attr]
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
+    out = subprocess.run([*argv, str(script)], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    return measure(out, t0, time.time(), ranks)
 
 
-def _cpu_ticks() -> tuple[int, int]:
-    """(steal, total) jiffies of all CPUs so far, from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[7], sum(fields[:8])
+def warm_first(work: Path, env: dict[str, str], root: Path, ranks: int, steps: int) -> dict[str, float]:
+    """A fresh kernel: %load_ext starts a zygote (none lives), the user types, the first run."""
+    directory = warm.zygote_dir()
+    warm.stop(directory)
+    fp = warm.fingerprint(env)
+    while warm.alive(directory, fp):
+        time.sleep(0.05)
+    kernel = Kernel(work, env)
+    try:
+        kernel.run(SETUP.format(steps=steps))
+        while json.loads((directory / f"zygote-{fp}.json").read_text() or "{}").get("state") != "ready":
+            time.sleep(0.1)  # the user still typing
+        return run_cell(kernel, root, ranks, steps, "")
+    finally:
+        kernel.close()
+
+
+def zygote_memory(env: dict[str, str]) -> tuple[float, float]:
+    directory = warm.zygote_dir()
+    pid = json.loads((directory / f"zygote-{warm.fingerprint(env)}.json").read_text())["pid"]
+    info = psutil.Process(pid).memory_full_info()
+    return info.rss / 2**20, info.pss / 2**20
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=12)
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-launch-"))
     root = work / ".disttrain" / "jobs"
     env = {**os.environ, "DISTTRAIN_JOB_ROOT": str(root), "DISTTRAIN_VIEW": "text"}
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(work), env=env)
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=60)
+    os.environ.update(env)  # the fingerprint this process computes is the kernels'
+    results: dict[tuple[int, str], list[dict[str, float]]] = {}
+    kernel = Kernel(work, env)
     try:
-        _run_cell(kc, SETUP.format(steps=args.steps))
-        # One warm-up of each, not counted: first imports and page cache.
-        _, _, job = bench_distrun(kc, root, args.steps)
-        script = job / "train.py"
-        bench_torchrun(script, work)
-        d_launch, d_sps, t_launch, t_sps = [], [], [], []
-        steal0, total0 = _cpu_ticks()
-        for i in range(args.runs):
-            # Which one goes first alternates: on this VM the second run of a pair is often
-            # slower (CPU credit / steal patterns), and that must not count against either.
-            first_raw = i % 2 == 0
-            if first_raw:
-                t_result = bench_torchrun(script, work)
-            launch, sps, _ = bench_distrun(kc, root, args.steps)
-            d_launch.append(launch)
-            d_sps.append(sps)
-            if not first_raw:
-                t_result = bench_torchrun(script, work)
-            t_launch.append(t_result[0])
-            t_sps.append(t_result[1])
-            print(
-                f"run {i + 1}: torchrun launch {t_launch[-1]:.3f}s {t_sps[-1]:.1f} steps/s | "
-                f"%%distrun launch {d_launch[-1]:.3f}s {d_sps[-1]:.1f} steps/s",
-                flush=True,
-            )
+        kernel.run(SETUP.format(steps=args.steps))
+        for ranks in args.ranks:
+            # One of each first, not counted: page cache, the zygote's first fork.
+            run_cell(kernel, root, ranks, args.steps, "")
+            script = max(root.iterdir(), key=lambda p: p.stat().st_ctime) / "train.py"
+            run_torchrun(script, work, ranks)
+            for i in range(args.rounds):
+                order = KINDS if i % 2 == 0 else tuple(reversed(KINDS))
+                for kind in order:
+                    if kind == "torchrun":
+                        result = run_torchrun(script, work, ranks)
+                    elif kind == "cold":
+                        result = run_cell(kernel, root, ranks, args.steps, "--cold")
+                    elif kind == "warm first":
+                        result = warm_first(work, env, root, ranks, args.steps)
+                    else:
+                        result = run_cell(kernel, root, ranks, args.steps, "")
+                    results.setdefault((ranks, kind), []).append(result)
+                    print(
+                        f"{ranks} ranks, round {i + 1}, {kind}: "
+                        + ", ".join(f"{k} {v:.3f}" for k, v in result.items()),
+                        flush=True,
+                    )
+        time.sleep(2)
+        rss, pss = zygote_memory(env)
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-    steal1, total1 = _cpu_ticks()
+        kernel.close()
     med = statistics.median
-    stolen = 100 * (steal1 - steal0) / (total1 - total0)
-    print(f"CPU time stolen by the hypervisor during the runs: {stolen:.1f}%")
-    print(
-        f"best of {args.runs}: launch torchrun {min(t_launch):.3f}s, %%distrun {min(d_launch):.3f}s "
-        f"(ratio {min(d_launch) / min(t_launch):.3f}); throughput torchrun {max(t_sps):.1f}, "
-        f"%%distrun {max(d_sps):.1f} steps/s (ratio {max(d_sps) / max(t_sps):.3f})"
-    )
-    print(f"torchrun:  launch median {med(t_launch):.3f}s  throughput median {med(t_sps):.1f} steps/s")
-    print(f"%%distrun: launch median {med(d_launch):.3f}s  throughput median {med(d_sps):.1f} steps/s")
-    launch_ratio = med(d / t for d, t in zip(d_launch, t_launch, strict=True))
-    sps_ratio = med(d / t for d, t in zip(d_sps, t_sps, strict=True))
-    print(f"launch_ratio (distrun/torchrun, median of {args.runs} pairs, target <= 1.05): {launch_ratio:.3f}")
-    print(
-        f"throughput_ratio (distrun/torchrun, median of {args.runs} pairs, target >= 0.98): {sps_ratio:.3f}"
-    )
+    print()
+    for ranks in args.ranks:
+        print(f"== {ranks} ranks, medians of {args.rounds} rounds (seconds; ratio to torchrun)")
+        raw = {m: med(r[m] for r in results[(ranks, "torchrun")]) for m in (*MEASURES, "steps/s")}
+        print(f"  {'':<12}" + "".join(f"{m:>22}" for m in (*MEASURES, "steps/s")))
+        for kind in KINDS:
+            cells = []
+            for m in (*MEASURES, "steps/s"):
+                value = med(r[m] for r in results[(ranks, kind)])
+                cells.append(f"{value:9.3f} ({value / raw[m]:5.2f}x)")
+            print(f"  {kind:<12}" + "".join(f"{c:>22}" for c in cells))
+    print(f"zygote idle memory: RSS {rss:.0f} MiB, PSS {pss:.0f} MiB")
 
 
 if __name__ == "__main__":

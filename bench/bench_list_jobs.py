@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from jupyter_disttrain.runtime.sampler import MAX_BYTES  # noqa: E402
 from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus  # noqa: E402
-from jupyter_disttrain.store import JobRecord, JobStore, write_json_atomic  # noqa: E402
+from jupyter_disttrain.store import JobRecord, JobStore, write_record  # noqa: E402
 
 
 class ServerProcess:
@@ -100,7 +100,7 @@ def fill_store(store: JobStore, count: int) -> None:
         )
         if running:
             launcher = {"pid": os.getpid(), "create_time": _create_time()}
-            write_json_atomic(store.job_dir(record.id) / "launcher.json", launcher)
+            write_record(store.job_dir(record.id) / "launcher.json", launcher)
             write_liveness_files(store.job_dir(record.id), [r.name for r in replicas])
 
 

@@ -36,7 +36,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         job_dir = Path(tmp)
         os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{job_dir / 'mlflow.db'}"
-        from jupyter_disttrain.mlflowtb import MlflowTensorBoard
+        from jupyter_disttrain.tracking.mlflowtb import MlflowTensorBoard
 
         follower = MlflowTensorBoard(job_dir, job_dir / "tensorboard", print)
         idle_none = per_call(lambda: follower.follow(batches=5), 2000)

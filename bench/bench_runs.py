@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from jupyter_disttrain.runs import CATCH_UP_BYTES, RunsReader, parse_lines
 from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.tracking.runs import CATCH_UP_BYTES, RunsReader, parse_lines
 
 
 def point_lines(start: int, count: int) -> str:

@@ -30,10 +30,11 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     from .kernelenv import remember_startup
-    from .magics import DistTrainMagics
+    from .magics import DistTrainMagics, warm_up
 
     remember_startup()  # earlier cells' os.environ changes are what differs from this
     ipython.register_magics(DistTrainMagics)
+    warm_up(ipython)
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

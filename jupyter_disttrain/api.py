@@ -18,14 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend
+from .intake import spec_from_words
 from .logfiles import Budget
-from .manager import JobManager, manager_for, spec_from_words
+from .manager import FollowPage, JobManager, manager_for
 from .payloads import Resources, StackDump
+from .polling import Backoff
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
 if TYPE_CHECKING:
     from .packaging.pitfalls import Target
+
+# A follower reads on at once while output flows; while the job is quiet it looks again after
+# 0.1 s, then less often, at least once a second.
+FOLLOW_CADENCE = (0.1, 1.0)
 
 
 class Job:
@@ -79,6 +85,23 @@ class Job:
         """The job's output (see ``Backend.logs``); a ``Budget`` bounds the bytes read."""
         return self.backend.logs(self.id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
 
+    def follow(self, replica: str | None = None, *, tail: int | None = None) -> Iterator[FollowPage]:
+        """Pages of the job's output as it is written (``JobManager.follow``: each with the
+        status read before its lines), from the last ``tail`` lines or the start, until the job
+        has ended and every line was read. Reads on at once while output flows or the phase
+        changes; waits from 0.1 s up to a second while the job is quiet."""
+        poll = Backoff(*FOLLOW_CADENCE)
+        offset: str | None = None
+        last_phase = None
+        while True:
+            page = self.manager.follow(self.id, offset, replica=replica, tail=tail)
+            yield page
+            if page.done:
+                return
+            offset, tail = page.page.offset or offset, None  # after the first page, the token says where
+            poll.wait(active=bool(page.page.runs) or page.status.phase != last_phase)
+            last_phase = page.status.phase
+
     def cancel(self) -> JobStatus:
         return self.manager.cancel(self.id)
 
@@ -110,7 +133,7 @@ def job_target(spec: JobSpec) -> Target:
     if spec.accelerator == "cpu":
         no_gpu = "--accelerator cpu"
     elif spec.backend == "local":
-        from .backends.local import visible_gpus
+        from .backends.local.backend import visible_gpus
 
         no_gpu = None if visible_gpus() else "no GPU is visible on this machine"
     return Target(spec.world_size, flags, no_gpu, spec.nproc_per_node, spec.nodes)

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import DistTrainError, UnknownJobError
 from .failure import first_line
 from .flags import add_flags
-from .manager import choose_launcher, job_flag_classes, spec_from_flags
+from .intake import choose_launcher, job_flag_classes, spec_from_flags
+from .monitoring.stacks import METHODS
 from .specs import JobStatus, LogLine, iso_seconds
-from .stacks import METHODS
+
+if TYPE_CHECKING:
+    from .api import Job
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,7 +107,7 @@ def run_subcommand(
         out(format_status(job.status()))
     elif args.command == "logs":
         prefix = args.replica is None
-        for line in job.logs(args.replica, follow=args.follow, tail=args.tail):
+        for line in _lines(job, args.replica, args.tail, args.follow):
             out(format_line(line) if prefix else line.text)
     elif args.command == "stack":
         return _print_stacks(job, args.replica, args.method, out)
@@ -184,18 +187,25 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
     if args.detach:
         return 0
     try:
-        for line in job.logs(follow=True):
-            if line.rank is not None:
-                out(format_line(line))
+        for page in job.follow():
+            for line in page.lines():
+                if line.rank is not None:
+                    out(format_line(line))
     except KeyboardInterrupt:
         if not args.cancel_on_interrupt:
             out(f"stopped following; the job runs on (cancel it with: jupyter disttrain cancel {job.id})")
             raise
         out(f"{job.id}: {job.cancel().phase.value}")
         return 130
-    status = job.wait()
-    out(format_status(status))
-    return 0 if status.phase.value == "Succeeded" else 1
+    out(format_status(page.status))  # the last page's: the job's end
+    return 0 if page.status.phase.value == "Succeeded" else 1
+
+
+def _lines(job: Job, replica: str | None, tail: int | None, follow: bool) -> Iterator[LogLine]:
+    """The job's output there is now, or (``follow``) as it is written until the job ends."""
+    if not follow:
+        return job.logs(replica, tail=tail)
+    return (line for page in job.follow(replica, tail=tail) for line in page.lines())
 
 
 def format_line(line: LogLine) -> str:

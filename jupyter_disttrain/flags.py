@@ -32,12 +32,27 @@ class Flag:
     parse: Callable[[str], Any] | None = None  # text -> value, raising ArgumentTypeError
 
 
-def option(default: Any = None, **flag: Any) -> Any:
-    """A dataclass field that is also a flag (``help=`` and the other ``Flag`` fields)."""
-    meta = {"flag": Flag(**flag)}
+def option(default: Any = None, *, check: Callable[[Any, str], Any] | None = None, **flag: Any) -> Any:
+    """A dataclass field that is also a flag (``help=`` and the other ``Flag`` fields).
+
+    ``check(value, name)`` refuses a bad value with a one-line error naming it (``check_values``)."""
+    meta: dict[str, Any] = {"flag": Flag(**flag)}
+    if check is not None:
+        meta["check"] = check
     if isinstance(default, (list, dict)):
         return field(default_factory=type(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def check_values(cls: type, values: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """``values`` as the ``check`` of each field of dataclass ``cls`` returns them (errors name
+    the field as ``where`` + its name: ``spec.options.grace_period`` over REST)."""
+    checked = dict(values)
+    for f in dataclasses.fields(cls):
+        check = f.metadata.get("check")
+        if check is not None and f.name in values:
+            checked[f.name] = check(values[f.name], where + f.name)
+    return checked
 
 
 def flags_of(cls: type) -> Iterator[tuple[str, Flag, Any]]:
@@ -55,9 +70,16 @@ def flag_name(name: str, flag: Flag) -> str:
 
 def add_flags(add: Callable[..., Any], classes: Sequence[type]) -> None:
     """Declare the flags of ``classes`` through ``add`` (argparse's ``add_argument``, or
-    IPython's ``argument`` decorator applied later); each field's value lands in ``dest``=its name."""
+    IPython's ``argument`` decorator applied later); each field's value lands in ``dest``=its name.
+
+    A flag that several classes declare (two backends' ``--grace-period``) is declared once, by
+    the first: its value lands in the one ``dest`` that each class's ``given`` reads."""
+    declared: set[str] = set()
     for cls in classes:
         for name, flag, default in flags_of(cls):
+            if flag_name(name, flag) in declared:
+                continue
+            declared.add(flag_name(name, flag))
             kwargs: dict[str, Any] = {"dest": name, "help": flag.help}
             if flag.switch:
                 kwargs["action"] = "store_true"

@@ -1,20 +1,34 @@
-"""Taking in a job's spec from JSON (the REST submit), and the checks of log-read arguments.
+"""Taking in a job's spec: from the words users use, from flags, from JSON (the REST submit).
 
-Each field is checked against its type in ``JobSpec``, so a wrong one is refused with a
-message that names it (a 400 over REST); then ``JobSpec.validate``. The words users type
-(``gpus=2, nodes=1``) are taken in by ``manager.spec_from_words``.
+- ``spec_from_words`` (``gpus=2, nodes=1``: the Python API) and ``spec_from_flags`` (the flags of
+  ``job_flag_classes``, whichever front end parsed them: ``%%distrun``, ``jupyter disttrain
+  run``); the flags are every registered backend's and launcher's options besides the job's
+  own words, and a launcher's option given alone chooses that launcher (``choose_launcher``
+  picks one the script needs);
+- ``spec_from_json``: each field is checked against its type in ``JobSpec`` and the options as
+  their backend declares them, so a wrong one is refused with a message that names it (a 400
+  over REST); then ``JobSpec.validate``;
+- the checks of log-read arguments.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import functools
+import os
 import re
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any
 
+from . import backends, launchers
+from .backends import default_backend_name, options_class
 from .errors import InvalidSpecError
-from .specs import JobSpec, Volume, validate_grace_period
+from .flags import JobWords, RunWords, check_values, given
+from .launchers.calls import detect
+from .specs import JobSpec, Volume
 
 # Replica names come from log file stems and pod names: letters, digits, '.', '_', '-'.
 _REPLICA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -84,9 +98,6 @@ def check_spec_data(spec_data: Any) -> None:
     problem = check_fields(JobSpec, spec_data, "spec.")
     if problem:
         raise InvalidSpecError(problem)
-    grace = spec_data.get("options", {}).get("grace_period")
-    if grace is not None:
-        validate_grace_period(grace, "spec.options.grace_period")
 
 
 def validate_replica(replica: str | None) -> str | None:
@@ -99,10 +110,108 @@ def validate_replica(replica: str | None) -> str | None:
 
 
 def spec_from_json(spec_data: Any, default_backend: str) -> JobSpec:
-    """A ``JobSpec`` from a JSON object of its fields (the REST submit's ``spec``)."""
+    """A ``JobSpec`` from a JSON object of its fields (the REST submit's ``spec``); the options
+    are checked as its backend declares them, naming the field (``spec.options.grace_period``)."""
     check_spec_data(spec_data)
+    options = options_class(spec_data.get("backend") or default_backend)
+    if options is not None:
+        check_values(options, spec_data.get("options", {}), "spec.options.")
     try:
         spec = JobSpec.from_dict({"backend": default_backend, **spec_data})
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidSpecError(f"the spec does not fit JobSpec: {exc}") from None
     return spec.validate()
+
+
+def spec_from_words(
+    *,
+    gpus: int = 1,
+    nodes: int = 1,
+    name: str = "distrun",
+    backend: str | None = None,
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    max_restarts: int = 0,
+    working_dir: str | None = None,
+    **fields: Any,
+) -> JobSpec:
+    """A ``JobSpec`` from the words users use (``gpus`` = processes per node)."""
+    spec = JobSpec(
+        name=name,
+        nodes=nodes,
+        nproc_per_node=gpus,
+        backend=backend or default_backend_name(),
+        args=list(args),
+        env=dict(env or {}),
+        max_restarts=max_restarts,
+        working_dir=working_dir or os.getcwd(),
+    )
+    for key, value in fields.items():
+        if key not in SPEC_FIELDS:
+            raise InvalidSpecError(f"unknown job setting {key!r}")
+        setattr(spec, key, value)
+    return spec.validate()
+
+
+@functools.cache
+def backend_option_classes() -> tuple[type, ...]:
+    """Every registered backend's options (``backends.option_classes``), looked up once per
+    process: the magic declares its flags once, at import, and a cell's flags must mean what
+    they meant then (the entry-point scan is also too slow for every cell)."""
+    return tuple(backends.option_classes())
+
+
+def job_flag_classes() -> list[type]:
+    """Every flag of ``%%distrun`` and ``jupyter disttrain run``, in the order help lists them."""
+    return [JobWords, *backend_option_classes(), *launchers.option_classes(), RunWords]
+
+
+def _launcher_words(args: argparse.Namespace) -> dict[str, Any]:
+    """``launcher`` and ``launcher_options`` from the flags: a launcher's own option given
+    without ``--launcher`` chooses that launcher."""
+    fields: dict[str, Any] = {}
+    for name in launchers.NAMES:
+        cls = launchers.launcher_class(name).options
+        values = given(args, cls) if cls is not None else {}
+        if values:
+            fields["launcher_options"] = {**fields.get("launcher_options", {}), **values}
+            fields.setdefault("launcher", name)
+    if args.launcher:
+        fields["launcher"] = args.launcher
+    return fields
+
+
+def choose_launcher(spec: JobSpec, explicit: bool, source: str) -> str | None:
+    """Pick the launcher the script needs when none was asked for (a cell calling
+    ``deepspeed.initialize`` runs under DeepSpeed's); the line saying so, or None."""
+    if explicit or spec.launcher != launchers.DEFAULT:
+        return None
+    found = detect(source)
+    if found is None or found == spec.launcher:
+        return None
+    spec.launcher = found
+    return f"launcher {found}: the script calls {found}.initialize (choose another with --launcher)"
+
+
+def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], default_name: str) -> JobSpec:
+    """The job the flags of ``job_flag_classes`` ask for, whichever front end parsed them."""
+    options: dict[str, Any] = {}
+    for cls in backend_option_classes():
+        options.update(given(args, cls))
+    fields: dict[str, Any] = {"accelerator": args.accelerator, **_launcher_words(args)}
+    for key in ("image", "cpu", "memory"):
+        if getattr(args, key) is not None:
+            fields[key] = getattr(args, key)
+    if args.pvc:
+        fields["volumes"] = [Volume.parse(v) for v in args.pvc]
+    return spec_from_words(
+        gpus=args.gpus,
+        nodes=args.nodes,
+        name=args.name or default_name,
+        backend=args.backend,
+        args=script_args,
+        env=dict(args.env),
+        max_restarts=args.max_restarts,
+        options=options,
+        **fields,
+    )

@@ -191,6 +191,25 @@ def tail_start(path: Path, lines: int) -> int:
     return 0
 
 
+def last_lines(path: Path, lines: int, max_bytes: int) -> list[str]:
+    """The last non-empty lines of a log (at most ``lines`` and ``max_bytes``), read from its end."""
+    try:
+        with open(path, "rb") as f:
+            start = tail_start(path, lines)
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(start, size - max_bytes))
+            text = f.read(max_bytes).decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [ln.rstrip() for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def last_line(path: Path) -> str | None:
+    """The last non-empty line of a log (e.g. the exception of a crash)."""
+    tail = last_lines(path, 5, 64 * 1024)
+    return tail[-1].strip()[:500] if tail else None
+
+
 def rank_of(source: LogSource, text: str) -> int | None:
     if source.rank is not None:
         return source.rank

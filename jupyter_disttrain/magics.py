@@ -7,6 +7,7 @@ the packaging analysis load when a cell first runs.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
     from .api import Job
     from .packaging import PackagedScript
     from .specs import JobSpec, JobStatus
-
-# New output shows within 0.1 s while it flows, within a second while the job is quiet.
-_FOLLOW = (0.1, 1.0)
 
 
 class JobFailedError(Exception):
@@ -55,16 +53,27 @@ def _split_script_args(line: str) -> tuple[list[str], list[str]]:
 
 
 def _job_flags(f: Any) -> Any:
-    """The job's flags, generated from their declarations (``manager.job_flag_classes``): the
+    """The job's flags, generated from their declarations (``intake.job_flag_classes``): the
     same as ``jupyter disttrain run``'s."""
     from .flags import add_flags
-    from .manager import job_flag_classes
+    from .intake import job_flag_classes
 
     decorators: list[Any] = []
     add_flags(lambda *names, **kwargs: decorators.append(argument(*names, **kwargs)), job_flag_classes())
     for decorate in reversed(decorators):  # IPython lists arguments in decoration order, bottom up
         f = decorate(f)
     return f
+
+
+def warm_up(ipython: Any) -> None:
+    """Warm start: this kernel's zygote starts now, in the background, so that even the first
+    ``%%distrun`` forks its ranks from a process that has torch imported; the heavy libraries the
+    notebook imports later reach it as they are imported (``warm.Preloader``)."""
+    from .warmup import start
+
+    preload = start(os.environ)
+    if preload is not None:
+        ipython.events.register("post_run_cell", preload)
 
 
 @magics_class
@@ -75,12 +84,14 @@ class DistTrainMagics(Magics):
     @_job_flags
     @line_cell_magic
     def distrun(self, line: str, cell: str | None = None) -> None:
-        """Run this cell as a distributed PyTorch job under torchrun.
+        """Run this cell as a distributed PyTorch job.
 
         The cell, plus the imports, functions, classes and values it uses from earlier cells,
         becomes a standalone script (``train.py`` in the job's directory). Script arguments go
-        after ``--``. The training processes get torchrun's env (RANK, LOCAL_RANK, WORLD_SIZE,
-        ...) plus DISTTRAIN_JOB_ID, DISTTRAIN_JOB_DIR and DISTTRAIN_TENSORBOARD_DIR.
+        after ``--``. ``--launcher`` lays the processes out (torchrun by default; DeepSpeed,
+        MXNet parameter servers, Horovod). The ranks get torchrun's env (RANK, LOCAL_RANK,
+        WORLD_SIZE, ...), every process DISTTRAIN_JOB_ID, DISTTRAIN_JOB_DIR and
+        DISTTRAIN_TENSORBOARD_DIR.
 
         Examples::
 
@@ -121,7 +132,7 @@ class DistTrainMagics(Magics):
         packaged = self._package(cell, args, spec)
         spec.hparams = packaged.hparams
         from . import api
-        from .manager import choose_launcher
+        from .intake import choose_launcher
 
         chosen = choose_launcher(spec, bool(args.launcher), packaged.source)
 
@@ -175,7 +186,7 @@ class DistTrainMagics(Magics):
         return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
-        from .manager import spec_from_flags
+        from .intake import spec_from_flags
 
         return spec_from_flags(args, script_args, default_name="distrun")
 
@@ -190,31 +201,18 @@ class DistTrainMagics(Magics):
         def cancel() -> None:
             job.cancel()
 
-        from .logfiles import Budget
-        from .polling import Backoff
-
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
         own = _process_replicas(job.spec)
-        offset: str | None = None
-        poll = Backoff(*_FOLLOW)
-        last_phase = None
         try:
-            while True:
-                status = job.status()  # before reading: output written before the end is never missed
+            for page in job.follow():  # each page: the status, then the lines written since
+                status = page.status
                 view.update(status)
-                lines = list(job.logs(offset=offset, budget=Budget()))  # a bounded read per poll
-                rank_lines = [ln for ln in lines if ln.rank is not None or ln.replica in own]
-                if lines:
-                    offset = lines[-1].offset
+                rank_lines = [ln for ln in page.lines() if ln.rank is not None or ln.replica in own]
                 if rank_lines:
                     view.append(rank_lines)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
-                if status.is_terminal and not lines:
-                    break
-                poll.wait(active=bool(lines) or status.phase != last_phase)
-                last_phase = status.phase
             cause = root_cause(status) if status.phase is JobPhase.FAILED else None
             if cause is not None:
                 view.failure(cause.name, list(job.logs(cause.name, tail=SUMMARY_LINES)))

@@ -10,24 +10,19 @@ Every method is blocking (files, cluster calls); the server runs them in worker 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
-import os
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from . import hparams, mlflowdb
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
-from .flags import JobWords, RunWords, given
-from .intake import MAX_LOG_LIMIT, SPEC_FIELDS, validate_replica
+from .intake import MAX_LOG_LIMIT, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import (
-    JOB_RUN,
     JobDetail,
     JobSummary,
     LogPage,
@@ -35,13 +30,15 @@ from .payloads import (
     Resources,
     RoleSummary,
     RunDetail,
-    RunProgress,
+    RunQuery,
     RunSummary,
     StackDump,
     to_json,
 )
-from .runs import RunsReader, check_limit, check_since, job_record, total_steps
-from .specs import DryRun, JobPhase, JobSpec, JobStatus, Volume, validate_job_id
+from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
+from .tracking import hparams
+from .tracking.runs import RunsReader
+from .tracking.sources import JobRuns, RunSources
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -61,6 +58,27 @@ class Listed:
     summary: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class FollowPage:
+    """One step of following a job (``JobManager.follow``): its status, read before the lines,
+    and a page of the lines written since the last step."""
+
+    status: JobStatus
+    page: LogRunsPage
+
+    @property
+    def done(self) -> bool:
+        """The job has ended and every line of it was read."""
+        return self.page.done
+
+    def lines(self) -> list[LogLine]:
+        """The page's lines, to show: each carries its run's resume token (resume from
+        ``page.offset``)."""
+        return [
+            LogLine(text, run.replica, run.offset, run.rank) for run in self.page.runs for text in run.lines
+        ]
+
+
 class JobManager:
     """Jobs of every backend in one store."""
 
@@ -70,7 +88,8 @@ class JobManager:
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, Listed] = {}  # by job id
-        self.runs = RunsReader()
+        self.runs = RunsReader()  # em's runs: remembers how far it read each metrics file
+        self.run_sources = RunSources(self.runs)
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this store, made once and kept.
@@ -148,22 +167,18 @@ class JobManager:
         backend cannot load or answer."""
         record = self.store.read_record(job_id)
         deleted = self.store.is_deleted(job_id)
-        backend_error = None
-        try:
-            status = self.backend(record.backend).describe(job_id)
-        except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
-            backend_error = str(exc)
-            status = self.stored_status(record)
+        status, backend_error = self._describe(record)
         summary = JobSummary.of(record, status, deleted, self._quiet(record, status))
         roles = RoleSummary.of(record, status)
         return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error, roles)
 
-    def phase(self, job_id: str) -> str:
-        record = self.store.read_record(job_id)
+    def _describe(self, record: JobRecord) -> tuple[JobStatus, str | None]:
+        """The job's status from its backend; its stored status, and why, when the backend
+        cannot load or answer."""
         try:
-            return self.backend(record.backend).describe(job_id).phase.value
-        except (ImportError, DistTrainError, OSError):
-            return self.stored_status(record).phase.value
+            return self.backend(record.backend).describe(record.id), None
+        except (ImportError, DistTrainError, OSError) as exc:  # still show what is stored
+            return self.stored_status(record), str(exc)
 
     def stored_status(self, record: JobRecord) -> JobStatus:
         try:
@@ -184,7 +199,8 @@ class JobManager:
         """Up to ``limit`` lines from ``offset`` (or the last ``tail`` lines), never a whole file
         and never more than ``ANSWER_BYTES`` of it; ``done`` once the job has ended and every
         line was returned."""
-        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+        backend, replica, status = self._log_reader(job_id, replica, tail, limit)
+        ended = status.is_terminal
         budget = Budget()
         lines = take_lines(
             backend.logs(job_id, replica, follow=False, tail=tail, offset=offset or None, budget=budget),
@@ -193,29 +209,37 @@ class JobManager:
         more = len(lines) == limit or budget.hit
         return LogPage(lines, lines[-1].offset if lines else (offset or ""), ended and not more, more)
 
-    def log_runs(
+    def follow(
         self,
         job_id: str,
-        replica: str | None = None,
         offset: str | None = None,
+        *,
+        replica: str | None = None,
         tail: int | None = None,
         limit: int = 5000,
-    ) -> LogRunsPage:
-        """``log_page`` in runs of one replica, for the log stream."""
-        backend, replica, ended = self._log_reader(job_id, replica, tail, limit)
+    ) -> FollowPage:
+        """One step of following a job: its status, then up to ``limit`` lines (in runs of one
+        replica) from ``offset`` or the last ``tail`` lines, at most ``ANSWER_BYTES`` of them.
+
+        Every follower (the cell, ``logs -f``, ``run``, the log stream) steps through this, so the
+        status is always read *before* the lines: output written before the end is never missed,
+        and ``done`` (the job has ended and every line was read) is never early."""
+        backend, replica, status = self._log_reader(job_id, replica, tail, limit)
+        ended = status.is_terminal
         budget = Budget()
         runs = backend.log_runs(
             job_id, replica, tail=tail, offset=offset or None, max_lines=limit, final=ended, budget=budget
         )
         count = sum(len(run.lines) for run in runs)
         more = count >= limit or budget.hit
-        return LogRunsPage(runs, runs[-1].offset if runs else (offset or ""), ended and not more, count, more)
+        token = runs[-1].offset if runs else (offset or "")
+        return FollowPage(status, LogRunsPage(runs, token, ended and not more, count, more))
 
     def _log_reader(
         self, job_id: str, replica: str | None, tail: int | None, limit: int
-    ) -> tuple[Backend, str | None, bool]:
-        """Check a log read's arguments; the job's backend, the replica, and whether the job
-        has ended, read *before* the lines so that output written before the end is never missed."""
+    ) -> tuple[Backend, str | None, JobStatus]:
+        """Check a log read's arguments; the job's backend, the replica, and the job's status,
+        read *before* the lines so that output written before the end is never missed."""
         validate_job_id(job_id)
         replica = validate_replica(replica)
         if tail is not None and tail < 1:
@@ -223,12 +247,12 @@ class JobManager:
         if not 1 <= limit <= MAX_LOG_LIMIT:
             raise InvalidSpecError(f"limit must be between 1 and {MAX_LOG_LIMIT}")
         backend = self.backend_of(job_id)
-        return backend, replica, backend.describe(job_id).is_terminal
+        return backend, replica, backend.describe(job_id)
 
     # -- resources and stacks --------------------------------------------------------------------
     def resources(self, job_id: str, since: float | None = None) -> Resources:
         """Each replica's resource samples newer than ``since`` (seconds since the epoch; all kept
-        ones when None, thinned to ``resources.MAX_POINTS``) and its liveness."""
+        ones when None, thinned to ``monitoring.resources.MAX_POINTS``) and its liveness."""
         validate_job_id(job_id)
         if since is not None and not since >= 0:  # also refuses NaN
             raise InvalidSpecError("since must be seconds since the epoch: an earlier answer's 'now'")
@@ -237,7 +261,7 @@ class JobManager:
     def stack(self, job_id: str, replica: str, method: str | None = None) -> StackDump:
         """The Python stacks of every thread of ``replica`` (py-spy, else faulthandler; ``method``
         forces one)."""
-        from .stacks import validate_method
+        from .monitoring.stacks import validate_method
 
         validate_job_id(job_id)
         name = validate_replica(replica)
@@ -245,7 +269,7 @@ class JobManager:
             raise InvalidSpecError("name the replica whose stacks to dump, e.g. rank-1")
         return self.backend_of(job_id).stack(job_id, name, validate_method(method))
 
-    # -- runs of experiment tracking (em) ------------------------------------------------------
+    # -- runs of experiment tracking (em, MLflow, the job's own) ---------------------------------
     def list_runs(self, job: str | None = None) -> list[RunSummary]:
         """Every run of every listed job (newest job first), or of the job ``job``."""
         if job is not None:
@@ -254,48 +278,24 @@ class JobManager:
         for listed in self.list_jobs():
             if job is not None and listed.record.id != job:
                 continue
-            job_dir = self.store.job_dir(listed.record.id)
-            # The all-jobs TensorBoard reads the store's root: a job of another root is not in it.
-            in_root = job_dir.parent == self.store.root
-            record, tb_prefix = listed.record, listed.record.id if in_root else None
-            phase, name = listed.status.phase, record.spec.name
-            runs = self.runs.summaries(job_dir, record.id, name, phase, tb_prefix)
-            hparams = record.spec.hparams
-            runs += self.runs.mlflow_summaries(job_dir, record.id, name, phase, hparams, tb_prefix)
-            if not runs and record.spec.hparams:
-                runs = [
-                    self.runs.job_run(
-                        record.id, record.spec.name, listed.status, record.spec.hparams, tb_prefix
-                    )
-                ]
-            out += runs
+            out += self.run_sources.summaries(self._runs_of(listed.record, listed.status))
         return out
 
-    def run_detail(
-        self,
-        job_id: str,
-        run: str,
-        since: int | None = None,
-        limit: int | None = None,
-        rank: int | None = None,
-    ) -> RunDetail:
-        """A run's record, artifacts, progress and a page of its points from byte ``since``."""
-        job_dir = self.store.existing_dir(job_id)
-        if run == JOB_RUN:
-            return self._job_run_detail(job_id)
-        phase = JobPhase(self.phase(job_id))
-        if run.startswith(mlflowdb.PREFIX):
-            limit = check_limit(limit)
-            hparams = self.store.read_record(job_id).spec.hparams
-            return self.runs.mlflow_detail(job_dir, job_id, run, phase, hparams, check_since(since), limit)
-        return self.runs.detail(job_dir, job_id, run, phase, since, limit, rank)
-
-    def _job_run_detail(self, job_id: str) -> RunDetail:
+    def run_detail(self, job_id: str, run: str, query: RunQuery | None = None) -> RunDetail:
+        """A run's record, artifacts, progress and a page of its points (``query``: from byte
+        ``since``, at most ``limit``, of ``rank``)."""
+        self.store.existing_dir(job_id)
         record = self.store.read_record(job_id)
-        status = self.detail(job_id).status
-        data = job_record(status, record.spec.hparams)
-        progress = RunProgress(step=None, total_steps=total_steps(data), eta_seconds=None)
-        return RunDetail(job_id, JOB_RUN, data["status"], data, [], 0, False, [], progress, [])
+        runs_of = self._runs_of(record, self._describe(record)[0])
+        return self.run_sources.detail(runs_of, run, query or RunQuery())
+
+    def _runs_of(self, record: JobRecord, status: JobStatus) -> JobRuns:
+        job_dir = self.store.job_dir(record.id)
+        # The all-jobs TensorBoard reads the store's root: a job of another root is not in it.
+        in_root = job_dir.parent == self.store.root
+        return JobRuns(
+            job_dir, record.id, record.spec.name, status, record.spec.hparams, record.id if in_root else None
+        )
 
     def open_artifact(self, job_id: str, run: str, path: str) -> IO[bytes]:
         """An artifact file of a run, opened without following a link out of the run's directory
@@ -330,112 +330,6 @@ def _with_arg_hparams(spec: JobSpec) -> JobSpec:
     if from_args:
         spec = dataclasses.replace(spec, hparams=hparams.merged(spec.hparams, from_args))
     return spec
-
-
-def spec_from_words(
-    *,
-    gpus: int = 1,
-    nodes: int = 1,
-    name: str = "distrun",
-    backend: str | None = None,
-    args: Sequence[str] = (),
-    env: dict[str, str] | None = None,
-    max_restarts: int = 0,
-    working_dir: str | None = None,
-    **fields: Any,
-) -> JobSpec:
-    """A ``JobSpec`` from the words users use (``gpus`` = processes per node)."""
-    spec = JobSpec(
-        name=name,
-        nodes=nodes,
-        nproc_per_node=gpus,
-        backend=backend or default_backend_name(),
-        args=list(args),
-        env=dict(env or {}),
-        max_restarts=max_restarts,
-        working_dir=working_dir or os.getcwd(),
-    )
-    for key, value in fields.items():
-        if key not in SPEC_FIELDS:
-            raise InvalidSpecError(f"unknown job setting {key!r}")
-        setattr(spec, key, value)
-    return spec.validate()
-
-
-def option_classes() -> list[type]:
-    """Each backend's options, as the dataclasses that declare their flags."""
-    from .backends.kubernetes.options import KubeOptions
-    from .backends.local_options import LocalOptions
-    from .backends.slurm.options import SlurmOptions
-
-    return [LocalOptions, KubeOptions, SlurmOptions]
-
-
-def job_flag_classes() -> list[type]:
-    """Every flag of ``%%distrun`` and ``jupyter disttrain run``, in the order help lists them."""
-    return [JobWords, *option_classes(), *launcher_option_classes(), RunWords]
-
-
-def launcher_option_classes() -> list[type]:
-    """Each launcher's options, as the dataclasses that declare their flags."""
-    from .launchers import option_classes as launcher_options
-
-    return launcher_options()
-
-
-def _launcher_words(args: argparse.Namespace) -> dict[str, Any]:
-    """``launcher`` and ``launcher_options`` from the flags: a launcher's own option given
-    without ``--launcher`` chooses that launcher."""
-    from .launchers import NAMES, launcher_class
-
-    fields: dict[str, Any] = {}
-    for name in NAMES:
-        cls = launcher_class(name).options
-        values = given(args, cls) if cls is not None else {}
-        if values:
-            fields["launcher_options"] = {**fields.get("launcher_options", {}), **values}
-            fields.setdefault("launcher", name)
-    if args.launcher:
-        fields["launcher"] = args.launcher
-    return fields
-
-
-def choose_launcher(spec: JobSpec, explicit: bool, source: str) -> str | None:
-    """Pick the launcher the script needs when none was asked for (a cell calling
-    ``deepspeed.initialize`` runs under DeepSpeed's); the line saying so, or None."""
-    from .launchers import DEFAULT, detect
-
-    if explicit or spec.launcher != DEFAULT:
-        return None
-    found = detect(source)
-    if found is None or found == spec.launcher:
-        return None
-    spec.launcher = found
-    return f"launcher {found}: the script calls {found}.initialize (choose another with --launcher)"
-
-
-def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], default_name: str) -> JobSpec:
-    """The job the flags of ``job_flag_classes`` ask for, whichever front end parsed them."""
-    options: dict[str, Any] = {}
-    for cls in option_classes():
-        options.update(given(args, cls))
-    fields: dict[str, Any] = {"accelerator": args.accelerator, **_launcher_words(args)}
-    for key in ("image", "cpu", "memory"):
-        if getattr(args, key) is not None:
-            fields[key] = getattr(args, key)
-    if args.pvc:
-        fields["volumes"] = [Volume.parse(v) for v in args.pvc]
-    return spec_from_words(
-        gpus=args.gpus,
-        nodes=args.nodes,
-        name=args.name or default_name,
-        backend=args.backend,
-        args=script_args,
-        env=dict(args.env),
-        max_restarts=args.max_restarts,
-        options=options,
-        **fields,
-    )
 
 
 _managers: dict[JobStore, JobManager] = {}

@@ -22,7 +22,9 @@ from .runtime import contract
 JOB_ENV = contract.JOB_ID_ENV
 JOB_DIR_ENV = contract.JOB_DIR_ENV
 # A local job's launcher: ``python -m LAUNCHER_MODULE JOB_DIR`` (it carries no job env of its own).
-LAUNCHER_MODULE = "jupyter_disttrain.backends.local_launch"
+LAUNCHER_MODULE = "jupyter_disttrain.backends.local.launch"
+# Every name a launcher ran under, so jobs started by an earlier version are still found.
+LAUNCHER_MODULES = (LAUNCHER_MODULE, "jupyter_disttrain.backends.local_launch")
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -99,7 +101,7 @@ def wait_gone(job_id: str, timeout: float) -> bool:
 def _job_dir_of(proc: psutil.Process) -> str | None:
     """The job dir a process works for: a rank's or agent's env, or a launcher's argument."""
     cmdline = proc.cmdline()
-    if len(cmdline) >= 3 and cmdline[-3:-1] == ["-m", LAUNCHER_MODULE]:
+    if len(cmdline) >= 3 and cmdline[-3] == "-m" and cmdline[-2] in LAUNCHER_MODULES:
         return cmdline[-1]
     return proc.environ().get(JOB_DIR_ENV)
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TypeVar, overload
 
-from .store import ROOT_ENV, JobStore, default_root, write_json_atomic
+from .store import ROOT_ENV, JobStore, default_root, write_record
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def remember_root(root: Path) -> None:
         return  # the usual case, a job in the same root again: no write
     kept = [r for r in roots if r != str(root) and os.path.isdir(r)]
     try:
-        write_json_atomic(path, {"roots": [str(root), *kept][:MAX_ROOTS]})
+        write_record(path, {"roots": [str(root), *kept][:MAX_ROOTS]})
     except OSError as exc:
         log.warning("could not record the job root %s in %s: %s", root, path, exc)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import calendar
 import dataclasses
 import functools
-import math
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 
 from .errors import InvalidSpecError
 from .launchers import NAMES as LAUNCHERS
-from .runtime.sampler import DEFAULT_INTERVAL
 
 # Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
 # leaves room for the id suffix and for the backends' own suffixes ("-worker-12").
@@ -28,13 +27,6 @@ MAX_NAME_LEN = 40
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 SCRIPT_NAME = "train.py"
-# One wording for the flag of the magic and of the CLI (the spec option ``oversubscribe``).
-OVERSUBSCRIBE_HELP = "local backend: start more processes than this machine has CPUs"
-DEFAULT_EXIT_TIMEOUT = 300.0
-EXIT_TIMEOUT_HELP = (
-    "local backend: seconds a rank may stay silent without exiting after another rank finished "
-    f"before the job says it is stuck (default {DEFAULT_EXIT_TIMEOUT:.0f})"
-)
 # The script sits next to the store's own files (job.json, status.json, logs/...): a plain
 # ``.py`` name can never be one of them nor reach outside the job dir.
 _ENTRYPOINT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.py$")
@@ -71,6 +63,28 @@ def validate_env_name(key: str) -> str:
     return key
 
 
+# A job's hyper-parameters (``JobSpec.hparams``) go to every rank as JSON in an environment
+# variable: far below Linux's 128 KiB.
+HPARAMS_MAX_KEYS = 200
+HPARAMS_MAX_BYTES = 16 * 1024
+
+
+def check_hparams(values: Any) -> dict[str, Any]:
+    """A spec's ``hparams`` as sent (REST, the Python API): names to scalars, bounded."""
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        raise InvalidSpecError("hparams must be an object of names to values, e.g. {'lr': 0.1}")
+    bad = next(
+        (k for k, v in values.items() if not isinstance(v, bool | int | float | str | type(None))), None
+    )
+    if bad is not None:
+        raise InvalidSpecError(f"hparams.{bad} must be a number, a string, true/false or null")
+    if len(values) > HPARAMS_MAX_KEYS or len(json.dumps(values)) > HPARAMS_MAX_BYTES:
+        raise InvalidSpecError(
+            f"hparams: at most {HPARAMS_MAX_KEYS} of them and {HPARAMS_MAX_BYTES} bytes as JSON"
+        )
+    return values
+
+
 def validate_entrypoint(entrypoint: str) -> str:
     """The script's file name: a plain ``.py`` name, never a store file or a path."""
     if not isinstance(entrypoint, str) or not _ENTRYPOINT.match(entrypoint):
@@ -79,52 +93,6 @@ def validate_entrypoint(entrypoint: str) -> str:
             "(no directory, no leading '.')"
         )
     return entrypoint
-
-
-MAX_GRACE_PERIOD = 300.0  # seconds a cancel waits for SIGTERM before SIGKILL, at most
-
-
-def validate_grace_period(value: object, field: str = "grace_period") -> float:
-    """A cancel's grace period: a finite number of seconds from 0 to ``MAX_GRACE_PERIOD``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not 0 <= value <= MAX_GRACE_PERIOD
-    ):
-        raise InvalidSpecError(
-            f"{field} must be a number of seconds from 0 to {MAX_GRACE_PERIOD:.0f}, not {value!r}"
-        )
-    return float(value)
-
-
-DEFAULT_MONITOR_INTERVAL = DEFAULT_INTERVAL  # the samplers' own default, local and in pods
-MAX_MONITOR_INTERVAL = 3600.0
-MONITOR_INTERVAL_HELP = (
-    "seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off (default 2)"
-)
-
-
-def validate_monitor_interval(value: object, field: str = "monitor_interval") -> float:
-    """Seconds between resource samples: 0 (off), or from 0.2 to ``MAX_MONITOR_INTERVAL``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not (value == 0 or 0.2 <= value <= MAX_MONITOR_INTERVAL)
-    ):
-        raise InvalidSpecError(
-            f"{field} must be 0 (off) or a number of seconds from 0.2 to {MAX_MONITOR_INTERVAL:.0f}, "
-            f"not {value!r}"
-        )
-    return float(value)
-
-
-def validate_exit_timeout(value: object, field: str = "exit_timeout") -> float:
-    """How long a rank may hang at exit after a peer finished: a finite number of seconds > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == math.inf:
-        raise InvalidSpecError(f"{field} must be a number of seconds greater than 0, not {value!r}")
-    return float(value)
 
 
 class JobPhase(str, Enum):
@@ -246,9 +214,7 @@ class JobSpec:
         for key in self.env:
             validate_env_name(key)
         validate_entrypoint(self.entrypoint)
-        from .hparams import check  # hparams builds on errors only; kept out of specs' import time
-
-        check(self.hparams)
+        check_hparams(self.hparams)
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -25,7 +25,6 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from .errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
 from .runtime import contract
+from .runtime.atomic import write_json
 from .safefiles import is_real_dir, is_real_file, open_regular
 from .specs import JobSpec, JobStatus, now_iso, validate_entrypoint, validate_job_id, validate_name
 
@@ -98,19 +98,11 @@ class JobRecord:
         )
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of either."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_record(path: Path, data: Any) -> None:
+    """A record of the store (``job.json``, ``status.json``, the roots file, ``launcher.json``):
+    replaced atomically, on disk before the rename, readable by its owner only (a spec's env may
+    hold secrets)."""
+    write_json(path, data, durable=True, mode=0o600)
 
 
 def read_json(path: Path) -> Any:
@@ -282,7 +274,7 @@ class JobStore:
             shutil.rmtree(d, ignore_errors=True)
 
     def write_record(self, record: JobRecord) -> None:
-        write_json_atomic(self.job_dir(record.id) / "job.json", record.to_dict())
+        write_record(self.job_dir(record.id) / "job.json", record.to_dict())
 
     def read_record(self, job_id: str) -> JobRecord:
         path = self.existing_dir(job_id) / "job.json"
@@ -290,7 +282,7 @@ class JobStore:
 
     def write_status(self, status: JobStatus) -> None:
         status.updated = now_iso()
-        write_json_atomic(self.job_dir(status.job_id) / "status.json", status.to_dict())
+        write_record(self.job_dir(status.job_id) / "status.json", status.to_dict())
 
     def read_status(self, job_id: str) -> JobStatus | None:
         return read_status_file(self.existing_dir(job_id) / "status.json")

@@ -4,7 +4,9 @@ loaded here: pytest takes plugins only from the top-level conftest."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_disttrain.backends.local import warm
 from jupyter_disttrain.store import JobStore
 from tests.slurm.cluster import SlurmCluster, missing
 from tests.venvs import MXNET_CHECK, MXNET_REQUIREMENTS, VenvUnavailable, ensure_venv
@@ -25,6 +28,38 @@ def _session_jupyter_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Itera
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("JUPYTER_DATA_DIR", str(tmp_path_factory.mktemp("session-jupyter-data")))
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def zygote_dir() -> Iterator[Path]:
+    """The warm zygotes of this test session live in a runtime dir of its own (a short path: it
+    holds their Unix sockets), which kernels and servers started by the tests inherit, and end
+    with the session."""
+    runtime = tempfile.mkdtemp(prefix="dt-run-")  # 0700
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_RUNTIME_DIR", runtime)
+        yield warm.zygote_dir()
+        warm.stop(Path(runtime, "jupyter_disttrain"))
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(params=["warm", "cold"])
+def start_path(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, store: JobStore
+) -> Iterator[str]:
+    """Run the test on both of the local backend's paths: ranks forked from the warm zygote, and
+    torchrun afresh. On the warm one, every job that was to run warm must have (a silent fall back
+    to cold would leave the warm half testing nothing)."""
+    monkeypatch.setenv(warm.WARM_ENV, "1" if request.param == "warm" else "0")
+    yield request.param
+    if request.param != "warm" or not store.root.exists():
+        return
+    for record in store.records():
+        if record.spec.backend != "local" or not record.request.get("warm"):
+            continue
+        status = store.read_status(record.id)
+        started = [e.message for e in (status.events if status else []) if e.reason == "Started"]
+        assert all("(warm:" in m for m in started), (record.id, started)
 
 
 @pytest.fixture(autouse=True)

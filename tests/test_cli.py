@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SCRIPT = """
 import os, sys
 print("rank", os.environ["RANK"], "args", sys.argv[1:], flush=True)
@@ -64,6 +66,26 @@ def test_cancel_orphans_stops_a_job_whose_directory_was_removed(tmp_path: Path) 
     assert procs.wait_gone(job.id, timeout=30) and str(job.dir) not in procs.orphans()
     assert str(job.dir) not in _cli(root, "cancel", "--orphans").stdout
     assert "give a job id, or --orphans alone" in _cli(root, "cancel", check=False).stderr
+
+
+@pytest.mark.parametrize("module", ["backends.local.launch", "backends.local_launch"])
+def test_orphans_include_launchers_of_this_and_earlier_versions(tmp_path: Path, module: str) -> None:
+    # Jobs started before the local backend became a package run ``-m ...backends.local_launch``:
+    # an upgrade must still find them (a stand-in process with each command line).
+    from jupyter_disttrain import procs
+
+    gone = tmp_path / "gone-job"
+    argv = ["-c", "import time; time.sleep(120)", "-m", f"jupyter_disttrain.{module}", str(gone)]
+    proc = subprocess.Popen([sys.executable, *argv])
+    try:
+        deadline = time.monotonic() + 30
+        while str(gone) not in procs.orphans():
+            assert time.monotonic() < deadline, "the earlier version's launcher was not found"
+            time.sleep(0.1)
+        assert [p.pid for p in procs.orphans()[str(gone)]] == [proc.pid]
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 STUCK = """

@@ -12,6 +12,9 @@ from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
 
+# Every test on both paths of the local backend: warm (forked from the zygote) and cold.
+pytestmark = pytest.mark.usefixtures("start_path")
+
 # Rank 1 stays forever after rank 0 finished, as a rank stuck in a gloo teardown would.
 HANGS_AFTER_RANK_0 = """
 import time

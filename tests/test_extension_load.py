@@ -40,7 +40,7 @@ def test_third_party_backend_is_found_through_its_entry_point(tmp_path: Path, mo
     (tmp_path / "thirdparty_backend.py").write_text(
         textwrap.dedent(
             """
-            from jupyter_disttrain.backends.local import LocalBackend
+            from jupyter_disttrain.backends.local.backend import LocalBackend
 
             class SiteBackend(LocalBackend):
                 name = "site"

@@ -13,8 +13,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.commands import _parser
+from jupyter_disttrain.intake import spec_from_flags
 from jupyter_disttrain.magics import DistTrainMagics
-from jupyter_disttrain.manager import manager_for, spec_from_flags
+from jupyter_disttrain.manager import manager_for
 from jupyter_disttrain.specs import JobSpec
 from jupyter_disttrain.store import JobStore
 

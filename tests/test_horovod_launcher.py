@@ -14,7 +14,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_disttrain.backends.local_roles import role_commands
+from jupyter_disttrain.backends.local.roles import role_commands
 from jupyter_disttrain.launchers import get_launcher
 from jupyter_disttrain.launchers.base import HOROVODRUN, LaunchContext, replicas_of
 from jupyter_disttrain.runtime import contract

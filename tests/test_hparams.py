@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_disttrain import api, em, hparams
+from jupyter_disttrain import api, em
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.intake import spec_from_json
 from jupyter_disttrain.packaging import package_cell
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.tracking import hparams
 from tests.em_helpers import run_record
 
 HERE = str(Path(__file__).resolve().parents[1])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain.mlflowdb import db_path
-from jupyter_disttrain.mlflowtb import MlflowTensorBoard
+from jupyter_disttrain.tracking.mlflowdb import db_path
+from jupyter_disttrain.tracking.mlflowtb import MlflowTensorBoard
 from tests.em_helpers import tensorboard
 
 

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import resources
-from jupyter_disttrain.payloads import to_json
-from jupyter_disttrain.resources import (
+from jupyter_disttrain.monitoring import resources
+from jupyter_disttrain.monitoring.resources import (
     History,
     ReplicaState,
     SeriesTails,
@@ -26,8 +25,12 @@ from jupyter_disttrain.resources import (
     thin,
     usual_interval,
 )
+from jupyter_disttrain.payloads import to_json
 from jupyter_disttrain.runtime import sampler
 from jupyter_disttrain.runtime.sampler import Gpus, Monitor, SeriesFile, compacted, read_series
+
+# Every test on both paths of the local backend: warm (forked from the zygote) and cold.
+pytestmark = pytest.mark.usefixtures("start_path")
 
 MB = 1 << 20
 WEEK = 7 * 24 * 3600
@@ -236,7 +239,7 @@ def test_the_list_reads_further_back_for_a_rank_that_rarely_prints(tmp_path: Pat
 def test_a_bad_monitor_interval_is_refused_naming_it(value: object) -> None:
     from jupyter_disttrain.api import dryrun
     from jupyter_disttrain.errors import InvalidSpecError
-    from jupyter_disttrain.manager import spec_from_words
+    from jupyter_disttrain.intake import spec_from_words
 
     spec = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": value})
     with pytest.raises(InvalidSpecError, match=r"monitor_interval must be 0 \(off\) or a number of seconds"):
@@ -245,7 +248,7 @@ def test_a_bad_monitor_interval_is_refused_naming_it(value: object) -> None:
 
 def test_monitor_interval_reaches_the_launch_request() -> None:
     from jupyter_disttrain.api import dryrun
-    from jupyter_disttrain.manager import spec_from_words
+    from jupyter_disttrain.intake import spec_from_words
 
     off = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": 0})
     assert dryrun("print(1)\n", off).request.to_json()["monitor_interval"] == 0

@@ -3,9 +3,14 @@ still does what Python does at exit (real torchrun, 2 ranks, gloo)."""
 
 from __future__ import annotations
 
+import pytest
+
 from jupyter_disttrain import api
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
+
+# Every test on both paths of the local backend: warm (forked from the zygote) and cold.
+pytestmark = pytest.mark.usefixtures("start_path")
 
 # No destroy_process_group: a non-daemon thread still running, an atexit function and a file
 # left open must all finish as they would in a plain exit.

@@ -26,6 +26,9 @@ from jupyter_disttrain import api, procs
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
 
+# Every test on both paths of the local backend: warm (forked from the zygote) and cold.
+pytestmark = pytest.mark.usefixtures("start_path")
+
 SLEEPS = """
 import time
 print("started", flush=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local import LocalBackend, cpu_count
+from jupyter_disttrain.backends.local.backend import LocalBackend, cpu_count
 from jupyter_disttrain.commands import run_subcommand
 from jupyter_disttrain.errors import DistTrainError, InvalidSpecError, UnknownJobError
 from jupyter_disttrain.specs import RESERVED_ENV, JobPhase, JobSpec, JobStatus

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, ClassVar
 from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
 from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
+from ..monitoring.resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
 from ..payloads import Resources, StackDump
-from ..resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
 
@@ -31,6 +31,9 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     #: Whether jobs run on this machine (so what a launcher needs must be installed here).
     local: ClassVar[bool] = False
+    #: The dataclass declaring this backend's flags (``flags.option`` fields; values land in
+    #: ``spec.options``), or None.
+    options: ClassVar[type | None] = None
 
     def __init__(self, store: JobStore | None = None) -> None:
         self.store = store or JobStore()

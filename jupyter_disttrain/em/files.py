@@ -9,26 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from ..runtime import atomic
+
 _CHUNK = 1 << 20
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """A record of the run, replaced in one rename; what JSON cannot hold is written as text."""
+    atomic.write_json(path, data, default=str)
 
 
 def append_text(path: Path, data: str) -> None:

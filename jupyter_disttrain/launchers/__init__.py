@@ -41,10 +41,3 @@ def get_launcher(name: str) -> Launcher:
 def option_classes() -> list[type]:
     """The dataclasses declaring the launchers' own flags, in the order of ``NAMES``."""
     return [opts for name in NAMES if (opts := launcher_class(name).options) is not None]
-
-
-def detect(source: str) -> str | None:
-    """The launcher a script needs, by what it calls (``deepspeed.initialize``), or None."""
-    from .calls import launcher_for
-
-    return launcher_for(source)

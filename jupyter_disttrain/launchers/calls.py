@@ -22,7 +22,8 @@ def _aliases(tree: ast.AST) -> dict[str, str]:
     return out
 
 
-def launcher_for(source: str) -> str | None:
+def detect(source: str) -> str | None:
+    """The launcher a script needs, by what it calls (``deepspeed.initialize``), or None."""
     try:
         tree = ast.parse(source)
     except SyntaxError:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
-from ..hparams import from_namespace
+from ..tracking.hparams import from_namespace
 from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex
@@ -344,6 +344,12 @@ def _hoistable(cell: str, tree: ast.Module, chunks: list[tuple[int, int, list[as
         uses.append(analyze(prefix + text) if all(_candidate(s) for s in stmts) else None)
     binds = [use.bound if use else _bound(stmts) for use, (_, _, stmts) in zip(uses, chunks, strict=True)]
     constant = [all(isinstance(s, ast.Assign) for s in stmts) for _, _, stmts in chunks]
+    return _settle(uses, binds, constant)
+
+
+def _settle(uses: list[NameUse | None], binds: list[set[str]], constant: list[bool]) -> list[bool]:
+    """Which chunks stay hoisted: a chunk of candidates leaves when its definition-time names are
+    computed by the guarded part, a constant when no hoisted definition reads it."""
     hoisted = [use is not None for use in uses]
     changed = True
     while changed:  # un-hoisting one chunk can un-hoist others, so repeat until stable

@@ -123,39 +123,48 @@ class Slicer:
         for stmt in self.index.statements:
             if stmt.order < first or stmt.magic or _is_definition(stmt.node):
                 continue
-            if name in stmt.bound:
-                self._check(name, stmt, "builds")
-                chosen[stmt.order] = stmt
-                continue
-            direct = name in stmt.use.free
-            if not direct and name not in self._reached(stmt):
-                continue
-            # Through a notebook function that reads it as a global (`train(3)`): it may change it.
-            kind = (
-                self._effect(name, stmt)
-                if direct
-                else "train"
-                if self._runs_training(stmt.node)
-                else "change"
-            )
-            if kind == "read":
-                out.left_out[stmt.order] = f"reads `{name}` only"
-            elif kind == "train" and not stmt.replay:
-                if self.stateful(self.user_ns.get(name)):
-                    out.trained.append(stmt)
-                    out.left_out[stmt.order] = f"trains `{name}`: its trained state is loaded instead"
-                elif _only_read_there(name, stmt.node):
-                    out.left_out[stmt.order] = f"a training step that reads `{name}` only"
-                else:
-                    raise _refusal(name, stmt, "runs a training step")
-            elif kind == "unknown" and not stmt.replay:
-                raise _refusal(name, stmt, "calls a function that may change it")
-            else:
-                self._check(name, stmt, "changes")
+            kind = self._kind(name, stmt)
+            if kind is not None and self._replays(name, stmt, kind, out):
                 chosen[stmt.order] = stmt
         out.statements = [chosen[k] for k in sorted(chosen)]
         out.binds = set().union(*(s.bound for s in out.statements))
         return out
+
+    def _kind(self, name: str, stmt: Statement) -> str | None:
+        """How ``stmt`` acts on ``name``: ``builds`` it, or (``_effect``) ``read``, ``change``,
+        ``train``, ``unknown``; None when it does not reach it."""
+        if name in stmt.bound:
+            return "builds"
+        if name in stmt.use.free:
+            return self._effect(name, stmt)
+        if name not in self._reached(stmt):
+            return None
+        # Through a notebook function that reads it as a global (`train(3)`): it may change it.
+        return "train" if self._runs_training(stmt.node) else "change"
+
+    def _replays(self, name: str, stmt: Statement, kind: str, out: Slice) -> bool:
+        """Whether the slice of ``name`` replays ``stmt`` (acting on it as ``kind``); a statement
+        left out says why in ``out.left_out`` (a trained one joins ``out.trained``).
+
+        Raises:
+            PackagingError: ``stmt`` must not run twice, nor be left out.
+        """
+        if kind == "read":
+            out.left_out[stmt.order] = f"reads `{name}` only"
+            return False
+        if kind == "train" and not stmt.replay:
+            if self.stateful(self.user_ns.get(name)):
+                out.trained.append(stmt)
+                out.left_out[stmt.order] = f"trains `{name}`: its trained state is loaded instead"
+            elif _only_read_there(name, stmt.node):
+                out.left_out[stmt.order] = f"a training step that reads `{name}` only"
+            else:
+                raise _refusal(name, stmt, "runs a training step")
+            return False
+        if kind == "unknown" and not stmt.replay:
+            raise _refusal(name, stmt, "calls a function that may change it")
+        self._check(name, stmt, "builds" if kind == "builds" else "changes")
+        return True
 
     def config_statements(self) -> Iterator[tuple[Statement, str | None]]:
         """Every process-configuration statement of the history, with None (carried into the script)
@@ -265,26 +274,30 @@ class Slicer:
             isinstance(t, ast.Name) for t in _flat(stmt.node.targets)
         )
         for node in ast.walk(stmt.node):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-                if any(_root(t) == name and not isinstance(t, ast.Name) for t in _flat(targets)):
-                    effect = "change"
-            if not isinstance(node, ast.Call):
-                continue
-            if isinstance(node.func, ast.Attribute) and _root(node.func.value) == name:
-                if node.func.attr not in _READ_METHODS:
-                    effect = "change"
-                continue
-            if not any(_root(arg, False) == name for arg in [*node.args, *(k.value for k in node.keywords)]):
-                continue
-            full = self.dotted(node.func)
-            if _last_part(node.func) in _READ_FUNCTIONS or _last_part(node.func) in _WRITE_CALLS:
-                continue
-            if ".nn.init." in f".{full}" or self._notebook_function(node.func):
-                effect = "change"
-            elif not builds_other:
-                return "unknown"
+            found = self._node_effect(name, node, builds_other)
+            if found == "unknown":
+                return found
+            effect = found or effect
         return effect
+
+    def _node_effect(self, name: str, node: ast.AST, builds_other: bool) -> str | None:
+        """What one node of a statement does to ``name``: ``change``, ``unknown`` (a call of a
+        function that may change it), or None (reads it at most)."""
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            changed = any(_root(t) == name and not isinstance(t, ast.Name) for t in _flat(targets))
+            return "change" if changed else None
+        if not isinstance(node, ast.Call):
+            return None
+        if isinstance(node.func, ast.Attribute) and _root(node.func.value) == name:
+            return "change" if node.func.attr not in _READ_METHODS else None
+        if not any(_root(arg, False) == name for arg in [*node.args, *(k.value for k in node.keywords)]):
+            return None
+        if _last_part(node.func) in _READ_FUNCTIONS or _last_part(node.func) in _WRITE_CALLS:
+            return None
+        if ".nn.init." in f".{self.dotted(node.func)}" or self._notebook_function(node.func):
+            return "change"
+        return None if builds_other else "unknown"
 
     def _notebook_function(self, func: ast.expr) -> bool:
         if not isinstance(func, ast.Name):

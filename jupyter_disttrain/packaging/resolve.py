@@ -255,11 +255,7 @@ class Resolver:
         order = definition.order if definition else sys.maxsize
         label = definition.label if definition else ""
         if isinstance(value, types.ModuleType):
-            module = value.__name__
-            if module == "__main__" or getattr(value, "__spec__", None) is None:
-                raise Unsendable("a module with no importable name", "import it inside the cell")
-            text = f"import {module}" if name == module else f"import {module} as {name}"
-            self.items[name] = Item(name, "import", order, [text], label)
+            self.items[name] = Item(name, "import", order, [_import_module(name, value)], label)
             return True
         module = getattr(value, "__module__", None) or ""
         qualname = getattr(value, "__qualname__", "")
@@ -269,14 +265,22 @@ class Resolver:
             if not (found and qualname and _lookup(module, qualname) is value):
                 return False
         if module != "__main__":
-            if _lookup(module, qualname) is not value:
-                raise Unsendable(
-                    f"{_kind(value)} that cannot be imported by name", "define or import it inside the cell"
-                )
-            as_part = "" if qualname == name else f" as {name}"
-            text = f"from {module} import {qualname}{as_part}"
-            self.items[name] = Item(name, "import", order, [text], label)
+            self.items[name] = Item(
+                name, "import", order, [_import_from(name, value, module, qualname)], label
+            )
             return True
+        self._add_notebook_definition(name, value, definition, order, label)
+        return True
+
+    def _add_notebook_definition(
+        self, name: str, value: Any, definition: Definition | None, order: int, label: str
+    ) -> None:
+        """Bind ``name`` to a function or class defined in a cell: by its source, or as an alias
+        of a name bound to it (``g = f``).
+
+        Raises:
+            Unsendable: a closure, a lambda, or a definition whose source is not in any cell.
+        """
         if getattr(value, "__closure__", None):
             raise Unsendable("a closure over live state", "define it with def at the top level of a cell")
         if value.__name__ == "<lambda>":
@@ -286,7 +290,7 @@ class Resolver:
             # `g = f`: copy `f` and alias it.
             self.items[name] = Item(name, "code", order, [f"{name} = {original}"], label, {original})
             self._require(original, user=f"`{name}`")
-            return True
+            return
         nested = None
         if definition is not None and original == name:
             nested = _nested_definition(definition.node, name, getattr(value, "__code__", None))
@@ -299,7 +303,6 @@ class Resolver:
         lines = statement_lines(definition.origin, nested)
         lines = shift(lines, first_line(nested), string_interior_lines(tree), dedent=nested.col_offset)
         self._add_source(name, definition, lines, analyze("\n".join(lines)))
-        return True
 
 
 def _stateful(value: Any) -> bool:
@@ -312,6 +315,24 @@ def _lookup(module: str, qualname: str) -> Any:
     if "." in qualname or "<" in qualname:
         return None
     return getattr(sys.modules.get(module), qualname, None)
+
+
+def _import_module(name: str, value: types.ModuleType) -> str:
+    """``import module [as name]``, or raise when the module has no importable name."""
+    module = value.__name__
+    if module == "__main__" or getattr(value, "__spec__", None) is None:
+        raise Unsendable("a module with no importable name", "import it inside the cell")
+    return f"import {module}" if name == module else f"import {module} as {name}"
+
+
+def _import_from(name: str, value: Any, module: str, qualname: str) -> str:
+    """``from module import qualname [as name]``, or raise when that does not lead back to ``value``."""
+    if _lookup(module, qualname) is not value:
+        raise Unsendable(
+            f"{_kind(value)} that cannot be imported by name", "define or import it inside the cell"
+        )
+    as_part = "" if qualname == name else f" as {name}"
+    return f"from {module} import {qualname}{as_part}"
 
 
 def _kind(value: Any) -> str:

@@ -133,21 +133,10 @@ class _Render:
 
     def expr(self, value: Any, path: str) -> str:
         self._check_size()
+        scalar = self._scalar(value)
+        if scalar is not None:
+            return scalar
         kind = type(value)
-        if value is None or kind in (bool, int):
-            self.size += 8
-            return repr(value)
-        if kind is float:
-            self.size += 8
-            return _float(value)
-        if kind is complex:
-            self.size += 16
-            return f"complex({_float(value.real)}, {_float(value.imag)})"
-        if kind in (str, bytes, bytearray):
-            self.size += len(value)
-            return repr(value)
-        if kind in (range, slice) or value is Ellipsis:
-            return repr(value)
         if isinstance(value, pathlib.PurePath):
             self.writer.needs.add("pathlib")
             return f"{self.writer.libs.pathlib}.{kind.__name__}({str(value)!r})"
@@ -171,6 +160,25 @@ class _Render:
             alias = getattr(self.writer.libs, module)
             return f"{alias}.{kind.__name__}({self._keywords(value, list(vars(value)), path)})"
         raise Unsendable(*describe_unsendable(value), path=path)
+
+    def _scalar(self, value: Any) -> str | None:
+        """A number, a string, bytes, a range, a slice or ``...`` as source; None for anything else."""
+        kind = type(value)
+        if value is None or kind in (bool, int):
+            self.size += 8
+            return repr(value)
+        if kind is float:
+            self.size += 8
+            return _float(value)
+        if kind is complex:
+            self.size += 16
+            return f"complex({_float(value.real)}, {_float(value.imag)})"
+        if kind in (str, bytes, bytearray):
+            self.size += len(value)
+            return repr(value)
+        if kind in (range, slice) or value is Ellipsis:
+            return repr(value)
+        return None
 
     def _class(self, kind: type, path: str) -> str:
         name = self.writer.class_name(kind)

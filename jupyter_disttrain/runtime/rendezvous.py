@@ -29,26 +29,45 @@ LOOPBACK = "127.0.0.1"
 _TIMEOUTS = ("join", "last_call", "close", "heartbeat")
 
 
-def loopback_store(port: int, *, host: bool, timeout: timedelta | None = None) -> TCPStore:
-    """A TCPStore on 127.0.0.1: the server side listens on a socket bound there (``port`` 0
-    picks a free one), a client connects to it."""
-    from torch.distributed import TCPStore
-
-    kwargs: dict[str, Any] = {"multi_tenant": True}
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    if not host:
-        return TCPStore(LOOPBACK, port, is_master=False, **kwargs)
+def loopback_listener(port: int) -> socket.socket:
+    """A listening TCP socket on 127.0.0.1 (``port`` 0 picks a free one), for a store to serve."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((LOOPBACK, port))
         sock.listen(socket.SOMAXCONN)
-        port = sock.getsockname()[1]
-        # The store owns the descriptor from here on (and closes it with the server).
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve_store(sock: socket.socket, timeout: timedelta | None = None) -> TCPStore:
+    """The server side of a TCPStore on ``sock`` (``loopback_listener``), which it owns from here
+    on (and closes with the server)."""
+    from torch.distributed import TCPStore
+
+    kwargs: dict[str, Any] = {"multi_tenant": True}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    port = sock.getsockname()[1]
+    try:
         return TCPStore(LOOPBACK, port, is_master=True, master_listen_fd=sock.detach(), **kwargs)
     finally:
         sock.close()
+
+
+def loopback_store(port: int, *, host: bool, timeout: timedelta | None = None) -> TCPStore:
+    """A TCPStore on 127.0.0.1: the server side listens on a socket bound there (``port`` 0
+    picks a free one), a client connects to it."""
+    from torch.distributed import TCPStore
+
+    if host:
+        return serve_store(loopback_listener(port), timeout)
+    kwargs: dict[str, Any] = {"multi_tenant": True}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    return TCPStore(LOOPBACK, port, is_master=False, **kwargs)
 
 
 def create_handler(params: RendezvousParameters) -> RendezvousHandler:

@@ -16,7 +16,6 @@ import contextlib
 import faulthandler
 import gc
 import io
-import json
 import os
 import signal
 import socket
@@ -27,6 +26,7 @@ import types
 from typing import Any
 
 from . import contract
+from .atomic import write_json
 from .joined import joined_any, joined_world, watch
 
 # Set in every process of a parameter-server job (ps-lite's, which MXNet uses).
@@ -38,23 +38,11 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-def _write_record(path: str, data: contract.RankRecord) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _write_final_record(path: str, data: contract.RankRecord) -> None:
     """The rank's end, best effort: on a full disk the exit code still reaches torchrun (and
     the launcher) through the process's own exit, which must not turn into an OSError."""
     try:
-        _write_record(path, data)
+        write_json(path, data)
     except OSError as exc:
         print(f"disttrain: could not record rank {data.get('rank')}'s exit: {exc}", file=sys.stderr)
 
@@ -97,7 +85,7 @@ def main(argv: list[str]) -> None:
             "host": socket.gethostname(),
             "start_time": _now(),
         }
-        _write_record(record_path, record)
+        write_json(record_path, record)
         _dump_stacks_on_signal(os.path.join(os.path.dirname(log_dir), contract.STACKS_DIR), rank)
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Float, Int, List, TraitError, Unicode, default, validate
+from traitlets import Bool, Float, Int, List, TraitError, Unicode, default, validate
 
 from ..backends import default_backend_name
 from ..errors import InvalidSpecError
@@ -49,6 +49,14 @@ class DistTrainApp(ExtensionApp):
         'kubernetes', 'slurm' or a plugin's name). Default: $DISTTRAIN_BACKEND, else kubernetes
         inside a pod with a service account when the kubernetes client is installed, else slurm
         inside a Slurm allocation of more than one node, else local.""",
+    ).tag(config=True)
+
+    warm_start = Bool(
+        True,
+        help="""Fork local jobs' ranks from a warm zygote that has torch imported (the README's
+        Warm start): one is started with the server, in the background, and ends with it. False
+        runs every local job's torchrun afresh, for kernels started by this server too (it
+        exports $DISTTRAIN_WARM=0 to them, as a user may in any environment).""",
     ).tag(config=True)
 
     tensorboard_command = List(
@@ -139,6 +147,7 @@ class DistTrainApp(ExtensionApp):
         store = open_store(self.job_root or None, default=default, store_class=CachingJobStore)
         root = store.root
         os.environ[ROOT_ENV] = str(root)  # kernels and terminals started from now on agree
+        self._start_warm()
         base_url = self.serverapp.base_url if self.serverapp is not None else "/"
         self._context = ServerContext(
             service=JobService(store, self.default_backend),
@@ -166,6 +175,13 @@ class DistTrainApp(ExtensionApp):
             "its jobs only" if len(store.roots()) == 1 else "every indexed job root too",
             self.default_backend,
         )
+
+    def _start_warm(self) -> None:
+        from ..warmup import start
+
+        # Off: the kernels it starts run cold too. On: the zygote ends with this server.
+        if start(os.environ, enabled=self.warm_start, parent=os.getpid()) is not None:
+            self.log.info("jupyter_disttrain: a warm zygote is starting for local jobs")
 
     def _warm_listing(self) -> None:
         try:

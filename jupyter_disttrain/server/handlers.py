@@ -34,10 +34,10 @@ from ..errors import (
     UnknownReplicaError,
     UnknownRunError,
 )
+from ..manager import JobManager
 from ..payloads import JobList, ServerInfo, TensorBoardList, to_json
-from ..specs import validate_job_id
+from ..specs import to_plain, validate_job_id
 from .context import SETTINGS_KEY, ServerContext
-from .jobs import JobService
 
 _T = TypeVar("_T")
 _EVENT_STREAM = "text/event-stream; charset=utf-8"
@@ -247,9 +247,10 @@ class LogsHandler(DistTrainHandler):
 class LogStreamHandler(DistTrainHandler):
     """Server-sent events: batches of new lines as they are written, then ``end``.
 
-    Each batch is one bounded read from the last resume token, done in the thread pool, so
-    no thread outlives a disconnect and no file is read whole; the token is the event id,
-    so a client that reconnects with ``Last-Event-ID`` gets each line exactly once.
+    Each batch is one step of ``JobManager.follow`` from the last resume token (the status,
+    then a bounded read), done in the thread pool, so no thread outlives a disconnect and no
+    file is read whole; the token is the event id, so a client that reconnects with
+    ``Last-Event-ID`` gets each line exactly once.
     """
 
     _closed = False
@@ -259,14 +260,14 @@ class LogStreamHandler(DistTrainHandler):
 
     @web.authenticated
     async def get(self, job_id: str) -> None:
-        service, ctx = self.ctx.service, self.ctx
+        manager, ctx = self.ctx.service.manager, self.ctx
         replica = self.get_argument("replica", None)
         offset = self.offset_argument(
             self.request.headers.get("Last-Event-ID") or self.get_argument("offset", None)
         )
         tail = None if offset else self.int_argument("tail")
         # The first read happens before any header is sent, so bad input is still a JSON 4xx.
-        batch = await self.call(_read_batch, service, job_id, replica, offset, tail, ctx.log_batch_lines)
+        batch = await self.call(_read_batch, manager, job_id, replica, offset, tail, ctx.log_batch_lines)
         self.set_header("Content-Type", _EVENT_STREAM)
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -280,9 +281,8 @@ class LogStreamHandler(DistTrainHandler):
                     await self.flush()
                     last_sent = loop.time()
                 if batch.done:
-                    phase = await self.call(service.phase, job_id)
                     # The position after every line: resuming from it gives nothing more ("" = none yet).
-                    self.write(_sse("end", {"phase": phase, "offset": offset or ""}, event_id=offset))
+                    self.write(_sse("end", {"phase": batch.phase, "offset": offset or ""}, event_id=offset))
                     break
                 if not batch.more:  # caught up: wait for new lines (else read on at once)
                     if loop.time() - last_sent >= ctx.keepalive_interval:
@@ -292,7 +292,7 @@ class LogStreamHandler(DistTrainHandler):
                     await asyncio.sleep(ctx.log_poll_interval)
                 # After the first read the position is carried by the token, never by tail.
                 batch = await self.call(
-                    _read_batch, service, job_id, replica, offset, None, ctx.log_batch_lines
+                    _read_batch, manager, job_id, replica, offset, None, ctx.log_batch_lines
                 )
         except StreamClosedError:
             return
@@ -311,16 +311,18 @@ class _Batch:
     offset: str
     more: bool  # stopped at its line or byte limit: more lines are there already
     done: bool
+    phase: str  # the job's, read before the lines
 
 
 def _read_batch(
-    service: JobService, job_id: str, replica: str | None, offset: str | None, tail: int | None, limit: int
+    manager: JobManager, job_id: str, replica: str | None, offset: str | None, tail: int | None, limit: int
 ) -> _Batch:
-    """One bounded read, encoded as an event in the worker thread to spare the event loop."""
-    chunk = service.read_runs(job_id, replica=replica, offset=offset, tail=tail, limit=limit)
-    runs, token = chunk["runs"], chunk["offset"]
-    event = _sse("lines", {"runs": runs, "offset": token}, event_id=token) if runs else None
-    return _Batch(event, token, chunk["more"], chunk["done"])
+    """One step of following, encoded as an event in the worker thread to spare the event loop."""
+    step = manager.follow(job_id, offset, replica=replica, tail=tail, limit=limit)
+    page = step.page
+    runs = [to_plain(run) for run in page.runs]
+    event = _sse("lines", {"runs": runs, "offset": page.offset}, event_id=page.offset) if runs else None
+    return _Batch(event, page.offset, page.more, page.done, step.status.phase.value)
 
 
 def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:

@@ -11,7 +11,16 @@ from typing import Any
 from ..errors import InvalidSpecError
 from ..intake import spec_from_json
 from ..manager import JobManager
-from ..payloads import CancelAnswer, DryRunAnswer, JobScript, JobSummary, RunList, SubmitAnswer, to_json
+from ..payloads import (
+    CancelAnswer,
+    DryRunAnswer,
+    JobScript,
+    JobSummary,
+    RunList,
+    RunQuery,
+    SubmitAnswer,
+    to_json,
+)
 from ..store import JobStore
 
 
@@ -38,10 +47,6 @@ class JobService:
         """A log page (``JobManager.log_page``'s query: replica, offset, tail, limit)."""
         return to_json(self.manager.log_page(job_id, **query))
 
-    def read_runs(self, job_id: str, **query: Any) -> dict[str, Any]:
-        """A log page in runs, for the event stream (``JobManager.log_runs``)."""
-        return to_json(self.manager.log_runs(job_id, **query))
-
     def resources(self, job_id: str, since: float | None = None) -> dict[str, Any]:
         """Every replica's resource samples newer than ``since`` (``JobManager.resources``)."""
         return to_json(self.manager.resources(job_id, since))
@@ -56,10 +61,7 @@ class JobService:
 
     def run_detail(self, job_id: str, run: str, **query: Any) -> dict[str, Any]:
         """``RunDetail`` (``JobManager.run_detail``'s query: since, limit, rank)."""
-        return to_json(self.manager.run_detail(job_id, run, **query))
-
-    def phase(self, job_id: str) -> str:
-        return self.manager.phase(job_id)
+        return to_json(self.manager.run_detail(job_id, run, RunQuery(**query)))
 
     def submit(self, body: Any) -> dict[str, Any]:
         """Submit ``{"script": "...", "spec": {...}}``; answer ``{"id", "job": JobSummary}``.

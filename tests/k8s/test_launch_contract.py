@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.backends.local import LocalBackend
+from jupyter_disttrain.backends.local.backend import LocalBackend
 from jupyter_disttrain.runtime import contract
 from jupyter_disttrain.specs import JobPhase, JobSpec
 from jupyter_disttrain.store import JobStore

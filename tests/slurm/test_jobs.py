@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from jupyter_disttrain import api, procs
+from jupyter_disttrain.backends.slurm.script import START
 from jupyter_disttrain.errors import BackendError, InvalidSpecError
 from jupyter_disttrain.manager import manager_for
 from jupyter_disttrain.specs import JobPhase
@@ -82,6 +83,8 @@ def test_cancel_stops_every_process_after_the_grace_signal(
     job = submit(store, script, gpus=2, name="cancel", options=ON_DT2)
     wait_log(job, "ready")
     wait_for(lambda: sum("ready" in ln.text for ln in job.logs()) == 2, 60, "both ranks ready")
+    (started,) = [e.message for e in job.status().events if e.reason == "Started"]
+    assert started.endswith(f"({START})"), started  # the local launcher's start, cold as the request says
     stacks = manager_for(store).stack(job.id, "rank-1")  # on node dt2, read through srun --overlap
     assert "time.sleep" in stacks.text or "<module>" in stacks.text, stacks
     status = job.cancel()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from jupyter_disttrain.backends.local.request import AgentCommand, LocalRequest
 from jupyter_disttrain.backends.slurm.options import (
     SlurmOptions,
     check_sbatch_option,
@@ -12,6 +13,7 @@ from jupyter_disttrain.backends.slurm.options import (
 )
 from jupyter_disttrain.backends.slurm.request import BATCH, STEP, SlurmRequest
 from jupyter_disttrain.backends.slurm.script import (
+    START,
     Place,
     batch_script,
     format_request,
@@ -128,11 +130,18 @@ def test_the_node_agent_runs_torchrun_with_c10d_hosted_by_node_0() -> None:
 
 
 def test_the_dry_run_text_shows_the_sbatch_line_the_script_and_each_step() -> None:
-    text = format_request(
-        BATCH, ["sbatch", "x.sh"], "#!/bin/bash\nexec launcher\n", [(["srun", "a"], {"K": "v w"})], "why"
+    request = SlurmRequest(
+        cwd="/w",
+        agents=[AgentCommand(node=0, argv=["srun", "a"], env={"K": "v w"})],
+        start=START,
+        sbatch=["sbatch", "x.sh"],
+        batch_script="#!/bin/bash\nexec launcher\n",
+        why="why",
     )
+    text = format_request(request)
     assert text.splitlines() == [
         "# why",
+        f"# start: {START}",
         "# submitted with:",
         "sbatch x.sh",
         "# ---- slurm/batch.sh ----",
@@ -148,6 +157,14 @@ def test_the_dry_run_text_shows_the_sbatch_line_the_script_and_each_step() -> No
 def test_the_request_round_trips_and_reads_as_a_local_request() -> None:
     request = SlurmRequest(cwd="/w", mode=STEP, allocation="7", sbatch=[], slurm_version="22.05.8", why="w")
     assert SlurmRequest.from_json(request.to_json()) == request
+    assert LocalRequest.from_json(request.to_json()).cwd == "/w"  # what the local launcher reads
+
+
+def test_a_slurm_request_is_never_warm() -> None:
+    # The zygote holds torch on the kernel's machine; a Slurm job's ranks run on its nodes.
+    data = {**SlurmRequest(cwd="/w", start=START).to_json(), "warm": {"socket": "/run/z.sock"}}
+    request = SlurmRequest.from_json(data)
+    assert request.warm is None and request.start.startswith("cold: ")
 
 
 @pytest.mark.parametrize(

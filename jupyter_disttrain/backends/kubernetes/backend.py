@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ...errors import BackendError, InvalidSpecError
 from ...logfiles import Budget
+from ...monitoring.resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
 from ...payloads import Resources, StackDump
-from ...resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
 from ...specs import (
     DryRun,
     Event,
@@ -34,6 +34,7 @@ from . import manifests as mf
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named
 from .objects import JobObjects
+from .options import KubeOptions
 from .pending import note_queue, queue_hold
 from .planning import Planner, check_spec, device_line
 from .podlogs import pod_log_lines
@@ -46,6 +47,7 @@ class KubernetesBackend(Backend):
     """Runs each job as pods on a Kubernetes cluster, torchrun in every pod."""
 
     name = "kubernetes"
+    options = KubeOptions
 
     def __init__(self, store: JobStore | None = None, client: KubeClient | None = None) -> None:
         super().__init__(store)

@@ -88,12 +88,6 @@ class Informer:
             if key is not None:
                 self._index.setdefault(key, set()).add(name)
 
-    def wait_change(self, generation: int, timeout: float) -> int:
-        """Wait until something changed after ``generation``; return the new generation."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._generation != generation, timeout)
-            return self._generation
-
     @property
     def generation(self) -> int:
         return self._generation

@@ -19,12 +19,11 @@ import sys
 from pathlib import Path
 
 from ... import procs
-from ... import specs as words  # the defaults every launcher-run backend shares
 from ...errors import BackendError, InvalidSpecError
 from ...launch import rank_env, user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ...logfiles import LogSource, replica_sources
+from ...logfiles import LogSource, last_line, replica_sources
 from ...payloads import StackDump
 from ...specs import (
     Condition,
@@ -33,31 +32,27 @@ from ...specs import (
     JobPhase,
     JobSpec,
     JobStatus,
+    LaunchRequest,
     ReplicaStatus,
     now_iso,
 )
-from ...store import JobRecord, JobStore, write_json_atomic
+from ...store import JobRecord, JobStore, write_record
+from .. import option_owner
 from ..base import Backend
 from . import client as slurm
-from ._local import (
-    DEFAULT_GRACE_PERIOD,
-    LAUNCHER_FILE,
-    AgentCommand,
-    last_line,
-    request_roles,
-    spawn_launcher,
-)
+from ._local import LAUNCHER_FILE, AgentCommand, request_roles, spawn_launcher
 from .allocation import Allocation, default_here
 from .checks import check_batch, check_step
 from .checks import place as place_of
 from .launch import CANCEL_FILE, STOPPED_FILE
 from .node import node_file
-from .options import parse_options
+from .options import NAMES, SlurmOptions, parse_options
 from .request import BATCH, STEP, SlurmRequest
 from .script import (
     BATCH_SCRIPT,
     LAUNCH_MODULE,
     SLURM_DIR,
+    START,
     Place,
     batch_script,
     format_request,
@@ -80,17 +75,20 @@ class SlurmBackend(Backend):
 
     name = "slurm"
     local = False
+    options = SlurmOptions
 
     def __init__(self, store: JobStore | None = None) -> None:
         super().__init__(store)
         self.client = slurm.SlurmClient()
 
     # -- checks and the dry run ----------------------------------------------------------------
+    def _options(self, spec: JobSpec) -> SlurmOptions:
+        """``spec.options`` typed and checked; an option of another backend is refused naming it."""
+        unknown = sorted(set(spec.options) - NAMES)
+        return parse_options(spec.options, option_owner(unknown[0], self.name) if unknown else None)
+
     def _validate(self, spec: JobSpec) -> None:
-        opts = parse_options(spec.options)
-        words.validate_grace_period(spec.options.get("grace_period", DEFAULT_GRACE_PERIOD))
-        words.validate_exit_timeout(spec.options.get("exit_timeout", words.DEFAULT_EXIT_TIMEOUT))
-        words.validate_monitor_interval(spec.options.get("monitor_interval", words.DEFAULT_MONITOR_INTERVAL))
+        opts = self._options(spec)
         for key, word in _KUBE_WORDS.items():
             if getattr(spec, key):
                 raise InvalidSpecError(f"{word} is a Kubernetes flag{_SLURM_WORDS.get(key, '')}")
@@ -106,7 +104,7 @@ class SlurmBackend(Backend):
             raise BackendError(f"cannot ask Slurm about this job: {exc}") from None
 
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
-        opts = parse_options(spec.options)
+        opts = self._options(spec)
         place = place_of(self.client, spec, opts)
         job_dir = str(self.store.job_dir(job_id))
         working_dir = spec.working_dir or os.getcwd()
@@ -119,7 +117,6 @@ class SlurmBackend(Backend):
                 "(it runs torchrun jobs: --launcher torchrun or deepspeed)"
             )
         role, python = roles[0], sys.executable
-        interval = float(spec.options.get("monitor_interval", words.DEFAULT_MONITOR_INTERVAL))
         base = rank_env(
             spec,
             job_id,
@@ -134,7 +131,7 @@ class SlurmBackend(Backend):
                 node=node,
                 argv=[
                     *srun_argv(spec, job_id, place, node),
-                    *node_argv(python, job_dir, node, spec.nodes, interval),
+                    *node_argv(python, job_dir, node, spec.nodes, opts.monitor_interval),
                     *torchrun_argv(spec, job_id, job_dir, python, role, node),
                 ],
                 env=node_env(base, spec, job_dir, node, place.gpu),
@@ -143,28 +140,26 @@ class SlurmBackend(Backend):
             for node in range(spec.nodes)
         ]
         sbatch = sbatch_argv(spec, job_id, job_dir, opts, place, working_dir) if place.mode == BATCH else []
-        why = self._why(place)
         request = SlurmRequest(
             cwd=working_dir,
             agents=agents,
-            grace_period=float(spec.options.get("grace_period") or DEFAULT_GRACE_PERIOD),
-            exit_timeout=float(spec.options.get("exit_timeout") or words.DEFAULT_EXIT_TIMEOUT),
+            grace_period=opts.grace_period,
+            exit_timeout=opts.exit_timeout,
             device="cuda" if place.gpu else "cpu",
             roles=[role.to_json()],
             cache_dir=cache,
             monitor_interval=0.0,  # the launcher sees only its own node: each node agent samples its ranks
+            warm=None,
+            start=START,
             mode=place.mode,
             allocation=place.allocation,
             sbatch=sbatch,
             batch_script=batch_script(python, job_dir, sbatch) if place.mode == BATCH else "",
             slurm_version=".".join(map(str, place.version)),
-            node_monitor_interval=interval,
-            why=why,
+            node_monitor_interval=opts.monitor_interval,
+            why=self._why(place),
         )
-        text = format_request(
-            place.mode, sbatch, request.batch_script, [(a.argv, a.env) for a in agents], why
-        )
-        return DryRun(job_id, job_dir, self.name, request, text)
+        return DryRun(job_id, job_dir, self.name, request, format_request(request))
 
     @staticmethod
     def _why(place: Place) -> str:
@@ -179,7 +174,7 @@ class SlurmBackend(Backend):
         inside = " (--batch: although this kernel runs in an allocation)" if Allocation.here() else ""
         return f"{chosen}a new Slurm batch job{inside}, {device}"
 
-    def _initial_replicas(self, spec: JobSpec, request: words.LaunchRequest) -> list[ReplicaStatus]:
+    def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
         assert isinstance(request, SlurmRequest)  # this backend's own dry run made it
         return [
             ReplicaStatus(name=n, role=r, index=i) for n, r, i in replicas_of(request_roles(spec, request))
@@ -252,7 +247,7 @@ class SlurmBackend(Backend):
         return replica_sources(self.store.logs_dir(record.id))
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
-        from ...stacks import dump_replica
+        from ...monitoring.stacks import dump_replica
 
         job_dir = self.store.job_dir(record.id)
         rank = read_dict(job_dir / "ranks" / f"{replica}.json")
@@ -286,7 +281,7 @@ class SlurmBackend(Backend):
     def _cancel_existing(self, record: JobRecord) -> None:
         request = SlurmRequest.from_json(record.request)
         job_dir = self.store.job_dir(record.id)
-        write_json_atomic(job_dir / SLURM_DIR / CANCEL_FILE, {"by": "user", "time": now_iso()})
+        write_record(job_dir / SLURM_DIR / CANCEL_FILE, {"by": "user", "time": now_iso()})
         slurm_job = record.backend_state.get("slurm_job_id")
         if request.mode == BATCH and slurm_job:
             cancel_batch(self.client, self.store, record, slurm_job, request.grace_period)

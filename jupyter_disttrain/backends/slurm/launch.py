@@ -17,17 +17,16 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from ...runtime import contract
 from ...specs import Event, JobPhase, JobStatus, now_iso
-from ...store import write_json_atomic
+from ...store import write_record
 from . import client
-from ._local import Supervisor, start_agents
+from ._local import AgentProcess, Supervisor, start
 from .node import NODES_DIR, RUN_ENV, SLURM_DIR
 from .node import read_json as read_node
 from .request import BATCH, SlurmRequest
@@ -38,30 +37,26 @@ RUNS_DIR = "runs"
 
 
 class SrunAgent:
-    """One node's ``srun`` as the supervisor drives a torchrun agent (``Popen``'s methods).
+    """One node's ``srun`` as the supervisor drives a torchrun agent (a ``request.AgentProcess``).
 
     srun ends its step at once on SIGTERM (SIGKILL to every task), so a graceful stop goes
     through Slurm instead: ``scancel --signal=TERM JOB.STEP`` reaches every process of the step
     as a time limit's SIGTERM does; the step's id is in the node agent's record."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], job_dir: str, node: int) -> None:
+    def __init__(self, proc: AgentProcess, job_dir: str, node: int) -> None:
         self.proc = proc
         self.job_dir = job_dir
         self.node = node
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.returncode
+        self.pid = proc.pid
+        self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        return self.proc.poll()
+        self.returncode = self.proc.poll()
+        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        return self.proc.wait(timeout)
+        self.returncode = self.proc.wait(timeout)
+        return self.returncode
 
     def _step(self) -> str | None:
         found = read_node(os.path.join(self.job_dir, SLURM_DIR, NODES_DIR, f"node-{self.node}.json"))
@@ -83,14 +78,16 @@ class SrunAgent:
         self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        self.proc.kill()
+        self.proc.send_signal(signal.SIGKILL)
 
 
 class SlurmSupervisor(Supervisor):
     """The local supervisor, told apart a cancel by the user from a stop by Slurm."""
 
-    def __init__(self, job_dir: str, agents: list[Any], launch_error: str | None) -> None:
-        super().__init__(job_dir, agents, launch_error)
+    def __init__(
+        self, job_dir: str, agents: Sequence[AgentProcess], launch_error: str | None, how: str = ""
+    ) -> None:
+        super().__init__(job_dir, agents, launch_error, how)
         self.slurm_request = SlurmRequest.from_json(self.record.request)
         self.slurm_job = os.environ.get("SLURM_JOB_ID") or self.slurm_request.allocation
         self.restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
@@ -119,7 +116,7 @@ class SlurmSupervisor(Supervisor):
             super()._cancel()
             return
         said = self._slurm_says()
-        write_json_atomic(
+        write_record(
             self.job_dir / SLURM_DIR / STOPPED_FILE, {"time": now_iso(), "signal": self._signal, **said}
         )
         what = f"Slurm job {self.slurm_job}"
@@ -220,13 +217,10 @@ def main(argv: list[str]) -> int:
         old.unlink(missing_ok=True)
     run = secrets.token_hex(4)
     agents = [dataclasses.replace(a, env={**a.env, RUN_ENV: run}) for a in request.agents]
-    try:
-        procs = start_agents(str(job_dir), dataclasses.replace(request, agents=agents))
-        error = None
-    except OSError as exc:
-        procs, error = [], f"could not start srun: {exc}"
-    wrapped = [SrunAgent(p, str(job_dir), i) for i, p in enumerate(procs)]
-    return SlurmSupervisor(str(job_dir), wrapped, error).run()
+    # The local launcher's start; cold, as ``request.start`` says (a Slurm request has no ``warm``).
+    started, how, error = start(str(job_dir), dataclasses.replace(request, agents=agents), what="srun")
+    wrapped = [SrunAgent(p, str(job_dir), i) for i, p in enumerate(started)]
+    return SlurmSupervisor(str(job_dir), wrapped, error, how).run()
 
 
 if __name__ == "__main__":

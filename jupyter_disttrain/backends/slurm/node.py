@@ -29,6 +29,7 @@ import sys
 import time
 
 from ...runtime import contract
+from ...runtime.atomic import write_json
 
 SLURM_DIR = "slurm"
 NODES_DIR = "nodes"
@@ -57,14 +58,6 @@ def node_file(job_dir: str, node: int) -> str:
 
 def rdzv_file(job_dir: str, run: str) -> str:
     return os.path.join(job_dir, SLURM_DIR, f"rdzv-{run}.json")
-
-
-def write_json(path: str, data: dict[str, object]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
 
 
 def read_json(path: str) -> dict[str, object] | None:

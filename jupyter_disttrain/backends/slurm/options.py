@@ -3,6 +3,11 @@
 The flags of ``%%distrun`` and ``jupyter disttrain run`` are generated from ``SlurmOptions``'
 fields, in sbatch's own words. Every bad value is refused with a one-line error that names the
 flag and shows a good value; ``parse_options`` returns them typed.
+
+A Slurm job is supervised by the local backend's supervisor, so its options begin with the
+supervisor's (``--grace-period``, ``--exit-timeout``, ``--monitor-interval``: one declaration,
+one flag each). They come from the local options module itself, not through ``_local``: the
+backend registry loads this module without any backend (``backends.options_class``).
 """
 
 from __future__ import annotations
@@ -13,11 +18,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import InvalidSpecError
-from ...flags import option
-
-# Options every backend that runs the job's launcher shares; the local backend declares their
-# flags (``--grace-period``, ``--exit-timeout``, ``--monitor-interval``), the values are the same.
-SHARED = frozenset({"grace_period", "exit_timeout", "monitor_interval"})
+from ...flags import check_values, option
+from ..local.options import SupervisorOptions
 
 # Slurm names: partitions, accounts, QOS, reservations (letters, digits, '_', '-', '.').
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
@@ -87,10 +89,12 @@ def _cpus_per_gpu(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class SlurmOptions:
+class SlurmOptions(SupervisorOptions):
     """The Slurm backend's options; ``None`` leaves the choice to the cluster's defaults."""
 
-    partition: str | None = option(help="slurm: partition (sbatch --partition; default: the cluster's)")
+    partition: str | None = option(
+        metavar="NAME", help="slurm: partition (sbatch --partition; default: the cluster's)"
+    )
     account: str | None = option(help="slurm: account the job is charged to (sbatch --account)")
     qos: str | None = option(help="slurm: quality of service (sbatch --qos)")
     time: str | None = option(
@@ -116,7 +120,7 @@ class SlurmOptions:
     )
 
 
-NAMES = frozenset(f.name for f in fields(SlurmOptions)) | SHARED
+NAMES = frozenset(f.name for f in fields(SlurmOptions))
 # The options that shape a new batch job: meaningless for a job step inside an allocation.
 BATCH_ONLY = (
     "partition",
@@ -135,15 +139,18 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def parse_options(options: dict[str, Any]) -> SlurmOptions:
-    """Check ``spec.options`` for the Slurm backend and return its own typed."""
+def parse_options(options: dict[str, Any], other: str | None = None) -> SlurmOptions:
+    """Check ``spec.options`` for the Slurm backend and return them typed. ``other``: the
+    backend that has an option this one does not know, named in the error."""
     unknown = sorted(set(options) - NAMES)
     if unknown:
+        where = f"it is a {other.capitalize()} option: add --backend {other}" if other else None
         raise InvalidSpecError(
-            f"the slurm backend has no option {flag(unknown[0])}; its options are: "
-            + ", ".join(flag(f.name) for f in fields(SlurmOptions))
+            f"the slurm backend has no option {flag(unknown[0])}; "
+            + (where or "its options are: " + ", ".join(flag(f.name) for f in fields(SlurmOptions)))
         )
-    values: dict[str, Any] = {}
+    shared = {f.name for f in fields(SupervisorOptions)}
+    values: dict[str, Any] = check_values(SupervisorOptions, {k: options[k] for k in shared & set(options)})
     for key in ("partition", "account", "qos", "reservation"):
         values[key] = _name(options.get(key), key)
     values["time"] = _text(options.get("time"), "time")

@@ -33,7 +33,8 @@ class SlurmRequest(LocalRequest):
     def from_json(cls, data: dict[str, Any]) -> SlurmRequest:
         base = LocalRequest.from_json(data)
         return cls(
-            **{k: getattr(base, k) for k in LocalRequest.__dataclass_fields__},
+            # Never warm: the zygote is on the kernel's machine, the ranks on the job's nodes.
+            **{k: getattr(base, k) for k in LocalRequest.__dataclass_fields__ if k != "warm"},
             mode=str(data.get("mode", BATCH)),
             allocation=data.get("allocation"),
             sbatch=[str(a) for a in data.get("sbatch", [])],

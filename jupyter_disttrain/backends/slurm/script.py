@@ -24,7 +24,7 @@ from ...runtime import contract
 from ...specs import JobSpec
 from ._local import WORKER_MODULE
 from .options import SlurmOptions
-from .request import BATCH
+from .request import BATCH, SlurmRequest
 
 LAUNCH_MODULE = "jupyter_disttrain.backends.slurm.launch"
 NODE_MODULE = "jupyter_disttrain.backends.slurm.node"
@@ -33,6 +33,11 @@ BATCH_SCRIPT = "batch.sh"
 # Slurm versions from which srun has these options.
 OVERLAP_SINCE = (20, 11)  # --overlap: a step shares the CPUs another step holds (batchspawner's)
 WHOLE_SINCE = (21, 8)  # --whole: a step gets all of the allocation on its node
+
+
+# How a Slurm job's processes start (the request's ``start``: the dry run shows it, the launcher's
+# Started event repeats it). Never warm: the zygote holds torch on the kernel's machine only.
+START = "cold: one srun step per node starts torchrun there (a Slurm job never forks from the warm zygote)"
 
 
 @dataclass(frozen=True)
@@ -147,18 +152,16 @@ def node_env(base: dict[str, str], spec: JobSpec, job_dir: str, node: int, gpu: 
     return env
 
 
-def format_request(
-    mode: str, sbatch: list[str], script: str, agents: list[tuple[list[str], dict[str, str]]], why: str
-) -> str:
-    """The request as a person reads it: how the job reaches Slurm, then each node's step."""
-    lines = [f"# {why}"]
-    if mode == BATCH:
-        lines += ["# submitted with:", shlex.join(sbatch), f"# ---- {SLURM_DIR}/{BATCH_SCRIPT} ----"]
-        lines.append(script.rstrip("\n"))
+def format_request(request: SlurmRequest) -> str:
+    """The request as a person reads it: how the job reaches Slurm and starts, then each node's step."""
+    lines = [f"# {request.why}", f"# start: {request.start}"]
+    if request.mode == BATCH:
+        lines += ["# submitted with:", shlex.join(request.sbatch), f"# ---- {SLURM_DIR}/{BATCH_SCRIPT} ----"]
+        lines.append(request.batch_script.rstrip("\n"))
         lines.append("# ---- run by the launcher, one job step per node ----")
     else:
         lines.append("# ---- run by the launcher beside this kernel, one job step per node ----")
-    for node, (argv, env) in enumerate(agents):
-        words = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
-        lines += [f"# node {node}", f"env {words} \\\n  {shlex.join(argv)}"]
+    for agent in request.agents:
+        words = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent.env.items()))
+        lines += [f"# node {agent.node}", f"env {words} \\\n  {shlex.join(agent.argv)}"]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ...errors import DistTrainError
-from ...stacks import dump_replica
+from ...monitoring.stacks import dump_replica
 
 
 def main(argv: list[str]) -> int:

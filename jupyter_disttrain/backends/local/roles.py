@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..launchers.base import HOROVODRUN, Role
-from ..runtime import contract
-from ..specs import JobSpec
-from .local_request import AgentCommand
+from ...launchers.base import HOROVODRUN, Role
+from ...runtime import contract
+from ...specs import JobSpec
+from .request import AgentCommand
 from .torchrun import LOOPBACK_IFNAME, WORKER_MODULE, local_env, set_devices
 
 # Roles whose processes compute: they get --gpus GPUs each; the others (a scheduler, a server)

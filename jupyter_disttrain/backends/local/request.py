@@ -1,17 +1,21 @@
 """The local backend's launch request, typed: what ``--dry-run`` shows and ``job.json`` keeps.
 
-The launcher reads it back at start (``local_launch``), so this module imports little.
+The launcher reads it back at start (``launch``), so this module imports little.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ..launchers.base import Role, default_roles
-from ..specs import DEFAULT_EXIT_TIMEOUT, DEFAULT_MONITOR_INTERVAL, JobSpec
+from ...launchers.base import Role, default_roles
+from ...runtime.sampler import DEFAULT_INTERVAL
+from ...specs import JobSpec
 
+# The defaults of the local options (``options.LocalOptions``), and of a request that lacks a field.
 DEFAULT_GRACE_PERIOD = 10.0
+DEFAULT_EXIT_TIMEOUT = 300.0
+DEFAULT_MONITOR_INTERVAL = DEFAULT_INTERVAL  # the samplers' own default
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,10 @@ class LocalRequest:
     roles: list[dict[str, Any]] = field(default_factory=list)
     cache_dir: str | None = None  # the per-user cache the launcher's roles use (compiled ops)
     monitor_interval: float = DEFAULT_MONITOR_INTERVAL  # seconds between resource samples; 0: none
+    # Warm start (``warm.WarmPlan.to_json``): the zygote the agent is forked from; None: torchrun
+    # afresh. ``start`` says which, and why (the dry run shows it, the job's events repeat it).
+    warm: dict[str, Any] | None = None
+    start: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,9 +75,27 @@ class LocalRequest:
             cache_dir=data.get("cache_dir"),
             # A job recorded before monitoring existed was never sampled.
             monitor_interval=float(data.get("monitor_interval", 0.0)),
+            warm=data.get("warm") if isinstance(data.get("warm"), dict) else None,
+            start=str(data.get("start") or ""),
         )
 
 
 def request_roles(spec: JobSpec, request: LocalRequest) -> list[Role]:
     """The roles a local job runs: as recorded, or torchrun's workers for a job recorded before roles."""
     return [Role.from_json(r) for r in request.roles] or default_roles(spec)
+
+
+class AgentProcess(Protocol):
+    """A started agent or replica process as the supervisor drives it: a ``subprocess.Popen``, or
+    a ``warm.WarmAgent`` forked by the zygote."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None: ...

@@ -2,8 +2,9 @@
 calls ``em``: the notebook's dict named like hyper-parameters that the cell uses, and the
 ``--name value`` arguments after ``--``.
 
-They are kept in the job's spec (``JobSpec.hparams``, in ``job.json``) and handed to every rank as
-JSON in ``$DISTTRAIN_HPARAMS``, where ``em.create_run`` without ``hparams=`` takes them.
+They are kept in the job's spec (``JobSpec.hparams``, in ``job.json``; ``specs.check_hparams``
+bounds them) and handed to every rank as JSON in ``$DISTTRAIN_HPARAMS``, where
+``em.create_run`` without ``hparams=`` takes them.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidSpecError
+from ..specs import HPARAMS_MAX_BYTES as MAX_JSON_BYTES
+from ..specs import HPARAMS_MAX_KEYS as MAX_KEYS
 
 # Names a notebook gives its hyper-parameters; when the cell uses several, the first one listed
 # wins for a key both have.
 HPARAM_NAMES = ("hparams", "hyperparams", "hyper_params", "config", "cfg", "params", "args")
-MAX_KEYS = 200
-MAX_JSON_BYTES = 16 * 1024  # an environment variable of every rank: far below Linux's 128 KiB
 _TEXT = 200  # a value shown as text (a list, an object) is cut to this many characters
 
 Scalar = bool | int | float | str | None
@@ -124,20 +124,6 @@ def fit(values: Mapping[str, Scalar]) -> dict[str, Scalar]:
         out[key] = value
         size += item
     return out
-
-
-def check(values: Any) -> dict[str, Scalar]:
-    """A spec's ``hparams`` as sent (REST, the Python API): names to scalars, bounded."""
-    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
-        raise InvalidSpecError("hparams must be an object of names to values, e.g. {'lr': 0.1}")
-    bad = next(
-        (k for k, v in values.items() if not isinstance(v, bool | int | float | str | type(None))), None
-    )
-    if bad is not None:
-        raise InvalidSpecError(f"hparams.{bad} must be a number, a string, true/false or null")
-    if len(values) > MAX_KEYS or len(json.dumps(values)) > MAX_JSON_BYTES:
-        raise InvalidSpecError(f"hparams: at most {MAX_KEYS} of them and {MAX_JSON_BYTES} bytes as JSON")
-    return values
 
 
 def merged(*sources: Mapping[str, Scalar]) -> dict[str, Scalar]:

@@ -10,12 +10,12 @@ import os
 import shlex
 from collections.abc import Sequence
 
-from ..launch import rank_env
-from ..launchers.base import Role
-from ..runtime import contract
-from ..specs import JobSpec
-from .local_python import foreign_pythonpath
-from .local_request import AgentCommand
+from ...launch import rank_env
+from ...launchers.base import Role
+from ...runtime import contract
+from ...specs import JobSpec
+from .python import foreign_pythonpath
+from .request import AgentCommand
 
 WORKER_MODULE = "jupyter_disttrain.runtime.worker"
 # torchrun's own flags, in the words torchrun uses; a ``--nodes M`` job on one machine
@@ -40,7 +40,7 @@ def local_env(
 ) -> dict[str, str]:
     """What every process of ``role`` adds on this machine: the rank env, where its log goes,
     collectives on loopback, and (``runtime_path``) the way another interpreter imports our
-    rank wrapper (``local_python``), last on PYTHONPATH."""
+    rank wrapper (``python``), last on PYTHONPATH."""
     # Imports next to the notebook keep working: the script runs from the job dir, the
     # working dir is on PYTHONPATH (launch.rank_env, the same on every backend).
     env = rank_env(

@@ -1,6 +1,6 @@
 """Run jobs as torchrun processes on this machine — the default backend.
 
-Each job gets a launcher process (``local_supervisor``) in its own session: it survives the
+Each job gets a launcher process (``launch``, then ``supervisor``) in its own session: it survives the
 kernel, keeps ``status.json`` current and stops the whole process tree on cancel. Ranks write
 their output straight into ``logs/rank-<N>.log``; torchrun's own messages go to
 ``logs/agent-<node>.log``.
@@ -17,34 +17,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import procs
-from ..errors import BackendError, InvalidSpecError
-from ..launch import user_cache_dir
-from ..launchers import get_launcher
-from ..launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ..logfiles import LogSource, replica_sources
-from ..payloads import StackDump
-from ..specs import (
-    DEFAULT_EXIT_TIMEOUT,
-    DEFAULT_MONITOR_INTERVAL,
-    DryRun,
-    JobPhase,
-    JobSpec,
-    JobStatus,
-    LaunchRequest,
-    ReplicaStatus,
-    validate_exit_timeout,
-    validate_grace_period,
-    validate_monitor_interval,
-)
-from ..store import JobRecord, read_json
-from .base import Backend
-from .local_options import NAMES as LOCAL_OPTIONS
-from .local_python import ensure_runtime_path, foreign, job_python, runtime_path, validate_python
-from .local_request import DEFAULT_GRACE_PERIOD, AgentCommand, LocalRequest, request_roles
-from .local_roles import role_commands
-from .local_supervisor import LAUNCHER_FILE, last_line
+from ... import procs
+from ...errors import BackendError, InvalidSpecError
+from ...launch import user_cache_dir
+from ...launchers import get_launcher
+from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
+from ...logfiles import LogSource, last_line, replica_sources
+from ...payloads import StackDump
+from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus
+from ...store import JobRecord, read_json
+from .. import option_owner
+from ..base import Backend
+from .options import NAMES, LocalOptions, parse_options
+from .python import ensure_runtime_path, foreign, job_python, runtime_path
+from .request import AgentCommand, LocalRequest, request_roles
+from .roles import role_commands
+from .supervisor import LAUNCHER_FILE
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
+from .warm import WarmPlan, ensure_zygote, script_imports
+from .warm import plan as warm_plan
 
 _LAUNCH_TIMEOUT = 30.0
 
@@ -79,26 +70,19 @@ class LocalBackend(Backend):
 
     name = "local"
     local = True
+    options = LocalOptions
+
+    def _options(self, spec: JobSpec) -> LocalOptions:
+        """``spec.options`` typed and checked; an option of another backend is refused naming it."""
+        unknown = sorted(set(spec.options) - set(NAMES))
+        return parse_options(spec.options, option_owner(unknown[0], self.name) if unknown else None)
 
     def _validate(self, spec: JobSpec) -> None:
-        unknown = set(spec.options) - LOCAL_OPTIONS
-        if unknown:
-            raise InvalidSpecError(
-                f"the local backend has no option {sorted(unknown)[0]!r}; "
-                "it is a Kubernetes option: add --backend kubernetes"
-            )
-        validate_grace_period(spec.options.get("grace_period", 10.0))
-        validate_exit_timeout(spec.options.get("exit_timeout", DEFAULT_EXIT_TIMEOUT))
-        validate_monitor_interval(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL))
-        oversubscribe = spec.options.get("oversubscribe", False)
-        if not isinstance(oversubscribe, bool):
-            raise InvalidSpecError(f"oversubscribe must be true or false, not {oversubscribe!r}")
-        if "python" in spec.options:
-            validate_python(spec.options["python"])
+        opts = self._options(spec)
         gpus = [] if spec.accelerator == "cpu" else visible_gpus()
         cpus = cpu_count()
         processes = get_launcher(spec.launcher).processes(spec)
-        if not gpus and not oversubscribe and processes > cpus:
+        if not gpus and not opts.oversubscribe and processes > cpus:
             sizes = f"--gpus {spec.nproc_per_node} --nodes {spec.nodes}"
             if processes != spec.world_size:
                 sizes = f"--launcher {spec.launcher} --workers {processes}"
@@ -124,7 +108,8 @@ class LocalBackend(Backend):
         cache = user_cache_dir()
         ctx = LaunchContext(str(job_dir), gpus is None, cache, host=LOOPBACK, port=free_port())
         roles = get_launcher(spec.launcher).roles(spec, ctx)
-        python = job_python(spec.options)
+        opts = self._options(spec)
+        python = job_python(opts.python)
         where: dict[str, Any] = {
             "python": python,
             "gpu_ids": gpus,
@@ -138,15 +123,27 @@ class LocalBackend(Backend):
                 agents += agent_commands(spec, job_id, str(job_dir), rdzv_port=port, role=role, **where)
             else:
                 agents += role_commands(spec, job_id, str(job_dir), role, **where)
+        warm, start = warm_plan(
+            env=os.environ,  # what the launcher, and so the job, inherits
+            job_env=agents[0].env if agents else {},
+            agents=len(agents),
+            max_restarts=spec.max_restarts,
+            torchrun_only=all(role.via == TORCHRUN for role in roles),
+            foreign_python=foreign(python),
+            cold=opts.cold,
+            imports=script_imports(payload.get(spec.entrypoint)),
+        )
         request = LocalRequest(
             cwd=spec.working_dir or os.getcwd(),
             agents=agents,
-            grace_period=float(spec.options.get("grace_period") or DEFAULT_GRACE_PERIOD),
-            exit_timeout=float(spec.options.get("exit_timeout") or DEFAULT_EXIT_TIMEOUT),
+            grace_period=opts.grace_period,
+            exit_timeout=opts.exit_timeout,
             device="cuda" if gpus else "cpu",
             roles=[role.to_json() for role in roles],
             cache_dir=cache,
-            monitor_interval=float(spec.options.get("monitor_interval", DEFAULT_MONITOR_INTERVAL)),
+            monitor_interval=opts.monitor_interval,
+            warm=warm.to_json() if warm else None,
+            start=start,
         )
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
@@ -158,10 +155,12 @@ class LocalBackend(Backend):
     def _schedule(self, record: JobRecord) -> None:
         job_dir = self.store.job_dir(record.id)
         request = LocalRequest.from_json(record.request)
-        python = job_python(record.spec.options)
+        python = job_python(self._options(record.spec).python)
         if foreign(python) and request.cache_dir:
             ensure_runtime_path(runtime_path(request.cache_dir))
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
+        if request.warm:  # its imports run while the launcher starts
+            ensure_zygote(WarmPlan.from_json(request.warm), os.environ)
         spawn_launcher(job_dir)
 
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
@@ -207,7 +206,7 @@ class LocalBackend(Backend):
             self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
-        from ..stacks import dump_replica
+        from ...monitoring.stacks import dump_replica
 
         return dump_replica(self.store.job_dir(record.id), record.id, replica, method)
 
@@ -244,6 +243,8 @@ def spawn_launcher(job_dir: Path, module: str = procs.LAUNCHER_MODULE) -> None:
 def format_request(request: LocalRequest) -> str:
     """The launch request as a person reads it: one shell-quoted command line per agent."""
     lines = [f"# working dir: {request.cwd}  (device: {request.device})"]
+    if request.start:
+        lines.append(f"# start: {request.start}")
     for agent in request.agents:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent.env.items()))
         lines.append(f"# {agent.replica}" if agent.replica else f"# node {agent.node}")

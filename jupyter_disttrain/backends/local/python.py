@@ -15,16 +15,15 @@ import hashlib
 import os
 import sys
 
-from ..errors import InvalidSpecError
+from ...errors import InvalidSpecError
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PACKAGE = os.path.basename(_PACKAGE_DIR)
 
 
-def job_python(options: dict[str, object]) -> str:
+def job_python(chosen: str | None) -> str:
     """The interpreter that runs the job's processes: ``--python``, else the kernel's."""
-    chosen = options.get("python")
-    return os.path.expanduser(str(chosen)) if chosen else sys.executable
+    return os.path.expanduser(chosen) if chosen else sys.executable
 
 
 def validate_python(path: object) -> None:

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import BackendError, InvalidSpecError
-from .payloads import StackDump
-from .runtime import contract
+from ..errors import BackendError, InvalidSpecError
+from ..payloads import StackDump
+from ..runtime import contract
 
 METHODS = ("auto", "py-spy", "faulthandler")
 STACK_WAIT = 5.0  # seconds the faulthandler dump may take to appear
@@ -118,8 +118,8 @@ def dump_stack(replica: str, pid: int, stack_path: Path, method: str = "auto") -
 def dump_replica(job_dir: Path, job_id: str, replica: str, method: str = "auto") -> StackDump:
     """The stacks of ``replica`` of the job in ``job_dir``: a process of this machine, as its
     rank record names it (never a pid that another process reuses now)."""
-    from .procs import runs_job
-    from .store import read_json
+    from ..procs import runs_job
+    from ..store import read_json
 
     try:
         rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(replica))
@@ -128,6 +128,6 @@ def dump_replica(job_dir: Path, job_id: str, replica: str, method: str = "auto")
     if rec.get("exit_code") is not None:
         raise BackendError(f"{replica} has exited (code {rec['exit_code']}): no stack to read")
     pid = int(rec["pid"])
-    if not runs_job(pid, job_id):
+    if not runs_job(pid, job_id):  # never signal a pid reused by another process
         raise BackendError(f"{replica}'s process (pid {pid}) is gone")
     return dump_stack(replica, pid, job_dir / contract.STACKS_DIR / contract.stack_file(replica), method)

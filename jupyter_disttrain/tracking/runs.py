@@ -21,10 +21,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from . import mlflowdb
-from .errors import InvalidSpecError, UnknownRunError
-from .payloads import JOB_RUN, ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
-from .runtime.contract import (
+from ..errors import InvalidSpecError, UnknownRunError
+from ..payloads import ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
+from ..runtime.contract import (
     ARTIFACTS_DIR,
     MANIFEST_FILE,
     METRICS_FILE,
@@ -33,8 +32,8 @@ from .runtime.contract import (
     RUNS_DIR,
     TENSORBOARD_DIR,
 )
-from .safefiles import is_real_dir, open_beneath
-from .specs import JobPhase, JobStatus
+from ..safefiles import is_real_dir, open_beneath
+from ..specs import JobPhase
 
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_JSON_BYTES = 1 << 20  # a run.json or an artifact's manifest
@@ -228,34 +227,6 @@ def total_steps(record: dict[str, Any]) -> int | None:
     return total if total is None or total > 0 else None
 
 
-_JOB_STATUS = {JobPhase.SUCCEEDED: "finished", JobPhase.FAILED: "failed", JobPhase.CANCELLED: "failed"}
-
-
-def job_record(status: JobStatus, hparams: dict[str, Any]) -> dict[str, Any]:
-    """What stands for ``run.json`` in the ``JOB_RUN`` of a job: its hparams, its times."""
-    return {
-        "name": JOB_RUN,
-        "hparams": hparams,
-        "status": _JOB_STATUS.get(status.phase, "running"),
-        "start_time": status.start_time,
-        "end_time": status.finish_time,
-    }
-
-
-def _mlflow_record(found: mlflowdb.MlflowRun, hparams: dict[str, Any], phase: JobPhase) -> dict[str, Any]:
-    """What stands for ``run.json`` in an MLflow run: its params over the job's hparams."""
-    record = {
-        "name": found.name,
-        "mlflow_run_id": found.uuid,
-        "hparams": {**hparams, **found.params},
-        "status": found.status,
-        "start_time": found.start_time,
-        "end_time": found.end_time,
-    }
-    record["status"] = run_status(record, phase)
-    return record
-
-
 def run_status(record: dict[str, Any], phase: JobPhase) -> str:
     status = str(record.get("status") or "running")
     return "interrupted" if status == "running" and phase.is_terminal else status
@@ -315,81 +286,6 @@ class RunsReader:
                 )
             )
         return out
-
-    def job_run(
-        self, job_id: str, job_name: str, status: JobStatus, hparams: dict[str, Any], tb_prefix: str | None
-    ) -> RunSummary:
-        """The ``JOB_RUN`` row of a job that made no run of ``em``: its captured hparams."""
-        record = job_record(status, hparams)
-        return RunSummary(
-            job_id=job_id,
-            job_name=job_name,
-            job_phase=status.phase,
-            run=JOB_RUN,
-            status=record["status"],
-            start_time=record["start_time"],
-            end_time=record["end_time"],
-            hparams=hparams,
-            metrics={},
-            step=None,
-            total_steps=total_steps(record),
-            eta_seconds=None,
-            artifacts=0,
-            tensorboard_run=f"{tb_prefix}/{TENSORBOARD_DIR}" if tb_prefix else None,
-        )
-
-    def mlflow_summaries(
-        self,
-        job_dir: Path,
-        job_id: str,
-        job_name: str,
-        phase: JobPhase,
-        hparams: dict[str, Any],
-        tb_prefix: str | None,
-    ) -> list[RunSummary]:
-        """The job's MLflow runs (``mlflowdb``) as rows; the job's captured hparams under MLflow's
-        params; ``tensorboard_run`` once the launcher wrote the run's scalars (``mlflowtb``)."""
-        out = []
-        for found in mlflowdb.runs(job_dir):
-            record = _mlflow_record(found, hparams, phase)
-            written = tb_prefix and (job_dir / TENSORBOARD_DIR / found.name).is_dir()
-            out.append(
-                RunSummary(
-                    job_id=job_id,
-                    job_name=job_name,
-                    job_phase=phase,
-                    run=found.name,
-                    status=record["status"],
-                    start_time=found.start_time,
-                    end_time=found.end_time,
-                    hparams=record["hparams"],
-                    metrics={f"mlflow/{k}": v for k, v in sorted(found.metrics.items())},
-                    step=found.step,
-                    total_steps=total_steps(record),
-                    eta_seconds=None,
-                    artifacts=0,
-                    tensorboard_run=f"{tb_prefix}/{TENSORBOARD_DIR}/{found.name}" if written else None,
-                )
-            )
-        return out
-
-    def mlflow_detail(
-        self,
-        job_dir: Path,
-        job_id: str,
-        run: str,
-        phase: JobPhase,
-        hparams: dict[str, Any],
-        since: int,
-        limit: int,
-    ) -> RunDetail:
-        found = mlflowdb.find(job_dir, run)
-        if found is None:
-            raise UnknownRunError(f"job {job_id} has no MLflow run {run!r} (see GET .../runs?job={job_id})")
-        record = _mlflow_record(found, hparams, phase)
-        points, nxt, more = mlflowdb.points(job_dir, found.uuid, since, limit)
-        progress = RunProgress(step=found.step, total_steps=total_steps(record), eta_seconds=None)
-        return RunDetail(job_id, run, record["status"], record, points, nxt, more, [], progress, [])
 
     def record(self, job_dir: Path, run: str) -> dict[str, Any] | None:
         data = _read_json(job_dir, [RUNS_DIR, run, RUN_FILE])

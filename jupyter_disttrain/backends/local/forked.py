@@ -1,0 +1,386 @@
+"""What runs in the processes a warm zygote forks: a job's torchrun agent, and its ranks.
+
+A warm job's agent does what ``torchrun --nproc-per-node=N`` does on one node without restarts, in a
+fork of the zygote instead of a fresh interpreter: it serves the loopback store the ranks meet in,
+forks the ranks with torchrun's environment, watches them (a failed rank stops the others, as
+torchrun's agent does), writes torchrun's own failure report into the agent's log and exits as
+torchrun would. Each rank then runs the unchanged script through the same rank wrapper as a cold
+rank (``runtime/worker.py``): its log, its record, its stack-dump signal and its teardown rules are
+the cold path's own.
+
+What a fork inherits that a fresh interpreter would not have is undone here: the zygote's
+environment (replaced by the process's own, also where ``/proc/PID/environ`` shows it, so that
+cancel and stack dumps find the process by its job id), its ``sys.path``, its random state, its
+signal handlers, its open descriptors, and torch's thread counts (the zygote imports with one thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ...runtime import contract
+
+# torchrun's own: the signals its agent passes on to the ranks, how often it looks at them
+# (``--monitor-interval``) and how long its ``close`` waits before SIGKILL.
+AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+SIGNALS_TO_HANDLE = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+MONITOR_INTERVAL = 0.1
+CLOSE_TIMEOUT = 30.0
+WORKER_MODULE = "jupyter_disttrain.runtime.worker"
+# Signals whose handlers a fresh interpreter sets itself (the rest start at their defaults).
+_PYTHON_IGNORES = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+@dataclass(frozen=True)
+class AgentPlan:
+    """One torchrun agent's command line, as torchrun's own parser reads it."""
+
+    nproc: int
+    run_id: str
+    script: str
+    args: list[str]
+    local_addr: str
+
+
+def parse_agent(argv: list[str]) -> AgentPlan:
+    """``PYTHON -m torch.distributed.run ... -m WORKER_MODULE SCRIPT ARGS``; ValueError for what a
+    warm agent does not do (restarts, several nodes, another program)."""
+    from torch.distributed.run import parse_args
+
+    if argv[1:3] != ["-m", "torch.distributed.run"]:
+        raise ValueError("not a torchrun command line")
+    args = parse_args(argv[3:])
+    if not args.module or args.training_script != WORKER_MODULE or not args.training_script_args:
+        raise ValueError(f"torchrun runs {args.training_script!r}, not the rank wrapper")
+    if args.max_restarts or str(args.nnodes) != "1":
+        raise ValueError("restarts and several nodes run cold")
+    script, *rest = args.training_script_args
+    return AgentPlan(int(args.nproc_per_node), args.rdzv_id, script, rest, args.local_addr or "127.0.0.1")
+
+
+def rank_envs(base: Mapping[str, str], plan: AgentPlan, port: int, attempt_dir: str) -> list[dict[str, str]]:
+    """The environment torchrun's agent gives each rank of one node: its own environment (with
+    ``TORCHELASTIC_SIGNALS_TO_HANDLE``, which its launcher sets there), then the rank's place in
+    the group, where the store is and where an uncaught error goes (torch 2.13,
+    ``LocalElasticAgent._start_workers`` and ``SubprocessContext``)."""
+    envs = []
+    for local_rank in range(plan.nproc):
+        signals = base.get("TORCHELASTIC_SIGNALS_TO_HANDLE", SIGNALS_TO_HANDLE)
+        env = {
+            **base,
+            "TORCHELASTIC_SIGNALS_TO_HANDLE": signals,
+        }
+        env.update(
+            {
+                "RANK": str(local_rank),
+                "GROUP_RANK": "0",
+                "ROLE_RANK": str(local_rank),
+                "ROLE_NAME": "default",
+                "LOCAL_WORLD_SIZE": str(plan.nproc),
+                "WORLD_SIZE": str(plan.nproc),
+                "GROUP_WORLD_SIZE": "1",
+                "ROLE_WORLD_SIZE": str(plan.nproc),
+                "MASTER_ADDR": plan.local_addr,
+                "MASTER_PORT": str(port),
+                "TORCHELASTIC_RESTART_COUNT": "0",
+                "TORCHELASTIC_MAX_RESTARTS": "0",
+                "TORCHELASTIC_RUN_ID": plan.run_id,
+                "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING": base.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+                "LOCAL_RANK": str(local_rank),
+                "TORCHELASTIC_ERROR_FILE": os.path.join(attempt_dir, str(local_rank), "error.json"),
+            }
+        )
+        envs.append(env)
+    return envs
+
+
+# -- what every forked process does first ----------------------------------------------------------
+def become(env: Mapping[str, str]) -> None:
+    """Make ``env`` this process's whole environment: ``os.environ`` (and with it the C library's,
+    which libraries read), and the block ``/proc/PID/environ`` shows, which a fork keeps as the
+    zygote's own (the zygote starts with room to spare for it)."""
+    os.environ.clear()
+    os.environ.update(env)
+    _show_environ(env)
+
+
+def _show_environ(env: Mapping[str, str]) -> None:
+    with open("/proc/self/stat", "rb") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51 of proc(5)
+    # Job bookkeeping first: were the block too small, what finds the process still fits.
+    first = [k for k in (contract.JOB_ID_ENV, contract.JOB_DIR_ENV) if k in env]
+    blob = b"".join(f"{k}={env[k]}".encode() + b"\0" for k in [*first, *(k for k in env if k not in first)])
+    blob = blob[: end - start]
+    blob = blob[: blob.rfind(b"\0") + 1] if len(blob) == end - start else blob
+    ctypes.memmove(start, blob + b"\0" * (end - start - len(blob)), end - start)
+
+
+def _as_started(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` as a fresh interpreter of the zygote's kind would show it once started. The locale
+    variables are the zygote's own (they are part of its fingerprint), so is its coercion."""
+    out = dict(env)
+    coerced = INTERPRETER.coerced_locale if INTERPRETER is not None else None
+    if coerced is not None and "LC_ALL" not in out and "LC_CTYPE" not in out:
+        out["LC_CTYPE"] = coerced
+    return out
+
+
+def close_fds(fds: Iterable[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _redirect(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _send(conn: socket.socket, message: dict[str, object]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _fresh_signals() -> None:
+    """Signal dispositions as a fresh interpreter has them."""
+    signal.set_wakeup_fd(-1)
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in _PYTHON_IGNORES:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+# -- the agent ---------------------------------------------------------------------------------------
+def agent_main(conn: socket.socket, argv: list[str], env: dict[str, str], cwd: str, log_path: str) -> None:
+    """Run one node's ranks as torchrun's agent would, then ``os._exit`` with its exit code, also
+    sent on ``conn`` (the launcher's connection: the zygote may have gone by then)."""
+    code = 1
+    try:
+        os.setsid()
+        _fresh_signals()
+        become(_as_started(env))
+        os.chdir(cwd)
+        _redirect(log_path)
+        _send(conn, {"ok": True, "pid": os.getpid()})
+        code = _Agent(conn, parse_agent(argv)).run()
+    except BaseException as exc:  # the agent ends here, whatever happened
+        with contextlib.suppress(Exception):
+            print(f"disttrain warm agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    finally:
+        with contextlib.suppress(Exception):
+            _send(conn, {"exit": code})
+        os._exit(code)
+
+
+class _Agent:
+    def __init__(self, conn: socket.socket, plan: AgentPlan) -> None:
+        self.conn = conn
+        self.plan = plan
+        self.running: dict[int, int] = {}  # pid -> local rank
+        self.pids: dict[int, int] = {}  # local rank -> pid
+        self.codes: dict[int, int] = {}  # local rank -> exit code (negative: killed by that signal)
+        self.stopping: signal.Signals | None = None
+        self.error_files: list[str] = []
+
+    def run(self) -> int:
+        error_dir = tempfile.mkdtemp(prefix="torchelastic_")
+        try:
+            return self._run(os.path.join(error_dir, f"{self.plan.run_id}_warm", "attempt_0"))
+        finally:
+            shutil.rmtree(error_dir, ignore_errors=True)
+
+    def _run(self, attempt_dir: str) -> int:
+        from ...runtime.rendezvous import loopback_listener, serve_store
+
+        listener = loopback_listener(0)
+        envs = rank_envs(os.environ, self.plan, listener.getsockname()[1], attempt_dir)
+        self.error_files = [env["TORCHELASTIC_ERROR_FILE"] for env in envs]
+        for local_rank, env in enumerate(envs):
+            os.makedirs(os.path.dirname(env["TORCHELASTIC_ERROR_FILE"]), exist_ok=True)
+            pid = os.fork()
+            if pid == 0:
+                close_fds([listener.fileno(), self.conn.fileno()])
+                rank_main(env, self.plan.script, self.plan.args)
+            self.running[pid], self.pids[local_rank] = local_rank, pid
+        # The store the ranks meet in, served from here as torchrun's agent serves it; made after
+        # the forks: it runs threads of its own.
+        store = serve_store(listener)
+        try:
+            return self._watch()
+        finally:
+            del store
+
+    def _watch(self) -> int:
+        for sig in AGENT_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.conn, selectors.EVENT_READ)
+            while True:
+                self._reap()
+                if self.stopping is not None:
+                    print(
+                        f"Received {self.stopping.name} death signal, shutting down workers", file=sys.stderr
+                    )
+
+                    self._close(self.stopping)
+                    return 1  # torchrun's: the SignalException it raises ends it with 1
+                if any(code != 0 for code in self.codes.values()):
+                    return self._fail()
+                if len(self.codes) == self.plan.nproc:
+                    return 0
+                if sel.select(MONITOR_INTERVAL) and not self.conn.recv(1):
+                    # The launcher is gone (a cold agent gets SIGTERM then: its parent-death signal).
+                    self.stopping = signal.SIGTERM
+                    sel.unregister(self.conn)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = signal.Signals(signum)
+
+    def _reap(self) -> None:
+        while self.running:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if (local_rank := self.running.pop(pid, None)) is not None:
+                self.codes[local_rank] = os.waitstatus_to_exitcode(status)
+
+    def _close(self, sig: signal.Signals) -> None:
+        """torchrun's ``PContext.close``: ``sig`` to every rank still running, SIGKILL after 30 s."""
+        for pid in list(self.running):
+            print(f"Sending process {pid} closing signal {sig.name}", file=sys.stderr, flush=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sig)  # each rank leads its own session, as torchrun's do
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        while self.running and time.monotonic() < deadline:
+            self._reap()
+            time.sleep(0.01)
+        for pid in list(self.running):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        while self.running:
+            self._reap()
+            time.sleep(0.01)
+
+    def _fail(self) -> int:
+        """A rank failed: stop the others, then torchrun's own failure report; exit 1."""
+        failed = dict(self.codes)
+        self._close(signal.SIGTERM)
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+        failures = {
+            rank: ProcessFailure(rank, self.pids[rank], code, self.error_files[rank])
+            for rank, code in sorted(failed.items())
+            if code != 0
+        }
+        report = ChildFailedError(self.plan.script, failures).format_msg()
+        print(f"{ChildFailedError.__module__}.ChildFailedError: \n{report}", file=sys.stderr)
+        return 1
+
+
+# -- a rank ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Interpreter:
+    """What a fresh interpreter of the zygote's kind starts with, which a fork must restore: the
+    ``sys.path`` it has without PYTHONPATH, torch's default thread counts (the zygote itself runs
+    with one thread: see ``zygote.py``), and the ``LC_CTYPE`` Python sets at start in a C locale
+    (PEP 538), which the zygote's environment shows when it did."""
+
+    base_path: tuple[str, ...]
+    threads: int
+    interop_threads: int
+    coerced_locale: str | None = None
+
+
+INTERPRETER: Interpreter | None = None  # set by the zygote once it has imported
+
+
+def rank_main(env: dict[str, str], script: str, args: list[str]) -> None:
+    """Run the script as a cold rank runs it (``python -u -m jupyter_disttrain.runtime.worker
+    SCRIPT ARGS`` under torchrun), then end this process; never returns."""
+    code = 1
+    try:
+        os.setsid()  # torchrun starts each rank in a session of its own
+        _fresh_signals()
+        become(env)
+        _fresh_interpreter(env)
+        from ...runtime import worker
+
+        try:
+            worker.main([script, *args])
+            code = 0
+        except SystemExit as exc:
+            code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+        except KeyboardInterrupt:
+            sys.excepthook(*sys.exc_info())
+            _finalize()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)  # as Python ends on an uncaught KeyboardInterrupt
+        except BaseException:
+            sys.excepthook(*sys.exc_info())  # what Python prints before it exits with 1
+        _finalize()
+    finally:
+        os._exit(code)
+
+
+def _fresh_interpreter(env: Mapping[str, str]) -> None:
+    """Undo what the fork inherited of the zygote's interpreter state."""
+    import importlib
+
+    interpreter = INTERPRETER
+    if interpreter is None:
+        raise RuntimeError("the zygote did not record its interpreter")
+    pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # [0] is the script's directory (the rank wrapper sets it), then PYTHONPATH, then the rest,
+    # where (as ``site`` does) an entry already listed is not listed again.
+    seen = {os.path.abspath(p) for p in pythonpath}
+    base = [p for p in interpreter.base_path if os.path.abspath(p) not in seen]
+    sys.path[:] = ["", *pythonpath, *base]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    # Each fresh interpreter seeds its own random state. Python's ``random`` reseeds itself in a
+    # forked child; numpy's global one does not (it would repeat across the ranks).
+    if (np_random := sys.modules.get("numpy.random")) is not None:
+        np_random.seed()
+    import torch
+
+    threads = env.get("OMP_NUM_THREADS", "")
+    torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else interpreter.threads)
+    torch.set_num_interop_threads(interpreter.interop_threads)
+
+
+def _finalize() -> None:
+    """What Python does at exit before it tears the interpreter down: join non-daemon threads,
+    run atexit functions, flush the standard streams."""
+    import atexit
+    import threading
+
+    with contextlib.suppress(Exception):
+        threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()

@@ -1,0 +1,508 @@
+"""Warm start: which local jobs fork their ranks from a zygote, where the zygote lives, and how a
+launcher asks it for a job's agent.
+
+A zygote (``zygote.py``) is keyed by a fingerprint of what its imports depend on: the interpreter,
+its site-packages (a ``pip install`` changes them), where torch is, this package's own files, and
+the environment variables read at import time. It lives in this user's runtime dir (0700), found by
+that fingerprint. A job runs warm when it is one torchrun agent on this machine without restarts
+under the kernel's own interpreter; ``plan`` says which path a job takes, and why, for the dry run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+WARM_ENV = "DISTTRAIN_WARM"  # "0": every job runs cold (the server's DistTrainApp.warm_start)
+IDLE_ENV = "DISTTRAIN_WARM_IDLE"  # seconds a zygote with no job waits before it exits
+DEFAULT_IDLE = 1800.0
+ZYGOTE_MODULE = "jupyter_disttrain.backends.local.zygote"
+# Read when an interpreter or torch starts, so a fork cannot change them: a job whose environment
+# differs from the zygote's in one of these runs cold.
+IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "LD_", "KMP_", "GOMP_", "LC_", "CUBLAS", "CUDNN")
+IMPORT_TIME_NAMES = frozenset({"LANG", "LANGUAGE"})
+# Per process and set by the launch itself, not by what the zygote imported.
+_NOT_IMPORT_TIME = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHELASTIC_SIGNALS_TO_HANDLE"})
+# The thread pools the zygote imports with (one thread each); a rank gets torchrun's counts back.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Libraries worth holding in a zygote when a job imports them: heavy, and fork-safe at import.
+HEAVY = frozenset(
+    {
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "torchmetrics",
+        "lightning",
+        "pytorch_lightning",
+        "deepspeed",
+        "accelerate",
+        "transformers",
+        "datasets",
+        "timm",
+        "numpy",
+        "pandas",
+        "scipy",
+        "sklearn",
+        "einops",
+        "tensorboard",
+    }
+)
+SPAWN_TIMEOUT = 120.0  # seconds a launcher waits for a zygote still importing
+# A forked process shows its own environment where /proc/PID/environ reads it, in the block the
+# zygote was started with: room for the variables a rank adds to the kernel's.
+ROOM_ENV = "DISTTRAIN_ZYGOTE_ROOM"
+FINGERPRINT_CHARS = 20
+MAX_SOCKET_PATH = 107  # bytes of an AF_UNIX path (sun_path holds 108 with its NUL)
+ROOM_BYTES = 32768
+
+
+class WarmUnavailable(Exception):
+    """This job cannot run warm now; the message says why (the job then runs cold)."""
+
+
+@dataclass(frozen=True)
+class WarmPlan:
+    """Where a job's agents are forked: the zygote's socket and fingerprint, and what it should
+    hold before it forks (the heavy libraries the script imports)."""
+
+    socket: str
+    fingerprint: str
+    preload: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "preload": list(self.preload)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WarmPlan:
+        return cls(str(data["socket"]), str(data["fingerprint"]), tuple(data.get("preload", ())))
+
+
+# -- where ---------------------------------------------------------------------------------------------
+def zygote_dir() -> Path:
+    """This user's runtime dir for zygotes: ``$XDG_RUNTIME_DIR/jupyter_disttrain``, else
+    ``/tmp/jupyter_disttrain-UID``; made 0700, and refused when it is not ours alone (a directory
+    another user made first, or a link)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(base, "jupyter_disttrain") if base else Path(f"/tmp/jupyter_disttrain-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise WarmUnavailable(f"{path} is not a directory of this user's alone (mode 0700)")
+    if len(str(_paths(path, "0" * FINGERPRINT_CHARS)[0]).encode()) > MAX_SOCKET_PATH:
+        raise WarmUnavailable(f"{path} is too long a path for a Unix socket in it")
+    return path
+
+
+def import_time_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in env.items()
+        if (k in IMPORT_TIME_NAMES or k.startswith(IMPORT_TIME_PREFIXES)) and k not in _NOT_IMPORT_TIME
+    }
+
+
+def fingerprint(env: Mapping[str, str]) -> str:
+    """What a zygote's imports depend on, hashed: a change of any of it needs another zygote."""
+    import site
+    from importlib.util import find_spec
+
+    torch = find_spec("torch")
+    here = Path(__file__).resolve().parents[2]  # the package: its forked code is the zygote's
+    watched = [*site.getsitepackages(), site.getusersitepackages(), str(here)]
+    if torch is not None and torch.origin:
+        watched.append(os.path.dirname(torch.origin))
+    for sub in ("runtime", "backends/local"):
+        watched += [str(p) for p in sorted((here / sub).glob("*.py"))]
+    stamps = {}
+    for path in watched:
+        with contextlib.suppress(OSError):
+            stamps[path] = os.stat(path).st_mtime_ns
+    data = {
+        "python": os.path.realpath(sys.executable),
+        "version": sys.version,
+        "stamps": stamps,
+        "env": sorted(import_time_env(env).items()),
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_CHARS]
+
+
+def _paths(directory: Path, fp: str) -> tuple[Path, Path, Path]:
+    return (directory / f"zygote-{fp}.sock", directory / f"zygote-{fp}.lock", directory / f"zygote-{fp}.json")
+
+
+def alive(directory: Path, fp: str) -> bool:
+    """Whether a zygote of ``fp`` lives (it holds its lock from start to end)."""
+    _, lock, _ = _paths(directory, fp)
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def held_modules(directory: Path, fp: str) -> dict[str, str]:
+    """The top-level modules a live zygote has imported, and where it found them (its state file)."""
+    _, _, state = _paths(directory, fp)
+    try:
+        held = json.loads(state.read_bytes()[: 1 << 20]).get("modules", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in held.items()} if isinstance(held, dict) else {}
+
+
+def stop(directory: Path) -> list[int]:
+    """Stop every zygote living in ``directory`` (SIGTERM: the jobs it forked run on); their pids."""
+    stopped = []
+    for state in sorted(directory.glob("zygote-*.json")):
+        fp = state.stem.removeprefix("zygote-")
+        try:
+            pid = int(json.loads(state.read_bytes()[: 1 << 20]).get("pid", 0))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+        except (OSError, ValueError, AttributeError):
+            continue
+        # Never a pid reused by another process: it must be this fingerprint's zygote.
+        if alive(directory, fp) and ZYGOTE_MODULE.encode() in cmdline and fp.encode() in cmdline:
+            os.kill(pid, signal.SIGTERM)
+            stopped.append(pid)
+    return stopped
+
+
+# -- start -----------------------------------------------------------------------------------------------
+def enabled(env: Mapping[str, str] = os.environ) -> bool:
+    return env.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a zygote starts with: the kernel's, one thread per pool, on PYTHONPATH only
+    this package (its imports resolve as a rank's do, from the interpreter's own path; a job's
+    PYTHONPATH is checked against what it holds instead), and room in its environment block for
+    a rank's own (``forked.become``)."""
+    from ...launch import user_cache_dir
+    from .python import ensure_runtime_path, runtime_path
+
+    package = runtime_path(user_cache_dir())
+    ensure_runtime_path(package)
+    out = {k: v for k, v in env.items() if not k.startswith(("JPY_", "DISTTRAIN_")) and k != "PYTHONPATH"}
+    out.update({k: "1" for k in THREAD_ENV})
+    out["PYTHONPATH"] = package
+    out[ROOM_ENV] = " " * ROOM_BYTES
+    return out
+
+
+def start(env: Mapping[str, str], *, preload: Iterable[str] = (), parent: int | None = None) -> str | None:
+    """Start a zygote for ``env`` in the background unless one lives; its fingerprint, or None
+    when warm start is off or cannot be used here."""
+    if not enabled(env):
+        return None
+    try:
+        directory = zygote_dir()
+    except (WarmUnavailable, OSError):
+        return None
+    fp = fingerprint(env)
+    if alive(directory, fp):
+        return fp
+    idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
+    argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
+    if preload:
+        argv += ["--preload", ",".join(sorted(set(preload) & HEAVY))]
+    if parent:
+        argv += ["--parent", str(parent)]
+    log = open(directory / f"zygote-{fp}.log", "ab")  # noqa: SIM115
+    with log:
+        subprocess.Popen(
+            argv,
+            env=zygote_env(env),
+            cwd=str(directory),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # outlives whoever started it: jobs fork from it
+        )
+    return fp
+
+
+def ensure_zygote(plan: WarmPlan, env: Mapping[str, str]) -> None:
+    """Start the plan's zygote unless it lives."""
+    if not alive(Path(plan.socket).parent, plan.fingerprint):
+        start(env, preload=plan.preload)
+
+
+def script_imports(source: bytes | None) -> set[str]:
+    """The top-level modules a script imports (absolute imports, anywhere in it)."""
+    import ast
+
+    if not source:
+        return set()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
+def heavy_loaded(modules: Iterable[str] = ()) -> set[str]:
+    """The heavy libraries among ``modules`` and this process's imports (a zygote should hold them)."""
+    return {name for name in HEAVY if name in sys.modules} | (set(modules) & HEAVY)
+
+
+class Preloader:
+    """Tells a kernel's zygote about heavy libraries the kernel imports as its cells run, so that it
+    holds them before a job needs them (an IPython ``post_run_cell`` callback: a few set lookups
+    per cell, and one short message when there is news; it never waits for the zygote)."""
+
+    def __init__(self, env: Mapping[str, str], sent: Iterable[str] = ()) -> None:
+        self.env = dict(env)
+        self.sent = set(sent)
+
+    def __call__(self, *args: object) -> None:
+        new = heavy_loaded() - self.sent
+        if not new:
+            return
+        self.sent |= new
+        with contextlib.suppress(WarmUnavailable, OSError):
+            directory = zygote_dir()
+            fp = fingerprint(self.env)
+            if not alive(directory, fp):
+                start(self.env, preload=self.sent)
+                return
+            sock, _, _ = _paths(directory, fp)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(1.0)
+                conn.connect(str(sock))
+                conn.sendall(json.dumps({"op": "preload", "modules": sorted(new)}).encode() + b"\n")
+
+
+# -- which path ------------------------------------------------------------------------------------
+def plan(
+    *,
+    env: Mapping[str, str],
+    job_env: Mapping[str, str],
+    agents: int,
+    max_restarts: int,
+    torchrun_only: bool,
+    foreign_python: bool,
+    cold: bool,
+    imports: Iterable[str],
+) -> tuple[WarmPlan | None, str]:
+    """Whether a local job forks its ranks from a warm zygote, and the line that says why.
+
+    ``env`` is what the job's processes inherit (the kernel's), ``job_env`` what its launch adds;
+    ``imports`` the top-level modules its script imports."""
+    why_cold = _cold_because(env, job_env, agents, max_restarts, torchrun_only, foreign_python, cold)
+    if why_cold:
+        return None, f"cold: {why_cold}"
+    try:
+        directory = zygote_dir()
+    except (WarmUnavailable, OSError) as exc:
+        return None, f"cold: no private runtime dir for a zygote ({exc})"
+    fp = fingerprint(env)
+    shadowed = _shadowed(job_env.get("PYTHONPATH", ""), held_modules(directory, fp))
+    if shadowed:
+        return None, f"cold: {shadowed}"
+    sock, _, _ = _paths(directory, fp)
+    preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
+    state = "forked from a zygote" if alive(directory, fp) else "forked from a zygote started now"
+    return WarmPlan(str(sock), fp, preload), f"warm: {state} (--cold to run torchrun afresh)"
+
+
+def _cold_because(
+    env: Mapping[str, str],
+    job_env: Mapping[str, str],
+    agents: int,
+    max_restarts: int,
+    torchrun_only: bool,
+    foreign_python: bool,
+    cold: bool,
+) -> str | None:
+    if cold:
+        return "--cold"
+    if not enabled(env):
+        return f"warm start is off (${WARM_ENV}={env.get(WARM_ENV)})"
+    if not hasattr(os, "pidfd_open") or not sys.platform.startswith("linux"):
+        return "warm start needs Linux's pidfd (kernel 5.3, Python 3.9)"
+    if foreign_python:
+        return "--python runs another interpreter"
+    if max_restarts:
+        return "--max-restarts restarts ranks as torchrun does"
+    if agents != 1:
+        return "several torchrun agents (--nodes > 1)"
+    if not torchrun_only:
+        return "this launcher starts its own processes"
+    changed = sorted(k for k, v in import_time_env(job_env).items() if env.get(k) != v)
+    if changed:
+        return f"{changed[0]} is read when Python or torch starts"
+    return None
+
+
+def _shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
+    """Why the job's PYTHONPATH would import another copy of a module the zygote holds, if so."""
+    for entry in filter(None, pythonpath.split(os.pathsep)):
+        try:
+            names = os.listdir(entry)
+        except OSError:
+            continue
+        for name in names:
+            module = name.partition(".")[0]
+            if module not in held or not (name == module or name.endswith((".py", ".so", ".pyd"))):
+                continue
+            found = os.path.join(entry, name)
+            if os.path.realpath(found) != held[module]:
+                return f"{found} would replace the {module} the zygote imported"
+    return None
+
+
+# -- spawn ------------------------------------------------------------------------------------------------
+class WarmAgent:
+    """A torchrun agent forked by a zygote, driven like the ``subprocess.Popen`` of a cold one:
+    its end arrives on the launcher's connection (the agent's own word, else the zygote's), and
+    signals go through a pidfd, so a reused pid is never signalled."""
+
+    def __init__(self, conn: socket.socket, pid: int, buffered: bytes = b"") -> None:
+        self.conn = conn
+        self.pid = pid
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)
+        self._buffer = b""
+        conn.setblocking(False)  # a socket timeout would make even a MSG_DONTWAIT read wait
+        self._take(buffered)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired([f"warm agent {self.pid}"], timeout or 0)
+            select.select([self.conn], [], [], left)
+            self._read()
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _read(self) -> None:
+        try:
+            chunk = self.conn.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:  # neither the agent nor the zygote said how it ended: it was killed
+            self._ended(-signal.SIGKILL)
+            return
+        self._take(chunk)
+
+    def _take(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        while b"\n" in self._buffer and self.returncode is None:
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            with contextlib.suppress(ValueError, TypeError):
+                code = json.loads(line).get("exit")
+                if isinstance(code, int):
+                    self._ended(code)
+
+    def _ended(self, code: int) -> None:
+        self.returncode = code
+        self.conn.close()
+        os.close(self._pidfd)
+
+
+def spawn(
+    plan: WarmPlan, *, job_dir: str, argv: list[str], env: Mapping[str, str], cwd: str, log: str
+) -> WarmAgent:
+    """Ask the plan's zygote (started now if none lives) for one agent; WarmUnavailable when it
+    cannot give one (the launcher then starts the job cold)."""
+    ensure_zygote(plan, env)
+    request = {
+        "op": "spawn",
+        "fingerprint": plan.fingerprint,
+        "job_dir": job_dir,
+        "argv": argv,
+        "env": dict(env),
+        "cwd": cwd,
+        "log": log,
+        "preload": list(plan.preload),
+    }
+    conn = _connect(plan.socket)
+    try:
+        conn.settimeout(SPAWN_TIMEOUT)
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        answer, rest = _answer(conn)
+    except (OSError, ValueError) as exc:
+        conn.close()
+        raise WarmUnavailable(f"the zygote did not answer: {exc}") from None
+    if not answer.get("ok"):
+        conn.close()
+        if answer.get("replace"):
+            start(env, preload=plan.preload)  # a fresh one for the next job
+        raise WarmUnavailable(str(answer.get("error") or "the zygote refused the job"))
+    return WarmAgent(conn, int(answer["pid"]), rest)
+
+
+def _connect(path: str) -> socket.socket:
+    """Connect, waiting a little for a zygote that is starting (its socket appears first)."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+            return conn
+        except OSError as exc:
+            conn.close()
+            if exc.errno not in (errno.ENOENT, errno.ECONNREFUSED) or time.monotonic() > deadline:
+                raise WarmUnavailable(f"no zygote at {path}: {exc.strerror}") from None
+            time.sleep(0.02)
+
+
+def _answer(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
+    data = b""
+    while b"\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            raise ValueError("the zygote closed the connection")
+        data += chunk
+    line, _, rest = data.partition(b"\n")
+    answer = json.loads(line)
+    if not isinstance(answer, dict):
+        raise ValueError("not an answer")
+    return answer, rest

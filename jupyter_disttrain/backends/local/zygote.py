@@ -1,0 +1,402 @@
+"""The warm zygote: a process that has imported torch and waits to fork a job's agent and ranks.
+
+``python -u -m jupyter_disttrain.backends.local.zygote DIR FINGERPRINT [--parent PID] [--idle S]
+[--preload MOD,...]`` (``warm.py`` starts it; users never do). It imports torch,
+``torch.distributed``, ``torch.optim``, ``torch._dynamo`` and the heavy libraries asked for, with one
+OpenMP/MKL/OpenBLAS thread, never runs a tensor op and never initialises CUDA. Then it serves its
+control socket, ``DIR/zygote-FINGERPRINT.sock`` (``DIR`` is this user's 0700 runtime dir; the
+socket is 0600 and a peer of another uid is refused), one JSON request per line:
+
+- ``{"op": "spawn", "fingerprint", "job_dir", "argv", "env", "cwd", "log", "preload"}``: fork one
+  torchrun agent of a job (``forked.agent_main``) whose script lies in a job dir of this user; the
+  answer (``{"ok": true, "pid"}``, later ``{"exit": code}``) comes on the same connection;
+- ``{"op": "preload", "modules": [...]}``: import more (the kernel's heavy imports, ahead of a job);
+- ``{"op": "ping"}``, ``{"op": "stop"}``.
+
+Before each fork it checks that it is still fork-safe: as many threads as after its imports, CUDA
+not initialised. If not, it answers so, says why in its log and exits; the job runs cold and the
+next one starts a fresh zygote. It exits after ``--idle`` seconds with no job of its running, when
+the process ``--parent`` ends (the Jupyter server that started it), or on SIGTERM; the jobs it
+forked run on. It holds ``DIR/zygote-FINGERPRINT.lock`` while it lives (one zygote per
+fingerprint) and keeps ``DIR/zygote-FINGERPRINT.json`` current (pid, state, the modules it holds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ...runtime import joined
+from . import forked
+from .warm import THREAD_ENV
+
+# What every job needs, imported once here instead of in every rank: torch and the parts of it a
+# training loop reaches first (``torch._dynamo`` is what the first ``optimizer.step()`` imports).
+BASE_MODULES = ("torch", "torch.distributed", "torch.nn.parallel", "torch.optim", "torch._dynamo")
+MAX_REQUEST = 1 << 20  # bytes of one request line: the env of a job is the biggest part
+REQUEST_TIMEOUT = 10.0  # seconds a client may take to send its request
+
+
+def threads() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise RuntimeError("no Threads line in /proc/self/status")
+
+
+class Zygote:
+    def __init__(self, directory: Path, fingerprint: str, parent: int | None, idle: float) -> None:
+        self.dir = directory
+        self.fingerprint = fingerprint
+        self.sock_path = directory / f"zygote-{fingerprint}.sock"
+        self.state_path = directory / f"zygote-{fingerprint}.json"
+        self.idle = idle
+        self.sel = selectors.DefaultSelector()
+        self.agents: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, the launcher's connection)
+        self.own_fds: set[int] = set()  # closed in every child
+        self.parent_fd = os.pidfd_open(parent) if parent else None
+        self.baseline = 0
+        self.last_active = time.monotonic()
+        self.stopping = False
+        self.unsafe: str | None = None
+
+    # -- life ----------------------------------------------------------------------------------
+    def serve(self, lock_fd: int, preload: Iterable[str]) -> int:
+        self.own_fds.add(lock_fd)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(FileNotFoundError):
+            self.sock_path.unlink()  # a dead zygote's: we hold the lock, so no live one has it
+        old_umask = os.umask(0o177)
+        try:
+            listener.bind(str(self.sock_path))
+        finally:
+            os.umask(old_umask)
+        listener.listen(64)  # clients wait here while the imports below run
+        self.own_fds.add(listener.fileno())
+        self._write_state("importing")
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        probe = _ThreadProbe(self.dir / f"threads-{self.fingerprint}.json")
+        # The rank wrapper notes the process group a rank joins by wrapping torch's c10d module
+        # as it is imported: it must be watching before the imports below import it.
+        joined.watch()
+        self._import([*BASE_MODULES, *preload])
+        import torch
+
+        threads_default, interop_default = probe.result(torch.get_num_interop_threads())
+        forked.INTERPRETER = forked.Interpreter(
+            base_path=tuple(p for p in sys.path[1:] if p not in _own_pythonpath()),
+            threads=threads_default,
+            interop_threads=interop_default,
+            coerced_locale=_coerced_locale(),
+        )
+        self.baseline = threads()
+        self._write_state("ready")
+        self.sel.register(listener, selectors.EVENT_READ, self._accept)
+        self.own_fds.add(self.sel.fileno())
+        if self.parent_fd is not None:
+            self.sel.register(self.parent_fd, selectors.EVENT_READ, self._parent_gone)
+            self.own_fds.add(self.parent_fd)
+        try:
+            self._loop()
+        finally:
+            with contextlib.suppress(OSError):
+                self.sock_path.unlink()
+            with contextlib.suppress(OSError):
+                self.state_path.unlink()
+        return 0
+
+    def _loop(self) -> None:
+        while not self.stopping and self.unsafe is None:
+            for key, _ in self.sel.select(timeout=1.0):
+                key.data(key)
+            if not self.agents and time.monotonic() - self.last_active > self.idle:
+                self._say(f"idle for {self.idle:.0f} s: exiting")
+                return
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _parent_gone(self, key: selectors.SelectorKey) -> None:
+        self._say("the process that started this zygote has ended: exiting")
+        self.stopping = True
+
+    # -- requests ------------------------------------------------------------------------------
+    def _accept(self, key: selectors.SelectorKey) -> None:
+        conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
+        self.last_active = time.monotonic()
+        with contextlib.ExitStack() as keep:
+            keep.callback(conn.close)
+            if _peer_uid(conn) != os.getuid():
+                return  # the directory is 0700 and the socket 0600: only a privileged peer gets here
+            conn.settimeout(REQUEST_TIMEOUT)
+            try:
+                request = _read_request(conn)
+            except (OSError, ValueError) as exc:
+                _answer(conn, {"ok": False, "error": f"bad request: {exc}"})
+                return
+            op = request.get("op")
+            if op == "spawn":
+                if self._spawn(conn, request):
+                    keep.pop_all()  # the connection now reports that agent's end
+            elif op == "preload":
+                self._import(request.get("modules") or [])
+                _answer(conn, self._safety() or {"ok": True})
+            elif op == "ping":
+                _answer(conn, {"ok": True, "pid": os.getpid(), "fingerprint": self.fingerprint})
+            elif op == "stop":
+                _answer(conn, {"ok": True})
+                self.stopping = True
+            else:
+                _answer(conn, {"ok": False, "error": f"unknown op {op!r}"})
+
+    def _spawn(self, conn: socket.socket, request: dict[str, Any]) -> bool:
+        """Fork one agent for ``request``; True when it runs (it then owns the answer)."""
+        refusal = self._refusal(request)
+        if refusal is None:
+            self._import(request.get("preload") or [])
+            refusal = self._safety()
+        if refusal is not None:
+            _answer(conn, refusal)
+            return False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self.sel = None  # type: ignore[assignment]
+            forked.close_fds(self._fds())
+            forked.agent_main(conn, request["argv"], request["env"], request["cwd"], request["log"])
+        pidfd = os.pidfd_open(pid)
+        self.agents[pidfd] = (pid, conn)
+        self.sel.register(pidfd, selectors.EVENT_READ, self._reap)
+        return True
+
+    def _fds(self) -> set[int]:
+        """What a child must not keep open: the zygote's own descriptors, and those of the
+        agents it forked before (their pidfds and their launchers' connections)."""
+        return self.own_fds | set(self.agents) | {conn.fileno() for _, conn in self.agents.values()}
+
+    def _reap(self, key: selectors.SelectorKey) -> None:
+        """An agent ended: tell its launcher how, unless the agent said so itself."""
+        pidfd = key.fd
+        self.sel.unregister(pidfd)
+        pid, conn = self.agents.pop(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+        conn.close()
+        self.last_active = time.monotonic()
+
+    def _refusal(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        if request.get("fingerprint") != self.fingerprint:
+            return {"ok": False, "error": "another environment's job"}
+        try:
+            check_job(request)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return {"ok": False, "error": str(exc)}
+        return None
+
+    def _safety(self) -> dict[str, Any] | None:
+        """None while a fork is safe; else the answer that says why, and this zygote ends."""
+        import torch
+
+        now = threads()
+        if now != self.baseline:
+            self.unsafe = f"{now} threads instead of {self.baseline}: a fork could deadlock"
+        elif torch.cuda.is_initialized():
+            self.unsafe = "CUDA was initialised: a fork could not use it"
+        if self.unsafe is None:
+            return None
+        self._say(f"no longer fork-safe ({self.unsafe}): exiting so that a fresh zygote replaces it")
+        return {"ok": False, "error": f"the zygote is no longer fork-safe: {self.unsafe}", "replace": True}
+
+    # -- imports -------------------------------------------------------------------------------
+    def _import(self, modules: Iterable[str]) -> None:
+        for name in modules:
+            if not isinstance(name, str) or name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # a job that imports it fails the same way, in its own log
+                self._say(f"could not import {name}: {type(exc).__name__}: {exc}")
+        if self.baseline:
+            self._write_state("ready")
+
+    def _write_state(self, state: str) -> None:
+        data = {
+            "pid": os.getpid(),
+            "fingerprint": self.fingerprint,
+            "state": state,
+            "modules": _held_modules(),
+        }
+        tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.state_path)
+
+    def _say(self, line: str) -> None:
+        print(f"disttrain zygote {os.getpid()}: {line}", flush=True)
+
+
+def _held_modules() -> dict[str, str]:
+    """Each top-level module this process has imported, and where it was found (a package's
+    directory, a module's file; "" for one built in): a job whose PYTHONPATH finds another copy
+    first runs cold (``warm.plan``)."""
+    held = {}
+    for name, module in list(sys.modules.items()):
+        if "." in name or name.startswith("_"):
+            continue
+        where = getattr(module, "__file__", None) or ""
+        if where and hasattr(module, "__path__"):
+            where = os.path.dirname(where)
+        held[name] = os.path.realpath(where) if where else ""
+    return dict(sorted(held.items()))
+
+
+def check_job(request: dict[str, Any]) -> None:
+    """Refuse a request whose script is not in a job dir of this user: the directory and its
+    ``job.json`` are ours and not writable by others, and the script is a file inside it."""
+    job_dir = Path(os.path.realpath(request["job_dir"]))
+    uid = os.getuid()
+    for path in (job_dir, job_dir / "job.json"):
+        st = os.lstat(path)
+        if st.st_uid != uid or st.st_mode & 0o022:
+            raise ValueError(f"{path} is not this user's own job file")
+    record = json.loads((job_dir / "job.json").read_bytes()[:MAX_REQUEST])
+    if record.get("id") != job_dir.name:
+        raise ValueError(f"{job_dir} is not the job dir of a job")
+    plan = forked.parse_agent(list(request["argv"]))
+    script = Path(os.path.realpath(plan.script))
+    if script.parent != job_dir or not script.is_file():
+        raise ValueError(f"the script {plan.script} is not in the job dir {job_dir}")
+
+
+class _ThreadProbe:
+    """torch's default thread counts in a fresh process of this environment, which this one (with
+    one thread per pool) cannot ask torch for: measured once per fingerprint by a fresh
+    interpreter, in parallel with the zygote's own imports, and kept beside the zygote."""
+
+    CODE = "import torch; print(torch.get_num_threads(), torch.get_num_interop_threads())"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.proc: subprocess.Popen[bytes] | None = None
+        if self._read() is None:
+            env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV}
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", self.CODE],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+
+    def _read(self) -> tuple[int, int] | None:
+        try:
+            threads, interop = json.loads(self.path.read_text())
+            return int(threads), int(interop)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def result(self, interop_fallback: int) -> tuple[int, int]:
+        found = self._read()
+        if found is not None:
+            return found
+        fallback = (len(os.sched_getaffinity(0)), interop_fallback)
+        if self.proc is None:
+            return fallback
+        try:
+            out, _ = self.proc.communicate(timeout=120)
+            threads, interop = (int(x) for x in out.split())
+        except (subprocess.TimeoutExpired, ValueError):
+            self.proc.kill()
+            return fallback
+        self.path.write_text(json.dumps([threads, interop]))
+        return threads, interop
+
+
+def _own_pythonpath() -> set[str]:
+    return {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+
+
+def _coerced_locale() -> str | None:
+    """The ``LC_CTYPE`` Python set at start (PEP 538), if it did: in ``os.environ`` but not in the
+    environment this process was started with (which ``/proc/self/environ`` still shows)."""
+    with open("/proc/self/environ", "rb") as f:
+        started = {line.partition(b"=")[0] for line in f.read().split(b"\0")}
+    value = os.environ.get("LC_CTYPE")
+    return value if value is not None and b"LC_CTYPE" not in started else None
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def _read_request(conn: socket.socket) -> dict[str, Any]:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ValueError("the connection ended before the request did")
+        data += chunk
+        if len(data) > MAX_REQUEST:
+            raise ValueError(f"a request is at most {MAX_REQUEST} bytes")
+    request = json.loads(data)
+    if not isinstance(request, dict):
+        raise ValueError("a request is a JSON object")
+    return request
+
+
+def _answer(conn: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _lock(fd: int, sock: Path, exiting: float = 5.0) -> bool:
+    """Take the fingerprint's lock; False while another zygote serves. One that is exiting (it
+    removes its socket first, and releases the lock as its process ends) is waited for."""
+    deadline = time.monotonic() + exiting
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if sock.exists() or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_disttrain.backends.local.zygote")
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("fingerprint")
+    parser.add_argument("--parent", type=int)
+    parser.add_argument("--idle", type=float, default=1800.0)
+    parser.add_argument("--preload", default="")
+    args = parser.parse_args(argv)
+    lock_path = args.dir / f"zygote-{args.fingerprint}.lock"
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    if not _lock(lock_fd, args.dir / f"zygote-{args.fingerprint}.sock"):
+        return 0  # a zygote of this fingerprint is alive: it serves
+    zygote = Zygote(args.dir, args.fingerprint, args.parent, args.idle)
+    return zygote.serve(lock_fd, [m for m in args.preload.split(",") if m])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,311 @@
+"""Warm start: ranks forked from a zygote that has torch imported, exactly as cold ranks start.
+
+Real zygotes, real forks, real gloo process groups (2 CPU ranks); the session's zygotes live in
+the runtime dir of ``conftest.zygote_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import site
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jupyter_disttrain import api
+from jupyter_disttrain.backends.local import warm
+from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.store import JobStore
+
+# What a rank sees of its own start: compared between a warm and a cold rank.
+PROBE = r"""
+import json, os, random, signal, sys
+import numpy, torch, torch.distributed as dist
+
+dist.init_process_group("gloo")
+handlers = {str(s): str(signal.getsignal(s)) for s in signal.valid_signals()
+            if s not in (signal.SIGKILL, signal.SIGSTOP)}
+with open("/proc/self/environ", "rb") as f:
+    shown = dict(e.decode().split("=", 1) for e in f.read().split(b"\0") if b"=" in e)
+seen = {
+    "env": dict(os.environ),
+    "shown_is_env": shown == dict(os.environ),
+    "path": sys.path,
+    "threads": [torch.get_num_threads(), torch.get_num_interop_threads()],
+    "cwd": os.getcwd(),
+    "argv": sys.argv,
+    "main": [__name__, __file__, sys.modules["__main__"].__dict__ is globals()],
+    "session_leader": os.getsid(0) == os.getpid(),
+    "signals": handlers,
+    "flags": [sys.stdout.write_through, sys.flags.optimize, sys.flags.hash_randomization],
+    "cuda": [torch.cuda.is_initialized(), torch.cuda._is_in_bad_fork()],
+    "random": [random.random(), numpy.random.random()],
+}
+t = torch.tensor([1.0])
+dist.all_reduce(t)
+with open(os.path.join(os.environ["PROBE_DIR"], f"{dist.get_rank()}.json"), "w") as f:
+    json.dump(seen, f)
+dist.destroy_process_group()
+"""
+# Differ between any two jobs, warm or cold: where the store served them, and the switch itself.
+PER_JOB = ("MASTER_PORT", "TORCHELASTIC_ERROR_FILE", warm.WARM_ENV)
+
+
+def _probe(store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> list[dict]:
+    monkeypatch.setenv(warm.WARM_ENV, "1" if how == "warm" else "0")
+    out = tmp_path / how
+    out.mkdir()
+    job = api.submit(PROBE, store=store, gpus=2, name=f"probe-{how}", env={"PROBE_DIR": str(out)})
+    status = job.wait(timeout=180)
+    assert status.phase is JobPhase.SUCCEEDED, status
+    started = next(e.message for e in status.events if e.reason == "Started")
+    assert f"({how}:" in started, started
+    seen = [json.loads((out / f"{rank}.json").read_text()) for rank in (0, 1)]
+    for rank in seen:  # the same rank seen from another job: its id and dir in its place
+        text = json.dumps(rank).replace(job.id, "JOB").replace(str(out), "OUT")
+        rank.clear()
+        rank.update(json.loads(text))
+        for key in PER_JOB:
+            rank["env"].pop(key)
+    return seen
+
+
+def test_a_warm_rank_starts_as_a_cold_rank_does(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = _probe(store, tmp_path, monkeypatch, "cold")
+    hot = _probe(store, tmp_path, monkeypatch, "warm")
+    # Each forked rank seeds its own random states, as a fresh interpreter does.
+    randoms = hot[0].pop("random"), hot[1].pop("random")
+    assert randoms[0][0] != randoms[1][0] and randoms[0][1] != randoms[1][1]
+    for rank in (0, 1):
+        cold[rank].pop("random")
+        assert hot[rank] == cold[rank]
+    assert hot[0]["env"]["RANK"] == "0" and hot[1]["env"]["RANK"] == "1"
+    assert hot[0]["shown_is_env"] and hot[0]["cuda"] == [False, False]
+    assert hot[0]["threads"][0] == 1  # torchrun's OMP_NUM_THREADS=1 for 2 processes per node
+
+
+def test_the_dry_run_says_which_path_and_why(store: JobStore, tmp_path: Path) -> None:
+    def start(**kw: object) -> str:
+        info = api.dryrun("import torch\n", store=store, **kw)  # type: ignore[arg-type]
+        line = info.request.to_json()["start"]
+        assert f"# start: {line}" in info.text
+        return str(line)
+
+    assert start(gpus=2).startswith("warm: forked from a zygote")
+    assert start(gpus=2, options={"cold": True}) == "cold: --cold"
+    assert "restarts" in start(gpus=2, max_restarts=1)
+    assert "--nodes" in start(gpus=1, nodes=2)
+    assert start(gpus=2, env={"TORCH_LOGS": "dynamo"}).startswith("cold: TORCH_LOGS is read when")
+    shadow = tmp_path / "notebook"
+    (shadow / "numpy").mkdir(parents=True)
+    why = start(gpus=2, working_dir=str(shadow))
+    assert why.startswith("cold: ") and "numpy" in why and "the zygote imported" in why
+
+
+def _zygote_pid(directory: Path) -> int:
+    """The pid of the zygote for this process's environment."""
+    fp = warm.fingerprint(os.environ)
+    assert warm.alive(directory, fp)
+    return int(json.loads((directory / f"zygote-{fp}.json").read_text())["pid"])
+
+
+def _ran_warm(job: api.Job) -> bool:
+    return any("(warm:" in e.message for e in job.status().events if e.reason == "Started")
+
+
+def test_a_cancelled_job_leaves_the_zygote_usable(store: JobStore, zygote_dir: Path) -> None:
+    hang = 'import time, torch.distributed as dist\ndist.init_process_group("gloo")\ntime.sleep(600)\n'
+    job = api.submit(hang, store=store, gpus=2, name="hang", options={"grace_period": 2})
+    deadline = time.monotonic() + 120
+    while job.status().replicas_ready < 2:
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.1)
+    zygote = _zygote_pid(zygote_dir)
+    assert job.cancel().phase is JobPhase.CANCELLED
+    assert not any(p.environ().get("DISTTRAIN_JOB_ID") == job.id for p in _children(zygote))
+    again = api.submit("print('again')\n", store=store, gpus=2, name="again")
+    assert again.wait(timeout=120).phase is JobPhase.SUCCEEDED
+    assert _ran_warm(again) and _zygote_pid(zygote_dir) == zygote
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.mark.usefixtures("start_path")
+def test_a_rank_that_segfaults_is_named(store: JobStore) -> None:
+    script = """
+import ctypes, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    ctypes.string_at(0)
+dist.barrier()
+"""
+    status = api.submit(script, store=store, gpus=2, name="segv").wait(timeout=120)
+    assert status.phase is JobPhase.FAILED
+    rank1 = next(r for r in status.replicas if r.name == "rank-1")
+    assert (rank1.reason, rank1.exit_code, rank1.message) == ("SIGSEGV", -signal.SIGSEGV, "killed by SIGSEGV")
+
+
+THREADS_ON_USR1 = """
+import signal, threading, time
+start = lambda *a: threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+signal.signal(signal.SIGUSR1, start)
+"""
+
+
+def test_a_zygote_that_is_no_longer_fork_safe_is_replaced_and_the_job_runs_cold(
+    store: JobStore, zygote_dir: Path, tmp_path: Path
+) -> None:
+    # A zygote of this environment that holds a module which starts a thread on SIGUSR1.
+    fp = warm.fingerprint(os.environ)
+    warm.stop(zygote_dir)
+    _wait(lambda: not warm.alive(zygote_dir, fp))
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "threads_on_usr1.py").write_text(THREADS_ON_USR1)
+    env = warm.zygote_env(os.environ)
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path / "mods")
+    argv = [
+        sys.executable,
+        "-u",
+        "-m",
+        warm.ZYGOTE_MODULE,
+        str(zygote_dir),
+        fp,
+        "--preload",
+        "threads_on_usr1",
+    ]
+    subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    _wait(lambda: _state(zygote_dir, fp).get("state") == "ready")
+    first = _zygote_pid(zygote_dir)
+    ok = api.submit("print('fine')\n", store=store, gpus=2, name="before")
+    assert ok.wait(timeout=120).phase is JobPhase.SUCCEEDED and _ran_warm(ok)
+    os.kill(first, signal.SIGUSR1)  # the zygote now runs a second thread: a fork could deadlock
+    job = api.submit("print('cold')\n", store=store, gpus=2, name="unsafe")
+    status = job.wait(timeout=180)
+    assert status.phase is JobPhase.SUCCEEDED
+    started = next(e.message for e in status.events if e.reason == "Started")
+    assert "cold: the warm zygote could not start it (the zygote is no longer fork-safe: 2 threads" in started
+    _wait(lambda: not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE)
+    after = api.submit("print('warm again')\n", store=store, gpus=2, name="after")
+    assert after.wait(timeout=180).phase is JobPhase.SUCCEEDED and _ran_warm(after)
+    assert _zygote_pid(zygote_dir) != first
+
+
+def test_a_package_installed_in_the_environment_gets_a_new_zygote(store: JobStore, zygote_dir: Path) -> None:
+    first = api.submit("print(1)\n", store=store, gpus=2, name="first")
+    assert first.wait(timeout=180).phase is JobPhase.SUCCEEDED and _ran_warm(first)
+    fp = warm.fingerprint(os.environ)
+    package = Path(site.getsitepackages()[0], "disttrain_test_newpkg")
+    package.mkdir()  # what `pip install newpkg` makes in the environment
+    try:
+        assert warm.fingerprint(os.environ) != fp
+        second = api.submit("print(2)\n", store=store, gpus=2, name="second")
+        assert second.wait(timeout=180).phase is JobPhase.SUCCEEDED and _ran_warm(second)
+        assert warm.alive(zygote_dir, warm.fingerprint(os.environ))
+    finally:
+        package.rmdir()
+
+
+def test_only_its_user_reaches_the_zygote_and_only_for_its_own_jobs(
+    store: JobStore, zygote_dir: Path, tmp_path: Path
+) -> None:
+    job = api.submit("print(1)\n", store=store, gpus=2, name="mine")
+    assert job.wait(timeout=180).phase is JobPhase.SUCCEEDED and _ran_warm(job)
+    pid = _zygote_pid(zygote_dir)
+    assert zygote_dir.stat().st_mode & 0o777 == 0o700
+    sock = zygote_dir / f"zygote-{warm.fingerprint(os.environ)}.sock"
+    assert sock.stat().st_mode & 0o777 == 0o600
+    # No TCP port: its only way in is that socket.
+    assert all(c.family == socket.AF_UNIX for c in psutil.Process(pid).net_connections(kind="all"))
+    # Another user cannot even reach the socket (CI runs as root: a child becomes nobody).
+    if os.getuid() == 0:
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                os.setuid(65534)
+                socket.socket(socket.AF_UNIX).connect(str(sock))
+                code = 0
+            except PermissionError:
+                code = 13
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 13
+    record = json.loads((job.dir / "job.json").read_text())
+    agent = record["request"]["agents"][0]
+    fp = json.loads((job.dir / "job.json").read_text())["request"]["warm"]["fingerprint"]
+
+    def ask(job_dir: Path, argv: list[str]) -> dict:
+        request = {
+            "op": "spawn",
+            "fingerprint": fp,
+            "job_dir": str(job_dir),
+            "argv": argv,
+            "env": {},
+            "cwd": str(job_dir),
+            "log": os.devnull,
+            "preload": [],
+        }
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.connect(str(sock))
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            return json.loads(conn.makefile().readline())
+
+    outside = tmp_path / "evil.py"
+    outside.write_text("print('not a job')\n")
+    argv = [*agent["argv"][:-1], str(outside)]  # the same torchrun line on a script elsewhere
+    answer = ask(job.dir, argv)
+    assert answer["ok"] is False and "is not in the job dir" in answer["error"]
+    os.chmod(job.dir, 0o777)
+    try:
+        answer = ask(job.dir, agent["argv"])
+        assert answer["ok"] is False and "is not this user's own job file" in answer["error"]
+    finally:
+        os.chmod(job.dir, 0o755)
+    assert _zygote_pid(zygote_dir) == pid  # refusals leave it serving
+
+
+def test_a_zygote_ends_with_its_parent_and_when_idle(tmp_path: Path) -> None:
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"], "jupyter_disttrain")
+    parent = subprocess.Popen(["sleep", "600"])
+    env = {**os.environ, "TORCH_EXTRA_FOR_THIS_TEST": "1"}  # a fingerprint of its own
+    fp = warm.start(env, parent=parent.pid)
+    assert fp is not None
+    _wait(lambda: _state(runtime, fp).get("state") == "ready")
+    pid = int(_state(runtime, fp)["pid"])
+    parent.kill()
+    parent.wait()
+    _wait(lambda: not warm.alive(runtime, fp))
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    fp = warm.start({**env, warm.IDLE_ENV: "1"})
+    assert fp is not None
+    _wait(lambda: _state(runtime, fp).get("state") == "ready")
+    _wait(lambda: not warm.alive(runtime, fp))  # idle for a second
+
+
+def _state(directory: Path, fp: str) -> dict:
+    try:
+        return dict(json.loads((directory / f"zygote-{fp}.json").read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait(ready, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
