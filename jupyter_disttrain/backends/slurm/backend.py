@@ -18,24 +18,14 @@ import socket
 import sys
 from pathlib import Path
 
-from ... import procs
+from ... import procs, specs
 from ...errors import BackendError, InvalidSpecError
 from ...launch import rank_env, user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...logfiles import LogSource, last_line, replica_sources
 from ...payloads import StackDump
-from ...specs import (
-    Condition,
-    DryRun,
-    Event,
-    JobPhase,
-    JobSpec,
-    JobStatus,
-    LaunchRequest,
-    ReplicaStatus,
-    now_iso,
-)
+from ...specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ...store import JobRecord, JobStore, write_record
 from .. import option_owner
 from ..base import Backend
@@ -174,7 +164,7 @@ class SlurmBackend(Backend):
         inside = " (--batch: although this kernel runs in an allocation)" if Allocation.here() else ""
         return f"{chosen}a new Slurm batch job{inside}, {device}"
 
-    def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
+    def _initial_replicas(self, spec: JobSpec, request: specs.LaunchRequest) -> list[ReplicaStatus]:
         assert isinstance(request, SlurmRequest)  # this backend's own dry run made it
         return [
             ReplicaStatus(name=n, role=r, index=i) for n, r, i in replicas_of(request_roles(spec, request))
