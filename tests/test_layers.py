@@ -49,17 +49,12 @@ MODULES_OF: dict[str, list[str]] = {
     # how a failure reads (a traceback as the notebook's own error), how far a job is by its
     # output (a tqdm bar), a poller's backoff, and the registries that name the launchers and the
     # backends (each loaded by name on use).
+    # (``backends.slurm.allocation``: whether the kernel runs inside a Slurm allocation, from its
+    # environment alone; the registry asks it for the default backend, as it asks for a pod's.)
     "model": [
-        "errors",
-        "specs",
-        "flags",
-        "failure",
-        "tracebacks",
-        "progress",
-        "polling",
-        "launchers",
-        "backends",
-        "_version",
+        *("errors", "specs", "flags", "failure", "tracebacks", "progress", "polling"),
+        *("launchers", "backends", "_version"),
+        "backends.slurm.allocation",
     ],
     # Where jobs live: job dirs and roots, their log files, their processes.
     "storage": ["store", "roots", "safefiles", "logfiles", "procs"],
@@ -104,7 +99,7 @@ MODULES_OF: dict[str, list[str]] = {
     ],
     # A running job watched from outside: resource samples, liveness, stacks.
     "monitoring": ["monitoring", "monitoring.resources", "monitoring.stacks"],
-    # Where jobs run: the Backend base, this machine, a Kubernetes cluster.
+    # Where jobs run: the Backend base, this machine, a Kubernetes cluster, a Slurm cluster.
     "backends": [
         "backends.base",
         "backends.local",
@@ -147,6 +142,21 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.kubernetes.flavors.job",
         "backends.kubernetes.flavors.pytorchjob",
         "backends.kubernetes.flavors.t9k",
+        "backends.slurm",
+        "backends.slurm._local",
+        "backends.slurm.backend",
+        "backends.slurm.checks",
+        "backends.slurm.client",
+        "backends.slurm.launch",
+        "backends.slurm.node",
+        "backends.slurm.options",
+        "backends.slurm.parse",
+        "backends.slurm.request",
+        "backends.slurm.script",
+        "backends.slurm.stacks",
+        "backends.slurm.states",
+        "backends.slurm.status",
+        "backends.slurm.stop",
     ],
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
