@@ -27,11 +27,15 @@ export interface IDetailsSection {
   render(job: IJobDetail, context: IDetailsContext): HTMLElement[];
 }
 
-function div(className: string, text: string): HTMLElement {
-  const el = document.createElement('div');
+function textElement(tag: string, text: string, className = ''): HTMLElement {
+  const el = document.createElement(tag);
   el.className = className;
   el.textContent = text;
   return el;
+}
+
+function div(className: string, text: string): HTMLElement {
+  return textElement('div', text, className);
 }
 
 /** The name, phase and id; why the job ended; why its status is the stored one. */
@@ -67,11 +71,7 @@ function summary(job: IJobDetail): HTMLElement[] {
 function foldedText(summaryText: string, text: string, className: string): HTMLElement {
   const folded = document.createElement('details');
   folded.className = className;
-  const label = document.createElement('summary');
-  label.textContent = summaryText;
-  const pre = document.createElement('pre');
-  pre.textContent = text;
-  folded.append(label, pre);
+  folded.append(textElement('summary', summaryText), textElement('pre', text));
   return folded;
 }
 

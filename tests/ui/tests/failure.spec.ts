@@ -5,10 +5,10 @@
  * headline only; the details show the mapped traceback with the raw one a click away, rank-1
  * as the failed replica and rank-0 "stopped by rank-1", quieter. Light and dark theme.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
-import { notebook } from './notebook';
+import { runCells } from './notebook';
 import { openPanel } from './sidebar';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
@@ -31,19 +31,11 @@ const CELL = [
   'time.sleep(120)'
 ].join('\n');
 
-async function runCells(page: IJupyterLabPageFixture, tmpPath: string, cells: string[]) {
-  const name = 'raise.ipynb';
-  await page.contents.uploadContent(notebook(cells), 'text', `${tmpPath}/${name}`);
-  await page.notebook.openByPath(`${tmpPath}/${name}`);
-  await page.notebook.activate(name);
-  await page.notebook.run();
-}
-
 test("a failing rank's traceback reads like the notebook's own error", async ({
   page,
   tmpPath
 }) => {
-  await runCells(page, tmpPath, ['%load_ext jupyter_disttrain', HELPER, CELL]);
+  await runCells(page, tmpPath, 'raise.ipynb', ['%load_ext jupyter_disttrain', HELPER, CELL]);
 
   // The cell's error: the raise in cell 2 (its line 3) called from cell 3 (its line 6)
   const error = page.locator(

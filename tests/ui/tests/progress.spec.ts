@@ -7,7 +7,7 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
-import { notebook } from './notebook';
+import { runCells } from './notebook';
 import { openPanel } from './sidebar';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
@@ -29,15 +29,7 @@ test('a plain tqdm script shows its progress in the cell and the sidebar', async
   page,
   tmpPath
 }) => {
-  const name = 'tqdm.ipynb';
-  await page.contents.uploadContent(
-    notebook(['%load_ext jupyter_disttrain', CELL]),
-    'text',
-    `${tmpPath}/${name}`
-  );
-  await page.notebook.openByPath(`${tmpPath}/${name}`);
-  await page.notebook.activate(name);
-  const run = page.notebook.run();
+  const run = runCells(page, tmpPath, 'tqdm.ipynb', ['%load_ext jupyter_disttrain', CELL]);
 
   const cellView = page.locator('.jp-DistTrainCellView');
   const bar = cellView.locator('.jp-DistTrain-progress');
