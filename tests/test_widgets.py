@@ -390,3 +390,22 @@ def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
         assert latest["rank-0"].cpu_percent >= 10 and latest["rank-1"].cpu_percent < 5, latest
     finally:
         job.cancel()
+
+
+def test_the_widget_shows_progress_above_the_log_and_the_text_view_leaves_it_to_the_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jupyter_disttrain.progress import Progress
+    from jupyter_disttrain.progressview import progress_html
+
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
+    assert isinstance(view, widgets.WidgetView)
+    shown = progress_html(Progress(45, 100, 3.0, "tqdm", "train"))
+    view.progress(Progress(45, 100, 3.0, "tqdm", "train"), shown)
+    children = list(view.widget.children)
+    assert view.bar.value == shown and children.index(view.bar) < children.index(view.log)
+    out = io.StringIO()
+    text = widgets.TextView("j-1", "j", stream=out)
+    text.progress(None, shown)  # tqdm's own bar is in the job's output already
+    assert out.getvalue() == ""
