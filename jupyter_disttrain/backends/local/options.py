@@ -86,7 +86,8 @@ class LocalOptions:
         parse=float,
         metavar="SECONDS",
         help="local backend: seconds a rank may stay silent without exiting after another rank finished "
-        f"before the job says it is stuck (default {DEFAULT_EXIT_TIMEOUT:.0f})",
+        "before the job says it is stuck (once every rank's script ended: stops the stuck processes "
+        f"and succeeds) (default {DEFAULT_EXIT_TIMEOUT:.0f})",
     )
     grace_period: float = option(
         DEFAULT_GRACE_PERIOD,
