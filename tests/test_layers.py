@@ -69,6 +69,7 @@ MODULES_OF: dict[str, list[str]] = {
     "packaging": [
         "packaging",
         "packaging.capture",
+        "packaging.argeffects",
         "packaging.checks",
         "packaging.explain",
         "packaging.history",
