@@ -73,6 +73,7 @@ MODULES_OF: dict[str, list[str]] = {
         "packaging.checks",
         "packaging.explain",
         "packaging.history",
+        "packaging.keyreads",
         "packaging.lightning_pitfalls",
         "packaging.pitfalls",
         "packaging.replay",

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
-from ..tracking.hparams import from_namespace
+from ..tracking.hparams import HPARAM_NAMES, from_namespace
 from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex
+from .keyreads import is_read, key_reads
 from .pitfalls import Pitfall, Target
 from .resolve import MAIN_GUARD, Item, Resolver
 from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
@@ -96,7 +97,7 @@ def package_cell(
     pitfalls = check_script(blocks, resolver.missing, ignore, target)
     source = _Script(cell, tree, items, writer, header).render()
     captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
-    hparams = from_namespace({*use.free, *resolver.items}, user_ns)
+    hparams = _hparams({*use.free, *resolver.items}, user_ns, source)
     return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver), hparams)
 
 
@@ -189,6 +190,13 @@ def _side_files(writer: ValueWriter) -> dict[str, bytes]:
         numpy.savez(buffer, **writer.arrays)
         files[ARRAY_FILE] = buffer.getvalue()
     return files
+
+
+def _hparams(names: set[str], user_ns: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The hyper-parameters among ``names``: of each dict, the keys the script reads."""
+    tree = ast.parse(source)
+    reads = {name: key_reads(tree, name) for name in names if name in HPARAM_NAMES}
+    return from_namespace(names, user_ns, lambda name, key: is_read(key, reads[name]))
 
 
 class _Script:
