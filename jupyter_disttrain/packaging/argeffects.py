@@ -10,7 +10,7 @@ that may change it (another notebook function is looked into in turn). Where the
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 # Switching a module between training and evaluation mode: what an evaluation function does to
 # its model and undoes; not a change a job needs replayed (its cell sets the mode it trains in).
@@ -47,13 +47,13 @@ def _receiving(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, nam
     named = {a.arg for a in [*func.args.args, *func.args.kwonlyargs]}
     params = {name}
     for i, arg in enumerate(call.args):
-        if _root(arg) != name:
+        if root(arg, through_calls=False) != name:
             continue
         if isinstance(arg, ast.Starred) or i >= len(positional):
             return None
         params.add(positional[i])
     for keyword in call.keywords:
-        if _root(keyword.value) != name:
+        if root(keyword.value, through_calls=False) != name:
             continue
         if keyword.arg is None or keyword.arg not in named:
             return None
@@ -84,7 +84,10 @@ class _Body:
                 return True  # rebinds the notebook's own name
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-                if any(_root(t) in names and not isinstance(t, ast.Name) for t in _flat(targets)):
+                if any(
+                    root(t, through_calls=False) in names and not isinstance(t, ast.Name)
+                    for t in flat_targets(targets)
+                ):
                     return True
             elif isinstance(node, ast.Call) and any(self._call_changes(n, node) for n in names):
                 return True
@@ -98,8 +101,8 @@ class _Body:
                 t.id
                 for node in self.nodes
                 if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
-                if _root(node.value) in names
-                for t in _flat(node.targets if isinstance(node, ast.Assign) else [node.target])
+                if root(node.value, through_calls=False) in names
+                for t in flat_targets(node.targets if isinstance(node, ast.Assign) else [node.target])
                 if isinstance(t, ast.Name)
             }
             if more <= names:
@@ -108,9 +111,13 @@ class _Body:
 
     def _call_changes(self, param: str, call: ast.Call) -> bool:
         func = call.func
-        if isinstance(func, ast.Attribute) and _root(func.value) == param:
+        if isinstance(func, ast.Attribute) and root(func.value, through_calls=False) == param:
             return not (func.attr in self.reads or _mode_switch(func.attr, call))
-        passed = [a for a in [*call.args, *(k.value for k in call.keywords)] if _root(a) == param]
+        passed = [
+            a
+            for a in [*call.args, *(k.value for k in call.keywords)]
+            if root(a, through_calls=False) == param
+        ]
         if not passed:
             return False
         last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -137,17 +144,23 @@ def _mode_switch(method: str, call: ast.Call) -> bool:
     return all(isinstance(a, ast.Constant) and isinstance(a.value, bool) for a in call.args)
 
 
-def _root(node: ast.AST) -> str | None:
-    """The name an attribute/item chain starts from (``model.fc.weight`` -> ``model``); not
-    through calls: ``model(x).argmax()`` acts on the call's result."""
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
-        node = node.value
+def root(node: ast.AST, through_calls: bool = True) -> str | None:
+    """The name an attribute/item(/call) chain starts from (``model.fc.weight`` -> ``model``).
+    Not ``through_calls``: ``model(x).argmax()`` acts on the call's result, not on ``model``."""
+    while True:
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+            node = node.value
+        elif isinstance(node, ast.Call) and through_calls:
+            node = node.func
+        else:
+            break
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _flat(targets: Iterable[ast.expr]) -> Iterable[ast.expr]:
+def flat_targets(targets: Iterable[ast.expr]) -> Iterator[ast.expr]:
+    """Assignment targets with tuples and lists unpacked."""
     for target in targets:
         if isinstance(target, (ast.Tuple, ast.List)):
-            yield from _flat(target.elts)
+            yield from flat_targets(target.elts)
         else:
             yield target

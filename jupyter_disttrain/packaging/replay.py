@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import ast
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
-from .argeffects import changes_argument
+from .argeffects import changes_argument, flat_targets, root
 from .history import REPLAY_MARK, HistoryIndex, Statement
 
 # Methods that read an object without changing it: calling them in an earlier cell is left out.
@@ -276,7 +276,7 @@ class Slicer:
         effect = "read"
         # `loader = DataLoader(data)`, `ddp = DDP(model)`: building another object from it reads it.
         builds_other = isinstance(stmt.node, ast.Assign) and all(
-            isinstance(t, ast.Name) for t in _flat(stmt.node.targets)
+            isinstance(t, ast.Name) for t in flat_targets(stmt.node.targets)
         )
         for node in ast.walk(stmt.node):
             found = self._node_effect(name, node, builds_other)
@@ -290,13 +290,13 @@ class Slicer:
         function that may change it), or None (reads it at most)."""
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            changed = any(_root(t) == name and not isinstance(t, ast.Name) for t in _flat(targets))
+            changed = any(root(t) == name and not isinstance(t, ast.Name) for t in flat_targets(targets))
             return "change" if changed else None
         if not isinstance(node, ast.Call):
             return None
-        if isinstance(node.func, ast.Attribute) and _root(node.func.value) == name:
+        if isinstance(node.func, ast.Attribute) and root(node.func.value) == name:
             return "change" if node.func.attr not in _READ_METHODS else None
-        if not any(_root(arg, False) == name for arg in [*node.args, *(k.value for k in node.keywords)]):
+        if not any(root(arg, False) == name for arg in [*node.args, *(k.value for k in node.keywords)]):
             return None
         if _last_part(node.func) in _READ_FUNCTIONS or _last_part(node.func) in _WRITE_CALLS:
             return None
@@ -367,26 +367,6 @@ def _calls(node: ast.AST) -> Iterator[ast.Call]:
         pending.extend(c for c in ast.iter_child_nodes(current) if not isinstance(c, nested))
 
 
-def _root(node: ast.AST, through_calls: bool = True) -> str | None:
-    """The name an attribute/item(/call) chain starts from (``model.fc.weight`` -> ``model``)."""
-    while True:
-        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
-            node = node.value
-        elif isinstance(node, ast.Call) and through_calls:
-            node = node.func
-        else:
-            break
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _flat(targets: Sequence[ast.expr]) -> Iterator[ast.expr]:
-    for target in targets:
-        if isinstance(target, (ast.Tuple, ast.List)):
-            yield from _flat(target.elts)
-        else:
-            yield target
-
-
 def _last_part(func: ast.expr) -> str:
     if isinstance(func, ast.Attribute):
         return func.attr
@@ -413,12 +393,12 @@ def _only_read_there(name: str, node: ast.AST) -> bool:
         if (
             isinstance(child, ast.Call)
             and isinstance(child.func, ast.Attribute)
-            and _root(child.func) == name
+            and root(child.func) == name
             and child.func.attr not in _READ_METHODS
         ):
             return False
         if isinstance(child, (ast.Assign, ast.AugAssign)):
             targets = child.targets if isinstance(child, ast.Assign) else [child.target]
-            if any(_root(t) == name and not isinstance(t, ast.Name) for t in _flat(targets)):
+            if any(root(t) == name and not isinstance(t, ast.Name) for t in flat_targets(targets)):
                 return False
     return True
