@@ -455,3 +455,19 @@ def test_a_function_that_only_reads_the_object_is_not_replayed(
     explained = "\n".join(packaged.explanation)
     assert "left out In [4] line 1: `test(model, loader)`: reads `model` only" in explained
     assert "left out In [6] line 1: `report()`: reads `model` only" in explained
+
+
+def test_a_function_changing_its_argument_where_the_call_hides_which_is_replayed(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import torch\nmodel = torch.nn.Linear(1, 1)",
+        "def init(*layers):\n    for layer in layers:\n        layer.bias.data.fill_(2.0)",
+        "init(model)",  # it reaches *layers: which name the body changes it by is not plain
+        "def scale(m, factor=None):\n    m.bias.data.mul_(3.0)",
+        "extra = []\nscale(*extra, model)",  # binds `m`, not `factor`: the call does not show it
+    )
+    packaged = package(shell, "print(float(model.bias))")
+    assert "init(model)" in packaged.source and "scale(*extra, model)" in packaged.source
+    assert run_script(packaged, tmp_path) == "6.0\n"

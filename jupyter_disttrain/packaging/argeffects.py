@@ -49,8 +49,8 @@ def _receiving(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, nam
     for i, arg in enumerate(call.args):
         if root(arg, through_calls=False) != name:
             continue
-        if isinstance(arg, ast.Starred) or i >= len(positional):
-            return None
+        if any(isinstance(a, ast.Starred) for a in call.args[: i + 1]) or i >= len(positional):
+            return None  # `f(*xs, model)`: which parameter it binds is not written
         params.add(positional[i])
     for keyword in call.keywords:
         if root(keyword.value, through_calls=False) != name:
