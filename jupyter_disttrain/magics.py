@@ -131,7 +131,6 @@ class DistTrainMagics(Magics):
         carried = _carry_kernel_env(spec)
         packaged = self._package(cell, args, spec)
         spec.hparams = packaged.hparams
-        _say_masked(packaged.hparams)
         from . import api
         from .intake import choose_launcher
 
@@ -184,6 +183,8 @@ class DistTrainMagics(Magics):
         )
         for pit in packaged.pitfalls:
             print(f"warning: {pit.where}: {pit.message}  [silence: --no-check {pit.code}]")
+        for note in packaged.notes:
+            print(f"note: {note}")
         return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
@@ -283,14 +284,3 @@ def _process_replicas(spec: JobSpec) -> set[str]:
 
     roles = get_launcher(spec.launcher).roles(spec, LaunchContext("", cpu=True))
     return {name for name, _, _ in replicas_of([r for r in roles if r.via == PROCESS])}
-
-
-def _say_masked(hparams: dict[str, Any]) -> None:
-    """Once per cell: which captured hyper-parameters the job's records hold masked, and why."""
-    from .tracking.hparams import MASKED, masked_keys
-
-    if masked := masked_keys(hparams):
-        print(
-            f"note: the job's records (job.json, runs, TensorBoard) keep {', '.join(masked)} as {MASKED}: "
-            "names that look like credentials; the script itself still has their values"
-        )

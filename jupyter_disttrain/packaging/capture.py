@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
-from ..tracking.hparams import HPARAM_NAMES, from_namespace
+from ..tracking.hparams import HPARAM_NAMES, MASKED, from_namespace, masked_keys
 from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex
@@ -46,6 +46,8 @@ class PackagedScript:
         explanation: for the dry run: how each name got into the script, and which statements of
             earlier cells did not, and why.
         hparams: the hyper-parameters among the names the script uses (``hparams.from_namespace``).
+        notes: what the cell's output says once about the packaging (credential-like
+            hyper-parameters masked in the job's records).
     """
 
     source: str
@@ -54,6 +56,7 @@ class PackagedScript:
     pitfalls: list[Pitfall] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
     hparams: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def package_cell(
@@ -98,7 +101,14 @@ def package_cell(
     source = _Script(cell, tree, items, writer, header).render()
     captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
     hparams = _hparams({*use.free, *resolver.items}, user_ns, source)
-    return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver), hparams)
+    notes = []
+    if masked := masked_keys(hparams):
+        notes.append(
+            f"the job's records (job.json, runs, TensorBoard) keep {', '.join(masked)} as {MASKED}: "
+            "names that look like credentials; the script itself still has their values"
+        )
+    explanation = explain(items, resolver)
+    return PackagedScript(source, _side_files(writer), captured, pitfalls, explanation, hparams, notes)
 
 
 def _parse_cell(cell: str, cell_line: int) -> ast.Module:
