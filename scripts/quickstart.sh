@@ -17,7 +17,7 @@ else
   # shellcheck disable=SC2046 # one word a requirement
   pip_install "$TORCH_SPEC" ipykernel nbclient $(build_requirements)
   build_labextension
-  step "installing jupyter_disttrain from this checkout (the lab extension just built goes in as it is)"
+  step "installing jupyter_disttrain from this checkout, with its lab extension as built"
   pip_install --no-build-isolation "$TORCH_SPEC" "$EXTRAS"
   # After the install: the build and the install are what the fingerprint stands for.
   fingerprint "quickstart $TORCH_SPEC $EXTRAS" jupyter_disttrain labextension pyproject.toml \
