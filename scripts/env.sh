@@ -66,9 +66,20 @@ fingerprint() {
   shift
   {
     echo "$text"
+    # A path that is not there is not an error: it adds nothing (and so changes the hash).
     find "$@" -type f -not -path "*/node_modules/*" -not -path "*/__pycache__/*" \
-      -not -path "*/.ipynb_checkpoints/*" -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum
+      -not -path "*/.ipynb_checkpoints/*" -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum || true
   } | sha256sum | cut -d" " -f1
+}
+
+# What scripts/quickstart.sh installs from this checkout: JupyterLab comes with the "lab" extra.
+QUICKSTART_EXTRAS=".[tensorboard,lab]"
+
+# install_fingerprint: what an install from this checkout is made of (its package, the lab
+# extension's sources and build, the metadata) and how it is installed.
+install_fingerprint() {
+  fingerprint "install $TORCH_SPEC $QUICKSTART_EXTRAS" jupyter_disttrain labextension \
+    pyproject.toml package.json yarn.lock tsconfig.json install.json jupyter-config
 }
 
 # build_requirements: pyproject.toml's [build-system] requires, one a word (hatchling, the

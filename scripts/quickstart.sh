@@ -2,12 +2,9 @@
 # Install jupyter_disttrain with JupyterLab and run the quickstart notebook headless on the local
 # backend. A run after one that installed the same sources skips the install (seconds, not minutes).
 source "$(dirname "$0")/env.sh"
-EXTRAS=".[tensorboard,lab]"
 STAMP="$VIRTUAL_ENV/.jupyter_disttrain-installed"
-# What the install is made of: this checkout's package, lab extension and metadata, and how
-# it is installed. The same fingerprint as the last install's means there is nothing to do.
-sources="$(fingerprint "quickstart $TORCH_SPEC $EXTRAS" jupyter_disttrain labextension \
-  pyproject.toml package.json yarn.lock tsconfig.json install.json jupyter-config)"
+# The same fingerprint as the last install's means there is nothing to do.
+sources="$(install_fingerprint)"
 if [ "$(cat "$STAMP" 2>/dev/null)" = "$sources" ] && command -v jupyter-lab >/dev/null \
   && python -c "import jupyter_disttrain" 2>/dev/null; then
   step "jupyter_disttrain, torch and JupyterLab are installed and this checkout has not changed since: no install (remove $STAMP to force one)"
@@ -18,9 +15,7 @@ else
   pip_install "$TORCH_SPEC" ipykernel nbclient $(build_requirements)
   build_labextension
   step "installing jupyter_disttrain from this checkout, with its lab extension as built"
-  pip_install --no-build-isolation "$TORCH_SPEC" "$EXTRAS"
-  # After the install: the build and the install are what the fingerprint stands for.
-  fingerprint "quickstart $TORCH_SPEC $EXTRAS" jupyter_disttrain labextension pyproject.toml \
-    package.json yarn.lock tsconfig.json install.json jupyter-config >"$STAMP"
+  pip_install --no-build-isolation "$TORCH_SPEC" "$QUICKSTART_EXTRAS"
+  install_fingerprint >"$STAMP" # after the build, which is part of what is installed
 fi
 python scripts/run_quickstart.py "$@"
