@@ -183,7 +183,7 @@ class Diagnosis:
         return f"{stall} and printed nothing since; cancel the job to stop it"
 
     def stuck_in_teardown(self) -> str | None:
-        """ "rank-1 finished its script N s ago but has not exited" when every replica's script
+        """ "rank-1 finished its script but has not exited N s later..." when every replica's script
         ended well and none has printed for ``exit_timeout`` seconds since, yet a process of the
         job is still there: what is left is teardown (a non-daemon thread never ending, an
         atexit function, a destructor), which cannot change the job's outcome. Else None."""
