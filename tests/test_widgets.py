@@ -36,6 +36,14 @@ def _story(replica: str = "rank-1", traceback: str = "", peers: list[str] | None
     )
 
 
+def _widget_view(monkeypatch: pytest.MonkeyPatch) -> widgets.WidgetView:
+    """The widget view of job j-1, as a kernel with ipywidgets gets it."""
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
+    assert isinstance(view, widgets.WidgetView)
+    return view
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -299,9 +307,7 @@ def test_a_chip_shows_cpu_and_memory_and_the_gpu_only_where_there_is_one() -> No
 def test_the_widget_chips_carry_each_ranks_usage_and_quiet_mark_while_it_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
-    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
-    assert isinstance(view, widgets.WidgetView)
+    view = _widget_view(monkeypatch)
     running = JobStatus(
         job_id="j-1",
         phase=JobPhase.RUNNING,
@@ -398,11 +404,9 @@ def test_the_widget_shows_progress_above_the_log_and_the_text_view_leaves_it_to_
     from jupyter_disttrain.progress import Progress
     from jupyter_disttrain.progressview import progress_html
 
-    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
-    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
-    assert isinstance(view, widgets.WidgetView)
-    shown = progress_html(Progress(45, 100, 3.0, "tqdm", "train"))
-    view.progress(Progress(45, 100, 3.0, "tqdm", "train"), shown)
+    view, found = _widget_view(monkeypatch), Progress(45, 100, 3.0, "tqdm", "train")
+    shown = progress_html(found)
+    view.progress(found, shown)
     children = list(view.widget.children)
     assert view.bar.value == shown and children.index(view.bar) < children.index(view.log)
     out = io.StringIO()
