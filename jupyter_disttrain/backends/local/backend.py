@@ -39,7 +39,7 @@ from .warm import WarmPlan, ensure_zygote, script_imports
 from .warm import plan as warm_plan
 
 _LAUNCH_TIMEOUT = 30.0
-_RANK_LOG = re.compile(r"^rank-(\d+)$")
+_RANK_LOG = re.compile(r"rank-(\d+)")
 
 
 def visible_gpus() -> list[str]:
@@ -249,7 +249,7 @@ class LocalBackend(Backend):
         ranks: list[tuple[int, LogSource]] = []
         agents: list[LogSource] = []
         for path in log_files(self.store.logs_dir(record.id)):
-            m = _RANK_LOG.match(path.stem)
+            m = _RANK_LOG.fullmatch(path.stem)
             if m:
                 ranks.append((int(m.group(1)), LogSource(path.stem, path, int(m.group(1)))))
             else:
