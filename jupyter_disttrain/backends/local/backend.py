@@ -242,8 +242,7 @@ class LocalBackend(Backend):
         pid = int(rec["pid"])
         if not procs.runs_job(pid, record.id):  # never signal a pid reused by another process
             raise BackendError(f"{replica}'s process (pid {pid}) is gone")
-        stack_path = job_dir / contract.STACKS_DIR / contract.stack_file(replica)
-        return dump_stack(replica, pid, stack_path, method)
+        return dump_stack(replica, pid, job_dir, method)
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
         ranks: list[tuple[int, LogSource]] = []
