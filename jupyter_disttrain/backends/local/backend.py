@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ... import procs
@@ -200,9 +201,11 @@ class LocalBackend(Backend):
         # Worked out on each read, never written: a reader must work on a full or read-only
         # disk, and two readers must not race to write the record.
         message = f"the job's launcher process (pid {launcher['pid']}) ended without a result"
-        return status.end(
-            JobPhase.FAILED, "LauncherLost", message, at=status.updated
-        )  # its last sign of life
+        status.end(JobPhase.FAILED, "LauncherLost", message, at=status.updated)  # its last sign of life
+        for rep in status.replicas:
+            if not rep.phase.is_terminal:
+                _end_lost_replica(self.store.job_dir(record.id), record.id, rep, status.finish_time)
+        return status
 
     def _launcher(self, record: JobRecord) -> dict[str, Any] | None:
         try:
@@ -254,6 +257,24 @@ class LocalBackend(Backend):
             else:
                 agents.append(LogSource(path.stem, path))
         return [s for _, s in sorted(ranks, key=lambda t: t[0])] + sorted(agents, key=lambda s: s.replica)
+
+
+def _end_lost_replica(job_dir: Path, job_id: str, rep: ReplicaStatus, at: str | None) -> None:
+    """How a replica of a job whose launcher died stands: as its record ends it, Running while
+    its process lives (a rank that ignored the SIGTERM), else ended with the launcher."""
+    try:
+        rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(rep.name))
+    except (OSError, ValueError):
+        rec = {}
+    code = rec.get("exit_code")
+    if code is None and isinstance(rec.get("pid"), int) and procs.runs_job(rec["pid"], job_id):
+        return
+    rep.ready, rep.finish_time = False, rec.get("finish_time") or rep.finish_time or at
+    if isinstance(code, int):
+        rep.phase, rep.exit_code = (JobPhase.SUCCEEDED if code == 0 else JobPhase.FAILED), code
+    else:
+        rep.phase, rep.reason = JobPhase.FAILED, "LauncherLost"
+        rep.message = "no process left: it ended with the job's launcher"
 
 
 def format_request(request: LocalRequest) -> str:
