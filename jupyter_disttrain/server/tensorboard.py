@@ -138,7 +138,7 @@ class TensorBoardManager:
     def logdir(self, tb_id: str) -> Path:
         """The directory TensorBoard ``tb_id`` reads; raises for bad ids and unknown jobs."""
         if tb_id == ALL_JOBS:
-            self.store.root.mkdir(parents=True, exist_ok=True)
+            self.store.make_root()
             return self.store.root
         try:
             validate_job_id(tb_id)

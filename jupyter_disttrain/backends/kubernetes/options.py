@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import InvalidSpecError
-from ...flags import option
+from ...flags import group_access_option, option
 
 FLAVORS = ("job", "pytorchjob", "t9k")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -94,6 +94,7 @@ class KubeOptions:
         switch=True,
         help="run the pods as root instead of inheriting the notebook pod's securityContext",
     )
+    group_access: bool = group_access_option()
     pending_timeout: float = option(
         DEFAULT_PENDING_TIMEOUT,
         metavar="DURATION",
@@ -143,6 +144,7 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
         k8s_version=parse_version(version) if version else None,
         colocate=_opt_bool(options, "colocate"),
         run_as_root=_opt_bool(options, "run_as_root"),
+        group_access=_opt_bool(options, "group_access"),
         pending_timeout=parse_duration(options.get("pending_timeout"), "--pending-timeout"),
     )
 
