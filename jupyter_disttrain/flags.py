@@ -168,7 +168,8 @@ class JobWords:
         help="job name: lower-case letters, digits and '-' (Kubernetes: starting with a letter)"
     )
     backend: str | None = option(
-        help="local (default) or kubernetes (default inside a pod, with the kubernetes client installed)"
+        help="local (default), kubernetes (default inside a pod, with the kubernetes client installed) "
+        "or slurm (default inside a Slurm allocation of several nodes)"
     )
     launcher: str | None = option(
         choices=LAUNCHERS,

@@ -92,6 +92,23 @@ class LogSource:
     rank: int | None = None
 
 
+_RANK_LOG = re.compile(r"^rank-(\d+)$")
+
+
+def replica_sources(directory: Path) -> list[LogSource]:
+    """The log files of a job dir's ``logs/`` as sources: ranks (``rank-N.log``) in rank order,
+    then the others (agents, a parameter server's processes) by name."""
+    ranks: list[tuple[int, LogSource]] = []
+    others: list[LogSource] = []
+    for path in log_files(directory):
+        m = _RANK_LOG.match(path.stem)
+        if m:
+            ranks.append((int(m.group(1)), LogSource(path.stem, path, int(m.group(1)))))
+        else:
+            others.append(LogSource(path.stem, path))
+    return [s for _, s in sorted(ranks, key=lambda t: t[0])] + sorted(others, key=lambda s: s.replica)
+
+
 def parse_offset(token: str | int | None, names: list[str]) -> dict[str, int]:
     """Turn a resume token into a byte offset per replica.
 

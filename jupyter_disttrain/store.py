@@ -53,6 +53,7 @@ _STORE_FILES = frozenset(
         contract.RANKS_DIR,
         contract.TENSORBOARD_DIR,
         "run.sh",
+        "slurm",  # the Slurm backend's batch script, node records and rendezvous
     }
 )
 

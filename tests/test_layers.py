@@ -48,7 +48,12 @@ MODULES_OF: dict[str, list[str]] = {
     # The job model (what to run, how it goes, its errors), how its words are typed as flags,
     # how a failure reads, a poller's backoff, and the registries that name the launchers and
     # the backends (each loaded by name on use).
-    "model": ["errors", "specs", "flags", "failure", "polling", "launchers", "backends", "_version"],
+    # (``backends.slurm.allocation``: whether the kernel runs inside a Slurm allocation, from its
+    # environment alone; the registry asks it for the default backend, as it asks for a pod's.)
+    "model": [
+        *("errors", "specs", "flags", "failure", "polling", "launchers", "backends", "_version"),
+        "backends.slurm.allocation",
+    ],
     # Where jobs live: job dirs and roots, their log files, their processes.
     "storage": ["store", "roots", "safefiles", "logfiles", "procs"],
     # The shapes of the answers (REST, the Python API), typed once.
@@ -92,7 +97,7 @@ MODULES_OF: dict[str, list[str]] = {
     ],
     # A running job watched from outside: resource samples, liveness, stacks.
     "monitoring": ["monitoring", "monitoring.resources", "monitoring.stacks"],
-    # Where jobs run: the Backend base, this machine, a Kubernetes cluster.
+    # Where jobs run: the Backend base, this machine, a Kubernetes cluster, a Slurm cluster.
     "backends": [
         "backends.base",
         "backends.local",
@@ -135,6 +140,21 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.kubernetes.flavors.job",
         "backends.kubernetes.flavors.pytorchjob",
         "backends.kubernetes.flavors.t9k",
+        "backends.slurm",
+        "backends.slurm._local",
+        "backends.slurm.backend",
+        "backends.slurm.checks",
+        "backends.slurm.client",
+        "backends.slurm.launch",
+        "backends.slurm.node",
+        "backends.slurm.options",
+        "backends.slurm.parse",
+        "backends.slurm.request",
+        "backends.slurm.script",
+        "backends.slurm.stacks",
+        "backends.slurm.states",
+        "backends.slurm.status",
+        "backends.slurm.stop",
     ],
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],

@@ -40,7 +40,7 @@ BAD_INPUT = [
     ("--gpus 2 --epochs 3", "x = 1", "script arguments go after --"),
     ("", "   \n", "the cell is empty"),
     ("", "x = (\n", "line 2 of the cell"),  # JupyterLab numbers the magic line 1
-    ("--backend slurm", "x = 1", "unknown backend 'slurm'; choose one of"),
+    ("--backend nomad", "x = 1", "unknown backend 'nomad'; choose one of"),
     ("--name My_Job", "x = 1", "DNS-1123"),
     ("--env FOO", "x = 1", "--env takes KEY=VALUE"),
     ("--max-restarts -1", "x = 1", "--max-restarts"),

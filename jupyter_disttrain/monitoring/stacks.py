@@ -131,3 +131,21 @@ def dump_stack(replica: str, pid: int, job_dir: Path, method: str = "auto") -> S
             raise BackendError(str(why))
         note = f"{why}; used faulthandler instead (only Python frames, no native ones)"
     return StackDump(replica, "faulthandler", faulthandler_dump(pid, job_dir, replica), note)
+
+
+def dump_replica(job_dir: Path, job_id: str, replica: str, method: str = "auto") -> StackDump:
+    """The stacks of ``replica`` of the job in ``job_dir``: a process of this machine, as its
+    rank record names it (never a pid that another process reuses now)."""
+    from ..procs import runs_job
+    from ..store import read_json
+
+    try:
+        rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(replica))
+    except (OSError, ValueError):
+        raise BackendError(f"{replica} has not started yet: no process to read") from None
+    if rec.get("exit_code") is not None:
+        raise BackendError(f"{replica} has exited (code {rec['exit_code']}): no stack to read")
+    pid = int(rec["pid"])
+    if not runs_job(pid, job_id):  # never signal a pid reused by another process
+        raise BackendError(f"{replica}'s process (pid {pid}) is gone")
+    return dump_stack(replica, pid, job_dir, method)

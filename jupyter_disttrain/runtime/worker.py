@@ -190,7 +190,12 @@ def _exit_before_teardown(code: int, *, failed_peer: bool = False) -> None:
 
 
 def _flush_open_files() -> None:
-    """Flush what the script wrote to files it never closed, as their finalizers would."""
+    """Flush what the script wrote to files it never closed, as their finalizers would. (A warm
+    rank's collector tracks only what its process made: the zygote froze what it had, standard
+    streams included, hence those by name.)"""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
     for obj in gc.get_objects():
         # type(), not isinstance(): that reads ``__class__``, which some objects turn into a
         # warning (torch's deprecated ``reduce_op``) that would land in the rank's log.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import selectors
@@ -218,6 +219,7 @@ class _Agent:
         self.error_files = [env["TORCHELASTIC_ERROR_FILE"] for env in envs]
         for local_rank, env in enumerate(envs):
             os.makedirs(os.path.dirname(env["TORCHELASTIC_ERROR_FILE"]), exist_ok=True)
+            gc.freeze()  # as the zygote does before it forks
             pid = os.fork()
             if pid == 0:
                 close_fds([listener.fileno(), self.conn.fileno()])
@@ -236,6 +238,8 @@ class _Agent:
             signal.signal(sig, self._on_signal)
         with selectors.DefaultSelector() as sel:
             sel.register(self.conn, selectors.EVENT_READ)
+            for pid in self.running:  # a rank's end wakes the watch at once
+                sel.register(os.pidfd_open(pid), selectors.EVENT_READ)
             while True:
                 self._reap()
                 if self.stopping is not None:
@@ -249,10 +253,14 @@ class _Agent:
                     return self._fail()
                 if len(self.codes) == self.plan.nproc:
                     return 0
-                if sel.select(MONITOR_INTERVAL) and not self.conn.recv(1):
-                    # The launcher is gone (a cold agent gets SIGTERM then: its parent-death signal).
-                    self.stopping = signal.SIGTERM
-                    sel.unregister(self.conn)
+                for key, _ in sel.select(MONITOR_INTERVAL):
+                    if key.fileobj is not self.conn:
+                        sel.unregister(key.fileobj)  # that rank ended: reaped above next time
+                        os.close(key.fd)
+                    elif not self.conn.recv(1):
+                        # The launcher is gone (a cold agent gets SIGTERM then: its parent-death signal).
+                        self.stopping = signal.SIGTERM
+                        sel.unregister(self.conn)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = signal.Signals(signum)

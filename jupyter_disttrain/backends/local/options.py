@@ -71,22 +71,18 @@ def _python(value: object, field: str) -> str:
 
 
 @dataclass(frozen=True)
-class LocalOptions:
-    """The local backend's options, with their defaults."""
+class SupervisorOptions:
+    """What a job's supervisor (``supervisor.Supervisor``) is told: how a cancel stops the job,
+    when a hang at exit is said, how often resources are sampled. Every backend whose jobs it
+    supervises has them (the local one, and Slurm's, whose launcher it is): decided here once."""
 
-    oversubscribe: bool = option(
-        False,
-        switch=True,
-        check=validate_switch,
-        help="local backend: start more processes than this machine has CPUs",
-    )
     exit_timeout: float = option(
         DEFAULT_EXIT_TIMEOUT,
         check=validate_exit_timeout,
         parse=float,
         metavar="SECONDS",
-        help="local backend: seconds a rank may stay silent without exiting after another rank finished "
-        f"before the job says it is stuck (default {DEFAULT_EXIT_TIMEOUT:.0f})",
+        help="local and slurm backends: seconds a rank may stay silent without exiting after another "
+        f"rank finished before the job says it is stuck (default {DEFAULT_EXIT_TIMEOUT:.0f})",
     )
     grace_period: float = option(
         DEFAULT_GRACE_PERIOD,
@@ -95,6 +91,26 @@ class LocalOptions:
         metavar="SECONDS",
         help=f"on cancel, seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_PERIOD:.0f}, "
         f"at most {MAX_GRACE_PERIOD:.0f})",
+    )
+    monitor_interval: float = option(
+        DEFAULT_MONITOR_INTERVAL,
+        check=validate_monitor_interval,
+        parse=float,
+        metavar="SECONDS",
+        help="seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off "
+        f"(default {DEFAULT_MONITOR_INTERVAL:.0f})",
+    )
+
+
+@dataclass(frozen=True)
+class LocalOptions(SupervisorOptions):
+    """The local backend's options, with their defaults."""
+
+    oversubscribe: bool = option(
+        False,
+        switch=True,
+        check=validate_switch,
+        help="local backend: start more processes than this machine has CPUs",
     )
     python: str | None = option(
         check=_python,
@@ -110,14 +126,6 @@ class LocalOptions:
         "zygote (which holds torch imported; see the README's Warm start)",
     )
     group_access: bool = group_access_option(check=validate_switch)
-    monitor_interval: float = option(
-        DEFAULT_MONITOR_INTERVAL,
-        check=validate_monitor_interval,
-        parse=float,
-        metavar="SECONDS",
-        help="seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off "
-        f"(default {DEFAULT_MONITOR_INTERVAL:.0f})",
-    )
 
 
 NAMES = tuple(f.name for f in fields(LocalOptions))

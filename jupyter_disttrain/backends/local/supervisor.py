@@ -56,6 +56,7 @@ class Supervisor:
         self.agents = agents
         self.launch_error = launch_error
         self.how = how  # warm or cold, and why (request.start, or why warm start fell through)
+        self._ends: list[int | None] | None = None  # each agent's end as a readable descriptor
         self.cancel_requested = False
         self._failed_node: int | None = None  # the first node whose agent failed
         roles = request_roles(self.record.spec, self.request)
@@ -137,8 +138,15 @@ class Supervisor:
             changed = self._say_busy() or changed
             if changed:
                 self.store.write_status(self.status)
-            poll.wait(active=changed)
+            poll.wait(active=changed, wake=self._wake(codes))
         self._conclude()
+
+    def _wake(self, codes: list[int | None]) -> list[int]:
+        """What ends the watch's sleep at once: a running agent's end (its pidfd; a warm agent's
+        connection), so that a job's end reaches its status without waiting out a poll."""
+        if self._ends is None:
+            self._ends = [_end_fd(agent) for agent in self.agents]
+        return [fd for fd, code in zip(self._ends, codes, strict=True) if code is None and fd is not None]
 
     def _cancel(self) -> None:
         self._event("Normal", "Cancelling", "cancel requested: stopping all processes")
@@ -278,6 +286,18 @@ class Supervisor:
             self.status.exit_code = 0
         self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
         self.store.write_status(self.status)
+
+
+def _end_fd(agent: AgentProcess) -> int | None:
+    """A descriptor that becomes readable when ``agent`` ends: its own (a warm agent's
+    connection), else a pidfd of its process; None where neither exists."""
+    fileno = getattr(agent, "fileno", None)
+    if fileno is not None:
+        return int(fileno())
+    try:
+        return os.pidfd_open(agent.pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _reserve(path: Path, size: int) -> None:
