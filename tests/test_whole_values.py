@@ -13,6 +13,8 @@ import pytest
 
 from jupyter_disttrain import intake, kernelenv, specs
 from jupyter_disttrain.backends.kubernetes import manifests, options, planning, podmetrics
+from jupyter_disttrain.backends.slurm import options as slurm_options
+from jupyter_disttrain.backends.slurm.parse import SlurmOutputError, parse_time
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.specs import JobSpec, Volume
 
@@ -40,6 +42,10 @@ REFUSED: dict[str, Callable[[], object]] = {
     "toleration": _kube(tolerations=["nvidia.com/gpu\n:NoSchedule"]),
     "claim": lambda: _claim("data\n"),
     "service name": lambda: manifests._check_names(JobSpec(name="a"), "mnist-k3x9q\n", "h"),
+    "slurm partition": lambda: slurm_options.parse_options({"partition": "gpu\n"}),
+    "slurm time": lambda: slurm_options.parse_options({"time": "1:00:00\n"}),
+    "slurm mem": lambda: slurm_options.parse_options({"mem": "64G\n"}),
+    "slurm constraint": lambda: slurm_options.parse_options({"constraint": "a100\n"}),
 }
 
 
@@ -58,6 +64,16 @@ def test_the_same_values_without_it_pass() -> None:
     opts = options.parse_options({"namespace": "team", "node_selector": {"gpu-type": "a100"}})
     assert opts.namespace == "team"
     _claim("data")
+
+
+def test_slurm_values_without_it_pass_and_its_durations_with_it_are_no_duration() -> None:
+    opts = slurm_options.parse_options(
+        {"partition": "gpu", "time": "1:00:00", "mem": "64G", "constraint": "a100"}
+    )
+    assert (opts.partition, opts.mem, opts.constraint) == ("gpu", "64G", "a100")
+    assert parse_time("1:00:00") == 3600
+    with pytest.raises(SlurmOutputError):
+        parse_time("1:00:00\n1")
 
 
 def test_a_kernel_variable_named_with_a_newline_is_not_passed_on() -> None:
