@@ -44,7 +44,9 @@ def option(default: Any = None, *, check: Callable[[Any, str], Any] | None = Non
     return field(default=default, metadata=meta)
 
 
-GROUP_ACCESS = "group_access"  # the option of the backends whose job dirs a group may share
+# The option of the backends whose job dirs a group may share (each checks it is a switch; the
+# others refuse it); ``Backend.submit`` reads it as the store makes the job dir.
+GROUP_ACCESS = "group_access"
 
 
 def group_access_option(check: Callable[[Any, str], Any] | None = None) -> Any:

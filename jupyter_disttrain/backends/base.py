@@ -85,7 +85,6 @@ class Backend(abc.ABC):
             events=[Event(now_iso(), "Normal", "Submitted", f"submitted to the {self.name} backend")],
         )
         try:
-            # Validated as a switch by the backends that have it; the others refuse it.
             self.store.create(record, script, files, group_access=spec.options.get(GROUP_ACCESS) is True)
             self.store.write_status(status)
         except OSError as exc:  # a full disk, a read-only root...: leave nothing half-made
