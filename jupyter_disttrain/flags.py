@@ -45,7 +45,7 @@ def option(default: Any = None, *, check: Callable[[Any, str], Any] | None = Non
 
 
 # The option of the backends whose job dirs a group may share (each checks it is a switch; the
-# others refuse it); ``Backend.submit`` reads it as the store makes the job dir.
+# others refuse it); the store reads it from the spec as it makes the job dir.
 GROUP_ACCESS = "group_access"
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
+from .flags import GROUP_ACCESS
 from .runtime import contract
 from .runtime.atomic import write_json
 from .safefiles import is_real_dir, is_real_file, open_regular
@@ -251,16 +252,11 @@ class JobStore:
             self.root.mkdir(parents=True, exist_ok=True)
             self.root.chmod(dir_mode(group_access))
 
-    def create(
-        self,
-        record: JobRecord,
-        script: str,
-        files: dict[str, bytes] | None = None,
-        group_access: bool = False,
-    ) -> Path:
+    def create(self, record: JobRecord, script: str, files: dict[str, bytes] | None = None) -> Path:
         """Make the job's directory with its script, side files and record.
 
-        The directory is 0700 (0750 with ``group_access``): what is made in it (logs, runs,
+        The directory is 0700 (0750 when the spec asks for ``--group-access``, an option its
+        backend checked): what is made in it (logs, runs,
         event files, whatever mode their writers give them) is then out of other users' reach.
 
         All or nothing: if anything fails (a full disk...), what was made is removed again, so
@@ -271,6 +267,7 @@ class JobStore:
             if "/" in name or "\\" in name or name.startswith(".") or name in _STORE_FILES:
                 raise InvalidSpecError(f"side file {name!r} must be a plain file name")
         d = self.job_dir(record.id)
+        group_access = record.spec.options.get(GROUP_ACCESS) is True
         self.make_root(group_access)
         d.mkdir(exist_ok=False)
         try:

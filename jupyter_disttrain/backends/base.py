@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
-from ..flags import GROUP_ACCESS
 from ..launchers import get_launcher
 from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..monitoring.resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
@@ -85,7 +84,7 @@ class Backend(abc.ABC):
             events=[Event(now_iso(), "Normal", "Submitted", f"submitted to the {self.name} backend")],
         )
         try:
-            self.store.create(record, script, files, group_access=spec.options.get(GROUP_ACCESS) is True)
+            self.store.create(record, script, files)
             self.store.write_status(status)
         except OSError as exc:  # a full disk, a read-only root...: leave nothing half-made
             self.store.remove_partial(record.id)
