@@ -183,6 +183,8 @@ class DistTrainMagics(Magics):
         )
         for pit in packaged.pitfalls:
             print(f"warning: {pit.where}: {pit.message}  [silence: --no-check {pit.code}]")
+        for note in packaged.notes:
+            print(f"note: {note}")
         return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:

@@ -325,11 +325,10 @@ class JobManager:
 
 def _with_arg_hparams(spec: JobSpec) -> JobSpec:
     """``spec`` with the ``--name value`` arguments after ``--`` among its hparams (they win over
-    the notebook's dict: they are what the script reads)."""
-    from_args = hparams.from_args(spec.args)
-    if from_args:
-        spec = dataclasses.replace(spec, hparams=hparams.merged(spec.hparams, from_args))
-    return spec
+    the notebook's dict: they are what the script reads), credential-like values masked
+    (whichever front end gave them)."""
+    values = hparams.merged(spec.hparams, hparams.from_args(spec.args))
+    return spec if values == spec.hparams else dataclasses.replace(spec, hparams=values)
 
 
 _managers: dict[JobStore, JobManager] = {}

@@ -75,9 +75,11 @@ MODULES_OF: dict[str, list[str]] = {
     "packaging": [
         "packaging",
         "packaging.capture",
+        "packaging.argeffects",
         "packaging.checks",
         "packaging.explain",
         "packaging.history",
+        "packaging.keyreads",
         "packaging.lightning_pitfalls",
         "packaging.pitfalls",
         "packaging.replay",

@@ -290,7 +290,10 @@ def test_header_goes_into_the_docstring(shell: InteractiveShell) -> None:
     namespace: dict[str, Any] = {}
     exec(compile(packaged.source.split("\n\n# ---")[0], "doc", "exec"), namespace)
     assert namespace["__doc__"].rstrip().endswith('From notebook "a.ipynb" with \\ and """ inside')
-    assert "torchrun --nproc-per-node=2 train.py" in namespace["__doc__"]
+    # How to run it by hand: run.sh (the job's flags, its working dir and PYTHONPATH), not a bare
+    # torchrun that cannot import the notebook's own modules.
+    assert "bash run.sh" in namespace["__doc__"] and "PYTHONPATH" in namespace["__doc__"]
+    assert "torchrun --nproc-per-node" not in namespace["__doc__"]
 
 
 # --- what is refused ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ... import procs
 from ...logfiles import last_line, last_lines
 from ...runtime import contract
 from ...specs import JobPhase, ReplicaStatus, iso_seconds, now_iso
@@ -191,6 +192,32 @@ class Diagnosis:
             return None
         self._stall_said = True
         return f"{stall} and printed nothing since; cancel the job to stop it"
+
+    def stuck_in_teardown(self) -> str | None:
+        """ "rank-1 finished its script but has not exited N s later..." when every replica's script
+        ended well and none has printed for ``exit_timeout`` seconds since, yet a process of the
+        job is still there: what is left is teardown (a non-daemon thread never ending, an
+        atexit function, a destructor), which cannot change the job's outcome. Else None."""
+        ends = [self.records.by_name.get(name) or {} for name, _, _ in self.replicas]
+        if not ends or any(rec.get("exit_code") != 0 or "finish_time" not in rec for rec in ends):
+            return None
+        last = max(iso_seconds(rec["finish_time"]) for rec in ends)
+        for name, _, _ in self.replicas:
+            with contextlib.suppress(OSError):
+                last = max(last, self.log(name).stat().st_mtime)
+        silent = time.time() - last
+        if silent < self.request.exit_timeout:
+            return None
+        alive = {p.pid for p in procs.job_processes(self.job_dir.name)}
+        pairs = zip(self.replicas, ends, strict=True)
+        stuck = [name for (name, _, _), rec in pairs if rec.get("pid") in alive]
+        stuck = stuck or [self.label(i) for i, a in enumerate(self.agents) if a.poll() is None]
+        who = ", ".join(stuck) or "a process of the job"
+        return (
+            f"{who} finished its script but has not exited {silent:.0f} s later (stuck at exit: a "
+            "thread that never ends, an atexit function...); every script ended well, so it was "
+            "stopped and the job succeeded"
+        )
 
     def _order(self, name: str) -> int:
         return next((i for i, (n, _, _) in enumerate(self.replicas) if n == name), len(self.replicas))

@@ -82,7 +82,8 @@ class SupervisorOptions:
         parse=float,
         metavar="SECONDS",
         help="local and slurm backends: seconds a rank may stay silent without exiting after another "
-        f"rank finished before the job says it is stuck (default {DEFAULT_EXIT_TIMEOUT:.0f})",
+        "rank finished before the job says it is stuck (once every rank's script ended: stops the stuck "
+        f"processes and succeeds) (default {DEFAULT_EXIT_TIMEOUT:.0f})",
     )
     grace_period: float = option(
         DEFAULT_GRACE_PERIOD,

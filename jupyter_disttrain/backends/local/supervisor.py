@@ -59,6 +59,7 @@ class Supervisor:
         self._ends: list[int | None] | None = None  # each agent's end as a readable descriptor
         self.cancel_requested = False
         self._failed_node: int | None = None  # the first node whose agent failed
+        self._stopped_at_exit = False  # every script ended well; processes stuck at exit were stopped
         roles = request_roles(self.record.spec, self.request)
         self._ranked = any(r.via in RANKED for r in roles)  # ranks are replicas of a torchrun role
         self._replicas = replicas_of(roles)
@@ -132,7 +133,7 @@ class Supervisor:
             codes = [a.poll() for a in self.agents]
             changed = self._update_replicas(final=False)
             changed = self._stop_peers_of_failed_node(codes) or changed
-            if all(c is not None for c in codes):
+            if all(c is not None for c in codes) or self._stop_stuck_at_exit():
                 break
             changed = self._say_exit_stall() or changed
             changed = self._say_busy() or changed
@@ -180,10 +181,11 @@ class Supervisor:
         if self._ranked and (lone := lone_ranks(self.record.spec.world_size, self.records.by_rank)):
             self._event("Warning", "RanksNotJoined", lone)
         codes = [a.returncode for a in self.agents]
-        if all(c == 0 for c in codes):
-            self._finish(
-                JobPhase.SUCCEEDED, "Completed", f"all {'ranks' if self._ranked else 'processes'} finished"
-            )
+        if all(c == 0 for c in codes) or self._stopped_at_exit:
+            message = f"all {'ranks' if self._ranked else 'processes'} finished"
+            if self._stopped_at_exit:
+                message += " (processes stuck at exit were stopped)"
+            self._finish(JobPhase.SUCCEEDED, "Completed", message)
             return
         node = (
             self._failed_node if self._failed_node is not None else next(i for i, c in enumerate(codes) if c)
@@ -200,6 +202,19 @@ class Supervisor:
             return False
         self.status.reason, self.status.message = "ExitStalled", message
         self._event("Warning", "ExitStalled", message)
+        return True
+
+    def _stop_stuck_at_exit(self) -> bool:
+        """Every script ended well but a process hangs at exit past the exit timeout: stop the
+        job's processes so that it ends as what it is, succeeded, and say so. (A rank whose
+        script has not ended is another matter: ``_say_exit_stall``.) True when it did."""
+        message = self.diagnosis.stuck_in_teardown()
+        if message is None:
+            return False
+        self._event("Warning", "ExitStalled", message)
+        self.store.write_status(self.status)
+        self._stop_all()
+        self._stopped_at_exit = True
         return True
 
     def _say_busy(self) -> bool:
