@@ -93,7 +93,7 @@ class LogSource:
     rank: int | None = None
 
 
-_RANK_LOG = re.compile(r"^rank-(\d+)$")
+_RANK_LOG = re.compile(r"rank-(\d+)")
 
 
 def replica_sources(directory: Path) -> list[LogSource]:
@@ -102,7 +102,7 @@ def replica_sources(directory: Path) -> list[LogSource]:
     ranks: list[tuple[int, LogSource]] = []
     others: list[LogSource] = []
     for path in log_files(directory):
-        m = _RANK_LOG.match(path.stem)
+        m = _RANK_LOG.fullmatch(path.stem)
         if m:
             ranks.append((int(m.group(1)), LogSource(path.stem, path, int(m.group(1)))))
         else:

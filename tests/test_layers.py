@@ -71,6 +71,7 @@ MODULES_OF: dict[str, list[str]] = {
         "launchers.mxnet",
         "launchers.horovod",
         "launchers.horovod_entry",
+        "launchers.horovod_local",
     ],
     # A cell -> a standalone script.
     "packaging": [

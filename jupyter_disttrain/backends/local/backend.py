@@ -24,6 +24,7 @@ from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...logfiles import LogSource, last_line, replica_sources
 from ...payloads import StackDump
+from ...runtime import contract
 from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus
 from ...store import JobRecord, read_json
 from .. import option_owner
@@ -176,9 +177,11 @@ class LocalBackend(Backend):
         # Worked out on each read, never written: a reader must work on a full or read-only
         # disk, and two readers must not race to write the record.
         message = f"the job's launcher process (pid {launcher['pid']}) ended without a result"
-        return status.end(
-            JobPhase.FAILED, "LauncherLost", message, at=status.updated
-        )  # its last sign of life
+        status.end(JobPhase.FAILED, "LauncherLost", message, at=status.updated)  # its last sign of life
+        for rep in status.replicas:
+            if not rep.phase.is_terminal:
+                _end_lost_replica(self.store.job_dir(record.id), record.id, rep, status.finish_time)
+        return status
 
     def _launcher(self, record: JobRecord) -> dict[str, Any] | None:
         try:
@@ -238,6 +241,24 @@ def spawn_launcher(job_dir: Path, module: str = procs.LAUNCHER_MODULE) -> None:
             proc.kill()
             raise BackendError("the job launcher did not start within 30 s; see launcher.log in the job dir")
         time.sleep(0.005)
+
+
+def _end_lost_replica(job_dir: Path, job_id: str, rep: ReplicaStatus, at: str | None) -> None:
+    """How a replica of a job whose launcher died stands: as its record ends it, Running while
+    its process lives (a rank that ignored the SIGTERM), else ended with the launcher."""
+    try:
+        rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(rep.name))
+    except (OSError, ValueError):
+        rec = {}
+    code = rec.get("exit_code")
+    if code is None and isinstance(rec.get("pid"), int) and procs.runs_job(rec["pid"], job_id):
+        return
+    rep.ready, rep.finish_time = False, rec.get("finish_time") or rep.finish_time or at
+    if isinstance(code, int):
+        rep.phase, rep.exit_code = (JobPhase.SUCCEEDED if code == 0 else JobPhase.FAILED), code
+    else:
+        rep.phase, rep.reason = JobPhase.FAILED, "LauncherLost"
+        rep.message = "no process left: it ended with the job's launcher"
 
 
 def format_request(request: LocalRequest) -> str:

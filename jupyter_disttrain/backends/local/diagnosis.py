@@ -118,10 +118,21 @@ class Diagnosis:
             rep.phase, rep.reason = JobPhase.CANCELLED, "Cancelled"
         elif rec is None:
             rep.phase, rep.reason = JobPhase.FAILED, "NeverStarted"
-        elif killed := self._killed(rec, exits) or self._process_killed(rep.name):
-            rep.phase, rep.exit_code, rep.reason, rep.message = JobPhase.FAILED, *killed
+        elif ended := self._killed(rec, exits) or self._process_killed(rep.name) or self._exited(rec, exits):
+            rep.phase, rep.exit_code, rep.reason, rep.message = JobPhase.FAILED, *ended
         else:
             rep.phase, rep.reason = JobPhase.FAILED, "Terminated"
+
+    @staticmethod
+    def _exited(rec: dict[str, Any], exits: dict[int, AgentExit]) -> tuple[int, str, str] | None:
+        """(exit code, reason, message) of a rank that ended by an exit code without returning
+        from its script (``os._exit``, maybe in a signal handler), so its record has no end: its
+        agent's failure report has the code. Only the root cause: the peers its agent then
+        stopped are Terminated, whatever their handlers exit with."""
+        end = exits.get(int(rec.get("pid", -1)))
+        if end is None or end.code <= 0 or not end.root_cause:
+            return None
+        return end.code, "Error", "its torchrun agent's report (it ended without returning from its script)"
 
     def _process_killed(self, name: str) -> tuple[int, str, str] | None:
         """(exit code, reason, message) of a replica process that a signal ended which the

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import InvalidSpecError
-from ...flags import check_values, option
+from ...flags import check_values, group_access_option, option
 from .python import validate_python
 from .request import DEFAULT_EXIT_TIMEOUT, DEFAULT_GRACE_PERIOD, DEFAULT_MONITOR_INTERVAL
 
@@ -126,6 +126,7 @@ class LocalOptions(SupervisorOptions):
         help="local backend: start torchrun afresh instead of forking the ranks from the warm "
         "zygote (which holds torch imported; see the README's Warm start)",
     )
+    group_access: bool = group_access_option(check=validate_switch)
 
 
 NAMES = tuple(f.name for f in fields(LocalOptions))

@@ -22,12 +22,12 @@ from ...flags import check_values, option
 from ..local.options import SupervisorOptions
 
 # Slurm names: partitions, accounts, QOS, reservations (letters, digits, '_', '-', '.').
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
 # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
-_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
-_MEM = re.compile(r"^\d+[KMGT]?$", re.IGNORECASE)
+_TIME = re.compile(r"(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)")
+_MEM = re.compile(r"\d+[KMGT]?", re.IGNORECASE)
 # sbatch --constraint: features joined by & | , and grouped by brackets; counts after '*'.
-_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|,()\[\]*:!-]{1,512}$")
+_CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,()\[\]*:!-]{1,512}")
 _OPTION_NAME = re.compile(r"^(--[A-Za-z][A-Za-z0-9-]*|-[A-Za-z])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -175,7 +175,7 @@ def time_seconds(text: str) -> int | None:
     """Seconds of an sbatch ``--time`` (None: no limit), or a one-line error naming the flag."""
     if text.lower() in ("infinite", "unlimited"):
         return None
-    m = _TIME.match(text)
+    m = _TIME.fullmatch(text)
     if not m:
         raise InvalidSpecError(
             f"--time {text!r} is not a Slurm time limit; write minutes (90), HH:MM:SS (1:30:00) "
@@ -191,7 +191,7 @@ def time_seconds(text: str) -> int | None:
 
 def check_sbatch_option(text: str) -> str:
     """One pass-through sbatch option, as it goes into the batch script's ``#SBATCH`` lines."""
-    m = _OPTION_NAME.match(text)
+    m = _OPTION_NAME.match(text)  # the name only: the value follows
     if not m or _CONTROL.search(text):
         raise InvalidSpecError(
             f"--sbatch-option {text!r}: give one sbatch option on one line, e.g. "
@@ -230,14 +230,14 @@ def _name(value: Any, key: str) -> str | None:
     if text is None:
         return None
     names = text.split(",") if key == "partition" else [text]  # sbatch takes a list of partitions
-    if not all(_NAME.match(n) for n in names):
+    if not all(_NAME.fullmatch(n) for n in names):
         raise InvalidSpecError(f"{flag(key)} {text!r} is not a Slurm name (letters, digits, '_', '-', '.')")
     return text
 
 
 def _pattern(value: Any, key: str, pattern: re.Pattern[str], example: str) -> str | None:
     text = _text(value, key)
-    if text is not None and not pattern.match(text):
+    if text is not None and not pattern.fullmatch(text):
         raise InvalidSpecError(
             f"{flag(key)} {text!r} is not what sbatch takes; write e.g. {flag(key)} {example}"
         )

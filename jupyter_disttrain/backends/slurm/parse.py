@@ -61,7 +61,7 @@ FLAG_STATES = frozenset(
 SQUEUE_FIELDS = ("JobID", "State", "Reason", "RestartCnt", "NodeList", "BatchHost", "TimeLimit", "Partition")
 SQUEUE_FORMAT = ",".join(f"{name}:|" for name in SQUEUE_FIELDS)
 SACCT_FIELDS = ("JobIDRaw", "State", "ExitCode", "NodeList", "Partition")
-_TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
+_TIME = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -114,7 +114,7 @@ def parse_time(text: str) -> int | None:
     text = text.strip()
     if text.upper() in ("UNLIMITED", "INFINITE", "NOT_SET", "N/A", ""):
         return None
-    m = _TIME.match(text)
+    m = _TIME.fullmatch(text)
     if not m:
         raise SlurmOutputError(f"{text!r} is not a Slurm duration")
     days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
