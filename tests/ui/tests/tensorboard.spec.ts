@@ -55,8 +55,13 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
   expect(submitted.status()).toBe(201);
   const jobId: string = (await submitted.json()).id;
 
-  // A browser that logged in once with the token URL and holds only Jupyter's cookies.
-  const context = await browser.newContext({ baseURL, viewport: { width: 1400, height: 850 } });
+  // A browser that logged in once with the token URL and holds only Jupyter's cookies (no token
+  // header: the config gives every context one unless told otherwise).
+  const context = await browser.newContext({
+    baseURL,
+    viewport: { width: 1400, height: 850 },
+    extraHTTPHeaders: {}
+  });
   const page = await context.newPage();
   const seen: Record<string, Seen[]> = { 'two/a': [], 'two/b': [] };
   const refused: string[] = [];
