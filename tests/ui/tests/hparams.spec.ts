@@ -6,6 +6,7 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 
+import { submit, waitForPhase } from './jobs';
 import { openPanel } from './sidebar';
 
 const TOKEN = process.env.JLAB_TOKEN!;
@@ -23,20 +24,9 @@ test('the HParams dashboard shows the run through the proxy', async ({
   baseURL,
   request
 }) => {
-  const submitted = await request.post('/disttrain/api/jobs', {
-    data: { script: TRAIN, spec: { name: 'hparams', accelerator: 'cpu' } }
-  });
-  expect(submitted.status()).toBe(201);
-  const jobId: string = (await submitted.json()).id;
-  await expect
-    .poll(
-      async () => (await (await request.get(`/disttrain/api/jobs/${jobId}`)).json()).status.phase,
-      { timeout: 120000 }
-    )
-    .toBe('Succeeded');
+  const jobId = await submit(request, 'hparams', TRAIN);
+  await waitForPhase(request, jobId, 'Succeeded');
 
-  // No token header (the config gives every context one): the page is authenticated by the
-  // cookie the token URL sets, as a person's is, so Jupyter's XSRF rules apply to it.
   const context = await browser.newContext({
     baseURL,
     viewport: { width: 1400, height: 850 },
