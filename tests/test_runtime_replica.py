@@ -93,3 +93,22 @@ def test_a_link_planted_for_the_log_is_not_appended_to(tmp_path: Path) -> None:
     done = subprocess.run(argv, env=env, timeout=60, check=False, capture_output=True)
     assert done.returncode != 0 and b"Too many levels of symbolic links" in done.stderr
     assert outside.read_text() == "not the job's\n"
+
+
+def test_a_link_planted_for_an_agents_log_is_not_appended_to(tmp_path: Path) -> None:
+    """The launcher opens ``logs/agent-0.log`` for the torchrun agent's output the way the rank
+    wrapper opens its log: a planted link fails the start, saying why, and the target is untouched."""
+    from jupyter_disttrain.backends.local import launch
+    from jupyter_disttrain.backends.local.request import AgentCommand, LocalRequest
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the job's\n")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / contract.log_file(contract.agent_name(0))).symlink_to(outside)
+    request = LocalRequest(
+        cwd=str(tmp_path),
+        agents=[AgentCommand(node=0, argv=[sys.executable, "-c", "print('agent output')"], env={})],
+    )
+    agents, _, error = launch.start(str(tmp_path), request)
+    assert agents == [] and error is not None and "Too many levels of symbolic links" in error
+    assert outside.read_text() == "not the job's\n"

@@ -13,14 +13,12 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
-import errno
 import faulthandler
 import gc
 import io
 import os
 import signal
 import socket
-import stat
 import sys
 import threading
 import time
@@ -28,7 +26,7 @@ import types
 from typing import Any
 
 from . import contract
-from .atomic import write_json
+from .atomic import open_own, write_json
 from .joined import joined_any, joined_world, watch
 
 # Set in every process of a parameter-server job (ps-lite's, which MXNet uses).
@@ -66,7 +64,7 @@ def main(argv: list[str]) -> None:
     record_path = None
     record: contract.RankRecord = {}
     if log_dir:
-        fd = _open_own(os.path.join(log_dir, contract.log_file(replica)))
+        fd = open_own(os.path.join(log_dir, contract.log_file(replica)))
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
@@ -118,17 +116,6 @@ def main(argv: list[str]) -> None:
 _stack_file: io.IOBase | None = None  # kept open for faulthandler, which writes to its fd
 
 
-def _open_own(path: str) -> int:
-    """Open the rank's own file for appending: never through a link someone who can write to the
-    job root planted there (a symbolic one fails with ELOOP, a hard one has a second name)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-        os.close(fd)
-        raise OSError(errno.EMLINK, f"{path} is not a file of its own (a link or a device)")
-    return fd
-
-
 def _dump_stacks_on_signal(stacks_dir: str, rank: int) -> None:
     """On ``contract.STACK_SIGNAL``, write every thread's Python stack to
     ``stacks/rank-N.txt`` (the fallback of "dump the stacks" where py-spy cannot attach). The
@@ -140,7 +127,7 @@ def _dump_stacks_on_signal(stacks_dir: str, rank: int) -> None:
     try:
         os.makedirs(stacks_dir, exist_ok=True)
         path = os.path.join(stacks_dir, contract.stack_file(contract.rank_name(rank)))
-        _stack_file = open(_open_own(path), "ab", buffering=0)  # noqa: SIM115 (open for the rank's life)
+        _stack_file = open(open_own(path), "ab", buffering=0)  # noqa: SIM115 (open for the rank's life)
         faulthandler.register(signum, file=_stack_file, all_threads=True)
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"disttrain: no stack dumps on {contract.STACK_SIGNAL} for this rank: {exc}", file=sys.stderr)

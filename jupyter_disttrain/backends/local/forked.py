@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ...runtime import contract
+from ...runtime.atomic import open_own
 
 # torchrun's own: the signals its agent passes on to the ranks, how often it looks at them
 # (``--monitor-interval``) and how long its ``close`` waits before SIGKILL.
@@ -148,7 +149,7 @@ def close_fds(fds: Iterable[int]) -> None:
 
 
 def _redirect(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = open_own(path, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from ...runtime import contract
+from ...runtime.atomic import open_own
 from .request import AgentProcess, LocalRequest
 
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
@@ -61,7 +62,7 @@ def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[b
         # A replica process writes its own log (the wrapper points its output there at start;
         # before that, an interpreter that cannot start the wrapper says why there too).
         log = contract.log_file(agent.replica or contract.agent_name(agent.node))
-        with open(os.path.join(job_dir, contract.LOGS_DIR, log), "ab") as out:
+        with os.fdopen(open_own(os.path.join(job_dir, contract.LOGS_DIR, log)), "ab") as out:
             agents.append(
                 subprocess.Popen(
                     agent.argv,
