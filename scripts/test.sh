@@ -68,7 +68,7 @@ stage ruff "lint and format of the project's Python files" ruff_stage
 stage mypy "types" mypy
 stage lab "the lab extension: prettier, ESLint, tsc, Jest" lab_stage
 stage browser "browser tests (Galata in Chromium; first run installs them, ~3 min)" bash tests/ui/run.sh
-stage pytest "real torchrun, kernels and servers (~8 min)" pytest_stage "$@"
+stage pytest "real torchrun, kernels, servers and Slurm (~26 min)" pytest_stage "$@"
 
 echo
 echo "== summary"
