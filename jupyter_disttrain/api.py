@@ -21,8 +21,9 @@ from .backends.base import Backend
 from .intake import spec_from_words
 from .logfiles import Budget
 from .manager import FollowPage, JobManager, manager_for
-from .payloads import Resources, StackDump
+from .payloads import Failure, Resources, RunSummary, StackDump
 from .polling import Backoff
+from .progress import Progress
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
@@ -112,6 +113,19 @@ class Job:
     def stack(self, replica: str, method: str | None = None) -> StackDump:
         """The Python stacks of every thread of a running replica (py-spy, else faulthandler)."""
         return self.manager.stack(self.id, replica, method)
+
+    def failure(self, status: JobStatus | None = None) -> Failure | None:
+        """Why the job failed (its root cause's traceback, mapped to the notebook's cells); None
+        unless it failed. ``status``: the one already read, else it is read now."""
+        return self.manager.failure(self.record, status or self.status())
+
+    def progress(self, status: JobStatus | None = None) -> Progress | None:
+        """How far the running job is (em's total, else its tqdm bar); None once it has ended."""
+        return self.manager.progress(self.record, status or self.status())
+
+    def runs(self, status: JobStatus | None = None) -> list[RunSummary]:
+        """The job's runs of experiment tracking (em, MLflow, its own), with their last metrics."""
+        return self.manager.job_runs(self.record, status or self.status())
 
     def delete(self, purge: bool = False) -> None:
         self.manager.delete(self.id, purge=purge)

@@ -49,3 +49,17 @@ def failure_line(status: JobStatus) -> str:
     if cause is not None and _mention(text, cause.name) is None:
         text += f" (root cause: {cause.name})"
     return text
+
+
+def stopped_by_peer(status: JobStatus) -> list[str]:
+    """The failed replicas other than the root cause that ended no earlier than it did: they died
+    because it left (gloo's "Connection closed by peer", stopped by their agent)."""
+    cause = root_cause(status) if status.phase is JobPhase.FAILED else None
+    if cause is None:
+        return []
+    since = cause.finish_time or ""
+    return [
+        r.name
+        for r in status.replicas
+        if r is not cause and r.phase is JobPhase.FAILED and (r.finish_time or "~") >= since
+    ]

@@ -44,6 +44,22 @@ def option(default: Any = None, *, check: Callable[[Any, str], Any] | None = Non
     return field(default=default, metadata=meta)
 
 
+# The option of the backends whose job dirs a group may share (each checks it is a switch; the
+# others refuse it); the store reads it from the spec as it makes the job dir.
+GROUP_ACCESS = "group_access"
+
+
+def group_access_option(check: Callable[[Any, str], Any] | None = None) -> Any:
+    """``--group-access``, one flag however many backends declare it."""
+    return option(
+        False,
+        switch=True,
+        check=check,
+        help="let the job directory's group read the job's files (job dir 0750, not 0700): e.g. a "
+        "shared PVC whose pods run as another user of its fsGroup",
+    )
+
+
 def check_values(cls: type, values: dict[str, Any], where: str = "") -> dict[str, Any]:
     """``values`` as the ``check`` of each field of dataclass ``cls`` returns them (errors name
     the field as ``where`` + its name: ``spec.options.grace_period`` over REST)."""
@@ -154,7 +170,8 @@ class JobWords:
         help="job name: lower-case letters, digits and '-' (Kubernetes: starting with a letter)"
     )
     backend: str | None = option(
-        help="local (default) or kubernetes (default inside a pod, with the kubernetes client installed)"
+        help="local (default), kubernetes (default inside a pod, with the kubernetes client installed) "
+        "or slurm (default inside a Slurm allocation of several nodes)"
     )
     launcher: str | None = option(
         choices=LAUNCHERS,

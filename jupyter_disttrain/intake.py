@@ -31,7 +31,7 @@ from .launchers.calls import detect
 from .specs import JobSpec, Volume
 
 # Replica names come from log file stems and pod names: letters, digits, '.', '_', '-'.
-_REPLICA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_REPLICA = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
 MAX_LOG_LIMIT = 10_000
 
@@ -104,7 +104,7 @@ def validate_replica(replica: str | None) -> str | None:
     """Return ``replica`` (None = all) if it is a plausible replica name, else raise."""
     if replica in (None, ""):
         return None
-    if not _REPLICA.match(replica) or ".." in replica:
+    if not _REPLICA.fullmatch(replica) or ".." in replica:
         raise InvalidSpecError(f"{replica!r} is not a replica name (names look like 'rank0' or 'worker-1')")
     return replica
 

@@ -91,7 +91,7 @@ def kernel_env() -> KernelEnv:
 
 def _reserved(key: str) -> bool:
     # A name a job spec cannot hold (not letters, digits and '_') cannot be passed on either.
-    return key in _RESERVED or key.startswith(_RESERVED_PREFIXES) or not _ENV_KEY.match(key)
+    return key in _RESERVED or key.startswith(_RESERVED_PREFIXES) or not _ENV_KEY.fullmatch(key)
 
 
 def _as_resolved(entry: str, cwd: str) -> str:

@@ -40,6 +40,7 @@ CUT_MARKER = " \u2026[line cut, continues]"  # ends a piece cut from a longer li
 ANSWER_BYTES = 512 * 1024
 _LINE_COST = 24  # what a line costs an answer besides its text (quotes, keys, commas)
 _RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
+_RANK_PREFIXES = re.compile(r"^(?:\[rank\d+\]:\s*)+")
 _SEPARATOR = re.compile(rb"\r\n|\r|\n")
 
 
@@ -90,6 +91,23 @@ class LogSource:
     replica: str
     path: Path
     rank: int | None = None
+
+
+_RANK_LOG = re.compile(r"rank-(\d+)")
+
+
+def replica_sources(directory: Path) -> list[LogSource]:
+    """The log files of a job dir's ``logs/`` as sources: ranks (``rank-N.log``) in rank order,
+    then the others (agents, a parameter server's processes) by name."""
+    ranks: list[tuple[int, LogSource]] = []
+    others: list[LogSource] = []
+    for path in log_files(directory):
+        m = _RANK_LOG.fullmatch(path.stem)
+        if m:
+            ranks.append((int(m.group(1)), LogSource(path.stem, path, int(m.group(1)))))
+        else:
+            others.append(LogSource(path.stem, path))
+    return [s for _, s in sorted(ranks, key=lambda t: t[0])] + sorted(others, key=lambda s: s.replica)
 
 
 def parse_offset(token: str | int | None, names: list[str]) -> dict[str, int]:
@@ -188,9 +206,10 @@ def last_lines(path: Path, lines: int, max_bytes: int) -> list[str]:
 
 
 def last_line(path: Path) -> str | None:
-    """The last non-empty line of a log (e.g. the exception of a crash)."""
+    """The last non-empty line of a log (e.g. the exception of a crash), without torch's
+    ``[rank1]:`` prefixes: the headline that names the rank has it once already."""
     tail = last_lines(path, 5, 64 * 1024)
-    return tail[-1].strip()[:500] if tail else None
+    return _RANK_PREFIXES.sub("", tail[-1]).strip()[:500] if tail else None
 
 
 def rank_of(source: LogSource, text: str) -> int | None:

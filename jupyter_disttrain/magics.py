@@ -22,18 +22,35 @@ from .specs import JobPhase
 if TYPE_CHECKING:
     from .api import Job
     from .packaging import PackagedScript
+    from .payloads import Failure
     from .specs import JobSpec, JobStatus
 
 
 class JobFailedError(Exception):
-    """A followed job ended Failed or Cancelled: the cell fails, so Run All and nbclient stop.
+    """A followed job ended Failed: the cell fails, so Run All and nbclient stop.
 
-    IPython shows it as one line (``_render_traceback_``): the cause is the job's, not this
-    kernel's, and the cell's summary above already shows the root-cause rank's last lines.
+    IPython shows ``_render_traceback_``: the root-cause rank's traceback as the notebook's own
+    error (``Cell In[3], line 9``, the product's frames left out; ``failures.py``), then one line
+    naming the job and the rank. Without a traceback in the rank's log, that line alone.
     """
 
+    def __init__(self, message: str, story: Failure | None = None) -> None:
+        super().__init__(message)
+        self.story = story
+
     def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
+        line = f"{type(self).__name__}: {self}"
+        if self.story is None or not self.story.traceback:
+            return [line]
+        return [*self.story.traceback.split("\n"), "", f"\x1b[2m{line}\x1b[0m"]
+
+
+class JobCancelledError(JobFailedError):
+    """A followed job was cancelled: the cell still stops Run All, with one plain line (a cancel
+    someone asked for is no error of the job's)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
 
 
 def _split_script_args(line: str) -> tuple[list[str], list[str]]:
@@ -161,16 +178,19 @@ class DistTrainMagics(Magics):
         if args.detach:
             print(f"job {job.id} submitted ({spec.backend}); follow it with: %distrun logs {job.id} --follow")
             return
-        status = self._follow(job, args.cancel_on_interrupt)
-        if status is not None and status.phase in (JobPhase.FAILED, JobPhase.CANCELLED):
+        status, story = self._follow(job, args.cancel_on_interrupt)
+        if status is not None and status.phase is JobPhase.CANCELLED:
+            raise JobCancelledError(f"%%distrun: job {job.id} cancelled")
+        if status is not None and status.phase is JobPhase.FAILED:
             from .failure import failure_line
 
-            raise JobFailedError(f"%%distrun: {failure_line(status)}")
+            raise JobFailedError(f"%%distrun: {failure_line(status)}", story)
 
     def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
         """The cell and what it uses as a script, checked before launch (warnings printed)."""
         from .api import job_target
         from .packaging import package_cell
+        from .packaging.origins import CELL_LABEL
 
         ignore = {"*"} if "all" in args.no_check else set(args.no_check)
         history = _history_as_typed(self.shell)
@@ -178,11 +198,23 @@ class DistTrainMagics(Magics):
         notebook = user_ns.get("__session__")  # ipykernel sets it to the notebook's path
         header = f"Notebook: {notebook}" if isinstance(notebook, str) and notebook else None
         # cell_line=2: JupyterLab numbers the %%distrun line 1, the cell's code from 2.
+        # The cell being run is the last of ``In`` (IPython stores it before running it); its
+        # index there is the number JupyterLab shows (``execution_count`` is one ahead by then).
+        count = len(user_ns.get("In") or []) - 1
         packaged = package_cell(
-            cell, history, user_ns, ignore=ignore, header=header, target=job_target(spec), cell_line=2
+            cell,
+            history,
+            user_ns,
+            ignore=ignore,
+            header=header,
+            target=job_target(spec),
+            cell_line=2,
+            cell_label=f"In [{count}]" if count > 0 else CELL_LABEL,
         )
         for pit in packaged.pitfalls:
             print(f"warning: {pit.where}: {pit.message}  [silence: --no-check {pit.code}]")
+        for note in packaged.notes:
+            print(f"note: {note}")
         return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
@@ -190,12 +222,13 @@ class DistTrainMagics(Magics):
 
         return spec_from_flags(args, script_args, default_name="distrun")
 
-    def _follow(self, job: Job, cancel_on_interrupt: bool) -> JobStatus | None:
-        """Show status and output until the job ends and return its end (None if interrupted).
+    def _follow(self, job: Job, cancel_on_interrupt: bool) -> tuple[JobStatus | None, Failure | None]:
+        """Show status and output until the job ends and return its end and, when it failed, why
+        (None if interrupted).
 
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
-        from .failure import root_cause
+        from .progressview import ProgressFeed
         from .widgets import SUMMARY_LINES, UsageFeed, make_view
 
         def cancel() -> None:
@@ -203,6 +236,8 @@ class DistTrainMagics(Magics):
 
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
+        bar = ProgressFeed(job.progress, job.runs)
+        running = False
         own = _process_replicas(job.spec)
         try:
             for page in job.follow():  # each page: the status, then the lines written since
@@ -213,10 +248,15 @@ class DistTrainMagics(Magics):
                     view.append(rank_lines)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
-            cause = root_cause(status) if status.phase is JobPhase.FAILED else None
-            if cause is not None:
-                view.failure(cause.name, list(job.logs(cause.name, tail=SUMMARY_LINES)))
-            return status
+                if status.phase is JobPhase.RUNNING and (shown := bar.poll(status)) is not None:
+                    running = True
+                    view.progress(*shown)
+            if running:  # an ended job has no bar (nothing stale); its sparkline stays
+                view.progress(None, bar.html(None))
+            story = job.failure(status)
+            if story is not None and story.replica:
+                view.failure(story, list(job.logs(story.replica, tail=SUMMARY_LINES)))
+            return status, story
         except KeyboardInterrupt:
             if cancel_on_interrupt:
                 view.update(job.cancel())
@@ -226,7 +266,7 @@ class DistTrainMagics(Magics):
                     f"stopped following; job {job.id} keeps running. "
                     f"Cancel it with: %distrun cancel {job.id}   (or use --cancel-on-interrupt)"
                 )
-            return None
+            return None, None
         finally:
             view.close()
 

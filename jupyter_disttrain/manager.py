@@ -23,6 +23,7 @@ from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import (
+    Failure,
     JobDetail,
     JobSummary,
     LogPage,
@@ -35,6 +36,7 @@ from .payloads import (
     StackDump,
     to_json,
 )
+from .progress import Progress
 from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
 from .tracking import hparams
 from .tracking.runs import RunsReader
@@ -126,7 +128,9 @@ class JobManager:
             except (OSError, ValueError, KeyError, DistTrainError):
                 continue  # being written or removed right now: the next listing has it
         for record, status in self._statuses(changed):
-            summary = JobSummary.of(record, status, quiet=self._quiet(record, status))
+            summary = JobSummary.of(
+                record, status, quiet=self._quiet(record, status), progress=self.progress(record, status)
+            )
             listed = Listed(fingerprints[record.id], record, status, to_json(summary))
             out.append(listed)
             if status.is_terminal:
@@ -159,6 +163,18 @@ class JobManager:
             log.debug("could not tell whether job %s has quiet replicas: %s", record.id, exc)
             return []
 
+    def progress(self, record: JobRecord, status: JobStatus) -> Progress | None:
+        """Where a running job stands: em's run with a total, else its tqdm bar (None once ended)."""
+        if status.phase is not JobPhase.RUNNING:
+            return None  # most of a long listing: nothing is read
+        from .jobprogress import progress_of
+
+        try:
+            return progress_of(self.backend(record.backend), record, status, self.job_runs(record, status))
+        except Exception as exc:  # a progress bar, not the listing: never fail it
+            log.debug("could not tell how far job %s is: %s", record.id, exc)
+            return None
+
     def status(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).describe(job_id)
 
@@ -168,9 +184,20 @@ class JobManager:
         record = self.store.read_record(job_id)
         deleted = self.store.is_deleted(job_id)
         status, backend_error = self._describe(record)
-        summary = JobSummary.of(record, status, deleted, self._quiet(record, status))
+        summary = JobSummary.of(
+            record, status, deleted, self._quiet(record, status), self.progress(record, status)
+        )
         roles = RoleSummary.of(record, status)
-        return JobDetail(job_id, summary, record.spec, record.request, status, deleted, backend_error, roles)
+        failure = self.failure(record, status) if backend_error is None else None
+        return JobDetail(
+            job_id, summary, record.spec, record.request, status, deleted, backend_error, roles, failure
+        )
+
+    def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:
+        """Why the job failed, as the notebook's own error (None unless it failed)."""
+        from .failures import failure_of
+
+        return failure_of(self.store, self.backend(record.backend), record, status)
 
     def _describe(self, record: JobRecord) -> tuple[JobStatus, str | None]:
         """The job's status from its backend; its stored status, and why, when the backend
@@ -267,7 +294,11 @@ class JobManager:
         name = validate_replica(replica)
         if name is None:
             raise InvalidSpecError("name the replica whose stacks to dump, e.g. rank-1")
-        return self.backend_of(job_id).stack(job_id, name, validate_method(method))
+        from .failures import mapped_stack
+
+        record = self.store.read_record(job_id)
+        dump = self.backend(record.backend).stack(job_id, name, validate_method(method))
+        return mapped_stack(self.store, record, dump)
 
     # -- runs of experiment tracking (em, MLflow, the job's own) ---------------------------------
     def list_runs(self, job: str | None = None) -> list[RunSummary]:
@@ -280,6 +311,10 @@ class JobManager:
                 continue
             out += self.run_sources.summaries(self._runs_of(listed.record, listed.status))
         return out
+
+    def job_runs(self, record: JobRecord, status: JobStatus) -> list[RunSummary]:
+        """The runs of one job (its progress and the widget's sparkline read them)."""
+        return self.run_sources.summaries(self._runs_of(record, status))
 
     def run_detail(self, job_id: str, run: str, query: RunQuery | None = None) -> RunDetail:
         """A run's record, artifacts, progress and a page of its points (``query``: from byte
@@ -325,11 +360,10 @@ class JobManager:
 
 def _with_arg_hparams(spec: JobSpec) -> JobSpec:
     """``spec`` with the ``--name value`` arguments after ``--`` among its hparams (they win over
-    the notebook's dict: they are what the script reads)."""
-    from_args = hparams.from_args(spec.args)
-    if from_args:
-        spec = dataclasses.replace(spec, hparams=hparams.merged(spec.hparams, from_args))
-    return spec
+    the notebook's dict: they are what the script reads), credential-like values masked
+    (whichever front end gave them)."""
+    values = hparams.merged(spec.hparams, hparams.from_args(spec.args))
+    return spec if values == spec.hparams else dataclasses.replace(spec, hparams=values)
 
 
 _managers: dict[JobStore, JobManager] = {}

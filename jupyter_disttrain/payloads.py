@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+from .failure import first_line
+from .progress import Progress
 from .specs import (
     ABSENT_WHEN_NONE,
     DryRun,
@@ -31,9 +33,15 @@ ALL_JOBS = "_all"
 JOB_RUN = "_job"
 
 
+def absent() -> Any:
+    """A field left out of the JSON when None (``ABSENT_WHEN_NONE``)."""
+    return field(default=None, metadata={ABSENT_WHEN_NONE: True})
+
+
 @dataclass
 class JobSummary:
-    """The one-line view of a job the list shows."""
+    """The one-line view of a job the list shows; ``message`` is its status message's first line
+    (the headline; the details have the rest)."""
 
     id: str
     name: str
@@ -52,10 +60,16 @@ class JobSummary:
     deleted: bool = False
     launcher: str = "torchrun"
     quiet: list[str] = field(default_factory=list)  # running replicas silent for longer than usual
+    progress: Progress | None = absent()  # noqa: RUF009 (while it runs: em's total, else a tqdm bar)
 
     @classmethod
     def of(
-        cls, record: JobRecord, status: JobStatus, deleted: bool = False, quiet: list[str] | None = None
+        cls,
+        record: JobRecord,
+        status: JobStatus,
+        deleted: bool = False,
+        quiet: list[str] | None = None,
+        progress: Progress | None = None,
     ) -> JobSummary:
         spec = record.spec
         # The backend records where the job really runs ("cpu" when no GPU was visible or chosen).
@@ -74,10 +88,11 @@ class JobSummary:
             nproc_per_node=spec.nproc_per_node,
             gpus=0 if on_cpu else spec.world_size,
             reason=status.reason,
-            message=status.message,
+            message=first_line(status.message) or None,
             deleted=deleted,
             launcher=spec.launcher,
             quiet=quiet or [],
+            progress=progress,
         )
 
 
@@ -151,9 +166,29 @@ class RoleSummary:
 
 
 @dataclass
+class Failure:
+    """Why a job failed, told as the notebook's own error would be: the root-cause replica, a
+    one-line ``headline`` (what the list, notifications and events show), the exception and the
+    cell and line it was raised from, its traceback as IPython renders a cell's error
+    (``Cell In[3], line 9``, the product's frames dropped, ANSI colours; empty when its log has
+    none) and as the log has it (``raw``), and the replicas that only stopped because it left
+    (``stopped_by_peer``)."""
+
+    replica: str
+    headline: str
+    exception: str | None
+    cell: str | None
+    line: int | None
+    traceback: str
+    raw: str
+    stopped_by_peer: list[str]
+
+
+@dataclass
 class JobDetail:
     """Spec, launch request and status of one job; ``backend_error`` says why the status is the
-    stored one (the backend could not be reached or loaded)."""
+    stored one (the backend could not be reached or loaded); ``failure``: why it failed (absent
+    while it has not)."""
 
     id: str
     summary: JobSummary
@@ -163,6 +198,7 @@ class JobDetail:
     deleted: bool
     backend_error: str | None = None
     roles: list[RoleSummary] = field(default_factory=list)
+    failure: Failure | None = absent()  # noqa: RUF009 (a field() with metadata)
     checkpoints: CheckpointUsage | None = None  # None where the job's checkpoints cannot be read here
 
 
@@ -206,11 +242,6 @@ class LogQuery:
     offset: str | None = None
     tail: int | None = None
     limit: int | None = None
-
-
-def absent() -> Any:
-    """A field left out of the JSON when None (``ABSENT_WHEN_NONE``)."""
-    return field(default=None, metadata={ABSENT_WHEN_NONE: True})
 
 
 @dataclass
@@ -271,12 +302,15 @@ class Resources:
 @dataclass
 class StackDump:
     """The Python stacks of every thread of one rank (or of each rank in a pod), and how they
-    were taken (``py-spy`` or ``faulthandler``); ``note`` says why the fallback was used."""
+    were taken (``py-spy`` or ``faulthandler``); ``note`` says why the fallback was used. The job
+    layer names the script's lines by their cells and folds the product's frames in ``text``;
+    ``raw`` is the dump as taken."""
 
     replica: str
     method: str
     text: str
     note: str | None
+    raw: str | None = None
 
 
 # A metric value as JSON has it: a number, or "NaN", "Infinity", "-Infinity" (JSON has none of them).

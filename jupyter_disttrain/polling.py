@@ -7,11 +7,14 @@ only while something is happening and slow down while the job just trains.
 
 from __future__ import annotations
 
+import select
 import time
+from collections.abc import Sequence
 
 
 class Backoff:
-    """``wait(active)``: no sleep after activity; otherwise a sleep that grows to ``longest``."""
+    """``wait(active)``: no sleep after activity; otherwise a sleep that grows to ``longest``, cut
+    short when one of ``wake`` (file descriptors: a pidfd, a socket) becomes readable."""
 
     def __init__(self, shortest: float, longest: float, factor: float = 1.5) -> None:
         self.shortest = shortest
@@ -19,9 +22,12 @@ class Backoff:
         self.factor = factor
         self.delay = shortest
 
-    def wait(self, active: bool) -> None:
+    def wait(self, active: bool, wake: Sequence[int] = ()) -> None:
         if active:
             self.delay = self.shortest
             return
-        time.sleep(self.delay)
+        if wake:
+            select.select(wake, [], [], self.delay)
+        else:
+            time.sleep(self.delay)
         self.delay = min(self.longest, self.delay * self.factor)

@@ -36,6 +36,11 @@ def open_beneath(root: str | os.PathLike[str], parts: Sequence[str]) -> IO[bytes
     """Open the regular file ``root/parts[0]/.../parts[-1]`` for reading, one component at a time
     with ``O_NOFOLLOW`` from the directory before it: no component may be a symbolic link (or
     ``..``), and a link swapped in between a check and the open cannot lead out of ``root``."""
+    return os.fdopen(fd_beneath(root, parts, os.O_RDONLY), "rb")
+
+
+def fd_beneath(root: str | os.PathLike[str], parts: Sequence[str], flags: int) -> int:
+    """``open_beneath``'s descriptor, opened with ``flags`` (``os.O_RDWR`` to truncate it too)."""
     if not parts or any(p in ("", ".", "..") or "/" in p or "\0" in p for p in parts):
         raise ValueError(f"not a path beneath a directory: {'/'.join(parts)!r}")
     cloexec = getattr(os, "O_CLOEXEC", 0)
@@ -45,7 +50,7 @@ def open_beneath(root: str | os.PathLike[str], parts: Sequence[str]) -> IO[bytes
             child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | cloexec, dir_fd=fd)
             os.close(fd)
             fd = child
-        file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | cloexec, dir_fd=fd)
+        file_fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | cloexec, dir_fd=fd)
     finally:
         os.close(fd)
     try:
@@ -55,7 +60,7 @@ def open_beneath(root: str | os.PathLike[str], parts: Sequence[str]) -> IO[bytes
     except BaseException:
         os.close(file_fd)
         raise
-    return os.fdopen(file_fd, "rb")
+    return file_fd
 
 
 def is_real_dir(path: str | os.PathLike[str]) -> bool:

@@ -22,14 +22,14 @@ from .launchers import NAMES as LAUNCHERS
 
 # Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
 # leaves room for the id suffix and for the backends' own suffixes ("-worker-12").
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME_LEN = 40
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 SCRIPT_NAME = "train.py"
 # The script sits next to the store's own files (job.json, status.json, logs/...): a plain
 # ``.py`` name can never be one of them nor reach outside the job dir.
-_ENTRYPOINT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.py$")
+_ENTRYPOINT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.py")
 
 # Variables the product and torchrun set for each process: a user value would hide the ranks
 # from cancel (DISTTRAIN_JOB_ID) or break the rendezvous, so ``--env`` may not set them.
@@ -53,7 +53,7 @@ RESERVED_ENV_PREFIXES = ("DISTTRAIN_", "TORCHELASTIC_")
 
 def validate_env_name(key: str) -> str:
     """Return ``key`` if ``--env`` may set it, else raise a one-line error naming it."""
-    if not isinstance(key, str) or not _ENV_KEY.match(key):
+    if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
         raise InvalidSpecError(f"env {key!r}: names are letters, digits and '_', not starting with a digit")
     if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIXES):
         raise InvalidSpecError(
@@ -87,7 +87,7 @@ def check_hparams(values: Any) -> dict[str, Any]:
 
 def validate_entrypoint(entrypoint: str) -> str:
     """The script's file name: a plain ``.py`` name, never a store file or a path."""
-    if not isinstance(entrypoint, str) or not _ENTRYPOINT.match(entrypoint):
+    if not isinstance(entrypoint, str) or not _ENTRYPOINT.fullmatch(entrypoint):
         raise InvalidSpecError(
             f"entrypoint {entrypoint!r} must be a plain Python file name like 'train.py' "
             "(no directory, no leading '.')"
@@ -116,7 +116,7 @@ def validate_name(name: str) -> str:
     """Return ``name`` if it is a valid job name, else raise a one-line, actionable error."""
     if not isinstance(name, str) or not name:
         raise InvalidSpecError("the job name is empty; give --name a value like 'mnist-ddp'")
-    if len(name) > MAX_NAME_LEN or not _DNS1123.match(name):
+    if len(name) > MAX_NAME_LEN or not _DNS1123.fullmatch(name):
         raise InvalidSpecError(
             f"job name {name!r} is not a DNS-1123 label: use at most {MAX_NAME_LEN} lower-case "
             "letters, digits and '-', starting and ending with a letter or digit (e.g. 'mnist-ddp')"
@@ -126,7 +126,7 @@ def validate_name(name: str) -> str:
 
 def validate_job_id(job_id: str) -> str:
     """Job ids name directories and cluster objects: the same rule as names, a bit longer."""
-    if not isinstance(job_id, str) or len(job_id) > 63 or not _DNS1123.match(job_id):
+    if not isinstance(job_id, str) or len(job_id) > 63 or not _DNS1123.fullmatch(job_id):
         raise InvalidSpecError(f"{job_id!r} is not a job id (ids look like 'mnist-ddp-k3x9q')")
     return job_id
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
+from .flags import GROUP_ACCESS
 from .runtime import contract
 from .runtime.atomic import write_json
 from .safefiles import is_real_dir, is_real_file, open_regular
@@ -53,6 +54,7 @@ _STORE_FILES = frozenset(
         contract.RANKS_DIR,
         contract.TENSORBOARD_DIR,
         "run.sh",
+        "slurm",  # the Slurm backend's batch script, node records and rendezvous
     }
 )
 
@@ -140,6 +142,12 @@ def checked_record(data: Any, job_id: str, path: str) -> JobRecord:
         warn_once(path, why)
         raise ForeignJobDirError(job_id, why)
     return record
+
+
+def dir_mode(group_access: bool) -> int:
+    """The mode of the job root and of each job dir: the owner's alone unless the job asks to
+    share it with the directory's group (``--group-access``: read and enter, never write)."""
+    return 0o750 if group_access else 0o700
 
 
 def default_root(start: Path | None = None) -> Path:
@@ -238,8 +246,18 @@ class JobStore:
         return self.job_dir(job_id) / contract.TENSORBOARD_DIR
 
     # -- records -------------------------------------------------------------------------
+    def make_root(self, group_access: bool = False) -> None:
+        """Make the job root if it is missing: only its owner may enter it (see ``create``)."""
+        if not self.root.is_dir():
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.root.chmod(dir_mode(group_access))
+
     def create(self, record: JobRecord, script: str, files: dict[str, bytes] | None = None) -> Path:
         """Make the job's directory with its script, side files and record.
+
+        The directory is 0700 (0750 when the spec asks for ``--group-access``, an option its
+        backend checked): what is made in it (logs, runs,
+        event files, whatever mode their writers give them) is then out of other users' reach.
 
         All or nothing: if anything fails (a full disk...), what was made is removed again, so
         no half-made job dir is left behind.
@@ -249,9 +267,11 @@ class JobStore:
             if "/" in name or "\\" in name or name.startswith(".") or name in _STORE_FILES:
                 raise InvalidSpecError(f"side file {name!r} must be a plain file name")
         d = self.job_dir(record.id)
-        self.root.mkdir(parents=True, exist_ok=True)
+        group_access = record.spec.options.get(GROUP_ACCESS) is True
+        self.make_root(group_access)
         d.mkdir(exist_ok=False)
         try:
+            d.chmod(dir_mode(group_access))  # exactly, whatever the umask
             (d / contract.LOGS_DIR).mkdir()
             (d / contract.TENSORBOARD_DIR).mkdir()
             (d / record.spec.entrypoint).write_text(script, encoding="utf-8")

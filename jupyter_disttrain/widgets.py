@@ -38,7 +38,8 @@ from .specs import JobPhase, JobStatus, LogLine, ReplicaStatus
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle
 
-    from .payloads import Resources, ResourceSample
+    from .payloads import Failure, Resources, ResourceSample
+    from .progress import Progress
 
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
@@ -54,6 +55,7 @@ JOB_CLASS_PREFIX = "jp-DistTrain-job-"
 LOGS_COMMAND = "disttrain:open-logs"
 TENSORBOARD_COMMAND = "disttrain:open-tensorboard"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+_TORCH_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?)+")
 
 _PHASE_COLOURS = {
     JobPhase.PENDING: "var(--jp-warn-color1, #f57c00)",
@@ -71,9 +73,11 @@ class JobView(Protocol):
 
     def append(self, lines: list[LogLine]) -> None: ...
 
-    def failure(self, replica: str, lines: list[LogLine]) -> None: ...
+    def failure(self, story: Failure, lines: list[LogLine]) -> None: ...
 
     def usage(self, resources: Resources) -> None: ...
+
+    def progress(self, found: Progress | None, shown: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -146,9 +150,10 @@ class LogTail:
 
 
 def format_line(line: LogLine) -> str:
-    """``[rank0] text`` with ANSI codes and line endings removed, last ``\\r`` segment kept."""
+    """``[rank0] text`` with ANSI codes and line endings removed, last ``\\r`` segment kept (and
+    torch's own ``[rank0]:`` prefix, which would say the rank twice)."""
     text = _ANSI.sub("", line.text).rstrip("\r\n")
-    text = text.rsplit("\r", 1)[-1]
+    text = _TORCH_PREFIX.sub("", text.rsplit("\r", 1)[-1])
     prefix = f"rank{line.rank}" if line.rank is not None else line.replica
     return f"[{prefix}] {text}"
 
@@ -292,13 +297,18 @@ class TextView:
                     continue
                 self._write(("\r" if self._pending else "") + format_line(line) + "\n")
 
-    def failure(self, replica: str, lines: list[LogLine]) -> None:
+    def failure(self, story: Failure, lines: list[LogLine]) -> None:
         # Its lines went by interleaved with its peers'; say them again together, last.
         with self._lock:
-            self._write(("\n" if self._pending else "") + "\n".join(failure_lines(replica, lines)) + "\n")
+            self._write(
+                ("\n" if self._pending else "") + "\n".join(failure_lines(story.replica, lines)) + "\n"
+            )
 
     def usage(self, resources: Resources) -> None:
         """Not printed: a line of numbers every two seconds would bury the job's own output."""
+
+    def progress(self, found: Progress | None, shown: str) -> None:
+        """Not printed: the job's own bar (tqdm's) is in its output already."""
 
     def close(self) -> None:
         with self._lock:
@@ -328,12 +338,15 @@ class WidgetView:
         self._failure: list[str] | None = None
         self._usage: dict[str, str] = {}  # replica -> chip_usage of its latest sample
         self._quiet: set[str] = set()
+        self._peers: set[str] = set()  # replicas stopped because the root cause left
+        self._cause: str | None = None
         self._lock = threading.RLock()
         self._closed = False
 
         self.header = w.HTML()
         self.chips = w.HTML()
         self.log = w.HTML(_pre([]))
+        self.bar = w.HTML()  # progress and the first metric's sparkline (progressview.py)
         self.cancel_button = w.Button(
             description="Cancel", icon="stop", button_style="danger", tooltip=f"Cancel job {job_id}"
         )
@@ -344,7 +357,14 @@ class WidgetView:
         self.message = w.HTML()
         self.links = w.HTML(_lab_buttons(job_id))
         self.widget = w.VBox(
-            [self.header, self.chips, self.log, w.HBox([self.cancel_button, self.links]), self.message]
+            [
+                self.header,
+                self.chips,
+                self.bar,
+                self.log,
+                w.HBox([self.cancel_button, self.links]),
+                self.message,
+            ]
         )
         self.widget.add_class("jp-DistTrainCellView")
         self._render()
@@ -367,11 +387,19 @@ class WidgetView:
                 self._text_tail.add(line)
             self.log.value = _pre(self._tail.lines())
 
-    def failure(self, replica: str, lines: list[LogLine]) -> None:
-        """Show the root-cause replica's last lines in place of the mixed tail of all ranks."""
+    def failure(self, story: Failure, lines: list[LogLine]) -> None:
+        """Show the root cause in place of the mixed tail of all ranks: its headline (the cell's
+        error below has its traceback, mapped to the cells) with the raw traceback one click away,
+        or its last lines where its log has no traceback."""
         with self._lock:
-            self._failure = failure_lines(replica, lines)
-            self.log.value = _pre(self._failure)
+            self._failure = failure_lines(story.replica, lines)
+            self._peers = set(story.stopped_by_peer)
+            self._cause = story.replica
+            if story.traceback:
+                self.log.value = _story_html(story)
+            else:
+                self.log.value = _pre(self._failure)
+            self._render()
             self._refresh_text()
 
     def usage(self, resources: Resources) -> None:
@@ -388,11 +416,21 @@ class WidgetView:
                     self._quiet.discard(name)
             self._render()
 
+    def progress(self, found: Progress | None, shown: str) -> None:
+        """Show the bar with step/total and ETA, and the sparkline (``shown``: their HTML)."""
+        with self._lock:
+            self.bar.value = shown
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self.cancel_button.disabled = True
+            self._ended()
             self._refresh_text()
+
+    def _ended(self) -> None:
+        """An ended job has nothing to cancel: the button goes, not just greyed out."""
+        self.cancel_button.disabled = True
+        self.cancel_button.layout.display = "none"
 
     def text(self) -> str:
         """The plain-text form shown by front ends that cannot render widgets."""
@@ -432,11 +470,19 @@ class WidgetView:
             for role, replicas in groups
         )
         if phase.is_terminal:
-            self.cancel_button.disabled = True
+            self._ended()
 
     def _chip(self, replica: Any) -> str:
-        """The replica's phase badge, then (while it runs) its usage and a quiet mark."""
+        """The replica's phase badge, then (while it runs) its usage and a quiet mark. A replica
+        that only stopped because the root cause left is "stopped by rank-1", in a quiet colour."""
+        if replica.name in self._peers and self._cause:
+            note = f"{_replica_note(replica)}; {replica.message or 'no error of its own'}"
+            chip = _badge(JobPhase.CANCELLED, label=f"{replica.name}: stopped by {self._cause}", title=note)
+            return f'<span class="jp-DistTrain-chipPeer" style="display:inline-flex">{chip}</span>'
         chip = _badge(replica.phase, label=replica.name, title=_replica_note(replica))
+        if replica.name == self._cause:
+            chip = f'<span class="jp-DistTrain-chipCause" style="display:inline-flex">{chip}</span>'
+
         live = not replica.phase.is_terminal
         usage = self._usage.get(replica.name) if live else None
         if usage:
@@ -485,6 +531,21 @@ def _reason(status: JobStatus | None) -> str:
     failed = status.phase is JobPhase.FAILED
     colour = "var(--jp-error-color1,#d32f2f)" if failed else "var(--jp-ui-font-color2,#666)"
     return f'<span style="color:{colour}">{html.escape(text)}</span>'
+
+
+def _story_html(story: Failure) -> str:
+    """The root cause's headline, and its traceback as the rank printed it behind a click."""
+    raw = html.escape(story.raw)
+    return (
+        '<div class="jp-DistTrain-failure" style="margin:4px 0">'
+        '<div style="color:var(--jp-error-color1,#d32f2f);font-weight:bold">'
+        f"{html.escape(story.headline)}</div>"
+        '<details><summary style="cursor:pointer;color:var(--jp-ui-font-color2,#666)">'
+        "Full traceback as the rank printed it</summary>"
+        f'<pre style="max-height:16em;overflow:auto;margin:4px 0;padding:4px;'
+        f'background:var(--jp-layout-color2,#eee);font-size:var(--jp-code-font-size,12px)">{raw}</pre>'
+        "</details></div>"
+    )
 
 
 def _pre(lines: list[str]) -> str:

@@ -4,6 +4,7 @@
  * their latest resource values and the Stack action), the resources, the conditions and the
  * events. `JobDetails` shows them in order; a view in tabs picks them by `id`.
  */
+import { parseAnsi, renderAnsi } from './ansi';
 import { IJobDetail, TERMINAL_PHASES } from './api';
 import { keyValues, nameRows, section, table } from './dom';
 import { formatTime, jobShape, rolesText } from './format';
@@ -26,11 +27,15 @@ export interface IDetailsSection {
   render(job: IJobDetail, context: IDetailsContext): HTMLElement[];
 }
 
-function div(className: string, text: string): HTMLElement {
-  const el = document.createElement('div');
+function textElement(tag: string, text: string, className = ''): HTMLElement {
+  const el = document.createElement(tag);
   el.className = className;
   el.textContent = text;
   return el;
+}
+
+function div(className: string, text: string): HTMLElement {
+  return textElement('div', text, className);
 }
 
 /** The name, phase and id; why the job ended; why its status is the stored one. */
@@ -44,7 +49,9 @@ function summary(job: IJobDetail): HTMLElement[] {
   id.textContent = job.id;
   head.append(h, phaseBadge(status.phase), id);
   const out: HTMLElement[] = [head];
-  if (status.reason || status.message) {
+  if (job.failure) {
+    out.push(...failureStory(job.failure, status.message ?? ''));
+  } else if (status.reason || status.message) {
     const why = div(
       'jp-DistTrainDetails-reason',
       [status.reason, status.message].filter(Boolean).join(': ')
@@ -56,6 +63,35 @@ function summary(job: IJobDetail): HTMLElement[] {
     // The status shown is the stored one: say why the backend could not give a fresh one.
     const text = `Backend unavailable, showing the last stored status: ${job.backend_error}`;
     out.push(div('jp-DistTrainDetails-reason jp-mod-warn', text));
+  }
+  return out;
+}
+
+/** A `<details>` whose summary line opens `text` in monospace. */
+function foldedText(summaryText: string, text: string, className: string): HTMLElement {
+  const folded = document.createElement('details');
+  folded.className = className;
+  folded.append(textElement('summary', summaryText), textElement('pre', text));
+  return folded;
+}
+
+/**
+ * Why the job failed as the notebook's own error: the one-line headline, the root cause's
+ * traceback mapped to the cells (ANSI colours as IPython's), and the traceback as the rank
+ * printed it (else the whole status message) one click away.
+ */
+function failureStory(failure: NonNullable<IJobDetail['failure']>, message: string): HTMLElement[] {
+  const out: HTMLElement[] = [div('jp-DistTrainDetails-reason jp-mod-failed', failure.headline)];
+  if (failure.traceback) {
+    const pre = document.createElement('pre');
+    pre.className = 'jp-DistTrainDetails-traceback';
+    renderAnsi(pre, parseAnsi(failure.traceback));
+    out.push(pre);
+  }
+  const raw = failure.raw || message;
+  if (raw) {
+    const who = failure.replica || 'the job';
+    out.push(foldedText(`Raw traceback, as ${who} printed it`, raw, 'jp-DistTrainDetails-raw'));
   }
   return out;
 }
@@ -99,6 +135,29 @@ function stackButton(replica: string, onStack: (replica: string) => void): HTMLB
   return b;
 }
 
+/** A replica that only stopped because `cause` left: quieter than a failure. */
+function stoppedBadge(cause: string): HTMLSpanElement {
+  const badge = phaseBadge('Cancelled');
+  badge.classList.add('jp-DistTrain-stoppedByPeer');
+  badge.textContent = `Stopped by ${cause}`;
+  badge.title = `${cause} failed first; this replica stopped because it left`;
+  return badge;
+}
+
+/** A stopped peer's own message (gloo's "Connection closed by peer"), one click away. */
+function ownMessage(reason?: string | null, message?: string | null): HTMLElement | string {
+  const text = [reason, message].filter(Boolean).join(': ');
+  return text ? foldedText('its own message', text, 'jp-DistTrainDetails-peerMessage') : '–';
+}
+
+/** The root cause's row is marked (red), its stopped peers' rows quieter. */
+function markCause(t: HTMLElement, names: string[], cause: string | undefined, peers: Set<string>) {
+  t.querySelectorAll('tbody tr').forEach((row, i) => {
+    row.classList.toggle('jp-mod-cause', names[i] === cause);
+    row.classList.toggle('jp-mod-stoppedByPeer', peers.has(names[i]));
+  });
+}
+
 /** The replica table: status, the latest resource values and the Stack action. */
 function replicas(job: IJobDetail, { resources, onStack }: IDetailsContext): HTMLElement[] {
   const running = !TERMINAL_PHASES.has(job.status.phase);
@@ -107,7 +166,10 @@ function replicas(job: IJobDetail, { resources, onStack }: IDetailsContext): HTM
     ...['Started', 'Finished', ...(resources ? usageHeaders(resources) : [])],
     ...(onStack ? [''] : [])
   ];
+  const cause = job.failure?.replica;
+  const peers = new Set(job.failure?.stopped_by_peer ?? []);
   const rows = job.status.replicas.map(r => {
+    const stopped = cause && peers.has(r.name) ? cause : null;
     const name = document.createElement('span');
     name.textContent = r.name;
     if (resources?.replicas.get(r.name)?.quiet) {
@@ -117,10 +179,12 @@ function replicas(job: IJobDetail, { resources, onStack }: IDetailsContext): HTM
       name,
       r.role,
       String(r.index),
-      phaseBadge(r.phase),
+      stopped ? stoppedBadge(stopped) : phaseBadge(r.phase),
       String(r.restarts),
       r.exit_code === null || r.exit_code === undefined ? '–' : String(r.exit_code),
-      [r.reason, r.message].filter(Boolean).join(': ') || '–',
+      stopped
+        ? ownMessage(r.reason, r.message)
+        : [r.reason, r.message].filter(Boolean).join(': ') || '–',
       r.node ?? '–',
       formatTime(r.start_time),
       formatTime(r.finish_time),
@@ -133,6 +197,12 @@ function replicas(job: IJobDetail, { resources, onStack }: IDetailsContext): HTM
     return cells;
   });
   const t = table(head, rows, 'jp-DistTrainDetails-replicas');
+  markCause(
+    t,
+    job.status.replicas.map(r => r.name),
+    cause,
+    peers
+  );
   nameRows(
     t,
     'replica',

@@ -21,6 +21,7 @@ import { jobShape, jobTiming, quietNote } from './format';
 import { chartIcon, disttrainIcon } from './icons';
 import { JobsModel } from './model';
 import { quietBadge } from './resourcesview';
+import { progressBar } from './runsection';
 
 interface IAction {
   command: string;
@@ -164,6 +165,14 @@ export class JobsPanel extends Widget {
     ];
     meta.textContent = parts.filter(Boolean).join(' · ');
     li.append(top, meta);
+    if (job.progress && job.phase === 'Running') {
+      // em's run with a total, else the job's own tqdm bar (the server reads it off its log)
+      const { step, total, eta_seconds } = job.progress;
+      const bar = progressBar({ step, total_steps: total, eta_seconds });
+      bar.classList.add('jp-DistTrainPanel-progress');
+      bar.title = `from ${job.progress.source}${job.progress.label ? `: ${job.progress.label}` : ''}`;
+      li.append(bar);
+    }
 
     if (job.reason || job.message) {
       const why = document.createElement('div');

@@ -1,6 +1,7 @@
 /**
  * The body of the stack-dump dialog: "Dumping…", then how the stacks were taken (py-spy or
- * faulthandler) with the server's note, the stacks in monospace and a Copy button; or the
+ * faulthandler) with the server's note, the stacks in monospace (named by the notebook's cells)
+ * and a Copy button, the dump as taken folded below; or the
  * server's one-line reason when it could not (unknown replica, job ended, not permitted).
  */
 import { Clipboard } from '@jupyterlab/apputils';
@@ -43,6 +44,19 @@ export class StackView extends Widget {
     pre.className = 'jp-DistTrainStack-text';
     pre.textContent = dump.text || '(no stacks)';
     parts.push(copy, pre);
+    if (dump.raw && dump.raw !== dump.text) {
+      // The server names the script's lines by their cells and folds the product's frames;
+      // the dump as taken stays one click away.
+      const raw = document.createElement('details');
+      raw.className = 'jp-DistTrainStack-raw';
+      const label = document.createElement('summary');
+      label.textContent = 'As taken (train.py lines, every frame)';
+      const rawText = document.createElement('pre');
+      rawText.className = 'jp-DistTrainStack-rawText';
+      rawText.textContent = dump.raw;
+      raw.append(label, rawText);
+      parts.push(raw);
+    }
     this.node.append(...parts);
   }
 

@@ -21,7 +21,19 @@ export interface IServerInfo {
   backends: string[];
 }
 
-/** The one-line view of a job the list shows. */
+/** A step out of a total (when known), the seconds left (when known) and where it was read. */
+export interface IProgress {
+  step: number;
+  total: number | null;
+  eta_seconds: number | null;
+  source: string;
+  label: string | null;
+}
+
+/**
+ * The one-line view of a job the list shows; `message` is its status message's first line (the
+ * headline; the details have the rest).
+ */
 export interface IJobSummary {
   id: string;
   name: string;
@@ -40,6 +52,7 @@ export interface IJobSummary {
   deleted: boolean;
   launcher: string;
   quiet: string[];
+  progress?: IProgress;
 }
 
 /**
@@ -156,6 +169,24 @@ export interface IRoleSummary {
 }
 
 /**
+ * Why a job failed, told as the notebook's own error would be: the root-cause replica, a one-line
+ * `headline` (what the list, notifications and events show), the exception and the cell and line
+ * it was raised from, its traceback as IPython renders a cell's error (`Cell In[3], line 9`, the
+ * product's frames dropped, ANSI colours; empty when its log has none) and as the log has it
+ * (`raw`), and the replicas that only stopped because it left (`stopped_by_peer`).
+ */
+export interface IFailure {
+  replica: string;
+  headline: string;
+  exception: string | null;
+  cell: string | null;
+  line: number | null;
+  traceback: string;
+  raw: string;
+  stopped_by_peer: string[];
+}
+
+/**
  * How many checkpoints a job has, the disk they use (bytes), what `--keep-checkpoints` keeps (0:
  * all), and the id of the newest complete one (what `latest` resumes from).
  */
@@ -169,7 +200,8 @@ export interface ICheckpointUsage {
 
 /**
  * Spec, launch request and status of one job; `backend_error` says why the status is the stored
- * one (the backend could not be reached or loaded).
+ * one (the backend could not be reached or loaded); `failure`: why it failed (absent while it has
+ * not).
  */
 export interface IJobDetail {
   id: string;
@@ -180,6 +212,7 @@ export interface IJobDetail {
   deleted: boolean;
   backend_error: string | null;
   roles: IRoleSummary[];
+  failure?: IFailure;
   checkpoints: ICheckpointUsage | null;
 }
 
@@ -306,6 +339,7 @@ export interface IStackDump {
   method: string;
   text: string;
   note: string | null;
+  raw: string | null;
 }
 
 /** One run of a job's experiment tracking (`em`), as the runs table shows it. */

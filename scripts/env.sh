@@ -58,3 +58,54 @@ jlpm_install() {
     return 1
   fi
 }
+
+# fingerprint TEXT PATH...: one hash of TEXT and of the files under PATH... (names and contents;
+# dependencies, caches and Python's bytecode left out): whether a build or an install is current.
+fingerprint() {
+  local text="$1"
+  shift
+  {
+    echo "$text"
+    # A path that is not there is not an error: it adds nothing (and so changes the hash).
+    find "$@" -type f -not -path "*/node_modules/*" -not -path "*/__pycache__/*" \
+      -not -path "*/.ipynb_checkpoints/*" -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum || true
+  } | sha256sum | cut -d" " -f1
+}
+
+# What scripts/quickstart.sh installs from this checkout: JupyterLab comes with the "lab" extra.
+QUICKSTART_EXTRAS=".[tensorboard,lab]"
+
+# install_fingerprint: what an install from this checkout is made of (its package, the lab
+# extension's sources and build, the metadata) and how it is installed.
+install_fingerprint() {
+  fingerprint "install $TORCH_SPEC $QUICKSTART_EXTRAS" jupyter_disttrain labextension \
+    pyproject.toml package.json yarn.lock tsconfig.json install.json jupyter-config
+}
+
+# build_requirements: pyproject.toml's [build-system] requires, one a word (hatchling, the
+# Jupyter builder, JupyterLab), for an install with --no-build-isolation.
+build_requirements() {
+  python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
+}
+
+# build_labextension: the JupyterLab extension built here with jlpm's own output showing its
+# progress (inside pip's build hook the same build is minutes of silence), unless the build of
+# the same sources is there already. pip's build hook then finds it and does not build again.
+build_labextension() {
+  local stamp=build/labextension-sources sources rc
+  sources="$(fingerprint labextension labextension package.json yarn.lock tsconfig.json)"
+  if [ -f jupyter_disttrain/labextension/static/style.js ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sources" ]; then
+    step "the JupyterLab extension is built from these sources already: no build"
+    return 0
+  fi
+  step "building the JupyterLab extension: jlpm install (node packages, first run ~1-2 min), then tsc and webpack (~1-2 min)"
+  mkdir -p build
+  rm -f "$stamp"
+  set +e
+  jlpm install 2>&1 | grep --line-buffered -v "YN0002\|YN0060\|YN0086"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -eq 0 ] || { echo "!! FAILED: jlpm install exited $rc (see the lines above)" >&2; exit 1; }
+  jlpm build:prod || { echo "!! FAILED: jlpm build:prod (see the lines above)" >&2; exit 1; }
+  echo "$sources" >"$stamp"
+}

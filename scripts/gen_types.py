@@ -3,7 +3,7 @@
     python scripts/gen_types.py           # rewrite labextension/types.ts
     python scripts/gen_types.py --check   # exit 1 when the checked-in file is stale
 
-The shapes are the dataclasses of ``jupyter_disttrain/payloads.py`` and ``specs.py``; each
+The shapes are the dataclasses of ``jupyter_disttrain/payloads.py``, ``specs.py`` and ``progress.py``; each
 becomes an ``I<Name>`` interface with its docstring's first sentence, ``JobPhase`` becomes the
 ``Phase`` union, and the constants the lab extension shares with the server follow. A field
 annotated ``JsonOf(Shape)`` (JSON made earlier) gets the shape's interface; a backend's launch
@@ -24,12 +24,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jupyter_disttrain import payloads, specs  # noqa: E402 (the checkout's, not an installed copy)
+from jupyter_disttrain import payloads, progress, specs  # noqa: E402 (the checkout's, not an installed copy)
 
 OUT = ROOT / "labextension" / "types.ts"
 # In dependency order, as a reader meets them.
 SHAPES: list[type] = [
     payloads.ServerInfo,
+    progress.Progress,
     payloads.JobSummary,
     payloads.JobList,
     specs.Volume,
@@ -40,6 +41,7 @@ SHAPES: list[type] = [
     specs.Event,
     specs.JobStatus,
     payloads.RoleSummary,
+    payloads.Failure,
     payloads.CheckpointUsage,
     payloads.JobDetail,
     payloads.JobScript,

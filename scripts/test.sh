@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install jupyter_disttrain with its test tools and run every check and test:
 # ruff and mypy; prettier, ESLint, tsc and Jest for the lab extension; the browser tests (Galata in
-# Debian's Chromium, installed with apt-get if missing); then pytest (real torchrun, kernels, servers).
+# Debian's Chromium, installed with apt-get if missing); then pytest (real torchrun, kernels, servers,
+# and a private Slurm cluster: Debian's slurm-wlm and munge, installed with apt-get if missing).
 # Every stage runs even when an earlier one failed; a table of the stages' results closes the run,
 # then pytest's own summary line, and the exit status is non-zero if any stage failed.
 # Arguments go to pytest. TEST_STAGES="ruff pytest" runs only the stages named (ruff, mypy, lab,
@@ -52,6 +53,11 @@ lab_stage() {
   jlpm test --silent
 }
 pytest_stage() {
+  # The slurm tests run real jobs on a cluster of their own: Debian's Slurm must be installed
+  # (apt-get when missing). Its slurmd needs root: as root (CI) the tests fail rather than skip
+  # when no cluster can start (DISTTRAIN_REQUIRE_SLURM); otherwise they skip, saying why.
+  bash tests/slurm/install.sh
+  if [ "$(id -u)" -eq 0 ]; then export DISTTRAIN_REQUIRE_SLURM=1; fi
   # It imports this checkout; kernels and servers use the installed copy of the same code.
   # Exit 5 (no tests collected) is a failure like any other non-zero exit.
   python -m pytest -q -p no:cacheprovider tests --ignore=tests/ui "$@" 2>&1 | tee "$LOG_DIR/pytest.log"
@@ -62,7 +68,7 @@ stage ruff "lint and format of the project's Python files" ruff_stage
 stage mypy "types" mypy
 stage lab "the lab extension: prettier, ESLint, tsc, Jest" lab_stage
 stage browser "browser tests (Galata in Chromium; first run installs them, ~3 min)" bash tests/ui/run.sh
-stage pytest "real torchrun, kernels and servers (~8 min)" pytest_stage "$@"
+stage pytest "real torchrun, kernels, servers and Slurm (~26 min)" pytest_stage "$@"
 
 echo
 echo "== summary"

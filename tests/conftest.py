@@ -3,6 +3,7 @@ loaded here: pytest takes plugins only from the top-level conftest."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.backends.local import warm
 from jupyter_disttrain.store import JobStore
+from tests.slurm.cluster import SlurmCluster, missing
 from tests.venvs import MXNET_CHECK, MXNET_REQUIREMENTS, VenvUnavailable, ensure_venv
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
@@ -104,3 +106,29 @@ def mxnet_python() -> str:
         return str(ensure_venv("mxnet-1.9.1", MXNET_REQUIREMENTS, MXNET_CHECK))
     except VenvUnavailable as exc:
         pytest.skip(f"no MXNet venv: {exc}")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """The slurm group's cluster: two nodes of a real Slurm on this machine, started once for the
+    session in a directory of its own (``tests/slurm/cluster.py``), found by every client, kernel
+    and server of the tests through ``SLURM_CONF``, and stopped at the end. Without Slurm (or
+    root) its tests are skipped with the reason, unless ``DISTTRAIN_REQUIRE_SLURM`` is set
+    (``scripts/test.sh`` sets it after installing Slurm): then they fail."""
+    why = missing()
+    if why:
+        if os.environ.get("DISTTRAIN_REQUIRE_SLURM"):
+            pytest.fail(f"no Slurm cluster can start: {why}")
+        pytest.skip(f"no Slurm cluster can start: {why}")
+    cluster = SlurmCluster()
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in cluster.env.items():
+            mp.setenv(key, value)
+        # A kernel started by a test must not think it runs inside an allocation of ours.
+        for key in [k for k in os.environ if k.startswith(("SLURM_JOB_", "SLURM_NNODES", "SLURM_STEP_"))]:
+            mp.delenv(key)
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()

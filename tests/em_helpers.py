@@ -37,3 +37,32 @@ def tensorboard(logdir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[
             hparams[name] = getattr(value, value.WhichOneof("kind"))
         metrics += [m.name.tag for m in data.experiment.metric_infos]
     return scalars, hparams, metrics
+
+
+def hostile_mlflow_db(path: Path) -> None:
+    """An MLflow tracking database (the tables and columns ``mlflowdb`` reads) whose rows hold
+    what SQLite lets any writer put there: NULL or text for a value, a step or a timestamp, a time
+    beyond what a datetime holds; between them, good rows: loss 1.0 and 0.5 at steps 0 and 2."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.executescript(
+        """
+        CREATE TABLE runs (run_uuid, name, status, start_time, end_time, lifecycle_stage);
+        CREATE TABLE params (run_uuid, key, value);
+        CREATE TABLE latest_metrics (run_uuid, key, value, is_nan, step);
+        CREATE TABLE metrics (run_uuid, key, value, is_nan, step, timestamp);
+        INSERT INTO runs VALUES ('u1', 'odd', 'FINISHED', 'yesterday', 99999999999999999, 'active');
+        INSERT INTO params VALUES ('u1', 'lr', NULL), ('u1', 'opt', 'sgd');
+        INSERT INTO latest_metrics VALUES ('u1', 'loss', 'low', 0, 'last'), ('u1', 'acc', NULL, 0, 3),
+            ('u1', 'gap', 0.5, 0, 2);
+        INSERT INTO metrics VALUES
+            ('u1', 'loss', 1.0, 0, 0, 1700000000000),
+            ('u1', 'loss', NULL, 0, 1, 1700000001000),
+            ('u1', 'loss', 'high', 0, 1, 1700000001000),
+            ('u1', 'loss', 0.5, 0, 2, 'noon'),
+            ('u1', 'loss', 0.25, 0, 'three', NULL);
+        """
+    )
+    con.commit()
+    con.close()

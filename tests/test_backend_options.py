@@ -29,7 +29,9 @@ from jupyter_disttrain.specs import DryRun
 
 @dataclass(frozen=True)
 class SiteOptions:
+    # Slurm's flag too: declared once, its value reaches whichever backend the job names.
     partition: str | None = option(metavar="NAME", help="the site scheduler's partition to queue on")
+    pool: str | None = option(metavar="NAME", help="the site scheduler's pool of machines")
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def _python(code: str, site: Path, cwd: Path) -> subprocess.CompletedProcess[str
 
 
 def test_the_builtin_options_are_the_backends_own_and_load_without_them() -> None:
-    for name in ("local", "kubernetes"):
+    for name in ("local", "kubernetes", "slurm"):
         assert options_class(name) is backend_class(name).options is not None
     code = """
         import sys
@@ -95,7 +97,7 @@ def test_the_builtin_options_are_the_backends_own_and_load_without_them() -> Non
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True
     ).stdout
-    assert out.splitlines() == ["['LocalOptions', 'KubeOptions']", "[]"]
+    assert out.splitlines() == ["['LocalOptions', 'KubeOptions', 'SlurmOptions']", "[]"]
 
 
 def test_a_third_party_backends_option_is_a_flag_of_the_magic(site_path: Path, tmp_path: Path) -> None:
@@ -140,13 +142,13 @@ def test_an_option_of_another_backend_names_it(site_path: Path, tmp_path: Path) 
         from jupyter_disttrain import api
         from jupyter_disttrain.store import JobStore
         try:
-            api.dryrun("print(1)", store=JobStore("jobs"), backend="local", options={"partition": "x"})
+            api.dryrun("print(1)", store=JobStore("jobs"), backend="local", options={"pool": "x"})
         except Exception as exc:
             print(exc)
     """
     run = _python(code, site_path, tmp_path)
     assert run.stdout.strip() == (
-        "the local backend has no option 'partition'; it is a Site option: add --backend site"
+        "the local backend has no option 'pool'; it is a Site option: add --backend site"
     ), run.stderr
 
 
@@ -155,7 +157,7 @@ def test_a_broken_third_party_backend_leaves_the_flags_of_the_others(
 ) -> None:
     (site_path / "site_backend.py").write_text("raise ImportError('half installed')\n")
     monkeypatch.syspath_prepend(str(site_path))
-    assert [c.__name__ for c in option_classes()] == ["LocalOptions", "KubeOptions"]
+    assert [c.__name__ for c in option_classes()] == ["LocalOptions", "KubeOptions", "SlurmOptions"]
 
 
 @pytest.mark.parametrize(

@@ -299,3 +299,38 @@ def test_the_entry_ships_self_contained() -> None:
         for alias in node.names
     }
     assert imported - {"horovod", "__future__"} <= set(sys.stdlib_module_names), imported
+
+
+# Starts the servers horovodrun starts (the gloo rendezvous store, a driver/task service) with
+# Horovod's own code, after the local agent's module (argv[1]) bound them to loopback or not.
+SERVERS_BIND = """
+import json, sys
+if sys.argv[1] == "ours":
+    from jupyter_disttrain.launchers.horovod_local import bind_to_loopback
+    bind_to_loopback()
+from horovod.runner.common.util.network import BasicService
+from horovod.runner.http.http_server import RendezvousServer
+rendezvous = RendezvousServer()
+rendezvous.start()
+service = BasicService("driver", b"0" * 32, nics=None)
+print(json.dumps([rendezvous._httpd.server_address[0], service._server.server_address[0]]))
+rendezvous.stop()
+service.shutdown()
+"""
+
+
+@pytest.mark.parametrize(("how", "address"), [("horovod", "0.0.0.0"), ("ours", "127.0.0.1")])
+def test_a_local_horovodrun_serves_on_loopback_only(horovod_src: str, how: str, address: str) -> None:
+    """Horovod's runner binds its servers on every interface (``find_port`` binds ``''``); the
+    local agent's module (``launchers.horovod_local``) binds them to 127.0.0.1."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([horovod_src, *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-c", SERVERS_BIND, how],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [address, address]

@@ -33,7 +33,7 @@ def test_horovodrun_runs_the_ranks_with_gloo_on_loopback(tmp_path: Path) -> None
     (agent,) = role_commands(spec, "hvd-00000", job_dir, role, python="/py", gpu_ids=None, working_dir="/nb")
     script = os.path.join(job_dir, "train.py")
     assert agent.argv == [
-        "/py", "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo",
+        "/py", "-m", "jupyter_disttrain.launchers.horovod_local", "-np", "2", "-H", "localhost:2", "--gloo",
         "--network-interfaces", "lo",
         "/py", "-m", "jupyter_disttrain.runtime.worker", script, "--lr", "0.1",
     ]  # fmt: skip

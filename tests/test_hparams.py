@@ -90,13 +90,82 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Interacti
     InteractiveShell.clear_instance()
 
 
-def test_the_cells_hparams_dict_is_captured_by_packaging(shell: InteractiveShell) -> None:
-    shell.run_cell("hparams = {'lr': 0.1, 'batch': 32}\nconfig = {'unused': 1}", store_history=True)
-    packaged = package_cell("print(hparams['lr'])", list(shell.user_ns["In"][1:]), shell.user_ns)
-    assert packaged.hparams == {"lr": 0.1, "batch": 32}
+def _captured(shell: InteractiveShell, cell: str) -> dict[str, object]:
+    return package_cell(cell, list(shell.user_ns["In"][1:]), shell.user_ns).hparams
+
+
+def test_the_keys_the_script_reads_of_the_cells_hparams_dict_are_captured(shell: InteractiveShell) -> None:
+    shell.run_cell(
+        "import argparse\nhparams = {'lr': 0.1, 'batch': 32, 'opt': {'name': 'sgd', 'beta': 0.9}}\n"
+        "config = {'unused': 1}\nargs = argparse.Namespace(epochs=3, seed=1)",
+        store_history=True,
+    )
+    assert _captured(shell, "print(hparams['lr'], hparams.get('batch', 8))") == {"lr": 0.1, "batch": 32}
+    assert _captured(shell, "print(args.epochs)") == {"epochs": 3}
     shell.run_cell("def train():\n    return hparams['lr']", store_history=True)
-    packaged = package_cell("train()", list(shell.user_ns["In"][1:]), shell.user_ns)
-    assert packaged.hparams == {"lr": 0.1, "batch": 32}  # used through a captured function
+    assert _captured(shell, "train()") == {"lr": 0.1}  # read by a captured function
+    shell.run_cell("def optimizer(h):\n    return h['opt']['name']", store_history=True)
+    assert _captured(shell, "optimizer(h=hparams)") == {"opt.name": "sgd"}  # followed into its body
+    assert _captured(shell, "print(hparams['opt'])") == {"opt.name": "sgd", "opt.beta": 0.9}
+    # Handed whole to code whose body is not here, or iterated: every key counts as read.
+    everything = {"lr": 0.1, "batch": 32, "opt.name": "sgd", "opt.beta": 0.9}
+    assert _captured(shell, "print(hparams)") == everything
+    assert _captured(shell, "for k in hparams.items():\n    pass") == everything
+    assert _captured(shell, "key = 'lr'\nprint(hparams[key])") == everything
+
+
+def test_credential_like_keys_are_kept_with_their_values_masked() -> None:
+    for key in ("password", "db_password", "secret", "client_secret", "hf_token", "api_key", "apiKey",
+                "APIKEY", "aws_secret_access_key", "wandb.api_key", "passphrase", "auth"):  # fmt: skip
+        assert hparams.looks_like_credential(key), key
+    for key in ("lr", "max_tokens", "pad_token_id", "tokenizer", "keyframes", "monkey", "author"):
+        assert not hparams.looks_like_credential(key), key
+    got = hparams.from_namespace(["config"], {"config": {"lr": 0.1, "wandb": {"api_key": "k-1"}}})
+    assert got == {"lr": 0.1, "wandb.api_key": hparams.MASKED}
+    assert hparams.from_args(["--hf-token", "hf_x", "--lr", "1"]) == {"hf_token": hparams.MASKED, "lr": 1}
+    assert hparams.masked_keys(got) == ["wandb.api_key"]
+
+
+def test_hparams_given_to_the_api_are_masked_too(tmp_path: Path) -> None:
+    store = JobStore(tmp_path / "jobs")
+    given = {"lr": 1, "db_password": "pw-789"}
+    info = api.dryrun("print(1)", store=store, hparams=given, args=["--token", "t"])
+    assert "pw-789" not in info.text and "<masked>" in info.text
+
+
+def test_a_jobs_records_never_hold_a_credentials_value(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_cell("def login(c):\n    return c['wandb']", store_history=True)
+    shell.run_cell(  # the magic takes In[1:-1] as the earlier cells: this one is the last
+        "config = {'lr': 0.1, 'batch': 32, 'db_password': 'hunter2-unread', "
+        "'wandb': {'api_key': 'k-123-read', 'project': 'p'}, 'hf_token': 'hf-456-read'}",
+        store_history=True,
+    )
+    cell = (
+        "import os\nfrom jupyter_disttrain import em\n"
+        "print(len(config['hf_token']), sorted(login(config)), config['lr'])\n"
+        "print('env', os.environ['DISTTRAIN_HPARAMS'])\n"
+        "with em.create_run('plain') as run:\n    run.log('train', {'loss': config['lr']}, step=0)\n"
+    )
+    shell.run_cell_magic("distrun", "--gpus 1 --accelerator cpu --name hp", cell)
+    said = capsys.readouterr().out
+    assert said.count("note: the job's records") == 1
+    assert "keep wandb.api_key, hf_token as <masked>: names that look like credentials" in said
+    store = JobStore(tmp_path / "jobs")
+    (job_id,) = store.ids()
+    job = api.get_job(job_id, store=store)
+    assert job.wait(timeout=120).phase is JobPhase.SUCCEEDED, [ln.text for ln in job.logs()][-10:]
+    expected = {"lr": 0.1, "wandb.api_key": "<masked>", "wandb.project": "p", "hf_token": "<masked>"}
+    assert store.read_record(job_id).spec.hparams == expected
+    assert run_record(job.dir / "runs" / "plain")["hparams"] == expected
+    (env,) = [ln.text.removeprefix("env ") for ln in job.logs() if ln.text.startswith("env ")]
+    assert json.loads(env) == expected  # what every rank gets in DISTTRAIN_HPARAMS
+    # Only the script itself holds the values (it needs them): no record, log or event file does.
+    for path in job.dir.rglob("*"):
+        if path.is_file() and path.name != "train.py":
+            data = path.read_bytes()
+            assert not any(s in data for s in (b"hunter2", b"k-123", b"hf-456")), path
 
 
 def test_a_distrun_job_keeps_the_notebooks_hparams_and_em_uses_them(
@@ -114,7 +183,7 @@ def test_a_distrun_job_keeps_the_notebooks_hparams_and_em_uses_them(
     (job_id,) = store.ids()
     job = api.get_job(job_id, store=store)
     assert job.wait(timeout=120).phase is JobPhase.SUCCEEDED, [ln.text for ln in job.logs()][-10:]
-    expected = {"lr": 0.2, "batch": 32, "epochs": 3}  # the script's arguments win over the dict
+    expected = {"lr": 0.2, "epochs": 3}  # the script's arguments win over the dict, which gives what is read
     assert store.read_record(job_id).spec.hparams == expected
     assert run_record(job.dir / "runs" / "plain")["hparams"] == expected
 

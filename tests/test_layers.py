@@ -46,9 +46,16 @@ MODULES_OF: dict[str, list[str]] = {
         "em.tb",
     ],
     # The job model (what to run, how it goes, its errors), how its words are typed as flags,
-    # how a failure reads, a poller's backoff, and the registries that name the launchers and
-    # the backends (each loaded by name on use).
-    "model": ["errors", "specs", "flags", "failure", "polling", "launchers", "backends", "_version"],
+    # how a failure reads (a traceback as the notebook's own error), how far a job is by its
+    # output (a tqdm bar), a poller's backoff, and the registries that name the launchers and the
+    # backends (each loaded by name on use).
+    # (``backends.slurm.allocation``: whether the kernel runs inside a Slurm allocation, from its
+    # environment alone; the registry asks it for the default backend, as it asks for a pod's.)
+    "model": [
+        *("errors", "specs", "flags", "failure", "tracebacks", "progress", "polling"),
+        *("launchers", "backends", "_version"),
+        "backends.slurm.allocation",
+    ],
     # Where jobs live: job dirs and roots, their log files, their processes.
     "storage": ["store", "roots", "safefiles", "logfiles", "procs"],
     # The shapes of the answers (REST, the Python API), typed once.
@@ -64,15 +71,19 @@ MODULES_OF: dict[str, list[str]] = {
         "launchers.mxnet",
         "launchers.horovod",
         "launchers.horovod_entry",
+        "launchers.horovod_local",
     ],
     # A cell -> a standalone script.
     "packaging": [
         "packaging",
         "packaging.capture",
+        "packaging.argeffects",
         "packaging.checks",
         "packaging.explain",
         "packaging.history",
+        "packaging.keyreads",
         "packaging.lightning_pitfalls",
+        "packaging.origins",
         "packaging.pitfalls",
         "packaging.replay",
         "packaging.resolve",
@@ -91,7 +102,7 @@ MODULES_OF: dict[str, list[str]] = {
     ],
     # A running job watched from outside: resource samples, liveness, stacks.
     "monitoring": ["monitoring", "monitoring.resources", "monitoring.stacks"],
-    # Where jobs run: the Backend base, this machine, a Kubernetes cluster.
+    # Where jobs run: the Backend base, this machine, a Kubernetes cluster, a Slurm cluster.
     "backends": [
         "backends.base",
         "backends.local",
@@ -134,14 +145,29 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.kubernetes.flavors.job",
         "backends.kubernetes.flavors.pytorchjob",
         "backends.kubernetes.flavors.t9k",
+        "backends.slurm",
+        "backends.slurm._local",
+        "backends.slurm.backend",
+        "backends.slurm.checks",
+        "backends.slurm.client",
+        "backends.slurm.launch",
+        "backends.slurm.node",
+        "backends.slurm.options",
+        "backends.slurm.parse",
+        "backends.slurm.request",
+        "backends.slurm.script",
+        "backends.slurm.stacks",
+        "backends.slurm.states",
+        "backends.slurm.status",
+        "backends.slurm.stop",
     ],
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api", "warmup"],
+    "job layer": ["manager", "api", "warmup", "failures", "jobprogress"],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
-    "front:magic": ["magics", "widgets", "kernelenv"],
+    "front:magic": ["magics", "widgets", "progressview", "kernelenv"],
     "front:cli": ["cli"],
     "front:server": [
         "server",

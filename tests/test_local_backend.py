@@ -120,7 +120,7 @@ def test_bad_specs_fail_before_anything_is_created(store: JobStore) -> None:
     with pytest.raises(InvalidSpecError, match="--gpus must be"):
         api.submit("print(1)", store=store, gpus=0)
     with pytest.raises(UnknownBackendError, match="choose one of"):
-        api.submit("print(1)", store=store, backend="slurm")
+        api.submit("print(1)", store=store, backend="nomad")
     with pytest.raises(InvalidSpecError, match="Kubernetes option"):
         api.submit("print(1)", store=store, options={"shm_size": "1Gi"})
     assert store.ids() == []

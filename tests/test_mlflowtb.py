@@ -55,3 +55,16 @@ def test_a_locked_database_is_read_at_the_next_poll(tmp_path: Path, mlflow: obje
     assert follower.follow(batches=None) == 1
     follower.stop()
     assert said == []
+
+
+def test_rows_that_hold_no_number_are_skipped_and_the_follower_goes_on(tmp_path: Path) -> None:
+    from tests.em_helpers import hostile_mlflow_db
+
+    hostile_mlflow_db(db_path(tmp_path))
+    said: list[str] = []
+    follower = MlflowTensorBoard(tmp_path, tmp_path / "tensorboard", said.append)
+    assert follower.follow(batches=None) == 5  # every row read, the two without a number skipped
+    follower.stop()
+    assert said == []
+    scalars, _, _ = tensorboard(tmp_path / "tensorboard" / "_mlflow.odd")
+    assert sorted(scalars["mlflow/loss"]) == [(0, 0.25), (0, 1.0), (2, 0.5)]  # a step not a number: 0

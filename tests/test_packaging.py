@@ -14,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.errors import PackagingError
 from jupyter_disttrain.packaging import PackagedScript, package_cell
+from jupyter_disttrain.packaging.origins import ORIGINS_FILE
 from jupyter_disttrain.packaging.scopes import analyze
 
 
@@ -184,7 +185,7 @@ def test_script_with_tensors_and_arrays_runs(shell: InteractiveShell, tmp_path: 
     packaged = package(shell, cell)
     assert "w = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], dtype=torch.float64)" in packaged.source
     assert "arr = np.array([1, 2, 3], dtype='int16')" in packaged.source
-    assert sorted(packaged.files) == ["captured_arrays.npz", "captured_values.pt"]
+    assert sorted(packaged.files) == ["captured_arrays.npz", "captured_values.pt", ORIGINS_FILE]
     out = run_script(packaged, tmp_path).splitlines()
     assert out == [
         "torch.float64 15.0 True 1",
@@ -290,7 +291,10 @@ def test_header_goes_into_the_docstring(shell: InteractiveShell) -> None:
     namespace: dict[str, Any] = {}
     exec(compile(packaged.source.split("\n\n# ---")[0], "doc", "exec"), namespace)
     assert namespace["__doc__"].rstrip().endswith('From notebook "a.ipynb" with \\ and """ inside')
-    assert "torchrun --nproc-per-node=2 train.py" in namespace["__doc__"]
+    # How to run it by hand: run.sh (the job's flags, its working dir and PYTHONPATH), not a bare
+    # torchrun that cannot import the notebook's own modules.
+    assert "bash run.sh" in namespace["__doc__"] and "PYTHONPATH" in namespace["__doc__"]
+    assert "torchrun --nproc-per-node" not in namespace["__doc__"]
 
 
 # --- what is refused ----------------------------------------------------------------------------

@@ -55,6 +55,32 @@ def test_sys_exit_with_a_message_still_prints_it_and_fails_the_rank(store: JobSt
     assert "stopping: bad" in texts
 
 
+# rank-1 ends without returning from its script, so its wrapper records no end: by os._exit, or
+# by a SIGTERM handler that calls it (here on a SIGTERM it sends itself); rank-0 waits.
+ENDS_WITHOUT_RETURNING = """
+import os, signal, time, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    print("leaving", flush=True)
+    if os.environ["HOW"] == "handler":
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(7))
+        os.kill(os.getpid(), signal.SIGTERM)
+    os._exit(7)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("how", ["os._exit", "handler"])
+def test_a_rank_that_ends_by_os_exit_is_named_with_its_code(store: JobStore, how: str) -> None:
+    job = api.submit(ENDS_WITHOUT_RETURNING, store=store, gpus=2, accelerator="cpu", env={"HOW": how})
+    status = job.wait(timeout=120)
+    assert (status.phase, status.reason) == (JobPhase.FAILED, "Error"), status
+    assert (status.message or "").startswith("rank-1 exited with code 7"), status.message
+    rank0, rank1 = status.replicas
+    assert (rank1.phase, rank1.exit_code, rank1.reason) == (JobPhase.FAILED, 7, "Error"), rank1
+    assert (rank0.phase, rank0.reason) == (JobPhase.FAILED, "Terminated"), rank0  # stopped by its agent
+
+
 # A DDP model keeps its process group after destroy_process_group. Releasing it at exit runs
 # ProcessGroupGloo's destructor, which waits for gloo's threads while holding the GIL they need:
 # a rank hung that way in CI. The model must outlive the script, and the file still be flushed.

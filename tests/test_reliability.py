@@ -94,8 +94,11 @@ def test_a_killed_launcher_is_reported_and_cancel_still_stops_what_ignores_sigte
     # Its rank ignores the SIGTERM its agent passed on when the launcher died: a cancel of the
     # ended job still finds and stops it.
     assert procs.job_processes(job.id)
+    assert [r.phase for r in job.status().replicas] == [JobPhase.RUNNING]  # it does run on
     assert job.cancel().reason == "LauncherLost"
     assert procs.job_processes(job.id) == []
+    (rank,) = job.status().replicas  # ended now that its process is gone
+    assert (rank.phase, rank.reason, rank.ready) == (JobPhase.FAILED, "LauncherLost", False), rank
 
 
 def test_the_processes_of_a_killed_launcher_stop_with_it(store: JobStore) -> None:
@@ -104,7 +107,11 @@ def test_the_processes_of_a_killed_launcher_stop_with_it(store: JobStore) -> Non
     assert len(procs.job_processes(job.id)) >= 3  # the agent and two ranks
     os.kill(_launcher_pid(job), signal.SIGKILL)
     assert procs.wait_gone(job.id, timeout=60)  # no cancel: they went with the launcher
-    assert job.status().reason == "LauncherLost"
+    status = job.status()
+    assert status.reason == "LauncherLost"
+    # No replica reads Running once no process is left.
+    assert [(r.phase, r.reason) for r in status.replicas] == [(JobPhase.FAILED, "LauncherLost")] * 2, status
+    assert all(r.finish_time and not r.ready for r in status.replicas)
 
 
 def test_a_killed_agent_is_named_and_its_peers_stop(store: JobStore) -> None:

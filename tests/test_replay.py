@@ -424,3 +424,50 @@ def test_statements_sharing_a_line_are_replayed_alone(shell: InteractiveShell, t
     assert "    model.bias.data.fill_(2.0)\n" in packaged.source
     assert "    model.bias.data.add_(1.0)\n" in packaged.source
     assert run_script(packaged, tmp_path) == f"{round(float(shell.user_ns['model'].bias), 3)}\n"
+
+
+def test_a_function_that_only_reads_the_object_is_not_replayed(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset",
+        "model = torch.nn.Sequential(torch.nn.Linear(2, 2))\n"
+        "loader = DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2)",
+        # A sanity check before training: evaluation mode, a pass over the data, a print.
+        "def test(net, data):\n    net.eval()\n    size = data.batch_size\n    total = 0.0\n"
+        "    with torch.no_grad():\n        for (x,) in data:\n            total += net(x).sum().item()\n"
+        "    print('TESTED', size, total)\n    net.train()",
+        "test(model, loader)",
+        "def report():\n    print('PARAMS', sum(p.numel() for p in model.parameters()))",
+        "report()",
+        # What changes it is replayed: through a part of it, and through a name bound to a part.
+        "def init(layer):\n    layer.weight.data.fill_(0.5)",
+        "init(model[0])",
+        "def shrink(net):\n    first = net[0]\n    first.bias.data.zero_()",
+        "shrink(model)",
+    )
+    cell = "print(float(model[0].weight.sum()), float(model[0].bias.sum()), model.training)"
+    packaged = package(shell, cell)
+    assert "test(model, loader)" not in packaged.source and "report()" not in packaged.source
+    assert "init(model[0])" in packaged.source and "shrink(model)" in packaged.source
+    assert run_script(packaged, tmp_path) == "2.0 0.0 True\n"
+    explained = "\n".join(packaged.explanation)
+    assert "left out In [4] line 1: `test(model, loader)`: reads `model` only" in explained
+    assert "left out In [6] line 1: `report()`: reads `model` only" in explained
+
+
+def test_a_function_changing_its_argument_where_the_call_hides_which_is_replayed(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "import torch\nmodel = torch.nn.Linear(1, 1)",
+        "def init(*layers):\n    for layer in layers:\n        layer.bias.data.fill_(2.0)",
+        "init(model)",  # it reaches *layers: which name the body changes it by is not plain
+        "def scale(m, factor=None):\n    m.bias.data.mul_(3.0)",
+        "extra = []\nscale(*extra, model)",  # binds `m`, not `factor`: the call does not show it
+    )
+    packaged = package(shell, "print(float(model.bias))")
+    assert "init(model)" in packaged.source and "scale(*extra, model)" in packaged.source
+    assert run_script(packaged, tmp_path) == "6.0\n"

@@ -52,3 +52,63 @@ def test_a_torch_rank_keeps_its_rank_name(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert (tmp_path / "logs" / "rank-3.log").read_text() == "hi\n"
     assert json.loads((tmp_path / contract.RANKS_DIR / "rank-3.json").read_text())["exit_code"] == 0
+
+
+# Dumps its stacks the way the stack route asks for them, unless its wrapper said it cannot.
+SIGNALS_ITSELF = """
+import os, signal, time
+with open(os.path.join(os.environ["DISTTRAIN_LOG_DIR"], "rank-0.log")) as f:
+    said = f.read()
+if "no stack dumps" not in said:
+    os.kill(os.getpid(), signal.SIGUSR2)
+    time.sleep(0.5)
+print("done", flush=True)
+"""
+
+
+def test_a_link_planted_for_the_stack_dump_is_not_followed(tmp_path: Path) -> None:
+    """Someone who can write to the job root plants ``stacks/rank-0.txt -> <a file of theirs or
+    yours>`` before the rank starts: the rank's stacks never land in that file."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the job's\n")
+    (tmp_path / contract.STACKS_DIR).mkdir()
+    (tmp_path / contract.STACKS_DIR / "rank-0.txt").symlink_to(outside)
+    done = _run(tmp_path, SIGNALS_ITSELF, {"RANK": "0"})
+    assert outside.read_text() == "not the job's\n"
+    log = (tmp_path / "logs" / "rank-0.log").read_text()
+    assert "no stack dumps on SIGUSR2 for this rank" in log and "done" in log
+    assert done.returncode == 0
+
+
+def test_a_link_planted_for_the_log_is_not_appended_to(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the job's\n")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.log").symlink_to(outside)
+    path = tmp_path / "train.py"
+    path.write_text("print('secret output')\n")
+    env = {**os.environ, contract.LOG_DIR_ENV: str(tmp_path / "logs"), "RANK": "0"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    argv = [sys.executable, "-m", "jupyter_disttrain.runtime.worker", str(path)]
+    done = subprocess.run(argv, env=env, timeout=60, check=False, capture_output=True)
+    assert done.returncode != 0 and b"Too many levels of symbolic links" in done.stderr
+    assert outside.read_text() == "not the job's\n"
+
+
+def test_a_link_planted_for_an_agents_log_is_not_appended_to(tmp_path: Path) -> None:
+    """The launcher opens ``logs/agent-0.log`` for the torchrun agent's output the way the rank
+    wrapper opens its log: a planted link fails the start, saying why, and the target is untouched."""
+    from jupyter_disttrain.backends.local import launch
+    from jupyter_disttrain.backends.local.request import AgentCommand, LocalRequest
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the job's\n")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / contract.log_file(contract.agent_name(0))).symlink_to(outside)
+    request = LocalRequest(
+        cwd=str(tmp_path),
+        agents=[AgentCommand(node=0, argv=[sys.executable, "-c", "print('agent output')"], env={})],
+    )
+    agents, _, error = launch.start(str(tmp_path), request)
+    assert agents == [] and error is not None and "Too many levels of symbolic links" in error
+    assert outside.read_text() == "not the job's\n"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -46,6 +48,15 @@ def _started(store: JobStore, job_id: str) -> str:
     return next(e.message for e in status.events if e.reason == "Started")
 
 
+def _kernels_fingerprint(cwd: Path) -> str:
+    # The kernel imports the installed copy of the package (CI installs it; this process imports
+    # the checkout), and a zygote's fingerprint covers its package's files: ask a fresh
+    # interpreter outside the checkout, as the kernel is.
+    code = "import os; from jupyter_disttrain.backends.local import warm; print(warm.fingerprint(os.environ))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
 def test_load_ext_starts_the_zygote_and_a_cells_heavy_imports_reach_it(
     tmp_path: Path, job_root: Path, zygote_dir: Path
 ) -> None:
@@ -53,7 +64,7 @@ def test_load_ext_starts_the_zygote_and_a_cells_heavy_imports_reach_it(
     env_marker = "PYTHONWARMTEST"
     os.environ[env_marker] = str(time.time())
     try:
-        fp = warm.fingerprint(os.environ)
+        fp = _kernels_fingerprint(tmp_path)
         assert not warm.alive(zygote_dir, fp)
         state = zygote_dir / f"zygote-{fp}.json"
         wait_ready = (

@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_disttrain import api, widgets
 from jupyter_disttrain.errors import BackendError
-from jupyter_disttrain.payloads import GpuSample, ReplicaResources, Resources, ResourceSample
+from jupyter_disttrain.payloads import Failure, GpuSample, ReplicaResources, Resources, ResourceSample
 from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
 from jupyter_disttrain.store import JobStore
 
@@ -27,6 +27,21 @@ def _status(phase: JobPhase, *replica_phases: JobPhase, reason: str | None = Non
 
 def _line(text: str, rank: int = 0) -> LogLine:
     return LogLine(text=text, replica=f"rank{rank}", rank=rank, offset="0")
+
+
+def _story(replica: str = "rank-1", traceback: str = "", peers: list[str] | None = None) -> Failure:
+    raw = 'Traceback (most recent call last):\n  File "/x/train.py", line 3, in <module>\nValueError: bad'
+    return Failure(
+        replica, f"{replica}: ValueError: bad", "ValueError", None, None, traceback, raw, peers or []
+    )
+
+
+def _widget_view(monkeypatch: pytest.MonkeyPatch) -> widgets.WidgetView:
+    """The widget view of job j-1, as a kernel with ipywidgets gets it."""
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
+    assert isinstance(view, widgets.WidgetView)
+    return view
 
 
 class _Tty(io.StringIO):
@@ -197,7 +212,7 @@ def test_both_views_show_the_root_cause_ranks_last_lines_once_the_job_failed(
     out = io.StringIO()
     text = widgets.TextView("j-1", "j", stream=out)
     text.append([_line("50%|##\r")])  # a bar still pending on screen ends before the summary
-    text.failure("rank-1", cause)
+    text.failure(_story(), cause)
     assert out.getvalue().splitlines() == [
         "rank-1 failed first; its last lines:",
         "[rank1] Traceback (most recent call last):",
@@ -208,13 +223,34 @@ def test_both_views_show_the_root_cause_ranks_last_lines_once_the_job_failed(
     view = widgets.make_view("j-1", "/nonexistent", lambda: None)
     view.append([_line(f"peer line {i}") for i in range(12)])
     view.update(_status(JobPhase.FAILED, JobPhase.FAILED, JobPhase.FAILED, reason="Error"))
-    view.failure("rank-1", cause)
+    view.failure(_story(), cause)
     assert isinstance(view, widgets.WidgetView)
     shown = view.text().splitlines()
     assert shown[2] == "  rank-1 failed first; its last lines:" and "peer line" not in view.text()
     assert "ZeroDivisionError" in view.log.value and "peer line" not in view.log.value
-    view.failure("rank-1", [])
+    view.failure(_story(), [])
     assert view.text().splitlines()[-1] == "  (no output)"
+
+
+def test_a_mapped_traceback_leaves_the_headline_in_the_widget_and_the_raw_one_a_click_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cell's error shows the mapped traceback; the widget says which rank and what, and keeps
+    the traceback as the rank printed it behind a <details>. The peer that only stopped because
+    rank-1 left is "stopped by rank-1" in the cancelled grey, not failed red; the Cancel button
+    of an ended job is gone."""
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
+    status = _status(JobPhase.FAILED, JobPhase.FAILED, JobPhase.FAILED, reason="Error")
+    status.replicas = [ReplicaStatus(name=f"rank-{i}", index=i, phase=JobPhase.FAILED) for i in range(2)]
+    view.update(status)
+    assert view.cancel_button.layout.display == "none"
+    view.failure(_story(traceback="Cell In[3], line 9", peers=["rank-0"]), [_line("x", rank=1)])
+    assert isinstance(view, widgets.WidgetView)
+    assert "rank-1: ValueError: bad" in view.log.value
+    assert "<details>" in view.log.value and html.escape('File "/x/train.py", line 3') in view.log.value
+    assert "rank-0: stopped by rank-1" in view.chips.value and "jp-DistTrain-chipPeer" in view.chips.value
+    assert "jp-DistTrain-chipCause" in view.chips.value and "rank-1: Failed" in view.chips.value
 
 
 def test_a_multi_line_status_message_keeps_the_summary_on_one_line() -> None:
@@ -271,9 +307,7 @@ def test_a_chip_shows_cpu_and_memory_and_the_gpu_only_where_there_is_one() -> No
 def test_the_widget_chips_carry_each_ranks_usage_and_quiet_mark_while_it_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
-    view = widgets.make_view("j-1", "/nonexistent", lambda: None)
-    assert isinstance(view, widgets.WidgetView)
+    view = _widget_view(monkeypatch)
     running = JobStatus(
         job_id="j-1",
         phase=JobPhase.RUNNING,
@@ -362,3 +396,20 @@ def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
         assert latest["rank-0"].cpu_percent >= 10 and latest["rank-1"].cpu_percent < 5, latest
     finally:
         job.cancel()
+
+
+def test_the_widget_shows_progress_above_the_log_and_the_text_view_leaves_it_to_the_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jupyter_disttrain.progress import Progress
+    from jupyter_disttrain.progressview import progress_html
+
+    view, found = _widget_view(monkeypatch), Progress(45, 100, 3.0, "tqdm", "train")
+    shown = progress_html(found)
+    view.progress(found, shown)
+    children = list(view.widget.children)
+    assert view.bar.value == shown and children.index(view.bar) < children.index(view.log)
+    out = io.StringIO()
+    text = widgets.TextView("j-1", "j", stream=out)
+    text.progress(None, shown)  # tqdm's own bar is in the job's output already
+    assert out.getvalue() == ""

@@ -29,11 +29,13 @@ BACKEND_ENV = "DISTTRAIN_BACKEND"
 _BUILTIN = {
     "local": "jupyter_disttrain.backends.local.backend:LocalBackend",
     "kubernetes": "jupyter_disttrain.backends.kubernetes:KubernetesBackend",
+    "slurm": "jupyter_disttrain.backends.slurm.backend:SlurmBackend",
 }
 # The built-ins' ``options`` classes, loadable on their own (the same classes: a test checks).
 _BUILTIN_OPTIONS = {
     "local": "jupyter_disttrain.backends.local.options:LocalOptions",
     "kubernetes": "jupyter_disttrain.backends.kubernetes.options:KubeOptions",
+    "slurm": "jupyter_disttrain.backends.slurm.options:SlurmOptions",
 }
 # Where Kubernetes mounts a pod's service-account token (and namespace, CA).
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -116,12 +118,17 @@ def kubernetes_client_available() -> bool:
 
 def default_backend_name() -> str:
     """``$DISTTRAIN_BACKEND``; else Kubernetes inside a pod with a service account when the
-    ``kubernetes`` client is installed (a base install in a pod stays local); else local."""
+    ``kubernetes`` client is installed (a base install in a pod stays local); else Slurm inside a
+    Slurm allocation of more than one node (its client commands on PATH); else local."""
     chosen = os.environ.get(BACKEND_ENV)
     if chosen:
         return chosen
     if in_pod_with_service_account() and kubernetes_client_available():
         return "kubernetes"
+    from .slurm.allocation import default_here  # reads the environment only
+
+    if default_here():
+        return "slurm"
     return "local"
 
 

@@ -3,7 +3,8 @@
 ``py-spy dump`` reads them from outside, needing nothing of the rank, but it needs ptrace
 permission over it (Yama's ``ptrace_scope``, a container without ``CAP_SYS_PTRACE``). Otherwise
 the rank wrapper's ``faulthandler``, registered on ``contract.STACK_SIGNAL``, writes them to
-``stacks/<replica>.txt`` in the job dir, which is read back here (waiting ``STACK_WAIT`` at most).
+``stacks/<replica>.txt`` in the job dir, which is read back here (waiting ``STACK_WAIT`` at most)
+without following a link.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from ..errors import BackendError, InvalidSpecError
 from ..payloads import StackDump
 from ..runtime import contract
+from ..safefiles import fd_beneath
 
 METHODS = ("auto", "py-spy", "faulthandler")
 STACK_WAIT = 5.0  # seconds the faulthandler dump may take to appear
@@ -74,35 +76,51 @@ def py_spy_dump(pid: int) -> tuple[str | None, str | None]:
     return done.stdout.decode("utf-8", "replace")[:MAX_STACK_BYTES], None
 
 
-def faulthandler_dump(pid: int, path: Path, wait: float = STACK_WAIT) -> str:
-    """Signal the rank and read what its faulthandler writes to ``path``."""
+def faulthandler_dump(pid: int, job_dir: Path, replica: str, wait: float = STACK_WAIT) -> str:
+    """Signal the rank and read what its faulthandler writes to ``stacks/<replica>.txt``.
+
+    Every step goes through one descriptor opened beneath the job dir without following a link
+    (``safefiles``): a link planted there by someone who can write to the job root is refused,
+    never emptied or served. A hard link is refused too: the rank's own file has no other name."""
+    name = f"{contract.STACKS_DIR}/{contract.stack_file(replica)}"
     try:
-        size = path.stat().st_size
-    except OSError:
+        fd = fd_beneath(job_dir, name.split("/"), os.O_RDWR)
+    except FileNotFoundError:
         raise BackendError(
             "this rank has no stack dump handler (it was started before this version, or not "
             "through jupyter_disttrain's rank wrapper); install py-spy to read its stacks"
         ) from None
+    except OSError as exc:
+        raise BackendError(f"{name} is not the rank's own file ({exc.strerror or exc}): refused") from None
+    try:
+        return _signal_and_read(pid, fd, name, wait)
+    finally:
+        os.close(fd)
+
+
+def _signal_and_read(pid: int, fd: int, name: str, wait: float) -> str:
+    info = os.fstat(fd)
+    if info.st_nlink != 1:
+        raise BackendError(f"{name} has {info.st_nlink} names, not only its own: refused")
+    size = info.st_size
     if size > _TRUNCATE_ABOVE:  # the rank appends (O_APPEND): it goes on at the new end
-        os.truncate(path, 0)
+        os.ftruncate(fd, 0)
         size = 0
     os.kill(pid, getattr(signal, contract.STACK_SIGNAL))
     deadline = time.monotonic() + wait
     last = size
     while time.monotonic() < deadline:
         time.sleep(0.1)
-        now = path.stat().st_size
+        now = os.fstat(fd).st_size
         if now > size and now == last:  # written, and done writing
             break
         last = now
     if last <= size:
         raise BackendError(f"the rank (pid {pid}) wrote no stack within {wait:.0f} s")
-    with open(path, "rb") as f:
-        f.seek(size)
-        return f.read(MAX_STACK_BYTES).decode("utf-8", "replace")
+    return os.pread(fd, MAX_STACK_BYTES, size).decode("utf-8", "replace")
 
 
-def dump_stack(replica: str, pid: int, stack_path: Path, method: str = "auto") -> StackDump:
+def dump_stack(replica: str, pid: int, job_dir: Path, method: str = "auto") -> StackDump:
     """The stacks of the rank ``pid``: py-spy when asked or available, else faulthandler."""
     note = None
     if method in ("auto", "py-spy"):
@@ -112,4 +130,22 @@ def dump_stack(replica: str, pid: int, stack_path: Path, method: str = "auto") -
         if method == "py-spy":
             raise BackendError(str(why))
         note = f"{why}; used faulthandler instead (only Python frames, no native ones)"
-    return StackDump(replica, "faulthandler", faulthandler_dump(pid, stack_path), note)
+    return StackDump(replica, "faulthandler", faulthandler_dump(pid, job_dir, replica), note)
+
+
+def dump_replica(job_dir: Path, job_id: str, replica: str, method: str = "auto") -> StackDump:
+    """The stacks of ``replica`` of the job in ``job_dir``: a process of this machine, as its
+    rank record names it (never a pid that another process reuses now)."""
+    from ..procs import runs_job
+    from ..store import read_json
+
+    try:
+        rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(replica))
+    except (OSError, ValueError):
+        raise BackendError(f"{replica} has not started yet: no process to read") from None
+    if rec.get("exit_code") is not None:
+        raise BackendError(f"{replica} has exited (code {rec['exit_code']}): no stack to read")
+    pid = int(rec["pid"])
+    if not runs_job(pid, job_id):  # never signal a pid reused by another process
+        raise BackendError(f"{replica}'s process (pid {pid}) is gone")
+    return dump_stack(replica, pid, job_dir, method)

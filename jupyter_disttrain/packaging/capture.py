@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
-from ..tracking.hparams import from_namespace
+from ..tracking.hparams import HPARAM_NAMES, MASKED, from_namespace, masked_keys
 from .checks import check_script, script_blocks
 from .explain import explain
 from .history import HistoryIndex
+from .keyreads import is_read, key_reads
+from .origins import CELL_LABEL, ORIGINS_FILE, Origins, script_origins
 from .pitfalls import Pitfall, Target
 from .resolve import MAIN_GUARD, Item, Resolver
 from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
@@ -45,6 +48,9 @@ class PackagedScript:
         explanation: for the dry run: how each name got into the script, and which statements of
             earlier cells did not, and why.
         hparams: the hyper-parameters among the names the script uses (``hparams.from_namespace``).
+        notes: what the cell's output says once about the packaging (credential-like
+            hyper-parameters masked in the job's records).
+        origins: the cell and line each script line came from (``origins.py``), for tracebacks.
     """
 
     source: str
@@ -53,6 +59,8 @@ class PackagedScript:
     pitfalls: list[Pitfall] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
     hparams: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    origins: Origins = field(default_factory=Origins)
 
 
 def package_cell(
@@ -65,6 +73,7 @@ def package_cell(
     max_value_bytes: int = 64 * 2**20,
     target: Target | None = None,
     cell_line: int = 1,
+    cell_label: str = CELL_LABEL,
 ) -> PackagedScript:
     """Package ``cell`` with everything it uses from earlier cells into a standalone script.
 
@@ -77,6 +86,7 @@ def package_cell(
         max_value_bytes: the largest value sent to the job.
         target: what the job runs on, for the checks that depend on it (GPUs, world size).
         cell_line: the line JupyterLab shows for the cell's first line (2 under a ``%%distrun`` line).
+        cell_label: how tracebacks name the cell (``In [5]``, its execution count).
 
     Returns:
         The script, its side files, the captured names and the pitfall warnings.
@@ -96,8 +106,17 @@ def package_cell(
     pitfalls = check_script(blocks, resolver.missing, ignore, target)
     source = _Script(cell, tree, items, writer, header).render()
     captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
-    hparams = from_namespace({*use.free, *resolver.items}, user_ns)
-    return PackagedScript(source, _side_files(writer), captured, pitfalls, explain(items, resolver), hparams)
+    hparams = _hparams({*use.free, *resolver.items}, user_ns, source)
+    notes = []
+    if masked := masked_keys(hparams):
+        notes.append(
+            f"the job's records (job.json, runs, TensorBoard) keep {', '.join(masked)} as {MASKED}: "
+            "names that look like credentials; the script itself still has their values"
+        )
+    explanation = explain(items, resolver)
+    origins = script_origins(source, cell, cell_label, history, cell_line)
+    files = {**_side_files(writer), ORIGINS_FILE: json.dumps(origins.to_json()).encode()}
+    return PackagedScript(source, files, captured, pitfalls, explanation, hparams, notes, origins)
 
 
 def _parse_cell(cell: str, cell_line: int) -> ast.Module:
@@ -191,6 +210,13 @@ def _side_files(writer: ValueWriter) -> dict[str, bytes]:
     return files
 
 
+def _hparams(names: set[str], user_ns: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The hyper-parameters among ``names``: of each dict, the keys the script reads."""
+    tree = ast.parse(source)
+    reads = {name: key_reads(tree, name) for name in names if name in HPARAM_NAMES}
+    return from_namespace(names, user_ns, lambda name, key: is_read(key, reads[name]))
+
+
 class _Script:
     """Writes the script text."""
 
@@ -228,11 +254,15 @@ class _Script:
             "",
             "It holds the cell and what the cell uses from earlier cells (imports, values, functions,",
             "classes, and objects rebuilt by the statements that made them, each marked with its",
-            "cell and line), so it runs on its own. Run it by hand with, for example:",
+            "cell and line). Run it by hand as the job ran it with run.sh (local jobs write it beside):",
             "",
-            "    torchrun --nproc-per-node=2 train.py",
+            "    bash run.sh [SCRIPT ARGS...]",
             "",
-            "(keep the side files named captured_* next to it, if there are any).",
+            "run.sh runs torchrun with the job's flags (nodes, processes per node, rendezvous) from the",
+            "notebook's directory, with that directory first on PYTHONPATH (so modules next to the",
+            "notebook import) and the job's environment variables. A plain `torchrun train.py` has none",
+            "of these: modules from the notebook's directory then fail with ModuleNotFoundError.",
+            "Keep the side files named captured_* next to this script, if there are any.",
             "",
             'The cell\'s statements run under `if __name__ == "__main__":` so that DataLoader workers',
             "started with spawn/forkserver, which re-import this file, do not run them again; its",

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import ast
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PackagingError
+from .argeffects import changes_argument, flat_targets, root
 from .history import REPLAY_MARK, HistoryIndex, Statement
 
 # Methods that read an object without changing it: calling them in an earlier cell is left out.
@@ -39,7 +40,8 @@ _READ_METHODS = frozenset(
 # Functions that only read their arguments (by their last dotted part).
 _READ_FUNCTIONS = frozenset(
     {"print", "display", "len", "repr", "str", "type", "isinstance", "id", "format", "sum", "list",
-     "next", "iter", "enumerate", "zip", "sorted", "max", "min", "vars", "dir", "hasattr", "getattr"}
+     "next", "iter", "enumerate", "zip", "sorted", "max", "min", "vars", "dir", "hasattr", "getattr",
+     "tqdm"}
 )  # fmt: skip
 _TRAIN_METHODS = frozenset({"backward", "step", "fit", "zero_grad", "manual_backward"})
 _WRITE_CALLS = frozenset(
@@ -137,10 +139,15 @@ class Slicer:
             return "builds"
         if name in stmt.use.free:
             return self._effect(name, stmt)
-        if name not in self._reached(stmt):
+        functions = self._reached(stmt)
+        users = [f for f, free in functions.items() if name in free]
+        if not users:
             return None
-        # Through a notebook function that reads it as a global (`train(3)`): it may change it.
-        return "train" if self._runs_training(stmt.node) else "change"
+        # Through notebook functions that use it as a global (`train(3)`): their bodies tell.
+        if self._runs_training(stmt.node):
+            return "train"
+        no_arguments = ast.Call(func=ast.Name(id=""), args=[], keywords=[])
+        return "change" if any(self._changed_by(f, no_arguments, name) for f in users) else "read"
 
     def _replays(self, name: str, stmt: Statement, kind: str, out: Slice) -> bool:
         """Whether the slice of ``name`` replays ``stmt`` (acting on it as ``kind``); a statement
@@ -217,20 +224,18 @@ class Slicer:
                     self._binders.setdefault(bound, []).append(stmt)
         return self._binders
 
-    def _reached(self, stmt: Statement) -> set[str]:
-        """Globals read by the notebook functions ``stmt`` calls, transitively."""
-        seen: set[str] = set()
-        names: set[str] = set()
+    def _reached(self, stmt: Statement) -> dict[str, set[str]]:
+        """The notebook functions ``stmt`` calls, transitively, with the globals each reads."""
+        reached: dict[str, set[str]] = {}
         pending = [c.func.id for c in _calls(stmt.node) if isinstance(c.func, ast.Name)]
         while pending:
             called = pending.pop()
             definition = self.index.defs.get(called)
-            if called in seen or definition is None or definition.kind != "source":
+            if called in reached or definition is None or definition.kind != "source":
                 continue
-            seen.add(called)
-            names |= set(definition.use.free)
+            reached[called] = set(definition.use.free)
             pending += list(definition.use.free)
-        return names
+        return reached
 
     def _deep_calls(self, node: ast.AST) -> Iterator[ast.Call]:
         """Calls in ``node`` and in the notebook functions it calls, transitively."""
@@ -271,7 +276,7 @@ class Slicer:
         effect = "read"
         # `loader = DataLoader(data)`, `ddp = DDP(model)`: building another object from it reads it.
         builds_other = isinstance(stmt.node, ast.Assign) and all(
-            isinstance(t, ast.Name) for t in _flat(stmt.node.targets)
+            isinstance(t, ast.Name) for t in flat_targets(stmt.node.targets)
         )
         for node in ast.walk(stmt.node):
             found = self._node_effect(name, node, builds_other)
@@ -285,18 +290,21 @@ class Slicer:
         function that may change it), or None (reads it at most)."""
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            changed = any(_root(t) == name and not isinstance(t, ast.Name) for t in _flat(targets))
+            changed = any(root(t) == name and not isinstance(t, ast.Name) for t in flat_targets(targets))
             return "change" if changed else None
         if not isinstance(node, ast.Call):
             return None
-        if isinstance(node.func, ast.Attribute) and _root(node.func.value) == name:
+        if isinstance(node.func, ast.Attribute) and root(node.func.value) == name:
             return "change" if node.func.attr not in _READ_METHODS else None
-        if not any(_root(arg, False) == name for arg in [*node.args, *(k.value for k in node.keywords)]):
+        if not any(root(arg, False) == name for arg in [*node.args, *(k.value for k in node.keywords)]):
             return None
         if _last_part(node.func) in _READ_FUNCTIONS or _last_part(node.func) in _WRITE_CALLS:
             return None
-        if ".nn.init." in f".{self.dotted(node.func)}" or self._notebook_function(node.func):
+        if ".nn.init." in f".{self.dotted(node.func)}":
             return "change"
+        if isinstance(node.func, ast.Name) and self._notebook_function(node.func):
+            # Its body tells whether it changes the object or only reads it (`test(model, loader)`).
+            return "change" if self._changed_by(node.func.id, node, name) else None
         return None if builds_other else "unknown"
 
     def _notebook_function(self, func: ast.expr) -> bool:
@@ -304,6 +312,26 @@ class Slicer:
             return False
         definition = self.index.defs.get(func.id)
         return definition is not None and definition.kind == "source"
+
+    def _changed_by(self, function: str, call: ast.Call, name: str) -> bool:
+        """Whether ``call`` of the notebook function ``function`` may change ``name``, as far as
+        its body shows (a class or a lambda: it may)."""
+        definition = self._function(function)
+        return definition is None or changes_argument(
+            definition, call, name, reads=_READ_METHODS, read_functions=_READ_FUNCTIONS, lookup=self._function
+        )
+
+    def _function(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The ``def`` of the notebook function ``name``; None for a class, a lambda, a value."""
+        definition = self.index.defs.get(name)
+        if definition is None or definition.kind != "source" or definition.node is None:
+            return None
+        found = [
+            n
+            for n in ast.walk(definition.node)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+        ]
+        return found[-1] if found else None
 
     def _runs_training(self, node: ast.AST) -> bool:
         """A training step in ``node``, or in a notebook function it calls (transitively)."""
@@ -339,26 +367,6 @@ def _calls(node: ast.AST) -> Iterator[ast.Call]:
         pending.extend(c for c in ast.iter_child_nodes(current) if not isinstance(c, nested))
 
 
-def _root(node: ast.AST, through_calls: bool = True) -> str | None:
-    """The name an attribute/item(/call) chain starts from (``model.fc.weight`` -> ``model``)."""
-    while True:
-        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
-            node = node.value
-        elif isinstance(node, ast.Call) and through_calls:
-            node = node.func
-        else:
-            break
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _flat(targets: Sequence[ast.expr]) -> Iterator[ast.expr]:
-    for target in targets:
-        if isinstance(target, (ast.Tuple, ast.List)):
-            yield from _flat(target.elts)
-        else:
-            yield target
-
-
 def _last_part(func: ast.expr) -> str:
     if isinstance(func, ast.Attribute):
         return func.attr
@@ -385,12 +393,12 @@ def _only_read_there(name: str, node: ast.AST) -> bool:
         if (
             isinstance(child, ast.Call)
             and isinstance(child.func, ast.Attribute)
-            and _root(child.func) == name
+            and root(child.func) == name
             and child.func.attr not in _READ_METHODS
         ):
             return False
         if isinstance(child, (ast.Assign, ast.AugAssign)):
             targets = child.targets if isinstance(child, ast.Assign) else [child.target]
-            if any(_root(t) == name and not isinstance(t, ast.Name) for t in _flat(targets)):
+            if any(root(t) == name and not isinstance(t, ast.Name) for t in flat_targets(targets)):
                 return False
     return True

@@ -10,8 +10,10 @@ is shipped whole in front of the Kubernetes pod wrapper, so it imports nothing o
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
 import threading
 from typing import Any
 
@@ -60,3 +62,15 @@ def write_json(
     (``write_atomic``). ``default`` turns what JSON cannot hold into what it can."""
     text = json.dumps(data, indent=1, default=default).encode("utf-8")
     write_atomic(path, text, durable=durable, mode=mode)
+
+
+def open_own(path: str | os.PathLike[str], mode: int = 0o644) -> int:
+    """A descriptor of ``path`` opened for appending (made if missing), never through a link
+    someone who can write to the job root planted there: a symbolic one fails with ELOOP, a
+    hard one (a second name for another file) or a device with EMLINK. Logs are opened so."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise OSError(errno.EMLINK, f"{os.fspath(path)} is not a file of its own (a link or a device)")
+    return fd

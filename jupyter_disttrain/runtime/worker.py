@@ -26,7 +26,7 @@ import types
 from typing import Any
 
 from . import contract
-from .atomic import write_json
+from .atomic import open_own, write_json
 from .joined import joined_any, joined_world, watch
 
 # Set in every process of a parameter-server job (ps-lite's, which MXNet uses).
@@ -64,11 +64,7 @@ def main(argv: list[str]) -> None:
     record_path = None
     record: contract.RankRecord = {}
     if log_dir:
-        fd = os.open(
-            os.path.join(log_dir, contract.log_file(replica)),
-            os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-            0o644,
-        )
+        fd = open_own(os.path.join(log_dir, contract.log_file(replica)))
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
@@ -131,7 +127,7 @@ def _dump_stacks_on_signal(stacks_dir: str, rank: int) -> None:
     try:
         os.makedirs(stacks_dir, exist_ok=True)
         path = os.path.join(stacks_dir, contract.stack_file(contract.rank_name(rank)))
-        _stack_file = open(path, "ab", buffering=0)  # noqa: SIM115 (open for the rank's life)
+        _stack_file = open(open_own(path), "ab", buffering=0)  # noqa: SIM115 (open for the rank's life)
         faulthandler.register(signum, file=_stack_file, all_threads=True)
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"disttrain: no stack dumps on {contract.STACK_SIGNAL} for this rank: {exc}", file=sys.stderr)
@@ -181,7 +177,12 @@ def _exit_before_teardown(code: int, *, failed_peer: bool = False) -> None:
 
 
 def _flush_open_files() -> None:
-    """Flush what the script wrote to files it never closed, as their finalizers would."""
+    """Flush what the script wrote to files it never closed, as their finalizers would. (A warm
+    rank's collector tracks only what its process made: the zygote froze what it had, standard
+    streams included, hence those by name.)"""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
     for obj in gc.get_objects():
         # type(), not isinstance(): that reads ``__class__``, which some objects turn into a
         # warning (torch's deprecated ``reduce_op``) that would land in the rank's log.

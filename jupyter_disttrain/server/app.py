@@ -46,8 +46,9 @@ class DistTrainApp(ExtensionApp):
 
     default_backend = Unicode(
         help="""Backend for jobs submitted through the API without one ('local',
-        'kubernetes' or a plugin's name). Default: $DISTTRAIN_BACKEND, else kubernetes
-        inside a pod with a service account when the kubernetes client is installed, else local.""",
+        'kubernetes', 'slurm' or a plugin's name). Default: $DISTTRAIN_BACKEND, else kubernetes
+        inside a pod with a service account when the kubernetes client is installed, else slurm
+        inside a Slurm allocation of more than one node, else local.""",
     ).tag(config=True)
 
     warm_start = Bool(

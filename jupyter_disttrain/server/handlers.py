@@ -44,7 +44,7 @@ _EVENT_STREAM = "text/event-stream; charset=utf-8"
 _CHUNK = 1 << 20  # of an artifact download per write
 # A resume token: a byte offset, or ``replica:offset,...`` (replica names are [A-Za-z0-9._-]).
 # Checked before use because the stream echoes it in ``id:``, where a newline would start an event.
-_OFFSET = re.compile(r"^[A-Za-z0-9._:,-]{0,8192}$")
+_OFFSET = re.compile(r"[A-Za-z0-9._:,-]{0,8192}")
 
 # The one table of domain error -> HTTP status; the first matching class wins.
 _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
@@ -119,7 +119,7 @@ class DistTrainHandler(APIHandler):
         """A resume token from the client, or None; anything not shaped like one is a 400."""
         if not value:
             return None
-        if not _OFFSET.match(value):
+        if not _OFFSET.fullmatch(value):
             raise web.HTTPError(
                 400, "%s", "offset must be a resume token from an earlier answer (its 'offset')"
             )
@@ -326,7 +326,7 @@ def _read_batch(
 
 
 def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:
-    if event_id and not _OFFSET.match(event_id):  # tokens are ours, but never let one end a line
+    if event_id and not _OFFSET.fullmatch(event_id):  # tokens are ours, but never let one end a line
         raise ValueError(f"not a resume token: {event_id!r}")
     head = f"id: {event_id}\n" if event_id else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"

@@ -11,7 +11,7 @@ credentials (token, Authorization, cookies) are not passed on.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server_proxy.handlers import ProxyHandler
@@ -49,10 +49,27 @@ class TensorBoardProxyHandler(ProxyHandler):
         # token-authenticated requests pass, cookie-authenticated ones need the _xsrf token.
         # TensorBoard's page (Angular) sends it as X-XSRF-TOKEN, read from the XSRF-TOKEN
         # cookie that ``_forward`` sets: the same token under Angular's names.
+        # Its other plugins' POSTs (HParams) send no token: a browser's word that the request
+        # comes from this origin (TensorBoard's own frame) is enough.
+        if self._from_this_origin():
+            return
         angular = self.request.headers.get(_ANGULAR_XSRF_HEADER)
         if angular and "X-Xsrftoken" not in self.request.headers:
             self.request.headers["X-Xsrftoken"] = angular
         JupyterHandler.check_xsrf_cookie(self)
+
+    def _from_this_origin(self) -> bool:
+        """A browser says the request comes from a page of this very origin: ``Sec-Fetch-Site:
+        same-origin``, which browsers set and no page can (not ``same-site``: another host of
+        the site); without it (an older browser), an ``Origin`` naming this host. A cross-site
+        page can claim neither, so its writes still need the XSRF token (and are refused by
+        ``prepare``'s Origin check besides)."""
+        headers = self.request.headers
+        site = headers.get("Sec-Fetch-Site")
+        if site is not None:
+            return site == "same-origin"
+        origin = headers.get("Origin")
+        return origin is not None and urlsplit(origin).netloc == self.request.host
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
         await super().prepare(*args, **kwargs)

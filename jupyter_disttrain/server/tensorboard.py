@@ -14,14 +14,18 @@ request, and all at shutdown.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import builtins
 import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -134,7 +138,7 @@ class TensorBoardManager:
     def logdir(self, tb_id: str) -> Path:
         """The directory TensorBoard ``tb_id`` reads; raises for bad ids and unknown jobs."""
         if tb_id == ALL_JOBS:
-            self.store.root.mkdir(parents=True, exist_ok=True)
+            self.store.make_root()
             return self.store.root
         try:
             validate_job_id(tb_id)
@@ -225,9 +229,7 @@ class TensorBoardManager:
             self._reaper = None
         for tb_id in list(self._instances):
             await self.stop(tb_id)
-        if self._log_dir is not None:
-            shutil.rmtree(self._log_dir, ignore_errors=True)
-            self._log_dir = None
+        self._remove_log_dir()
 
     def flags(self, tb_id: str, logdir: Path, socket_path: Path) -> builtins.list[str]:
         """The arguments the manager gives ``tb_serve.py``: where to serve, what and how to read."""
@@ -251,6 +253,7 @@ class TensorBoardManager:
 
         if self._log_dir is None:
             self._log_dir = Path(tempfile.mkdtemp(prefix="disttrain-tensorboard-"))  # mode 0700
+            atexit.register(self._remove_log_dir)  # a server that exits without stop_all
         self._started += 1
         socket_path = self._log_dir / f"{self._started}.sock"
         prefix = self.server_prefix(tb_id)
@@ -299,7 +302,8 @@ class TensorBoardManager:
         inst = TensorBoardInstance(tb_id, logdir, socket_path, prefix, process, log_path, log_file)
         self.log.info("starting TensorBoard %s on %s for %s", tb_id, socket_path, logdir)
         try:
-            await process.start()
+            with _server_signal_handlers_kept():
+                await process.start()
             is_ready = await process.ready()
         except OSError as exc:
             log_file.close()
@@ -328,6 +332,12 @@ class TensorBoardManager:
         inst.socket_path.unlink(missing_ok=True)
         self.log.info("stopped TensorBoard %s", inst.tb_id)
 
+    def _remove_log_dir(self) -> None:
+        atexit.unregister(self._remove_log_dir)
+        if self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self._log_dir = None
+
     def _lock(self, tb_id: str) -> asyncio.Lock:
         return self._locks.setdefault(tb_id, asyncio.Lock())
 
@@ -343,6 +353,24 @@ class TensorBoardManager:
                 if now - inst.last_activity > self.idle_timeout:
                     self.log.info("TensorBoard %s idle for %.0f s: stopping it", tb_id, self.idle_timeout)
                     await self.stop(tb_id)
+
+
+@contextlib.contextmanager
+def _server_signal_handlers_kept() -> Iterator[None]:
+    """simpervisor's first start replaces the SIGINT and SIGTERM handlers with one that signals
+    its processes and calls ``sys.exit(0)``: Jupyter's own shutdown (kernels, extensions, this
+    manager's ``stop_all``) would never run and the socket dir would stay in the temp dir. The
+    server's handlers are put back; ``stop_all`` stops the instances, tb_exec if the server dies."""
+    if threading.current_thread() is not threading.main_thread():  # signal.signal is main-only
+        yield
+        return
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def unix_client(socket_path: Path) -> Any:

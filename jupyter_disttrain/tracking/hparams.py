@@ -1,6 +1,8 @@
 """A job's hyper-parameters, captured at submit so its record keeps them even if the script never
-calls ``em``: the notebook's dict named like hyper-parameters that the cell uses, and the
-``--name value`` arguments after ``--``.
+calls ``em``: the keys the script reads of the notebook's dict named like hyper-parameters, and
+the ``--name value`` arguments after ``--``. A value whose key looks like a credential
+(``password``, ``secret``, ``token``, ``api_key``, ``*_key``...) is never recorded: its key is
+kept, its value masked.
 
 They are kept in the job's spec (``JobSpec.hparams``, in ``job.json``; ``specs.check_hparams``
 bounds them) and handed to every rank as JSON in ``$DISTTRAIN_HPARAMS``, where
@@ -11,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
+import re
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..specs import HPARAMS_MAX_BYTES as MAX_JSON_BYTES
@@ -26,6 +30,24 @@ HPARAM_NAMES = ("hparams", "hyperparams", "hyper_params", "config", "cfg", "para
 _TEXT = 200  # a value shown as text (a list, an object) is cut to this many characters
 
 Scalar = bool | int | float | str | None
+MASKED = "<masked>"  # what a credential-like key's value is recorded as
+# Words of a key's last part that make it a credential: anywhere in it, or as its last word.
+_SECRET_WORDS = frozenset(
+    {"password", "passwd", "passphrase", "secret", "credential", "credentials", "apikey"}
+)
+_SECRET_LAST = frozenset({"token", "key", "auth"})
+
+
+def looks_like_credential(key: str) -> bool:
+    """``password``, ``db.secret_name``, ``hf_token``, ``api_key``, ``awsSecretKey``, ``*_key``..."""
+    last = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key.rsplit(".", 1)[-1]).lower()
+    words = re.findall(r"[a-z0-9]+", last)
+    return bool(words) and (words[-1] in _SECRET_LAST or not _SECRET_WORDS.isdisjoint(words))
+
+
+def masked_keys(values: Mapping[str, Scalar]) -> list[str]:
+    """The keys of ``values`` whose value was masked."""
+    return [k for k, v in values.items() if v == MASKED and looks_like_credential(k)]
 
 
 def _scalar(value: Any) -> Scalar:
@@ -51,14 +73,19 @@ def _as_mapping(value: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def flatten(values: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> dict[str, Scalar]:
-    """Name to scalar; a nested dict's keys become ``outer.inner`` (two levels), anything else text."""
+def flatten(
+    values: Mapping[Any, Any], prefix: str = "", depth: int = 0, keep: Callable[[str], bool] | None = None
+) -> dict[str, Scalar]:
+    """Name to scalar; a nested dict's keys become ``outer.inner`` (two levels), anything else text.
+    ``keep``: which names (and the dicts above them) to take; all by default."""
     out: dict[str, Scalar] = {}
     for key, value in values.items():
         name = f"{prefix}{key}"
+        if keep is not None and not keep(name):
+            continue
         inner = _as_mapping(value) if depth < 2 else None
         if inner is not None:
-            out.update(flatten(inner, f"{name}.", depth + 1))
+            out.update(flatten(inner, f"{name}.", depth + 1, keep))
         else:
             out[name] = _scalar(value)
         if len(out) >= MAX_KEYS:
@@ -66,15 +93,18 @@ def flatten(values: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> dict
     return dict(list(out.items())[:MAX_KEYS])
 
 
-def from_namespace(names: Iterable[str], namespace: Mapping[str, Any]) -> dict[str, Scalar]:
+def from_namespace(
+    names: Iterable[str], namespace: Mapping[str, Any], read: Callable[[str, str], bool] | None = None
+) -> dict[str, Scalar]:
     """The hyper-parameters among ``names`` (the ones a cell uses): each of ``HPARAM_NAMES`` whose
-    value in ``namespace`` is a dict, an argparse or simple namespace, or a dataclass instance."""
+    value in ``namespace`` is a dict, an argparse or simple namespace, or a dataclass instance;
+    of each, the keys that ``read(name, key)`` says the script reads (all by default)."""
     used = set(names)
     out: dict[str, Scalar] = {}
     for name in reversed(HPARAM_NAMES):  # reversed: the first name's keys are written last, and win
         mapping = _as_mapping(namespace.get(name)) if name in used else None
         if mapping is not None:
-            out.update(flatten(mapping))
+            out.update(flatten(mapping, keep=None if read is None else functools.partial(read, name)))
     return fit(out)
 
 
@@ -114,10 +144,12 @@ def _is_number(text: str) -> bool:
 
 
 def fit(values: Mapping[str, Scalar]) -> dict[str, Scalar]:
-    """The first keys of ``values`` that fit ``MAX_KEYS`` and ``MAX_JSON_BYTES``."""
+    """The first keys of ``values`` that fit ``MAX_KEYS`` and ``MAX_JSON_BYTES``, credentials'
+    values masked (every way hyper-parameters are captured ends here)."""
     out: dict[str, Scalar] = {}
     size = 0
-    for key, value in list(values.items())[:MAX_KEYS]:
+    for key, given in list(values.items())[:MAX_KEYS]:
+        value = MASKED if looks_like_credential(key) else given
         item = len(json.dumps({key: value}))  # the braces pay for the ", " between items
         if size + item > MAX_JSON_BYTES:
             break

@@ -4,7 +4,9 @@
 Read-only (``mode=ro``: never a write, never a lock held past one query), without MLflow itself
 (the server need not have it), each query bounded by ``LIMIT``; a database that is locked, being
 created, or not MLflow's reads as no runs. The tables read (``runs``, ``params``,
-``latest_metrics``, ``metrics``) have had these columns since MLflow 1.x.
+``latest_metrics``, ``metrics``) have had these columns since MLflow 1.x. SQLite keeps whatever a
+writer puts in a column (NULL, text where a number belongs, a time no datetime holds): every
+value is converted through the guards below, and a point without a number is left out.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class MetricRow:
     row: int  # SQLite's rowid: grows with each insert
     uuid: str
     key: str
-    value: float
+    value: float | None  # None: the row holds no number (the follower skips it)
     step: int
     time: float  # seconds since the epoch
 
@@ -76,20 +78,35 @@ def _connect(job_dir: Path) -> Iterator[sqlite3.Connection | None]:
         con.close()
 
 
+def _number(value: Any) -> float | None:
+    """A column's number, or None for NULL, text or a blob."""
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _seconds(ms: Any) -> float:
+    """A timestamp in milliseconds as seconds since the epoch; 0.0 when it is not a finite number."""
+    number = _number(ms)
+    return number / 1000 if number is not None and math.isfinite(number) else 0.0
+
+
 def _iso(ms: Any) -> str | None:
     if not isinstance(ms, int):
         return None
-    return (
-        datetime.fromtimestamp(ms / 1000, timezone.utc)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+    try:
+        when = datetime.fromtimestamp(ms / 1000, timezone.utc)
+    except (OverflowError, OSError, ValueError):  # beyond what a datetime holds
+        return None
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _value(value: Any, is_nan: Any) -> MetricValue:
-    if is_nan or (isinstance(value, float) and math.isnan(value)):
+def _value(value: Any, is_nan: Any) -> MetricValue | None:
+    if is_nan:
         return "NaN"
-    number = float(value)
+    number = _number(value)
+    if number is None:  # no number in the row
+        return None
+    if math.isnan(number):
+        return "NaN"
     if math.isinf(number):
         return "Infinity" if number > 0 else "-Infinity"
     return number
@@ -138,11 +155,18 @@ def _read_runs(con: sqlite3.Connection) -> list[MlflowRun]:
                 start_time=_iso(start),
                 end_time=_iso(end),
                 params={str(k): _param(v) for k, v in params},
-                metrics={str(k): _value(v, nan) for k, v, nan, _ in latest},
+                metrics={str(k): v for k, v in _latest(latest)},
                 step=max((s for *_, s in latest if isinstance(s, int)), default=None),
             )
         )
     return out
+
+
+def _latest(rows: list[Any]) -> Iterator[tuple[Any, MetricValue]]:
+    for key, value, nan, _ in rows:
+        number = _value(value, nan)
+        if number is not None:
+            yield key, number
 
 
 def find(job_dir: Path, name: str) -> MlflowRun | None:
@@ -173,9 +197,9 @@ def metric_rows(job_dir: Path, since: int, limit: int) -> list[MetricRow]:
             row=row,
             uuid=str(uuid),
             key=str(key),
-            value=float("nan") if nan else float(value),
+            value=float("nan") if nan else _number(value),
             step=step if isinstance(step, int) else 0,
-            time=(ts or 0) / 1000,
+            time=_seconds(ts),
         )
         for row, uuid, key, value, nan, step, ts in rows
     ]
@@ -196,12 +220,13 @@ def points(job_dir: Path, uuid: str, since: int, limit: int) -> tuple[list[RunPo
         RunPoint(
             type="mlflow",
             name=str(key),
-            value=_value(value, nan),
+            value=number,
             step=step if isinstance(step, int) else None,
             epoch=None,
-            time=(ts or 0) / 1000,
+            time=_seconds(ts),
             flags=[],
         )
         for _, key, value, nan, step, ts in rows
+        if (number := _value(value, nan)) is not None
     ]
     return out, (rows[-1][0] if rows else since), more

@@ -84,6 +84,8 @@ class MlflowTensorBoard:
 
     def _write(self, rows: list[mlflowdb.MetricRow]) -> None:
         for row in rows:
+            if row.value is None:  # NULL or text where MLflow keeps a number: nothing to plot
+                continue
             writer = self._writer(self._name(row.uuid))
             writer.add_scalar(f"mlflow/{row.key}", row.value, row.step, walltime=row.time)
 

@@ -62,6 +62,22 @@ async def test_wrongly_typed_spec_fields_are_400_naming_the_field(
     assert not any(shared_root.glob("*/job.json")) if shared_root.exists() else True
 
 
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"entrypoint": "train.py\n"}, "entrypoint"),
+        ({"name": "mnist\n"}, "job name"),
+        ({"env": {"SEED\n": "1"}}, "env"),
+    ],
+)
+async def test_a_value_with_a_trailing_newline_is_refused(
+    jp_fetch: Any, shared_root: Path, spec: dict[str, Any], field: str
+) -> None:
+    """``$`` matches before a final newline: a whole value is checked with ``fullmatch``."""
+    code, reply = await answer(jp_fetch, "jobs", method="POST", body=submit_body(spec, dry_run=True))
+    assert code == 400 and reply["message"].startswith(field), reply
+
+
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400"])
 async def test_grace_period_nan_and_infinity_are_refused(jp_fetch: Any, value: str) -> None:
     body = '{"script": "print(1)", "spec": {"options": {"grace_period": VALUE}}}'.replace("VALUE", value)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from jupyter_disttrain.api import submit
+from jupyter_disttrain.packaging import package_cell
 from jupyter_disttrain.specs import JobSpec, JobStatus
 from jupyter_disttrain.store import JobRecord, JobStore
 
@@ -237,3 +240,69 @@ async def test_a_backend_that_cannot_load_does_not_break_the_list(jp_fetch: Any,
     assert mine["phase"] == "Running" and mine["backend"] == "not-installed-backend"
     detail = await get_json(jp_fetch, "jobs", record.id)
     assert "unknown backend" in detail["backend_error"]
+
+
+async def test_a_failed_jobs_detail_tells_its_failure_as_the_notebooks_own_error(
+    jp_fetch: Any, shared_root: Path
+) -> None:
+    """A packaged cell whose rank 1 raises in a helper from an earlier cell: the detail's failure
+    names rank-1 and the cells and lines (not train.py's), without the product's frames, keeps
+    the raw traceback, and says rank-0 only stopped because rank-1 left; the list's message is
+    one line."""
+    history = ["import time\n", "def check(rank):\n    if rank == 1:\n        raise ValueError('bad rank')\n"]
+    cell = "import os\ncheck(int(os.environ['RANK']))\ntime.sleep(60)\n"
+    namespace: dict[str, Any] = {"time": __import__("time")}
+    exec(history[1], namespace)
+    packaged = package_cell(cell, history, namespace, cell_line=2, cell_label="In [3]")
+    job = submit(
+        packaged.source,
+        files=packaged.files,
+        store=JobStore(shared_root),
+        name="raises",
+        gpus=2,
+        accelerator="cpu",
+    )
+    assert job.wait(timeout=180).phase.value == "Failed"
+    detail = await get_json(jp_fetch, "jobs", job.id)
+    failure = detail["failure"]
+    assert failure["replica"] == "rank-1" and (failure["cell"], failure["line"]) == ("In [2]", 3)
+    assert failure["headline"] == "rank-1: ValueError: bad rank (In [2], line 3)"
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", failure["traceback"]).split("\n")
+    assert "Cell In[3], line 3" in shown and "Cell In[2], line 3, in check()" in shown
+    assert "----> 3         raise ValueError('bad rank')" in shown
+    assert not any("worker.py" in line or "runpy" in line or "train.py" in line for line in shown)
+    assert "train.py" in failure["raw"] and failure["stopped_by_peer"] == ["rank-0"]
+    assert detail["status"]["events"][-1]["reason"] == "Error"
+    assert all("\n" not in event["message"] for event in detail["status"]["events"])  # headlines
+    jobs = (await get_json(jp_fetch, "jobs"))["jobs"]
+    assert "\n" not in next(j for j in jobs if j["id"] == job.id)["message"]
+
+
+async def test_a_plain_tqdm_script_shows_its_progress_in_the_list(jp_fetch: Any, shared_root: Path) -> None:
+    """No em, no code changes: the list reads the bar's last redraw off the rank-0 log while the
+    job runs (step, total, ETA), and shows none once it has ended."""
+    script = (
+        "import time\nfrom tqdm import tqdm\n"
+        "for i in tqdm(range(100), desc='train', mininterval=0):\n"
+        "    time.sleep(0.01 if i < 40 else 120)\n"
+    )
+    job = submit_job(shared_root, world=1, script=script, name="tqdm")
+
+    async def progress() -> Any:
+        jobs = (await get_json(jp_fetch, "jobs"))["jobs"]
+        mine = next((j for j in jobs if j["id"] == job.id), None)
+        found = (mine or {}).get("progress")
+        # tqdm starts each redraw with "\r": the 40/100 one is the log's unended last line, and
+        # the reader gives ended lines only, so the bar stalled at 40 reads as 39
+        return found if found and found["step"] >= 39 else None
+
+    try:
+        found = await poll(progress, "the bar's redraw at 39/100", deadline=120)
+        assert (found["total"], found["source"], found["label"]) == (100, "tqdm", "train")
+        assert found["eta_seconds"] is not None
+        detail = await get_json(jp_fetch, "jobs", job.id)
+        assert detail["summary"]["progress"]["step"] in (39, 40)
+    finally:
+        job.cancel()
+    jobs = (await get_json(jp_fetch, "jobs"))["jobs"]
+    assert "progress" not in next(j for j in jobs if j["id"] == job.id)

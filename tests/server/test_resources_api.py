@@ -4,6 +4,7 @@ rank 0 holds 300 MB, rank 1 burns CPU while printing, then hangs in ``stuck_here
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import textwrap
 import time
@@ -177,3 +178,29 @@ async def test_stack_of_an_ended_job_is_409_with_its_phase(jp_fetch: Any, finish
     # Its samples stay readable, each replica's series ended.
     answer = await get_json(jp_fetch, "jobs", finished_job, "resources")
     assert all(r["ended"] and not r["quiet"] for r in answer["replicas"].values())
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+async def test_a_link_planted_for_the_dump_is_never_followed(
+    jp_fetch: Any, busy_job: Job, tmp_path: Path, link: str
+) -> None:
+    """Someone who can write to the job root swaps ``stacks/rank-1.txt`` for a link to another
+    file: the faulthandler route refuses it, and neither empties the file (it is past the size
+    at which a dump file is emptied) nor serves its content as the stack."""
+    own = busy_job.dir / "stacks" / "rank-1.txt"
+    kept = own.with_name("rank-1.kept")
+    outside = tmp_path / "outside.txt"  # on the job root's filesystem (both in the temp dir)
+    outside.write_bytes(b"x" * (2 * MB))
+    own.rename(kept)
+    try:
+        own.symlink_to(outside) if link == "symlink" else os.link(outside, own)
+        with pytest.raises(HTTPClientError) as info:
+            await stack(jp_fetch, busy_job.id, "rank-1", method="faulthandler")
+        assert info.value.code == 502
+        assert "stacks/rank-1.txt" in json.loads(info.value.response.body)["message"]
+        assert outside.read_bytes() == b"x" * (2 * MB)
+    finally:
+        own.unlink(missing_ok=True)
+        kept.rename(own)
+        outside.unlink()
+    assert "stuck_here" in (await stack(jp_fetch, busy_job.id, "rank-1", method="faulthandler"))["text"]

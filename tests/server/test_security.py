@@ -16,6 +16,9 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.web import RequestHandler
 
 from jupyter_disttrain.server.routes import ROUTES, check_examples
+from jupyter_disttrain.store import JobStore
+
+from .conftest import poll
 
 _VERBS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _WITH_BODY = {"POST", "PUT", "PATCH"}
@@ -337,3 +340,46 @@ async def test_tensorboards_own_page_can_post_with_a_cookie(
     assert ok.code == 200
     forged = HTTPRequest(url, method="POST", body=body, headers={"Cookie": jar, "X-XSRF-TOKEN": "forged"})
     assert await raw_status(forged) == 403
+
+
+async def test_tensorboards_frame_posts_without_a_token_and_other_sites_are_refused(
+    jp_serverapp: Any, jp_fetch: Any, jp_http_port: int, jp_base_url: str, job_root: Any
+) -> None:
+    # TensorBoard's HParams dashboard posts with the login cookie and no XSRF token at all: the
+    # browser's Sec-Fetch-Site (or, from an older browser, an Origin naming this host) says the
+    # request comes from this origin. A request another site's page makes says otherwise.
+    from .test_tensorboard import make_job
+
+    job_id = make_job(job_root, "hparams")
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(JobStore(job_root).tensorboard_dir(job_id))) as writer:
+        writer.add_hparams({"lr": 0.1}, {"hparam/loss": 0.5}, run_name="lr-0.1")
+    base, login = await cookie_login(jp_serverapp, jp_http_port, jp_base_url)
+    url = f"{base}disttrain/tensorboard/{job_id}/data/plugin/hparams/experiment"
+    body = '{"experimentName": ""}'
+    here = f"http://127.0.0.1:{jp_http_port}"
+
+    def post(**headers: str) -> HTTPRequest:
+        sent = {"Cookie": login, "Content-Type": "application/json", **headers}  # as the dashboard's
+        return HTTPRequest(url, method="POST", body=body, headers=sent, request_timeout=60)
+
+    same_origin = {"Sec-Fetch-Site": "same-origin", "Origin": here}
+
+    async def dashboard() -> bool:  # the run's hparams, once TensorBoard has read them
+        return await raw_status(post(**same_origin)) == 200
+
+    await poll(dashboard, "the HParams dashboard's data")
+    answer = await AsyncHTTPClient().fetch(post(**same_origin))
+    assert "lr" in answer.body.decode()
+    assert await raw_status(post(Origin=here)) == 200  # a browser without Sec-Fetch-Site
+    refused = [
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},  # another host of the site is another origin
+        {"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"},
+        {"Origin": "http://evil.example"},
+        {"Sec-Fetch-Site": "same-origin", "Origin": "http://evil.example"},  # Jupyter's Origin rule
+        {},  # no browser's word at all: the XSRF token is needed
+    ]
+    for headers in refused:
+        assert await raw_status(post(**headers)) in (403, 404), headers  # 404: Jupyter's Origin rule

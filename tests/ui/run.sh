@@ -25,9 +25,20 @@ fi
 # DISTTRAIN_UI_FROM_CHECKOUT=1 tests this checkout even where another one is installed (a git
 # worktree beside an editable install); run `jlpm build` in it first.
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/disttrain-ui.XXXXXX")"
+# A Slurm job in the sidebar (slurm.spec.ts) needs a cluster: as root, Debian's Slurm (installed
+# with apt-get if missing) and a private two-node cluster of this run's own (tests/slurm/cluster.py),
+# stopped at exit; its clients, the server's kernels among them, find it through SLURM_CONF.
+# Without root that spec is skipped.
+SLURM_RUN=""
+if [ "$(id -u)" -eq 0 ]; then
+  bash "$ROOT/tests/slurm/install.sh"
+  SLURM_RUN="$(cd "$ROOT" && python -m tests.slurm.cluster start)"
+  export SLURM_CONF="$SLURM_RUN/slurm.conf"
+fi
 # Jobs outlive the kernels that started them (detached, by design): once their job root is gone,
 # stop what the tests left running (a job cancelled by no test, a test that failed half-way).
-trap 'rm -rf "$WORK"; python -m jupyter_disttrain.cli cancel --orphans' EXIT
+trap 'if [ -n "$SLURM_RUN" ]; then (cd "$ROOT" && python -m tests.slurm.cluster stop "$SLURM_RUN"); rm -rf "$SLURM_RUN"; fi
+rm -rf "$WORK"; python -m jupyter_disttrain.cli cancel --orphans' EXIT
 if [ -n "${DISTTRAIN_UI_FROM_CHECKOUT:-}" ] || ! jupyter labextension list 2>&1 | grep -q "jupyter_disttrain"; then
   if [ ! -f "$ROOT/jupyter_disttrain/labextension/package.json" ]; then
     echo "== building the lab extension (first run only, ~1 min)"

@@ -44,7 +44,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RANK_PREFIX = "[rank${rank}]:"
 # The strictest rule any of our object names meets: Services (and, through the training
 # operator's webhook, PyTorchJobs) are DNS-1035 labels, so a job id must start with a letter.
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 HOSTNAME_MAX = 63
 
 
@@ -117,7 +117,7 @@ def labels(job_id: str) -> dict[str, str]:
 
 
 def _check_names(spec: JobSpec, job_id: str, host: str) -> None:
-    if not _DNS1035.match(job_id):
+    if not _DNS1035.fullmatch(job_id):
         raise InvalidSpecError(
             f"--name {spec.name!r}: Kubernetes Service and PyTorchJob names must start with a letter; "
             f"use e.g. --name run-{spec.name}"

@@ -11,13 +11,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import InvalidSpecError
-from ...flags import option
+from ...flags import group_access_option, option
 
 FLAVORS = ("job", "pytorchjob", "t9k")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # Kubernetes resource.Quantity: a decimal number with an optional binary/decimal suffix.
-_QUANTITY = re.compile(r"^(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_QUANTITY = re.compile(r"(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?")
 _UNITS = {
     None: 1,
     "m": 1e-3,
@@ -35,20 +35,20 @@ _UNITS = {
     "Ei": 2**60,
 }
 # RFC 1123 subdomain (namespaces are labels, service accounts and priority classes subdomains).
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # Label keys: optional DNS-subdomain prefix, then a name of up to 63 characters; values up to 63.
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
-_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+_LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}")
+_LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")
 DEFAULT_PENDING_TIMEOUT = 900.0  # seconds a job may wait for all its pods to start
 
 
 def parse_quantity(text: str, flag: str) -> float:
     """Return the value of a Kubernetes quantity (``"16Gi"`` → bytes), or raise naming ``flag``."""
-    m = _QUANTITY.match(text) if isinstance(text, str) else None
+    m = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
     if not m:
         raise InvalidSpecError(
             f"{flag} {text!r} is not a Kubernetes quantity; write e.g. '16Gi', '512Mi' or '4'"
@@ -94,6 +94,7 @@ class KubeOptions:
         switch=True,
         help="run the pods as root instead of inheriting the notebook pod's securityContext",
     )
+    group_access: bool = group_access_option()
     pending_timeout: float = option(
         DEFAULT_PENDING_TIMEOUT,
         metavar="DURATION",
@@ -116,7 +117,7 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
     if flavor is not None and flavor not in FLAVORS:
         raise InvalidSpecError(f"--flavor {flavor!r}: choose one of {', '.join(FLAVORS)}")
     namespace = _opt_str(options, "namespace")
-    if namespace is not None and not _DNS_LABEL.match(namespace):
+    if namespace is not None and not _DNS_LABEL.fullmatch(namespace):
         raise InvalidSpecError(f"--namespace {namespace!r} is not a namespace name (lower-case, digits, '-')")
     shm = _opt_str(options, "shm_size")
     if shm is not None:
@@ -124,7 +125,7 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
     names = {}
     for key in ("service_account", "priority_class", "queue"):
         value = _opt_str(options, key)
-        if value is not None and not _DNS_SUBDOMAIN.match(value):
+        if value is not None and not _DNS_SUBDOMAIN.fullmatch(value):
             flag = "--" + key.replace("_", "-")
             raise InvalidSpecError(
                 f"{flag} {value!r} is not a Kubernetes object name (lower-case, digits, '-', '.')"
@@ -143,6 +144,7 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
         k8s_version=parse_version(version) if version else None,
         colocate=_opt_bool(options, "colocate"),
         run_as_root=_opt_bool(options, "run_as_root"),
+        group_access=_opt_bool(options, "group_access"),
         pending_timeout=parse_duration(options.get("pending_timeout"), "--pending-timeout"),
     )
 
@@ -151,7 +153,7 @@ def parse_duration(value: Any, flag: str) -> float:
     """``"15m"``, ``"90s"``, ``"1h"``, ``"600"`` or a number → seconds (``None``: the default)."""
     if value is None or value == "":
         return DEFAULT_PENDING_TIMEOUT
-    m = _DURATION.match(str(value)) if isinstance(value, (str, int, float)) else None
+    m = _DURATION.fullmatch(str(value)) if isinstance(value, (str, int, float)) else None
     if not m or isinstance(value, bool):
         raise InvalidSpecError(
             f"{flag} {value!r} is not a duration; write e.g. '15m', '90s' or '1h' (0: no limit)"
@@ -198,7 +200,7 @@ def _node_selector(value: Any) -> dict[str, str]:
                     raise InvalidSpecError(f"--node-selector {part!r}: write KEY=VALUE, e.g. gpu-type=a100")
                 pairs.append((key.strip(), val.strip()))
     for key, val in pairs:
-        if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(val):
+        if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(val):
             raise InvalidSpecError(
                 f"--node-selector {key}={val}: not a valid label key/value (e.g. gpu-type=a100)"
             )
@@ -214,7 +216,7 @@ def _toleration(text: str) -> dict[str, str]:
             "e.g. nvidia.com/gpu:NoSchedule"
         )
     key, eq, value = spec.partition("=")
-    if not _LABEL_KEY.match(key) or (eq and not _LABEL_VALUE.match(value)):
+    if not _LABEL_KEY.fullmatch(key) or (eq and not _LABEL_VALUE.fullmatch(value)):
         raise InvalidSpecError(f"--toleration {text!r}: {spec!r} is not a valid taint key[=value]")
     if eq:
         return {"key": key, "operator": "Equal", "value": value, "effect": effect}

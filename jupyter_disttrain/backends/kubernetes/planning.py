@@ -31,7 +31,7 @@ from .request import KubeRequest
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
 DEFAULT_K8S_VERSION = (1, 29)
-_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_CLAIM = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def check_spec(spec: JobSpec) -> None:
@@ -41,7 +41,7 @@ def check_spec(spec: JobSpec) -> None:
         if value is not None:
             parse_quantity(value, flag)
     for v in spec.volumes:
-        if not _CLAIM.match(v.claim):
+        if not _CLAIM.fullmatch(v.claim):
             raise InvalidSpecError(f"--pvc {v.claim}:{v.mount_path}: {v.claim!r} is not a claim name")
         if not v.mount_path.startswith("/") or ".." in v.mount_path.split("/"):
             raise InvalidSpecError(f"--pvc {v.claim}:{v.mount_path}: the mount path must be absolute")

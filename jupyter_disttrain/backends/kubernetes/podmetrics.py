@@ -20,9 +20,9 @@ from .client import ApiError, KubeClient, Resource
 from .flavors.base import Flavor
 
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
-_CPU = re.compile(r"^(?P<num>[0-9.]+)(?P<unit>[num]?)$")
+_CPU = re.compile(r"(?P<num>[0-9.]+)(?P<unit>[num]?)")
 _CPU_UNITS = {"": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-_MEM = re.compile(r"^(?P<num>[0-9.]+)(?P<unit>Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_MEM = re.compile(r"(?P<num>[0-9.]+)(?P<unit>Ki|Mi|Gi|Ti|k|M|G|T)?")
 _MEM_UNITS = {
     None: 1,
     "k": 10**3,
@@ -45,13 +45,13 @@ NOT_SERVED = (
 
 def cpu_percent(quantity: str) -> float:
     """A CPU usage quantity (``"250m"``, ``"1234567n"``, ``"2"``) as percent of one core."""
-    m = _CPU.match(quantity)
+    m = _CPU.fullmatch(quantity)
     return round(100 * float(m.group("num")) * _CPU_UNITS[m.group("unit")], 1) if m else 0.0
 
 
 def memory_bytes(quantity: str) -> int:
     """A memory quantity (``"123456Ki"``, ``"2Gi"``, ``"1000000"``) in bytes."""
-    m = _MEM.match(quantity)
+    m = _MEM.fullmatch(quantity)
     return int(float(m.group("num")) * _MEM_UNITS[m.group("unit")]) if m else 0
 
 

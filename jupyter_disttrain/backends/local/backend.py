@@ -9,12 +9,12 @@ their output straight into ``logs/rank-<N>.log``; torchrun's own messages go to
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ... import procs
@@ -22,7 +22,7 @@ from ...errors import BackendError, InvalidSpecError
 from ...launch import user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ...logfiles import LogSource, last_line, log_files
+from ...logfiles import LogSource, last_line, replica_sources
 from ...payloads import StackDump
 from ...runtime import contract
 from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus
@@ -39,7 +39,6 @@ from .warm import WarmPlan, ensure_zygote, script_imports
 from .warm import plan as warm_plan
 
 _LAUNCH_TIMEOUT = 30.0
-_RANK_LOG = re.compile(r"^rank-(\d+)$")
 
 
 def visible_gpus() -> list[str]:
@@ -163,29 +162,7 @@ class LocalBackend(Backend):
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
         if request.warm:  # its imports run while the launcher starts
             ensure_zygote(WarmPlan.from_json(request.warm), os.environ)
-        log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", procs.LAUNCHER_MODULE, str(job_dir)],
-                cwd=job_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # outlives the kernel and its process group
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + _LAUNCH_TIMEOUT
-        while not (job_dir / LAUNCHER_FILE).exists():
-            if proc.poll() is not None:
-                detail = last_line(job_dir / "launcher.log") or f"exit code {proc.returncode}"
-                raise BackendError(f"the job launcher exited at once: {detail}")
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise BackendError(
-                    "the job launcher did not start within 30 s; see launcher.log in the job dir"
-                )
-            time.sleep(0.005)
+        spawn_launcher(job_dir)
 
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
         if status.is_terminal:
@@ -200,9 +177,11 @@ class LocalBackend(Backend):
         # Worked out on each read, never written: a reader must work on a full or read-only
         # disk, and two readers must not race to write the record.
         message = f"the job's launcher process (pid {launcher['pid']}) ended without a result"
-        return status.end(
-            JobPhase.FAILED, "LauncherLost", message, at=status.updated
-        )  # its last sign of life
+        status.end(JobPhase.FAILED, "LauncherLost", message, at=status.updated)  # its last sign of life
+        for rep in status.replicas:
+            if not rep.phase.is_terminal:
+                _end_lost_replica(self.store.job_dir(record.id), record.id, rep, status.finish_time)
+        return status
 
     def _launcher(self, record: JobRecord) -> dict[str, Any] | None:
         try:
@@ -230,31 +209,56 @@ class LocalBackend(Backend):
             self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
-        from ...monitoring.stacks import dump_stack
+        from ...monitoring.stacks import dump_replica
 
-        job_dir = self.store.job_dir(record.id)
-        try:
-            rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(replica))
-        except (OSError, ValueError):
-            raise BackendError(f"{replica} has not started yet: no process to read") from None
-        if rec.get("exit_code") is not None:
-            raise BackendError(f"{replica} has exited (code {rec['exit_code']}): no stack to read")
-        pid = int(rec["pid"])
-        if not procs.runs_job(pid, record.id):  # never signal a pid reused by another process
-            raise BackendError(f"{replica}'s process (pid {pid}) is gone")
-        stack_path = job_dir / contract.STACKS_DIR / contract.stack_file(replica)
-        return dump_stack(replica, pid, stack_path, method)
+        return dump_replica(self.store.job_dir(record.id), record.id, replica, method)
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
-        ranks: list[tuple[int, LogSource]] = []
-        agents: list[LogSource] = []
-        for path in log_files(self.store.logs_dir(record.id)):
-            m = _RANK_LOG.match(path.stem)
-            if m:
-                ranks.append((int(m.group(1)), LogSource(path.stem, path, int(m.group(1)))))
-            else:
-                agents.append(LogSource(path.stem, path))
-        return [s for _, s in sorted(ranks, key=lambda t: t[0])] + sorted(agents, key=lambda s: s.replica)
+        return replica_sources(self.store.logs_dir(record.id))
+
+
+def spawn_launcher(job_dir: Path, module: str = procs.LAUNCHER_MODULE) -> None:
+    """Start a job's launcher, ``python -m MODULE JOB_DIR``, in a session of its own (it outlives
+    the kernel and its process group); return once it has recorded itself in the job dir."""
+    log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(job_dir)],
+            cwd=job_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    deadline = time.monotonic() + _LAUNCH_TIMEOUT
+    while not (job_dir / LAUNCHER_FILE).exists():
+        if proc.poll() is not None:
+            detail = last_line(job_dir / "launcher.log") or f"exit code {proc.returncode}"
+            raise BackendError(f"the job launcher exited at once: {detail}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise BackendError("the job launcher did not start within 30 s; see launcher.log in the job dir")
+        time.sleep(0.005)
+
+
+def _end_lost_replica(job_dir: Path, job_id: str, rep: ReplicaStatus, at: str | None) -> None:
+    """How a replica of a job whose launcher died stands: as its record ends it, Running while
+    its process lives (a rank that ignored the SIGTERM), else ended with the launcher."""
+    try:
+        rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(rep.name))
+    except (OSError, ValueError):
+        rec = {}
+    code = rec.get("exit_code")
+    if code is None and isinstance(rec.get("pid"), int) and procs.runs_job(rec["pid"], job_id):
+        return
+    rep.ready, rep.finish_time = False, rec.get("finish_time") or rep.finish_time or at
+    if isinstance(code, int):
+        rep.phase, rep.exit_code = (JobPhase.SUCCEEDED if code == 0 else JobPhase.FAILED), code
+    else:
+        rep.phase, rep.reason = JobPhase.FAILED, "LauncherLost"
+        rep.message = "no process left: it ended with the job's launcher"
 
 
 def format_request(request: LocalRequest) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ... import procs
 from ...logfiles import last_line, last_lines
 from ...runtime import contract
 from ...specs import JobPhase, ReplicaStatus, iso_seconds, now_iso
@@ -117,10 +118,21 @@ class Diagnosis:
             rep.phase, rep.reason = JobPhase.CANCELLED, "Cancelled"
         elif rec is None:
             rep.phase, rep.reason = JobPhase.FAILED, "NeverStarted"
-        elif killed := self._killed(rec, exits) or self._process_killed(rep.name):
-            rep.phase, rep.exit_code, rep.reason, rep.message = JobPhase.FAILED, *killed
+        elif ended := self._killed(rec, exits) or self._process_killed(rep.name) or self._exited(rec, exits):
+            rep.phase, rep.exit_code, rep.reason, rep.message = JobPhase.FAILED, *ended
         else:
             rep.phase, rep.reason = JobPhase.FAILED, "Terminated"
+
+    @staticmethod
+    def _exited(rec: dict[str, Any], exits: dict[int, AgentExit]) -> tuple[int, str, str] | None:
+        """(exit code, reason, message) of a rank that ended by an exit code without returning
+        from its script (``os._exit``, maybe in a signal handler), so its record has no end: its
+        agent's failure report has the code. Only the root cause: the peers its agent then
+        stopped are Terminated, whatever their handlers exit with."""
+        end = exits.get(int(rec.get("pid", -1)))
+        if end is None or end.code <= 0 or not end.root_cause:
+            return None
+        return end.code, "Error", "its torchrun agent's report (it ended without returning from its script)"
 
     def _process_killed(self, name: str) -> tuple[int, str, str] | None:
         """(exit code, reason, message) of a replica process that a signal ended which the
@@ -180,6 +192,32 @@ class Diagnosis:
             return None
         self._stall_said = True
         return f"{stall} and printed nothing since; cancel the job to stop it"
+
+    def stuck_in_teardown(self) -> str | None:
+        """ "rank-1 finished its script but has not exited N s later..." when every replica's script
+        ended well and none has printed for ``exit_timeout`` seconds since, yet a process of the
+        job is still there: what is left is teardown (a non-daemon thread never ending, an
+        atexit function, a destructor), which cannot change the job's outcome. Else None."""
+        ends = [self.records.by_name.get(name) or {} for name, _, _ in self.replicas]
+        if not ends or any(rec.get("exit_code") != 0 or "finish_time" not in rec for rec in ends):
+            return None
+        last = max(iso_seconds(rec["finish_time"]) for rec in ends)
+        for name, _, _ in self.replicas:
+            with contextlib.suppress(OSError):
+                last = max(last, self.log(name).stat().st_mtime)
+        silent = time.time() - last
+        if silent < self.request.exit_timeout:
+            return None
+        alive = {p.pid for p in procs.job_processes(self.job_dir.name)}
+        pairs = zip(self.replicas, ends, strict=True)
+        stuck = [name for (name, _, _), rec in pairs if rec.get("pid") in alive]
+        stuck = stuck or [self.label(i) for i, a in enumerate(self.agents) if a.poll() is None]
+        who = ", ".join(stuck) or "a process of the job"
+        return (
+            f"{who} finished its script but has not exited {silent:.0f} s later (stuck at exit: a "
+            "thread that never ends, an atexit function...); every script ended well, so it was "
+            "stopped and the job succeeded"
+        )
 
     def _order(self, name: str) -> int:
         return next((i for i, (n, _, _) in enumerate(self.replicas) if n == name), len(self.replicas))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import selectors
@@ -31,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ...runtime import contract
+from ...runtime.atomic import open_own
 
 # torchrun's own: the signals its agent passes on to the ranks, how often it looks at them
 # (``--monitor-interval``) and how long its ``close`` waits before SIGKILL.
@@ -147,7 +149,7 @@ def close_fds(fds: Iterable[int]) -> None:
 
 
 def _redirect(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = open_own(path, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
@@ -218,6 +220,7 @@ class _Agent:
         self.error_files = [env["TORCHELASTIC_ERROR_FILE"] for env in envs]
         for local_rank, env in enumerate(envs):
             os.makedirs(os.path.dirname(env["TORCHELASTIC_ERROR_FILE"]), exist_ok=True)
+            gc.freeze()  # as the zygote does before it forks
             pid = os.fork()
             if pid == 0:
                 close_fds([listener.fileno(), self.conn.fileno()])
@@ -236,6 +239,8 @@ class _Agent:
             signal.signal(sig, self._on_signal)
         with selectors.DefaultSelector() as sel:
             sel.register(self.conn, selectors.EVENT_READ)
+            for pid in self.running:  # a rank's end wakes the watch at once
+                sel.register(os.pidfd_open(pid), selectors.EVENT_READ)
             while True:
                 self._reap()
                 if self.stopping is not None:
@@ -249,10 +254,14 @@ class _Agent:
                     return self._fail()
                 if len(self.codes) == self.plan.nproc:
                     return 0
-                if sel.select(MONITOR_INTERVAL) and not self.conn.recv(1):
-                    # The launcher is gone (a cold agent gets SIGTERM then: its parent-death signal).
-                    self.stopping = signal.SIGTERM
-                    sel.unregister(self.conn)
+                for key, _ in sel.select(MONITOR_INTERVAL):
+                    if key.fileobj is not self.conn:
+                        sel.unregister(key.fileobj)  # that rank ended: reaped above next time
+                        os.close(key.fd)
+                    elif not self.conn.recv(1):
+                        # The launcher is gone (a cold agent gets SIGTERM then: its parent-death signal).
+                        self.stopping = signal.SIGTERM
+                        sel.unregister(self.conn)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = signal.Signals(signum)

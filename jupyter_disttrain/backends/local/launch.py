@@ -15,12 +15,12 @@ import subprocess
 import sys
 
 from ...runtime import contract
-from .request import LocalRequest
+from ...runtime.atomic import open_own
+from .request import AgentProcess, LocalRequest
 
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
 
     from .warm import WarmAgent
 
@@ -62,7 +62,7 @@ def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[b
         # A replica process writes its own log (the wrapper points its output there at start;
         # before that, an interpreter that cannot start the wrapper says why there too).
         log = contract.log_file(agent.replica or contract.agent_name(agent.node))
-        with open(os.path.join(job_dir, contract.LOGS_DIR, log), "ab") as out:
+        with os.fdopen(open_own(os.path.join(job_dir, contract.LOGS_DIR, log)), "ab") as out:
             agents.append(
                 subprocess.Popen(
                     agent.argv,
@@ -92,6 +92,28 @@ def start_warm(job_dir: str, request: LocalRequest) -> tuple[list[WarmAgent], st
     return [forked], f"warm: forked from the zygote (agent pid {forked.pid})"
 
 
+def start(
+    job_dir: str, request: LocalRequest, what: str = "torchrun"
+) -> tuple[list[AgentProcess], str, str | None]:
+    """The job's agents started (warm when the request says so and the zygote can give one, else
+    cold), the line saying how (the supervisor's Started event repeats it), and the error that
+    kept them from starting (``what`` names the program then). A request without ``warm`` (a
+    cold local job; every Slurm job, whose agents are ``srun`` steps) starts cold as it says."""
+    how = request.start
+    if request.warm:
+        from .warm import WarmUnavailable
+
+        try:
+            agents, how = start_warm(job_dir, request)
+            return list(agents), how, None
+        except WarmUnavailable as exc:
+            how = f"cold: the warm zygote could not start it ({exc})"
+    try:
+        return list(start_agents(job_dir, request)), how, None
+    except OSError as exc:
+        return [], how, f"could not start {what}: {exc}"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m jupyter_disttrain.backends.local.launch JOB_DIR", file=sys.stderr)
@@ -99,21 +121,7 @@ def main(argv: list[str]) -> int:
     job_dir = os.path.abspath(argv[0])
     with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
         request = LocalRequest.from_json(json.load(f)["request"])
-    agents: list[Any] = []
-    how = request.start
-    if request.warm:
-        from .warm import WarmUnavailable
-
-        try:
-            agents, how = start_warm(job_dir, request)
-        except WarmUnavailable as exc:
-            how = f"cold: the warm zygote could not start it ({exc})"
-    error = None
-    if not agents:
-        try:
-            agents = start_agents(job_dir, request)
-        except OSError as exc:
-            error = f"could not start torchrun: {exc}"
+    agents, how, error = start(job_dir, request)
     from .supervisor import Supervisor
 
     return Supervisor(job_dir, agents, error, how).run()

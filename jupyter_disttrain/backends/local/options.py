@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import InvalidSpecError
-from ...flags import check_values, option
+from ...flags import check_values, group_access_option, option
 from .python import validate_python
 from .request import DEFAULT_EXIT_TIMEOUT, DEFAULT_GRACE_PERIOD, DEFAULT_MONITOR_INTERVAL
 
@@ -71,22 +71,19 @@ def _python(value: object, field: str) -> str:
 
 
 @dataclass(frozen=True)
-class LocalOptions:
-    """The local backend's options, with their defaults."""
+class SupervisorOptions:
+    """What a job's supervisor (``supervisor.Supervisor``) is told: how a cancel stops the job,
+    when a hang at exit is said, how often resources are sampled. Every backend whose jobs it
+    supervises has them (the local one, and Slurm's, whose launcher it is): decided here once."""
 
-    oversubscribe: bool = option(
-        False,
-        switch=True,
-        check=validate_switch,
-        help="local backend: start more processes than this machine has CPUs",
-    )
     exit_timeout: float = option(
         DEFAULT_EXIT_TIMEOUT,
         check=validate_exit_timeout,
         parse=float,
         metavar="SECONDS",
-        help="local backend: seconds a rank may stay silent without exiting after another rank finished "
-        f"before the job says it is stuck (default {DEFAULT_EXIT_TIMEOUT:.0f})",
+        help="local and slurm backends: seconds a rank may stay silent without exiting after another "
+        "rank finished before the job says it is stuck (once every rank's script ended: stops the stuck "
+        f"processes and succeeds) (default {DEFAULT_EXIT_TIMEOUT:.0f})",
     )
     grace_period: float = option(
         DEFAULT_GRACE_PERIOD,
@@ -95,6 +92,26 @@ class LocalOptions:
         metavar="SECONDS",
         help=f"on cancel, seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_PERIOD:.0f}, "
         f"at most {MAX_GRACE_PERIOD:.0f})",
+    )
+    monitor_interval: float = option(
+        DEFAULT_MONITOR_INTERVAL,
+        check=validate_monitor_interval,
+        parse=float,
+        metavar="SECONDS",
+        help="seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off "
+        f"(default {DEFAULT_MONITOR_INTERVAL:.0f})",
+    )
+
+
+@dataclass(frozen=True)
+class LocalOptions(SupervisorOptions):
+    """The local backend's options, with their defaults."""
+
+    oversubscribe: bool = option(
+        False,
+        switch=True,
+        check=validate_switch,
+        help="local backend: start more processes than this machine has CPUs",
     )
     python: str | None = option(
         check=_python,
@@ -109,14 +126,7 @@ class LocalOptions:
         help="local backend: start torchrun afresh instead of forking the ranks from the warm "
         "zygote (which holds torch imported; see the README's Warm start)",
     )
-    monitor_interval: float = option(
-        DEFAULT_MONITOR_INTERVAL,
-        check=validate_monitor_interval,
-        parse=float,
-        metavar="SECONDS",
-        help="seconds between resource samples of each rank (CPU, memory, GPU); 0 turns them off "
-        f"(default {DEFAULT_MONITOR_INTERVAL:.0f})",
-    )
+    group_access: bool = group_access_option(check=validate_switch)
 
 
 NAMES = tuple(f.name for f in fields(LocalOptions))

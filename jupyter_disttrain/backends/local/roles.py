@@ -20,6 +20,7 @@ from ...specs import JobSpec
 from .request import AgentCommand
 from .torchrun import LOOPBACK_IFNAME, WORKER_MODULE, local_env, set_devices
 
+HOROVOD_LOCAL = "jupyter_disttrain.launchers.horovod_local"  # horovodrun, its servers on loopback
 # Roles whose processes compute: they get --gpus GPUs each; the others (a scheduler, a server)
 # none, so they never take a GPU from a worker.
 COMPUTE_ROLES = ("worker",)
@@ -56,10 +57,11 @@ def _horovodrun(
     spec: JobSpec, role: Role, env: dict[str, str], tail: list[str], gpu_ids: Sequence[str] | None
 ) -> AgentCommand:
     """``horovodrun`` starting ``role.replicas`` ranks on this machine with the gloo controller,
-    its collectives on the loopback interface."""
+    its collectives on the loopback interface and its rendezvous store bound to it
+    (``launchers.horovod_local``: Horovod's own binds every interface)."""
     env = {**env, contract.NODE_ENV: "0"}
     set_devices(env, spec, gpu_ids, 0)
     n = str(role.replicas)
-    hvd = ["-m", "horovod.runner.launch", "-np", n, "-H", f"localhost:{n}", "--gloo"]
+    hvd = ["-m", HOROVOD_LOCAL, "-np", n, "-H", f"localhost:{n}", "--gloo"]
     argv = [tail[0], *hvd, "--network-interfaces", LOOPBACK_IFNAME, *tail]
     return AgentCommand(node=0, argv=argv, env=env, role=role.name)

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from ... import procs
+from ...failure import first_line
 from ...launchers.base import RANKED, replicas_of
 from ...polling import Backoff
 from ...runtime.joined import lone_ranks
@@ -56,8 +57,10 @@ class Supervisor:
         self.agents = agents
         self.launch_error = launch_error
         self.how = how  # warm or cold, and why (request.start, or why warm start fell through)
+        self._ends: list[int | None] | None = None  # each agent's end as a readable descriptor
         self.cancel_requested = False
         self._failed_node: int | None = None  # the first node whose agent failed
+        self._stopped_at_exit = False  # every script ended well; processes stuck at exit were stopped
         roles = request_roles(self.record.spec, self.request)
         self._ranked = any(r.via in RANKED for r in roles)  # ranks are replicas of a torchrun role
         self._replicas = replicas_of(roles)
@@ -131,14 +134,21 @@ class Supervisor:
             codes = [a.poll() for a in self.agents]
             changed = self._update_replicas(final=False)
             changed = self._stop_peers_of_failed_node(codes) or changed
-            if all(c is not None for c in codes):
+            if all(c is not None for c in codes) or self._stop_stuck_at_exit():
                 break
             changed = self._say_exit_stall() or changed
             changed = self._say_busy() or changed
             if changed:
                 self.store.write_status(self.status)
-            poll.wait(active=changed)
+            poll.wait(active=changed, wake=self._wake(codes))
         self._conclude()
+
+    def _wake(self, codes: list[int | None]) -> list[int]:
+        """What ends the watch's sleep at once: a running agent's end (its pidfd; a warm agent's
+        connection), so that a job's end reaches its status without waiting out a poll."""
+        if self._ends is None:
+            self._ends = [_end_fd(agent) for agent in self.agents]
+        return [fd for fd, code in zip(self._ends, codes, strict=True) if code is None and fd is not None]
 
     def _cancel(self) -> None:
         self._event("Normal", "Cancelling", "cancel requested: stopping all processes")
@@ -172,10 +182,11 @@ class Supervisor:
         if self._ranked and (lone := lone_ranks(self.record.spec.world_size, self.records.by_rank)):
             self._event("Warning", "RanksNotJoined", lone)
         codes = [a.returncode for a in self.agents]
-        if all(c == 0 for c in codes):
-            self._finish(
-                JobPhase.SUCCEEDED, "Completed", f"all {'ranks' if self._ranked else 'processes'} finished"
-            )
+        if all(c == 0 for c in codes) or self._stopped_at_exit:
+            message = f"all {'ranks' if self._ranked else 'processes'} finished"
+            if self._stopped_at_exit:
+                message += " (processes stuck at exit were stopped)"
+            self._finish(JobPhase.SUCCEEDED, "Completed", message)
             return
         node = (
             self._failed_node if self._failed_node is not None else next(i for i, c in enumerate(codes) if c)
@@ -192,6 +203,19 @@ class Supervisor:
             return False
         self.status.reason, self.status.message = "ExitStalled", message
         self._event("Warning", "ExitStalled", message)
+        return True
+
+    def _stop_stuck_at_exit(self) -> bool:
+        """Every script ended well but a process hangs at exit past the exit timeout: stop the
+        job's processes so that it ends as what it is, succeeded, and say so. (A rank whose
+        script has not ended is another matter: ``_say_exit_stall``.) True when it did."""
+        message = self.diagnosis.stuck_in_teardown()
+        if message is None:
+            return False
+        self._event("Warning", "ExitStalled", message)
+        self.store.write_status(self.status)
+        self._stop_all()
+        self._stopped_at_exit = True
         return True
 
     def _say_busy(self) -> bool:
@@ -276,8 +300,21 @@ class Supervisor:
         self.status.end(phase, reason, message)
         if phase is JobPhase.SUCCEEDED:
             self.status.exit_code = 0
-        self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, message)
+        # The event is the headline (the events table is one line each); the status has the rest.
+        self._event("Warning" if phase is JobPhase.FAILED else "Normal", reason, first_line(message))
         self.store.write_status(self.status)
+
+
+def _end_fd(agent: AgentProcess) -> int | None:
+    """A descriptor that becomes readable when ``agent`` ends: its own (a warm agent's
+    connection), else a pidfd of its process; None where neither exists."""
+    fileno = getattr(agent, "fileno", None)
+    if fileno is not None:
+        return int(fileno())
+    try:
+        return os.pidfd_open(agent.pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _reserve(path: Path, size: int) -> None:

@@ -409,6 +409,10 @@ class WarmAgent:
             self._read()
         return self.returncode
 
+    def fileno(self) -> int:
+        """Readable when the agent's end (or more of its answer) arrives."""
+        return self.conn.fileno()
+
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
             with contextlib.suppress(ProcessLookupError, OSError):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import gc
 import importlib
 import json
 import os
@@ -176,6 +177,9 @@ class Zygote:
             return False
         sys.stdout.flush()
         sys.stderr.flush()
+        # Everything imported so far stays out of the children's collections (and out of what
+        # they scan at exit): their gc never writes to the pages they share with this process.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             self.sel = None  # type: ignore[assignment]

@@ -1,3 +1,5 @@
+import { IJupyterLabPageFixture } from '@jupyterlab/galata';
+
 /** A notebook file (JSON) of code cells, for the browser tests to upload and run. */
 export function notebook(cells: string[]): string {
   return JSON.stringify({
@@ -15,4 +17,17 @@ export function notebook(cells: string[]): string {
     nbformat: 4,
     nbformat_minor: 5
   });
+}
+
+/** Upload ``cells`` as ``name`` under ``tmpPath``, open it and run all of it. */
+export async function runCells(
+  page: IJupyterLabPageFixture,
+  tmpPath: string,
+  name: string,
+  cells: string[]
+): Promise<boolean> {
+  await page.contents.uploadContent(notebook(cells), 'text', `${tmpPath}/${name}`);
+  await page.notebook.openByPath(`${tmpPath}/${name}`);
+  await page.notebook.activate(name);
+  return page.notebook.run();
 }

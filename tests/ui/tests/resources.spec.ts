@@ -120,6 +120,12 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
     /taken with (py-spy|faulthandler)/
   );
   await expect(dialog.locator('.jp-DistTrainStack-copy')).toBeVisible();
+  // named by the cell and its line as JupyterLab shows them, the product's frames folded; the
+  // dump as taken one click away
+  await expect(stack).toContainText(/Cell In\[2\], line 15, in stuck_here/);
+  await expect(stack).not.toContainText('worker.py');
+  await dialog.locator('.jp-DistTrainStack-raw summary').click();
+  await expect(dialog.locator('.jp-DistTrainStack-rawText')).toContainText('train.py');
   await page.screenshot({ path: path.join(SHOTS, 'stack.png') });
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
 

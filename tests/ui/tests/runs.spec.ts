@@ -8,6 +8,7 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { submit, waitForPhase } from './jobs';
 import { notebook } from './notebook';
 import { openPanel } from './sidebar';
 
@@ -76,8 +77,6 @@ w.add_scalar("train/loss", 1.0, 0)
 w.close()
 `;
 
-type Request = IJupyterLabPageFixture['request'];
-
 /** The computed stroke of an SVG element, and the theme's brand colour. */
 function strokeAndBrand(locator: ReturnType<IJupyterLabPageFixture['locator']>) {
   return locator.evaluate(el => {
@@ -88,25 +87,6 @@ function strokeAndBrand(locator: ReturnType<IJupyterLabPageFixture['locator']>) 
     probe.remove();
     return { stroke: getComputedStyle(el).stroke, brand };
   });
-}
-
-async function submit(request: Request, name: string, script: string): Promise<string> {
-  const answer = await request.post('/disttrain/api/jobs', {
-    data: { script, spec: { name, accelerator: 'cpu' } }
-  });
-  expect(answer.status()).toBe(201);
-  return (await answer.json()).id;
-}
-
-async function waitForPhase(request: Request, id: string, phase: string) {
-  await expect
-    .poll(
-      async () => (await (await request.get(`/disttrain/api/jobs/${id}`)).json()).status.phase,
-      {
-        timeout: 120000
-      }
-    )
-    .toBe(phase);
 }
 
 test('the job details show a run: hparams, charts, progress and a byte-identical artifact', async ({

@@ -8,6 +8,7 @@ import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { submit } from './jobs';
 import { openPanel } from './sidebar';
 
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
@@ -49,14 +50,15 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
   baseURL,
   request
 }) => {
-  const submitted = await request.post('/disttrain/api/jobs', {
-    data: { script: TWO_WRITERS, spec: { name: 'twowriters', accelerator: 'cpu' } }
-  });
-  expect(submitted.status()).toBe(201);
-  const jobId: string = (await submitted.json()).id;
+  const jobId = await submit(request, 'twowriters', TWO_WRITERS);
 
-  // A browser that logged in once with the token URL and holds only Jupyter's cookies.
-  const context = await browser.newContext({ baseURL, viewport: { width: 1400, height: 850 } });
+  // A browser that logged in once with the token URL and holds only Jupyter's cookies (no token
+  // header: the config gives every context one unless told otherwise).
+  const context = await browser.newContext({
+    baseURL,
+    viewport: { width: 1400, height: 850 },
+    extraHTTPHeaders: {}
+  });
   const page = await context.newPage();
   const seen: Record<string, Seen[]> = { 'two/a': [], 'two/b': [] };
   const refused: string[] = [];

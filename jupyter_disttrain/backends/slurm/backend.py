@@ -1,0 +1,315 @@
+"""Run jobs on Slurm: a batch job (sbatch), or job steps inside the kernel's allocation.
+
+Which one is decided without asking: a kernel inside an allocation (``SLURM_JOB_ID`` in its
+environment: ``salloc``, batchspawner) runs the job as job steps on the allocated nodes, no
+queue; elsewhere, or with ``--batch``, the job is a new batch job. Either way the job is the
+local backend's launcher whose agents are ``srun`` steps, one per node (``script.py``), and the
+job dir, on the shared filesystem, holds every rank's log, exit and resource samples. The
+status merges those records with what Slurm says (``status.py``): the queue and its reasons,
+stops Slurm made; after Slurm forgets a job (``MinJobAge``), the job dir alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+from ... import procs, specs
+from ...errors import BackendError, InvalidSpecError
+from ...launch import rank_env, user_cache_dir
+from ...launchers import get_launcher
+from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
+from ...logfiles import LogSource, last_line, replica_sources
+from ...payloads import StackDump
+from ...specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
+from ...store import JobRecord, JobStore, write_record
+from .. import option_owner
+from ..base import Backend
+from . import client as slurm
+from ._local import LAUNCHER_FILE, AgentCommand, request_roles, spawn_launcher
+from .allocation import Allocation, default_here
+from .checks import check_batch, check_step
+from .checks import place as place_of
+from .launch import CANCEL_FILE, STOPPED_FILE
+from .node import node_file
+from .options import NAMES, SlurmOptions, parse_options
+from .request import BATCH, STEP, SlurmRequest
+from .script import (
+    BATCH_SCRIPT,
+    LAUNCH_MODULE,
+    SLURM_DIR,
+    START,
+    Place,
+    batch_script,
+    format_request,
+    node_argv,
+    node_env,
+    sbatch_argv,
+    srun_argv,
+    torchrun_argv,
+)
+from .status import Seen, merge, read_dict
+from .stop import cancel_batch, cancel_steps, stop_leftovers
+
+# Kubernetes' words for a pod: a Slurm job says the same in sbatch's.
+_KUBE_WORDS = {"image": "--image", "cpu": "--cpu", "memory": "--memory", "volumes": "--pvc"}
+_SLURM_WORDS = {"memory": "; use --mem (e.g. 64G)", "cpu": "; --gpus CPU processes get one CPU each"}
+
+
+class SlurmBackend(Backend):
+    """sbatch or srun steps, one torchrun agent per node, c10d rendezvous on the first node."""
+
+    name = "slurm"
+    local = False
+    options = SlurmOptions
+
+    def __init__(self, store: JobStore | None = None) -> None:
+        super().__init__(store)
+        self.client = slurm.SlurmClient()
+
+    # -- checks and the dry run ----------------------------------------------------------------
+    def _options(self, spec: JobSpec) -> SlurmOptions:
+        """``spec.options`` typed and checked; an option of another backend is refused naming it."""
+        unknown = sorted(set(spec.options) - NAMES)
+        return parse_options(spec.options, option_owner(unknown[0], self.name) if unknown else None)
+
+    def _validate(self, spec: JobSpec) -> None:
+        opts = self._options(spec)
+        for key, word in _KUBE_WORDS.items():
+            if getattr(spec, key):
+                raise InvalidSpecError(f"{word} is a Kubernetes flag{_SLURM_WORDS.get(key, '')}")
+        if problem := slurm.missing_commands():
+            raise InvalidSpecError(problem)
+        allocation = None if opts.batch else Allocation.here()
+        try:
+            if allocation is not None:
+                check_step(self.client, spec, opts, allocation)
+            else:
+                check_batch(self.client, spec, opts)
+        except (slurm.SlurmUnavailable, slurm.SlurmCommandError) as exc:
+            raise BackendError(f"cannot ask Slurm about this job: {exc}") from None
+
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
+        opts = self._options(spec)
+        place = place_of(self.client, spec, opts)
+        job_dir = str(self.store.job_dir(job_id))
+        working_dir = spec.working_dir or os.getcwd()
+        cache = user_cache_dir()
+        ctx = LaunchContext(job_dir, not place.gpu, cache, host="", port=0, loopback=False)
+        roles = get_launcher(spec.launcher).roles(spec, ctx)
+        if len(roles) != 1 or roles[0].via != TORCHRUN or roles[0].entry:
+            raise InvalidSpecError(
+                f"--launcher {spec.launcher} runs on the local and kubernetes backends, not on slurm yet "
+                "(it runs torchrun jobs: --launcher torchrun or deepspeed)"
+            )
+        role, python = roles[0], sys.executable
+        base = rank_env(
+            spec,
+            job_id,
+            job_dir,
+            cpu=not place.gpu,
+            working_dir=working_dir,
+            inherited=os.environ,
+            role_env=role.env,
+        )
+        agents = [
+            AgentCommand(
+                node=node,
+                argv=[
+                    *srun_argv(spec, job_id, place, node),
+                    *node_argv(python, job_dir, node, spec.nodes, opts.monitor_interval),
+                    *torchrun_argv(spec, job_id, job_dir, python, role, node),
+                ],
+                env=node_env(base, spec, job_dir, node, place.gpu),
+                role=role.name,
+            )
+            for node in range(spec.nodes)
+        ]
+        sbatch = sbatch_argv(spec, job_id, job_dir, opts, place, working_dir) if place.mode == BATCH else []
+        request = SlurmRequest(
+            cwd=working_dir,
+            agents=agents,
+            grace_period=opts.grace_period,
+            exit_timeout=opts.exit_timeout,
+            device="cuda" if place.gpu else "cpu",
+            roles=[role.to_json()],
+            cache_dir=cache,
+            monitor_interval=0.0,  # the launcher sees only its own node: each node agent samples its ranks
+            warm=None,
+            start=START,
+            mode=place.mode,
+            allocation=place.allocation,
+            sbatch=sbatch,
+            batch_script=batch_script(python, job_dir, sbatch) if place.mode == BATCH else "",
+            slurm_version=".".join(map(str, place.version)),
+            node_monitor_interval=opts.monitor_interval,
+            why=self._why(place),
+        )
+        return DryRun(job_id, job_dir, self.name, request, format_request(request))
+
+    @staticmethod
+    def _why(place: Place) -> str:
+        chosen = ""
+        if not os.environ.get("DISTTRAIN_BACKEND") and default_here():
+            chosen = (
+                "slurm is the default backend here: this kernel runs in a Slurm allocation of several nodes; "
+            )
+        device = "one GPU per process" if place.gpu else "CPU processes (gloo)"
+        if place.mode == STEP:
+            return f"{chosen}job steps in allocation {place.allocation} (no queue), {device}"
+        inside = " (--batch: although this kernel runs in an allocation)" if Allocation.here() else ""
+        return f"{chosen}a new Slurm batch job{inside}, {device}"
+
+    def _initial_replicas(self, spec: JobSpec, request: specs.LaunchRequest) -> list[ReplicaStatus]:
+        assert isinstance(request, SlurmRequest)  # this backend's own dry run made it
+        return [
+            ReplicaStatus(name=n, role=r, index=i) for n, r, i in replicas_of(request_roles(spec, request))
+        ]
+
+    # -- submit --------------------------------------------------------------------------------
+    def _schedule(self, record: JobRecord) -> None:
+        request = SlurmRequest.from_json(record.request)
+        job_dir = self.store.job_dir(record.id)
+        (job_dir / SLURM_DIR).mkdir(exist_ok=True)
+        status = self.store.read_status(record.id)
+        if status is not None:  # how the job reaches Slurm, in its details (no launcher writes yet)
+            status.events.append(Event(now_iso(), "Normal", "Slurm", request.why))
+            self.store.write_status(status)
+        if request.mode == BATCH:
+            script = job_dir / SLURM_DIR / BATCH_SCRIPT
+            script.write_text(request.batch_script)
+            script.chmod(0o755)
+            try:
+                slurm_job = self.client.submit(request.sbatch)
+            except slurm.SlurmCommandError as exc:
+                raise BackendError(f"sbatch refused the job: {exc}") from None
+        else:
+            slurm_job = str(request.allocation)
+        record.backend_state.update({"slurm_job_id": slurm_job, "mode": request.mode})
+        self.store.write_record(record)
+        if request.mode == STEP:
+            spawn_launcher(job_dir, LAUNCH_MODULE)
+
+    # -- observe -------------------------------------------------------------------------------
+    def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
+        slurm_job = record.backend_state.get("slurm_job_id")
+        if status.is_terminal or not slurm_job:
+            return status
+        request = SlurmRequest.from_json(record.request)
+        try:
+            job = self.client.jobs([slurm_job]).get(slurm_job)
+            if job is None:
+                job = self.client.accounting([slurm_job]).get(slurm_job)
+        except slurm.SlurmUnavailable as exc:
+            return _unreachable(status, exc)
+        job_dir = self.store.job_dir(record.id)
+        seen = Seen(
+            what=f"Slurm job {slurm_job}" if request.mode == BATCH else f"allocation {slurm_job}",
+            mode=request.mode,
+            job=job,
+            stopped=read_dict(job_dir / SLURM_DIR / STOPPED_FILE),
+            launcher_alive=self._launcher_alive(record) if request.mode == STEP else None,
+            launcher_line=last_line(job_dir / "launcher.log"),
+        )
+        new = merge(status, seen)
+        if new.is_terminal:
+            return self._write_unless_ended(new)
+        return new
+
+    def _launcher_alive(self, record: JobRecord) -> bool | None:
+        launcher = read_dict(self.store.job_dir(record.id) / LAUNCHER_FILE)
+        return None if launcher is None else procs.is_alive(launcher)
+
+    def _write_unless_ended(self, status: JobStatus) -> JobStatus:
+        """Keep Slurm's verdict (it forgets the job later) unless the job ended meanwhile."""
+        current = self.store.read_status(status.job_id)
+        if current is not None and current.is_terminal:
+            return current
+        with contextlib.suppress(OSError):  # a full or read-only disk: the answer stands for this reader
+            self.store.write_status(status)
+        return status
+
+    def _log_sources(self, record: JobRecord) -> list[LogSource]:
+        return replica_sources(self.store.logs_dir(record.id))
+
+    def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
+        from ...monitoring.stacks import dump_replica
+
+        job_dir = self.store.job_dir(record.id)
+        rank = read_dict(job_dir / "ranks" / f"{replica}.json")
+        node = read_dict(Path(node_file(str(job_dir), int(rank.get("node", 0))))) if rank else None
+        here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        if node is None or not node.get("slurm_node") or node.get("slurm_node") == here:
+            return dump_replica(job_dir, record.id, replica, method)
+        argv = [
+            "srun",
+            f"--jobid={node['job']}",
+            "--overlap",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={node['slurm_node']}",
+            f"--job-name={record.id}-stacks",
+            sys.executable,
+            "-m",
+            "jupyter_disttrain.backends.slurm.stacks",
+            str(job_dir),
+            record.id,
+            replica,
+            method,
+        ]
+        try:
+            data = json.loads(slurm.run(argv, timeout=90).strip().splitlines()[-1])
+        except (slurm.SlurmCommandError, ValueError, IndexError) as exc:
+            raise BackendError(f"could not read {replica}'s stacks on {node['slurm_node']}: {exc}") from None
+        return StackDump(**data)
+
+    # -- stop ----------------------------------------------------------------------------------
+    def _cancel_existing(self, record: JobRecord) -> None:
+        request = SlurmRequest.from_json(record.request)
+        job_dir = self.store.job_dir(record.id)
+        write_record(job_dir / SLURM_DIR / CANCEL_FILE, {"by": "user", "time": now_iso()})
+        slurm_job = record.backend_state.get("slurm_job_id")
+        if request.mode == BATCH and slurm_job:
+            cancel_batch(self.client, self.store, record, slurm_job, request.grace_period)
+        elif slurm_job:
+            cancel_steps(self.client, self.store, record, request.grace_period)
+        status = self.store.read_status(record.id) or JobStatus(job_id=record.id)
+        if not status.is_terminal:
+            self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
+
+    def _stop_leftovers(self, record: JobRecord) -> None:
+        stop_leftovers(self.client, record)
+
+    # Last in the class: as a method name, ``list`` would shadow the builtin in later annotations.
+    def list(self, records: list[JobRecord] | None = None) -> list[JobStatus]:
+        """As ``Backend.list``, asking Slurm once for every job not ended."""
+        if records is None:
+            records = self.store.records()
+        mine = [
+            (r, self.store.read_status(r.id) or JobStatus(job_id=r.id, created=r.created))
+            for r in records
+            if r.spec.backend == self.name
+        ]
+        asked = {
+            r.backend_state["slurm_job_id"]
+            for r, s in mine
+            if not s.is_terminal and r.backend_state.get("slurm_job_id")
+        }
+        if asked:
+            with contextlib.suppress(slurm.SlurmUnavailable):  # then each job says so
+                self.client.jobs(asked, fresh=True)  # each job's _reconcile reads this answer
+        return [self._reconcile(r, s) for r, s in mine]
+
+
+def _unreachable(status: JobStatus, exc: Exception) -> JobStatus:
+    """The job dir's status, saying that Slurm could not be asked (nothing is decided on that)."""
+    condition = Condition("SlurmReachable", "False", "Unavailable", str(exc), now_iso())
+    view = JobStatus.from_dict(status.to_dict())
+    view.conditions = [c for c in view.conditions if c.type != "SlurmReachable"] + [condition]
+    if view.reason is None:
+        view.reason, view.message = "SlurmUnreachable", f"{exc}; showing the job dir's status"
+    return view

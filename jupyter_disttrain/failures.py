@@ -1,0 +1,93 @@
+"""A failed job's story for every front end: the root-cause rank's traceback mapped to cells.
+
+The job layer reads what ``tracebacks`` needs (the root-cause replica's last log lines through
+its backend, bounded in lines and bytes; the script; the packaging's line map) and makes the
+``Failure`` the details (REST, the lab extension) and the cell's error show. Stack dumps of a
+running rank are mapped the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from . import tracebacks
+from .errors import DistTrainError
+from .failure import first_line, root_cause, stopped_by_peer
+from .logfiles import Budget, take_lines
+from .packaging.origins import ORIGINS_FILE
+from .payloads import Failure, StackDump
+from .safefiles import open_regular
+from .specs import JobPhase, JobStatus
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .store import JobRecord, JobStore
+
+TAIL_LINES = 400  # of the root-cause rank's log searched for its traceback
+TAIL_BYTES = 128 * 1024
+ORIGINS_BYTES = 4 * 2**20  # a line map larger than this (a huge notebook) is not read
+
+
+def line_map(store: JobStore, record: JobRecord) -> tracebacks.LineMap:
+    """The job's script and its line map (nothing maps where either cannot be read)."""
+    try:
+        script = store.read_script(record.id)
+    except (OSError, DistTrainError):
+        script = ""
+    return tracebacks.LineMap.of(record.spec.entrypoint, script, _origins(store, record.id))
+
+
+def _origins(store: JobStore, job_id: str) -> dict[str, Any] | None:
+    try:
+        with open_regular(store.job_dir(job_id) / ORIGINS_FILE) as f:
+            data = f.read(ORIGINS_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > ORIGINS_BYTES:
+        return None
+    try:
+        loaded = json.loads(data)
+    except ValueError:
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def failure_of(store: JobStore, backend: Backend, record: JobRecord, status: JobStatus) -> Failure | None:
+    """Why the job failed (None unless it did): its root cause's traceback mapped to cells."""
+    if status.phase is not JobPhase.FAILED:
+        return None
+    cause = root_cause(status)
+    headline = first_line(status.message) or status.reason or "failed"
+    if cause is None:
+        return Failure("", headline, None, None, None, "", "", [])
+    try:
+        lines = take_lines(
+            backend.logs(record.id, cause.name, follow=False, tail=TAIL_LINES, budget=Budget(TAIL_BYTES)),
+            TAIL_LINES,
+        )
+    except (OSError, DistTrainError):
+        lines = []
+    tb = tracebacks.read_traceback([line.text for line in lines])
+    peers = stopped_by_peer(status)
+    if tb is None:
+        return Failure(cause.name, headline, None, None, None, "", "", peers)
+    tracebacks.map_frames(tb, line_map(store, record))
+    frame = tb.user_frame()
+    return Failure(
+        replica=cause.name,
+        headline=f"{cause.name}: {tracebacks.headline(tb)}",
+        exception=tb.last.exception or None,
+        cell=frame.cell if frame else None,
+        line=frame.cell_line if frame else None,
+        traceback="\n".join(tracebacks.render(tb)),
+        raw="\n".join(tb.raw),
+        stopped_by_peer=peers,
+    )
+
+
+def mapped_stack(store: JobStore, record: JobRecord, dump: StackDump) -> StackDump:
+    """``dump`` with the script's lines named by their cells and the product's frames folded;
+    the dump as taken stays in ``raw``."""
+    text = tracebacks.map_stack(dump.text, line_map(store, record))
+    return StackDump(dump.replica, dump.method, text, dump.note, dump.text)

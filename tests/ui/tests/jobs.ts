@@ -1,0 +1,23 @@
+/** Jobs through the REST API, for the browser tests. */
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+
+type Request = IJupyterLabPageFixture['request'];
+
+/** Submits ``script`` as a CPU job named ``name``; its id. */
+export async function submit(request: Request, name: string, script: string): Promise<string> {
+  const answer = await request.post('/disttrain/api/jobs', {
+    data: { script, spec: { name, accelerator: 'cpu' } }
+  });
+  expect(answer.status()).toBe(201);
+  return (await answer.json()).id;
+}
+
+/** Waits (up to 2 minutes) until the job's phase is ``phase``. */
+export async function waitForPhase(request: Request, id: string, phase: string) {
+  await expect
+    .poll(
+      async () => (await (await request.get(`/disttrain/api/jobs/${id}`)).json()).status.phase,
+      { timeout: 120000 }
+    )
+    .toBe(phase);
+}
