@@ -74,6 +74,7 @@ def rank_env(
         contract.JOB_ID_ENV: job_id,
         contract.JOB_DIR_ENV: job_dir,
         contract.TENSORBOARD_DIR_ENV: posixpath.join(job_dir, contract.TENSORBOARD_DIR),
+        contract.CHECKPOINT_DIR_ENV: posixpath.join(job_dir, contract.CHECKPOINTS_DIR),
         "PYTHONUNBUFFERED": "1",
         **launcher_env(spec, cpu=cpu),
         **(role_env or {}),

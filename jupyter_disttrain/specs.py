@@ -164,14 +164,15 @@ class Volume:
 
 
 # ``--resume JOB_ID[:STEP|latest]``: which job's checkpoint a new job starts from. The checkpoint
-# part is a step, ``latest`` (the newest complete one) or a checkpoint's id (``c`` and 12 hex digits, from the list).
-_RESUME = re.compile(r"^(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)(:(?P<which>latest|\d{1,18}|c[0-9a-f]{12}))?$")
+# part is a step, ``latest`` (the newest complete one) or a checkpoint's id (``c`` and 12 hex
+# digits, from the list). Matched whole (fullmatch), so a trailing newline is refused.
+_RESUME = re.compile(r"(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)(:(?P<which>latest|\d{1,18}|c[0-9a-f]{12}))?")
 LATEST = "latest"
 
 
 def parse_resume(text: str) -> tuple[str, str]:
     """``JOB_ID[:STEP|latest|CHECKPOINT_ID]`` as (job id, which): ``which`` is ``latest`` when not given."""
-    m = _RESUME.match(text) if isinstance(text, str) else None
+    m = _RESUME.fullmatch(text) if isinstance(text, str) else None
     if m is None or len(m.group("job")) > 63:
         raise InvalidSpecError(
             f"--resume {text!r}: write JOB_ID, JOB_ID:STEP or JOB_ID:latest (e.g. mnist-k3x9q:1200)"
@@ -252,7 +253,8 @@ class JobSpec:
         validate_entrypoint(self.entrypoint)
         check_hparams(self.hparams)
         if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int):
-            raise InvalidSpecError(f"--keep-checkpoints must be a whole number, not {self.keep_checkpoints!r}")
+            keep = self.keep_checkpoints
+            raise InvalidSpecError(f"--keep-checkpoints must be a whole number, not {keep!r}")
         if self.keep_checkpoints < 0:
             raise InvalidSpecError("--keep-checkpoints must be 0 (keep all) or more")
         if self.resume is not None:
