@@ -163,3 +163,19 @@ def test_bounded_and_no_symlinks_out(tmp_path: Path) -> None:
     assert len(ckptscan.scan(str(root), limit=20)) <= 20
     assert ckptscan.scan(str(tmp_path / "missing")) == []
     assert ckptscan.newest_complete(str(tmp_path / "missing")) is None
+
+
+def test_scan_path_one_declared_checkpoint(tmp_path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    one = save(tmp_path / "elsewhere" / "model_500.pt")
+    save(tmp_path / "elsewhere" / "model_600.pt")
+    dcp.save({"w": torch.ones(3)}, checkpoint_id=str(tmp_path / "dcp_step_7"))
+    tag = deepspeed_tag(tmp_path / "ds", "global_step3", shards=2)
+    (tmp_path / "ds" / "latest").write_text("global_step3")
+    settle(tmp_path)
+    assert [(f.path, f.step) for f in ckptscan.scan_path(str(one))] == [(str(one), 500)]
+    assert [(f.kind, f.step) for f in ckptscan.scan_path(str(tmp_path / "dcp_step_7"))] == [("dcp", 7)]
+    assert [(f.kind, f.complete) for f in ckptscan.scan_path(str(tag))] == [("deepspeed", True)]
+    assert [f.step for f in ckptscan.scan_path(str(tmp_path / "elsewhere"))] == [500, 600]
+    assert ckptscan.scan_path(str(tmp_path / "nothing.pt")) == []

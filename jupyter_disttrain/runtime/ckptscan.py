@@ -76,6 +76,28 @@ def newest_complete(root: str) -> Found | None:
     return complete[-1] if complete else None
 
 
+def scan_path(path: str, *, limit: int = 10_000) -> list[Found]:
+    """What one path is or holds: the checkpoint a file or a checkpoint directory is (a DeepSpeed
+    tag judged by its save dir's ``latest``), else the checkpoints under the directory (what a
+    script declared with ``run.checkpoint(path)``). A link or a missing path is empty."""
+    path = os.path.abspath(path)
+    parent, name = os.path.split(path)
+    if os.path.islink(path):
+        return []
+    budget, now = _Budget(limit), time.time()
+    if os.path.isfile(path):
+        one = [_file(parent, e, now) for e in _entries(parent, budget) if e.name == name]
+        return [found for found in one if found is not None]
+    if not os.path.isdir(path):
+        return []
+    entries = _entries(path, _Budget(limit))
+    if any(e.name == DCP_METADATA or e.name.endswith(DCP_SUFFIX) for e in entries):
+        return [_dcp(parent, path, entries, now)]
+    latest = os.path.join(parent, DEEPSPEED_LATEST)
+    tag = _deepspeed_tag(parent, path, _latest_tag(parent), os.path.isfile(latest), budget, now)
+    return [tag] if tag is not None else scan(path, limit=limit)
+
+
 def _order(found: Found) -> tuple[int, float, str]:
     return (-1 if found.step is None else found.step, found.mtime, found.path)
 
