@@ -95,6 +95,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A job's runs read back (em's, MLflow's, its own), its hyper-parameters, MLflow into TensorBoard.
     "tracking": [
         "tracking",
+        "tracking.checkpoints",
         "tracking.hparams",
         "tracking.mlflowdb",
         "tracking.mlflowtb",
@@ -165,7 +166,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api", "warmup", "failures", "jobprogress"],
+    "job layer": ["manager", "api", "warmup", "failures", "jobprogress", "jobcheckpoints"],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
     "front:magic": ["magics", "widgets", "progressview", "kernelenv"],
