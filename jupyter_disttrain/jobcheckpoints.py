@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 from typing import TYPE_CHECKING
 
-from .errors import InvalidSpecError, UnknownJobError
+from .errors import InvalidSpecError, UnknownCheckpointError, UnknownJobError
+from .packaging.loadcell import load_cell
 from .packaging.origins import ORIGINS_FILE
 from .packaging.values import ARRAY_FILE, TENSOR_FILE
-from .payloads import Checkpoint, CheckpointList, CheckpointUsage, JobSummary, ResumeAnswer
+from .payloads import Checkpoint, CheckpointCode, CheckpointList, CheckpointUsage, JobSummary, ResumeAnswer
 from .safefiles import is_real_file, open_regular
 from .specs import LATEST, JobSpec, ResumedFrom, parse_resume
 from .tracking.checkpoints import checkpoint_dir
@@ -147,3 +149,32 @@ def _side_files(store: JobStore, job_id: str) -> dict[str, bytes]:
             with open_regular(job_dir / name) as f:
                 out[name] = f.read()
     return out
+
+
+def checkpoint_of(manager: JobManager, job_id: str, checkpoint: str) -> Checkpoint:
+    """The job's checkpoint with the id ``checkpoint``."""
+    for found in checkpoint_list(manager, job_id).checkpoints:
+        if found.id == checkpoint:
+            return found
+    raise UnknownCheckpointError(
+        f"job {job_id} has no checkpoint {checkpoint!r} (see GET .../jobs/{job_id}/checkpoints for the ids)"
+    )
+
+
+def downloadable(manager: JobManager, job_id: str, checkpoint: str) -> Checkpoint:
+    """The checkpoint, if it is inside the job's directory (one declared elsewhere is not served:
+    no path leaves the job dir)."""
+    found = checkpoint_of(manager, job_id, checkpoint)
+    job_dir = os.path.realpath(manager.store.job_dir(job_id))
+    if os.path.commonpath([job_dir, os.path.realpath(found.path)]) != job_dir:
+        raise InvalidSpecError(
+            f"checkpoint {checkpoint} ({found.path}) is outside the job's directory: copy it from there"
+        )
+    return found
+
+
+def load_code(manager: JobManager, job_id: str, checkpoint: str) -> CheckpointCode:
+    """A notebook cell that loads the checkpoint with the model class the job's script defined."""
+    found = checkpoint_of(manager, job_id, checkpoint)
+    cell = load_cell(manager.store.read_script(job_id), found.kind, found.path)
+    return CheckpointCode(job_id, found.id, cell.code, cell.model_class, cell.note)
