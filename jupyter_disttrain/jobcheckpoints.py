@@ -20,6 +20,9 @@ from .packaging.loadcell import load_cell
 from .packaging.origins import ORIGINS_FILE
 from .packaging.values import ARRAY_FILE, TENSOR_FILE
 from .payloads import Checkpoint, CheckpointCode, CheckpointList, CheckpointUsage, JobSummary, ResumeAnswer
+from .runtime import retention
+from .runtime.atomic import write_json
+from .runtime.contract import CHECKPOINT_PINS_FILE
 from .safefiles import is_real_file, open_regular
 from .specs import LATEST, JobSpec, ResumedFrom, parse_resume
 from .tracking.checkpoints import checkpoint_dir
@@ -29,20 +32,25 @@ if TYPE_CHECKING:
     from .store import JobStore
 
 log = logging.getLogger(__name__)
-MAX_PIN_JOBS = 2000  # the newest jobs looked through for the checkpoints they resumed from
 SIDE_FILES = (TENSOR_FILE, ARRAY_FILE, ORIGINS_FILE)  # what packaging ships beside the script
 _ID = re.compile(r"c[0-9a-f]{12}")
 
 
-def pinned_paths(store: JobStore) -> set[str]:
-    """The checkpoints jobs resumed from: retention keeps them."""
-    return {r.spec.resumed_from.path for r in store.records()[:MAX_PIN_JOBS] if r.spec.resumed_from}
+def pin(store: JobStore, spec: JobSpec) -> None:
+    """Record in the resumed job's dir that ``spec`` resumes from its checkpoint (retention and
+    the list read it: a pinned checkpoint is never deleted)."""
+    resumed = spec.resumed_from
+    if resumed is None:
+        return
+    job_dir = store.existing_dir(resumed.job)
+    paths = sorted(retention.pinned(str(job_dir)) | {resumed.path})
+    write_json(job_dir / CHECKPOINT_PINS_FILE, {"paths": paths})
 
 
 def checkpoint_list(manager: JobManager, job_id: str) -> CheckpointList:
     job_dir = manager.store.existing_dir(job_id)
     spec = manager.store.read_record(job_id).spec
-    pinned = pinned_paths(manager.store)
+    pinned = retention.pinned(str(job_dir))
     checkpoints, usage = manager.checkpoint_index.index(job_dir, pinned=pinned, keep=spec.keep_checkpoints)
     return CheckpointList(job_id, str(checkpoint_dir(job_dir)), checkpoints, usage, spec.resumed_from)
 

@@ -358,13 +358,14 @@ class JobManager:
 
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
-        return self.backend(spec.backend).submit(self._prepared(spec), script, files)
+        spec = self._prepared(spec)
+        jobcheckpoints.pin(self.store, spec)  # before it runs: no prune deletes it meanwhile
+        return self.backend(spec.backend).submit(spec, script, files)
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
         return self.backend(spec.backend).dryrun(self._prepared(spec), script=script, files=files)
 
     def _prepared(self, spec: JobSpec) -> JobSpec:
-        """The spec as submitted: the script's arguments among its hparams, ``--resume`` resolved."""
         return jobcheckpoints.resolve(self, _with_arg_hparams(spec))
 
     def cancel(self, job_id: str) -> JobStatus:

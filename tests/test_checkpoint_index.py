@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import jobcheckpoints, launch
+from jupyter_disttrain import api, jobcheckpoints, launch
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.manager import JobManager
 from jupyter_disttrain.runtime import contract
@@ -107,10 +107,11 @@ def test_resume_resolves_into_the_spec_and_the_env(setup: tuple[JobManager, Path
         is None
     )
     # A job resumed from it pins it (retention keeps it).
-    make_job(manager.store, "again-1", resume="train-a1:20", resumed_from=spec.resumed_from)
+    again = manager.submit(JobSpec(name="again", resume="train-a1:20"), "print(1)\n")
     pinned = [c.step for c in manager.checkpoints("train-a1").checkpoints if c.pinned]
     assert pinned == [20]
-    assert manager.checkpoints("again-1").resumed_from == spec.resumed_from
+    assert manager.checkpoints(again).resumed_from == spec.resumed_from
+    assert api.Job(again, manager.store).wait(timeout=120).phase.value == "Succeeded"
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.contract",
         "runtime.joined",
         "runtime.rendezvous",
+        "runtime.retention",
         "runtime.sampler",
         "runtime.worker",
     ],
