@@ -41,6 +41,7 @@ MODULES_OF: dict[str, list[str]] = {
         "em.files",
         "em.follow",
         "em.place",
+        "em.resume",
         "em.run",
         "em.sink",
         "em.tb",
