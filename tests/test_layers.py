@@ -26,6 +26,7 @@ MODULES_OF: dict[str, list[str]] = {
     "runtime": [
         "runtime",
         "runtime.atomic",
+        "runtime.ckptscan",
         "runtime.contract",
         "runtime.joined",
         "runtime.rendezvous",
