@@ -96,6 +96,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A job's runs read back (em's, MLflow's, its own), its hyper-parameters, MLflow into TensorBoard.
     "tracking": [
         "tracking",
+        "tracking.continued",
         "tracking.hparams",
         "tracking.mlflowdb",
         "tracking.mlflowtb",
