@@ -43,6 +43,7 @@ MODULES_OF: dict[str, list[str]] = {
         "em.files",
         "em.follow",
         "em.place",
+        "em.resume",
         "em.run",
         "em.sink",
         "em.tb",
@@ -98,6 +99,7 @@ MODULES_OF: dict[str, list[str]] = {
     "tracking": [
         "tracking",
         "tracking.checkpoints",
+        "tracking.continued",
         "tracking.hparams",
         "tracking.mlflowdb",
         "tracking.mlflowtb",
