@@ -11,6 +11,8 @@ import { dispatchLogEvent, ILogStreamHandlers } from './logstream';
 import { readEvents } from './sse';
 import type {
   ICancelAnswer,
+  ICheckpointCode,
+  ICheckpointList,
   IJobDetail,
   IJobList,
   IJobScript,
@@ -21,6 +23,7 @@ import type {
   IRunDetail,
   IRunList,
   IRunQuery,
+  IResumeAnswer,
   IRunSummary,
   IStackDump,
   ITensorBoardInfo
@@ -214,9 +217,42 @@ export function artifactUrl(
   cookie: string = documentCookie()
 ): string {
   const file = path.split('/').map(enc).join('/');
-  const url = apiUrl(`jobs/${enc(job)}/runs/${enc(run)}/artifacts/${file}`, {}, settings);
+  return downloadUrl(`jobs/${enc(job)}/runs/${enc(run)}/artifacts/${file}`, settings, cookie);
+}
+
+/** The URL of a GET route for a plain download, with the `_xsrf` cookie's value (see above). */
+function downloadUrl(path: string, settings: ServerConnection.ISettings, cookie: string): string {
+  const url = apiUrl(path, {}, settings);
   const xsrf = /\b_xsrf=([^;]*)/.exec(cookie);
   return xsrf ? `${url}?_xsrf=${enc(xsrf[1])}` : url;
+}
+
+/** A job's checkpoints, their disk usage and the checkpoint it started from. */
+export function listCheckpoints(id: string): Promise<ICheckpointList> {
+  return requestAPI<ICheckpointList>(`jobs/${enc(id)}/checkpoints`);
+}
+
+/** The code of a cell that loads checkpoint `cid` of job `id` in the kernel. */
+export function getCheckpointCode(id: string, cid: string): Promise<ICheckpointCode> {
+  return requestAPI<ICheckpointCode>(`jobs/${enc(id)}/checkpoints/${enc(cid)}/code`);
+}
+
+/** Run job `id`'s script again from its checkpoint `checkpoint` (an id, a step or `latest`). */
+export function resumeJob(id: string, checkpoint: string | number): Promise<IResumeAnswer> {
+  return requestAPI<IResumeAnswer>(`jobs/${enc(id)}/resume`, {
+    method: 'POST',
+    body: JSON.stringify({ checkpoint })
+  });
+}
+
+/** The download URL of a checkpoint (a directory comes as a tar archive), like `artifactUrl`. */
+export function checkpointUrl(
+  id: string,
+  cid: string,
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
+  cookie: string = documentCookie()
+): string {
+  return downloadUrl(`jobs/${enc(id)}/checkpoints/${enc(cid)}/download`, settings, cookie);
 }
 
 function documentCookie(): string {

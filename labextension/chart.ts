@@ -5,7 +5,8 @@
  *
  * x is the step (the point's index when it has none), in the order the points were logged,
  * so a step that went back draws the line back and is marked. NaN and infinities break the
- * line and are marked at the bottom (NaN, −∞) or top (+∞) edge.
+ * line and are marked at the bottom (NaN, −∞) or top (+∞) edge. A run resumed from a
+ * checkpoint (`IRunDetail.resumed_at`) is one line with a vertical marker at each resume step.
  */
 import { formatMetric, metricNumber } from './format';
 import type { IRunPoint } from './types';
@@ -32,6 +33,8 @@ export interface IChartGeometry {
   /** The x range: first and last step (or index). */
   xMin: number;
   xMax: number;
+  /** Where the run continued from a checkpoint: a vertical marker at each step in range. */
+  resumes: { x: number; step: number }[];
 }
 
 export interface IChartSize {
@@ -45,10 +48,14 @@ export const CHART_SIZE: IChartSize = { width: 240, height: 60, pad: 4 };
 
 const round = (v: number) => Math.round(v * 10) / 10;
 
-/** Where each point of `points` goes in a `size` box, and the marks it needs. */
+/**
+ * Where each point of `points` goes in a `size` box, and the marks it needs; `resumedAt`: the
+ * steps the run continued from a checkpoint at.
+ */
 export function chartGeometry(
   points: readonly IRunPoint[],
-  size: IChartSize = CHART_SIZE
+  size: IChartSize = CHART_SIZE,
+  resumedAt: readonly number[] = []
 ): IChartGeometry {
   const xs = points.map((p, i) => p.step ?? i);
   const values = points.map(p => metricNumber(p.value));
@@ -95,7 +102,12 @@ export function chartGeometry(
       marks.push({ x, y, kind: 'backwards', label: `${at} (the step went back)` });
     }
   });
-  return { path: commands.join(' '), dots, marks, min, max, xMin, xMax };
+  // on the step axis only (points without steps are drawn by index), and within the line
+  const stepped = points.some(p => p.step !== null);
+  const resumes = resumedAt
+    .filter(step => stepped && step >= xMin && step <= xMax)
+    .map(step => ({ x: px(step), step }));
+  return { path: commands.join(' '), dots, marks, min, max, xMin, xMax, resumes };
 }
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -111,13 +123,30 @@ function svg<K extends keyof SVGElementTagNameMap>(
   return el;
 }
 
+/** A dashed vertical line at the step a run continued from a checkpoint. */
+function resumeMarker(resume: { x: number; step: number }, size: IChartSize): SVGLineElement {
+  const marker = svg('line', {
+    class: 'jp-DistTrainChart-resume',
+    x1: resume.x,
+    x2: resume.x,
+    y1: 0,
+    y2: size.height,
+    'data-step': resume.step
+  });
+  const title = svg('title', {});
+  title.textContent = `resumed from a checkpoint at step ${resume.step}`;
+  marker.append(title);
+  return marker;
+}
+
 /** A figure: the metric's name and last value, then its line with marks and its y range. */
 export function renderChart(
   key: string,
   points: readonly IRunPoint[],
-  size: IChartSize = CHART_SIZE
+  size: IChartSize = CHART_SIZE,
+  resumedAt: readonly number[] = []
 ): HTMLElement {
-  const g = chartGeometry(points, size);
+  const g = chartGeometry(points, size, resumedAt);
   const figure = document.createElement('figure');
   figure.className = 'jp-DistTrainChart';
   figure.dataset.metric = key;
@@ -148,6 +177,7 @@ export function renderChart(
       y1: size.height - 0.5,
       y2: size.height - 0.5
     }),
+    ...g.resumes.map(resume => resumeMarker(resume, size)),
     svg('path', { class: 'jp-DistTrainChart-line', d: g.path })
   );
   for (const dot of g.dots) {

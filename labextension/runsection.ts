@@ -6,7 +6,7 @@ import { downloadIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { artifactUrl } from './api';
-import { renderChart } from './chart';
+import { CHART_SIZE, renderChart } from './chart';
 import { keyValues, section, table } from './dom';
 import { formatBytes, formatProgress, formatTime, formatValue } from './format';
 import { chartIcon } from './icons';
@@ -116,6 +116,14 @@ export class RunsSection extends Widget {
     when.textContent = `${formatTime(summary.start_time)} – ${formatTime(summary.end_time)}`;
     const detail = series.detail;
     head.append(h, runStatusBadge(detail?.status ?? summary.status), when);
+    const resumedAt = detail?.resumed_at ?? []; // a server before checkpoints sends none
+    if (resumedAt.length) {
+      const resumed = document.createElement('span');
+      resumed.className = 'jp-DistTrainRun-resumed';
+      resumed.textContent = `resumed at step ${resumedAt.join(', ')}`;
+      resumed.title = 'One line across the checkpoint(s) it continued from, marked on each chart';
+      head.append(resumed);
+    }
     if (this._openTensorBoard) {
       head.append(this._tensorboardButton(summary.run));
     }
@@ -138,7 +146,9 @@ export class RunsSection extends Widget {
       const charts = document.createElement('div');
       charts.className = 'jp-DistTrainRun-charts';
       const keys = [...series.series.keys()].sort((a, b) => a.localeCompare(b));
-      charts.append(...keys.map(key => renderChart(key, series.series.get(key)!)));
+      charts.append(
+        ...keys.map(key => renderChart(key, series.series.get(key)!, CHART_SIZE, resumedAt))
+      );
       box.append(subsection('Metrics'), charts);
     }
     const files = detail?.artifacts ?? [];

@@ -46,3 +46,17 @@ describe('chartGeometry', () => {
     expect(chartGeometry([], size).path).toBe('');
   });
 });
+
+describe('chartGeometry of a resumed run', () => {
+  it('puts a marker at each resume step on the step axis, none outside the line', () => {
+    const points = [p(0, 1), p(5, 0.5), p(10, 0)];
+    const g = chartGeometry(points, size, [5, 20]);
+    expect(g.resumes).toEqual([{ x: 54, step: 5 }]);
+    expect(g.path).toBe('M4 4 L54 29 L104 54'); // still one line
+    expect(chartGeometry(points, size).resumes).toEqual([]);
+  });
+
+  it('draws no marker where x is the point index (no steps)', () => {
+    expect(chartGeometry([p(null, 1), p(null, 2)], size, [1]).resumes).toEqual([]);
+  });
+});

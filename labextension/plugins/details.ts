@@ -2,9 +2,13 @@
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { IEditorServices } from '@jupyterlab/codeeditor';
+import { INotebookTracker } from '@jupyterlab/notebook';
 import { listIcon } from '@jupyterlab/ui-components';
 
-import { getJob, getResources, getRun, getScript, listRuns } from '../api';
+import { getJob, getResources, getRun, getScript, listCheckpoints, listRuns } from '../api';
+import { checkpointHandlers } from '../checkpointactions';
+import { CheckpointsModel } from '../checkpointsmodel';
+import { CheckpointsSection } from '../checkpointsview';
 import { CommandIDs, jobIdArg } from '../ids';
 import { JobDetails } from '../details';
 import { JobDetailsModel } from '../detailsmodel';
@@ -16,16 +20,19 @@ import { openTab } from '../tabs';
 
 export const detailsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:details',
-  description: 'Job details tabs: spec, replicas, resources, events, runs and the packaged script.',
+  description:
+    'Job details tabs: spec, replicas, resources, events, checkpoints, runs and the packaged script.',
   autoStart: true,
   requires: [IDistTrainSettings],
-  optional: [IEditorServices, ILayoutRestorer],
+  optional: [IEditorServices, ILayoutRestorer, INotebookTracker],
   activate: (
     app: JupyterFrontEnd,
     settings: DistTrainSettings,
     editors: IEditorServices | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    notebooks: INotebookTracker | null
   ) => {
+    const handlers = checkpointHandlers(app, notebooks);
     const tracker = new WidgetTracker<MainAreaWidget<JobDetails>>({
       namespace: 'disttrain-details'
     });
@@ -64,6 +71,14 @@ export const detailsPlugin: JupyterFrontEndPlugin<void> = {
             onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica }),
             runs: section
           });
+          const checkpoints = new CheckpointsModel({
+            jobId: id,
+            fetchCheckpoints: listCheckpoints,
+            interval: settings.values.refreshInterval,
+            visible: () => content.isVisible,
+            ended: () => model.ended
+          });
+          content.insertWidget(1, new CheckpointsSection(checkpoints, handlers)); // after the job's sections
           const widget = new MainAreaWidget({ content });
           widget.title.icon = listIcon;
           widget.addClass('jp-DistTrainDetailsPanel');
