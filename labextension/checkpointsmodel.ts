@@ -113,6 +113,12 @@ export function errorLine(err: unknown): string {
   return text.split('\n', 1)[0];
 }
 
+/**
+ * Reads after the job's end while a checkpoint is still "being written": a file counts as such
+ * for 2 s after its last write, so one saved just before the end is complete a read or two later.
+ */
+export const READS_AFTER_END = 5;
+
 export interface ICheckpointsModelOptions extends IViewPollOptions {
   jobId: string;
   /** Lists the job's checkpoints; `listCheckpoints` in the extension. */
@@ -160,7 +166,10 @@ export class CheckpointsModel {
     return this._done ? Promise.resolve() : this.poll.start();
   }
 
-  /** List the checkpoints (rejects on error so the poll backs off); stops after the job's end. */
+  /**
+   * List the checkpoints (rejects on error so the poll backs off); stops after the job's end,
+   * once none is being written (or after `READS_AFTER_END` reads).
+   */
   async refresh(): Promise<void> {
     const last = this._ended();
     try {
@@ -174,7 +183,8 @@ export class CheckpointsModel {
     if (this.poll.isDisposed) {
       return;
     }
-    if (last) {
+    const settled = this._list.checkpoints.every(c => c.complete);
+    if (last && (settled || ++this._readsAfterEnd >= READS_AFTER_END)) {
       this._done = true;
       void this.poll.stop();
     }
@@ -191,5 +201,6 @@ export class CheckpointsModel {
   private _list: ICheckpointList | null = null;
   private _error: string | null = null;
   private _done = false;
+  private _readsAfterEnd = 0;
   private _changed = new Signal<this, void>(this);
 }

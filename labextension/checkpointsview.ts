@@ -151,6 +151,10 @@ export class CheckpointsSection extends Widget {
     this._render();
     try {
       await this._handlers[action](this.model.jobId, c);
+      if (action === 'resume') {
+        // the checkpoint is now pinned (a job resumes from it): list again, even after the end
+        await this.model.refresh().catch(() => undefined);
+      }
     } finally {
       this._busy.delete(key);
       if (!this.isDisposed) {

@@ -4,6 +4,7 @@ import {
   checkpointName,
   CheckpointsModel,
   errorLine,
+  READS_AFTER_END,
   formatCheckpointMetrics,
   resumedFromText,
   usageText
@@ -176,5 +177,39 @@ describe('CheckpointsModel', () => {
     await model.start(); // no more reads once done
     expect(calls).toBe(2);
     model.dispose();
+  });
+
+  it('after the end, reads on while a checkpoint is being written, up to a limit', async () => {
+    const answers = [
+      listing([checkpoint({ complete: false })]),
+      listing([checkpoint({ complete: true })])
+    ];
+    let calls = 0;
+    const model = new CheckpointsModel({
+      jobId: 'j-aaaaa',
+      fetchCheckpoints: async () => answers[Math.min(calls++, answers.length - 1)],
+      ended: () => true
+    });
+    await model.refresh();
+    expect(model.done).toBe(false); // the one saved just before the end is not complete yet
+    await model.refresh();
+    expect(model.done).toBe(true);
+    expect(model.list?.checkpoints[0].complete).toBe(true);
+    model.dispose();
+
+    let reads = 0;
+    const stuck = new CheckpointsModel({
+      jobId: 'j-aaaaa',
+      fetchCheckpoints: async () => {
+        reads++;
+        return listing([checkpoint({ complete: false })]); // a partial file left for good
+      },
+      ended: () => true
+    });
+    while (!stuck.done && reads < 2 * READS_AFTER_END) {
+      await stuck.refresh();
+    }
+    expect(reads).toBe(READS_AFTER_END);
+    stuck.dispose();
   });
 });
