@@ -301,13 +301,27 @@ def _zip_state(path: str, size: int) -> tuple[bool | None, bool]:
         head = fh.read(4)
         if head.startswith(_ZIP_MAGIC):
             fh.seek(max(0, size - 22))  # where the record is when the zip has no comment (torch's)
-            if fh.read(4) == _EOCD:
+            tail = fh.read(22)
+            if tail[:4] == _EOCD and tail[20:22] == b"\0\0":
                 return True, True
             fh.seek(max(0, size - _EOCD_WINDOW))
-            return True, _EOCD in fh.read(_EOCD_WINDOW)
+            return True, _has_end_record(fh.read(_EOCD_WINDOW))
     if head.startswith(_PICKLE_MAGIC):
         return False, False
     return None, False
+
+
+def _has_end_record(window: bytes) -> bool:
+    """Whether ``window`` (a zip's last bytes) ends with a whole end-of-central-directory record:
+    its signature, 18 bytes and the comment its length field says."""
+    at = window.rfind(_EOCD)
+    while at >= 0:
+        if at + 22 <= len(window) and at + 22 + int.from_bytes(window[at + 20 : at + 22], "little") == len(
+            window
+        ):
+            return True
+        at = window.rfind(_EOCD, 0, at)
+    return False
 
 
 def _named_step(name: str, *, bare: bool = True) -> int | None:
