@@ -156,3 +156,16 @@ def test_deepspeed_world_size_and_no_checkpoints(tmp_path: Path) -> None:
 def test_keep_checkpoints_must_not_be_negative() -> None:
     with pytest.raises(InvalidSpecError, match="--keep-checkpoints must be 0"):
         JobSpec(name="x", keep_checkpoints=-1).validate()
+
+
+def test_keep_checkpoints_where_no_rank_wrapper_prunes(tmp_path: Path) -> None:
+    manager = JobManager(JobStore(tmp_path / "jobs"), "local")
+    spec = JobSpec(name="x", backend="kubernetes", keep_checkpoints=2)
+    with pytest.raises(InvalidSpecError, match="the kubernetes backend's ranks run without the rank wrapper"):
+        jobcheckpoints.resolve(manager, spec)
+    assert (
+        jobcheckpoints.resolve(
+            manager, JobSpec(name="x", backend="slurm", keep_checkpoints=2)
+        ).keep_checkpoints
+        == 2
+    )
