@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_disttrain.api import Job
 from jupyter_disttrain.store import JobStore
 
-from .conftest import poll, run_checkout_job
+from .conftest import run_checkout_job
 
 torch = pytest.importorskip("torch")
 
@@ -62,7 +64,12 @@ def job_root(shared_root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ckpt_job(shared_root: Path) -> str:
-    return run_checkout_job(shared_root, SCRIPT, "saver")
+    """The job, its checkpoints dated a minute back: written whole (none may still be growing)."""
+    job_id = run_checkout_job(shared_root, SCRIPT, "saver")
+    back = time.time() - 60
+    for path in (JobStore(shared_root).job_dir(job_id) / "checkpoints").rglob("*"):
+        os.utime(path, (back, back))
+    return job_id
 
 
 async def call(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
@@ -70,12 +77,10 @@ async def call(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
     return response
 
 
-async def complete_list(jp_fetch: Any, job_id: str) -> dict[str, Any]:
-    async def check() -> Any:
-        listing = json.loads((await call(jp_fetch, "jobs", job_id, "checkpoints")).body)
-        return listing if all(c["complete"] for c in listing["checkpoints"]) else None
-
-    return await poll(check, "the checkpoints to settle")  # a file written < 2 s ago may still grow
+async def listing_of(jp_fetch: Any, job_id: str) -> dict[str, Any]:
+    listing: dict[str, Any] = json.loads((await call(jp_fetch, "jobs", job_id, "checkpoints")).body)
+    assert all(c["complete"] for c in listing["checkpoints"])
+    return listing
 
 
 async def error_of(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
@@ -88,7 +93,7 @@ async def error_of(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]
 async def test_list_download_and_load(
     jp_fetch: Any, ckpt_job: str, shared_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    listing = await complete_list(jp_fetch, ckpt_job)
+    listing = await listing_of(jp_fetch, ckpt_job)
     rows = [(c["step"], c["kind"], c["step_source"]) for c in listing["checkpoints"]]
     assert rows == [(2, "torch", "name"), (4, "torch", "name"), (6, "dcp", "name")]
     job_dir = JobStore(shared_root).job_dir(ckpt_job)
@@ -123,7 +128,7 @@ async def test_list_download_and_load(
 
 
 async def test_resume_through_rest(jp_fetch: Any, ckpt_job: str, shared_root: Path) -> None:
-    listing = await complete_list(jp_fetch, ckpt_job)
+    listing = await listing_of(jp_fetch, ckpt_job)
     step_4 = listing["checkpoints"][1]
     response = await call(
         jp_fetch, "jobs", ckpt_job, "resume", method="POST", body=json.dumps({"checkpoint": 4})
