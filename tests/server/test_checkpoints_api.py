@@ -178,3 +178,30 @@ async def test_unknown_job_and_checkpoint_are_404(jp_fetch: Any, ckpt_job: str) 
     code, message = await error_of(jp_fetch, "jobs", ckpt_job, "checkpoints", "c0123456789ab", "download")
     assert code == 404 and "has no checkpoint 'c0123456789ab'" in message
     assert (await error_of(jp_fetch, "jobs", ckpt_job, "checkpoints", "c0123456789ab", "code"))[0] == 404
+
+
+async def test_a_directory_larger_than_the_queue_streams_whole(jp_fetch: Any, shared_root: Path) -> None:
+    """9 MiB of shards: more than the writer may hold queued (4 chunks of 1 MiB), sent whole."""
+    from jupyter_disttrain.runtime.contract import CHECKPOINTS_DIR
+    from jupyter_disttrain.server.checkpoints import CHUNK, QUEUED
+    from jupyter_disttrain.specs import JobSpec
+    from jupyter_disttrain.store import JobRecord
+
+    store = JobStore(shared_root)
+    store.create(JobRecord(id="big-abcde", spec=JobSpec(name="big")), "print(1)\n")
+    folder = store.job_dir("big-abcde") / CHECKPOINTS_DIR / "step_9"
+    folder.mkdir(parents=True)
+    shards = {f"__{i}_0.distcp": os.urandom(3 << 20) for i in range(3)}
+    for name, data in {**shards, ".metadata": b"meta"}.items():
+        (folder / name).write_bytes(data)
+    assert sum(map(len, shards.values())) > QUEUED * CHUNK
+    back = time.time() - 60
+    for path in [folder, *folder.iterdir()]:
+        os.utime(path, (back, back))
+    (ckpt,) = (await listing_of(jp_fetch, "big-abcde"))["checkpoints"]
+    got = await call(
+        jp_fetch, "jobs", "big-abcde", "checkpoints", ckpt["id"], "download", request_timeout=120
+    )
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert files == {f"step_9/{name}": data for name, data in {**shards, ".metadata": b"meta"}.items()}
