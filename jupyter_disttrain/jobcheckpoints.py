@@ -47,7 +47,15 @@ def pin(store: JobStore, spec: JobSpec) -> None:
         return
     job_dir = store.existing_dir(resumed.job)
     paths = sorted(retention.pinned(str(job_dir)) | {resumed.path})
-    write_json(job_dir / CHECKPOINT_PINS_FILE, {"paths": paths})
+    try:
+        write_json(job_dir / CHECKPOINT_PINS_FILE, {"paths": paths})
+    except OSError as exc:  # another user's job dir, a full disk: resume anyway, unpinned
+        log.warning(
+            "could not pin %s in job %s (its --keep-checkpoints may delete it): %s",
+            resumed.path,
+            resumed.job,
+            exc,
+        )
 
 
 def checkpoint_list(manager: JobManager, job_id: str) -> CheckpointList:
