@@ -30,6 +30,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.contract",
         "runtime.importhook",
         "runtime.joined",
+        "runtime.libresume",
         "runtime.restarts",
         "runtime.rendezvous",
         "runtime.sampler",

@@ -84,6 +84,10 @@ def main(argv: list[str]) -> None:
         }
         write_json(record_path, record)
         _dump_stacks_on_signal(os.path.join(os.path.dirname(log_dir), contract.STACKS_DIR), rank)
+    if os.environ.get(contract.CHECKPOINT_DIR_ENV) or os.environ.get(contract.RESUME_FROM_ENV):
+        from .libresume import install
+
+        install()
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)
     code = 1
