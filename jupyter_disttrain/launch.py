@@ -79,6 +79,10 @@ def rank_env(
         **launcher_env(spec, cpu=cpu),
         **(role_env or {}),
     }
+    if spec.resumed_from is not None:  # --resume: the checkpoint, resolved at submit
+        env[contract.RESUME_FROM_ENV] = spec.resumed_from.path
+    if spec.keep_checkpoints > 0:
+        env[contract.KEEP_CHECKPOINTS_ENV] = str(spec.keep_checkpoints)
     if spec.hparams:
         env[contract.HPARAMS_ENV] = json.dumps(spec.hparams, separators=(",", ":"))
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in inherited:

@@ -33,6 +33,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.libresume",
         "runtime.restarts",
         "runtime.rendezvous",
+        "runtime.retention",
         "runtime.sampler",
         "runtime.worker",
     ],
@@ -87,6 +88,7 @@ MODULES_OF: dict[str, list[str]] = {
         "packaging.explain",
         "packaging.history",
         "packaging.keyreads",
+        "packaging.loadcell",
         "packaging.lightning_pitfalls",
         "packaging.origins",
         "packaging.pitfalls",
@@ -99,6 +101,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A job's runs read back (em's, MLflow's, its own), its hyper-parameters, MLflow into TensorBoard.
     "tracking": [
         "tracking",
+        "tracking.checkpoints",
         "tracking.continued",
         "tracking.hparams",
         "tracking.mlflowdb",
@@ -170,7 +173,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api", "warmup", "failures", "jobprogress"],
+    "job layer": ["manager", "api", "warmup", "failures", "jobprogress", "jobcheckpoints"],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
     "front:magic": ["magics", "widgets", "progressview", "kernelenv"],
@@ -179,6 +182,7 @@ MODULES_OF: dict[str, list[str]] = {
         "server",
         "server.app",
         "server.caching_store",
+        "server.checkpoints",
         "server.context",
         "server.handlers",
         "server.jobs",

@@ -59,14 +59,15 @@ class _Budget:
     left: int
 
 
-def scan(root: str, *, limit: int = 10_000) -> list[Found]:
+def scan(root: str, *, limit: int = 10_000, settle: float = SETTLE_SECONDS) -> list[Found]:
     """The checkpoints under ``root``, oldest first (by step, then time; those without a step
-    first). At most ``limit`` directory entries are looked at; a missing root is empty."""
+    first). At most ``limit`` directory entries are looked at; a missing root is empty. A file
+    written to in the last ``settle`` seconds may still be growing: not complete."""
     root = os.path.abspath(root)
     found: list[Found] = []
     budget = _Budget(limit)
     if os.path.isdir(root) and not os.path.islink(root):
-        _walk(root, root, 0, budget, found, time.time())
+        _walk(root, root, 0, budget, found, time.time() - settle)
     return sorted(found, key=_order)
 
 
@@ -76,7 +77,7 @@ def newest_complete(root: str) -> Found | None:
     return complete[-1] if complete else None
 
 
-def scan_path(path: str, *, limit: int = 10_000) -> list[Found]:
+def scan_path(path: str, *, limit: int = 10_000, settle: float = SETTLE_SECONDS) -> list[Found]:
     """What one path is or holds: the checkpoint a file or a checkpoint directory is (a DeepSpeed
     tag judged by its save dir's ``latest``), else the checkpoints under the directory (what a
     script declared with ``run.checkpoint(path)``). A link or a missing path is empty."""
@@ -84,18 +85,18 @@ def scan_path(path: str, *, limit: int = 10_000) -> list[Found]:
     parent, name = os.path.split(path)
     if os.path.islink(path):
         return []
-    budget, now = _Budget(limit), time.time()
+    budget, settled = _Budget(limit), time.time() - settle
     if os.path.isfile(path):
-        one = [_file(parent, e, now) for e in _entries(parent, budget) if e.name == name]
+        one = [_file(parent, e, settled) for e in _entries(parent, budget) if e.name == name]
         return [found for found in one if found is not None]
     if not os.path.isdir(path):
         return []
     entries = _entries(path, _Budget(limit))
     if any(e.name == DCP_METADATA or e.name.endswith(DCP_SUFFIX) for e in entries):
-        return [_dcp(parent, path, entries, now)]
+        return [_dcp(parent, path, entries, settled)]
     latest = os.path.join(parent, DEEPSPEED_LATEST)
-    tag = _deepspeed_tag(parent, path, _latest_tag(parent), os.path.isfile(latest), budget, now)
-    return [tag] if tag is not None else scan(path, limit=limit)
+    tag = _deepspeed_tag(parent, path, _latest_tag(parent), os.path.isfile(latest), budget, settled)
+    return [tag] if tag is not None else scan(path, limit=limit, settle=settle)
 
 
 def _order(found: Found) -> tuple[int, float, str]:
@@ -118,22 +119,22 @@ def _entries(folder: str, budget: _Budget) -> list[os.DirEntry[str]]:
     return out
 
 
-def _walk(root: str, folder: str, depth: int, budget: _Budget, found: list[Found], now: float) -> None:
+def _walk(root: str, folder: str, depth: int, budget: _Budget, found: list[Found], settled: float) -> None:
     entries = _entries(folder, budget)
     names = {entry.name for entry in entries}
     if DCP_METADATA in names or any(name.endswith(DCP_SUFFIX) for name in names):
-        found.append(_dcp(root, folder, entries, now))
+        found.append(_dcp(root, folder, entries, settled))
         return
     latest = _latest_tag(folder) if DEEPSPEED_LATEST in names else None
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
-            tag = _deepspeed_tag(root, entry.path, latest, DEEPSPEED_LATEST in names, budget, now)
+            tag = _deepspeed_tag(root, entry.path, latest, DEEPSPEED_LATEST in names, budget, settled)
             if tag is not None:
                 found.append(tag)
             elif depth < MAX_DEPTH:
-                _walk(root, entry.path, depth + 1, budget, found, now)
+                _walk(root, entry.path, depth + 1, budget, found, settled)
         elif entry.is_file(follow_symlinks=False):
-            one = _file(root, entry, now)
+            one = _file(root, entry, settled)
             if one is not None:
                 found.append(one)
 
@@ -161,7 +162,7 @@ def _stats(files: list[os.DirEntry[str]]) -> tuple[float, int]:
     return mtime, size
 
 
-def _dcp(root: str, folder: str, entries: list[os.DirEntry[str]], now: float) -> Found:
+def _dcp(root: str, folder: str, entries: list[os.DirEntry[str]], settled: float) -> Found:
     files = [entry for entry in entries if entry.is_file(follow_symlinks=False)]
     mtime, size = _stats(files)
     has_metadata = any(entry.name == DCP_METADATA for entry in files)
@@ -174,7 +175,7 @@ def _dcp(root: str, folder: str, entries: list[os.DirEntry[str]], now: float) ->
         step_source=_source(step, "name"),
         mtime=mtime,
         size=size,
-        complete=has_metadata and now - mtime >= SETTLE_SECONDS,
+        complete=has_metadata and mtime <= settled,
         world_size=None,
     )
 
@@ -195,7 +196,7 @@ def _deepspeed_tag(
     latest: str | None,
     has_latest: bool,
     budget: _Budget,
-    now: float,
+    settled: float,
 ) -> Found | None:
     """A DeepSpeed tag directory (its ``*_model_states.pt``), or None for any other directory."""
     try:
@@ -224,7 +225,7 @@ def _deepspeed_tag(
         step_source=source,
         mtime=mtime,
         size=size,
-        complete=written and now - mtime >= SETTLE_SECONDS,
+        complete=written and mtime <= settled,
         world_size=shards or None,
     )
 
@@ -247,7 +248,7 @@ def _not_after(tag: str, latest: str, folder: str) -> bool:
         return False
 
 
-def _file(root: str, entry: os.DirEntry[str], now: float) -> Found | None:
+def _file(root: str, entry: os.DirEntry[str], settled: float) -> Found | None:
     name = entry.name
     if name.endswith(LIGHTNING_SUFFIX):
         kind = "lightning"
@@ -271,7 +272,7 @@ def _file(root: str, entry: os.DirEntry[str], now: float) -> Found | None:
         step_source=_source(step, "name"),
         mtime=st.st_mtime,
         size=st.st_size,
-        complete=(ends or not zipped) and now - st.st_mtime >= SETTLE_SECONDS,
+        complete=(ends or not zipped) and st.st_mtime <= settled,
         world_size=None,
     )
 
