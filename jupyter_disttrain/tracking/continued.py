@@ -148,14 +148,21 @@ def resumed_at(found: list[Segment]) -> list[int]:
 def page(
     found: list[Segment], since: int, limit: int, size: Callable[[Segment], int], read: ReadPage
 ) -> tuple[list[RunPoint], int, bool]:
-    """Up to ``limit`` points from offset ``since`` of the files read as one stream."""
+    """Up to ``limit`` points from offset ``since`` of the files read as one stream (a page goes
+    on from one file into the next)."""
+    points: list[RunPoint] = []
     base = 0
     for i, seg in enumerate(found):
         last = i == len(found) - 1
-        length = size(seg)
-        if last or since < base + length:
-            keep = None if seg.plain else seg.keeps
-            points, nxt, more = read(seg.job_dir, seg.parts, max(since - base, 0), limit, keep)
+        length = 0 if last else size(seg)
+        if not last and since >= base + length:
+            base += length
+            continue
+        keep = None if seg.plain else seg.keeps
+        got, nxt, more = read(seg.job_dir, seg.parts, max(since - base, 0), limit - len(points), keep)
+        points += got
+        if more or last or len(points) >= limit:
             return points, base + nxt, more or not last
-        base += length
-    return [], since, False
+        base += length  # this file is read to its end: on into the next
+        since = base
+    return points, since, False
