@@ -63,3 +63,18 @@ def test_a_restarted_then_resumed_run_is_one_curve_with_each_step_once(tmp_path:
     assert curve(reader, new) == ([(s, 3.0) for s in range(9, 13)], [])
     record(new / "runs/r", resumed_from={"job": "old", "run": "../r", "step": 8})
     assert curve(reader, new)[0] == [(s, 3.0) for s in range(9, 13)]
+
+
+def test_a_library_whose_step_n_checkpoint_logs_step_n_again_shows_it_once(tmp_path: Path) -> None:
+    """Lightning's ``step=5`` checkpoint holds 5 optimizer steps: the resumed run logs step 5 again
+    (its sixth batch), so the old run's points stop before the new run's first step."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_points(old / "runs/r", range(8), 1.0)
+    offset = write_points(old / "runs/r", range(5, 9), 2.0)  # restarted from "step 5": logs 5 again
+    record(old / "runs/r", restarts=[{"offset": offset, "step": 5}])
+    write_points(new / "runs/r", range(7, 10), 3.0)  # resumed from "step 7": logs 7 again
+    record(new / "runs/r", resumed_from={"job": "old", "run": "r", "step": 7})
+    spec = {"resumed_from": {"job": "old", "checkpoint": "c1", "step": 7, "path": "/x", "job_dir": str(old)}}
+    (new / "job.json").write_text(json.dumps({"id": "new", "spec": spec}))
+    expected = [(s, 1.0) for s in range(5)] + [(5, 2.0), (6, 2.0)] + [(s, 3.0) for s in range(7, 10)]
+    assert curve(RunsReader(), new) == (expected, [5, 7])

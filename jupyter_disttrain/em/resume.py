@@ -89,4 +89,9 @@ def resumed_point(run_dir: Path, run: str) -> dict[str, Any] | None:
         if not isinstance(step, int) or isinstance(step, bool):
             step = declared_step(old_run, start)
         return {"job": str(earlier.get("job")), "run": run, "step": step}
-    return {"job": os.environ.get(contract.JOB_ID_ENV), "run": run, "step": declared_step(run_dir, start)}
+    step = declared_step(run_dir, start)
+    if step is None:  # found by the rank wrapper on a restart: the step its name or tag says
+        from ..runtime import ckptscan
+
+        step = next((f.step for f in ckptscan.scan_path(start, limit=1000) if f.step is not None), None)
+    return {"job": os.environ.get(contract.JOB_ID_ENV), "run": run, "step": step}

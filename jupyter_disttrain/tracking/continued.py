@@ -27,6 +27,7 @@ MAX_RESUMES = 20  # runs resumed from runs resumed from...: a chain is followed 
 LoadRecord = Callable[[Path, str], "dict[str, Any] | None"]
 LoadJson = Callable[[Path, list[str]], Any]
 Keep = Callable[[int, RunPoint], bool]
+FirstStep = Callable[[Path, list[str], int], "int | None"]  # (job dir, parts, offset) -> step
 ReadPage = Callable[[Path, list[str], int, int, "Keep | None"], "tuple[list[RunPoint], int, bool]"]
 
 
@@ -39,7 +40,8 @@ class Segment:
     job_dir: Path
     parts: list[str]
     cap: int | None = None  # points past this step are left out: a later resume started there
-    cuts: tuple[tuple[int, int], ...] = ()  # (offset, step): before offset, none past step
+    # (offset, last, step): before offset, no point past step ``last``; ``step``: the checkpoint's
+    cuts: tuple[tuple[int, int, int], ...] = ()
     resumed_at: int | None = None  # the step this segment continues from
 
     def keeps(self, offset: int, point: RunPoint) -> bool:
@@ -48,22 +50,34 @@ class Segment:
             return True
         if self.cap is not None and step > self.cap:
             return False
-        return not any(offset < at and step > cut for at, cut in self.cuts)
+        return not any(offset < at and step > last for at, last, _ in self.cuts)
 
     @property
     def plain(self) -> bool:
         return self.cap is None and not self.cuts
 
 
-def _cuts(record: dict[str, Any]) -> tuple[tuple[int, int], ...]:
+def _bound(step: int | None, first: int | None) -> int | None:
+    """The last step kept of the points before a resume: the checkpoint's step, and below the
+    first step logged after it (a library whose checkpoint "step N" is N steps done logs step
+    N again)."""
+    if first is None:
+        return step
+    return first - 1 if step is None else min(step, first - 1)
+
+
+def _cuts(
+    record: dict[str, Any], first_after: Callable[[int], int | None]
+) -> tuple[tuple[int, int, int], ...]:
     restarts = record.get("restarts")
     out = []
     for entry in restarts if isinstance(restarts, list) else []:
         at, step = (
             (_int(entry.get("offset")), _int(entry.get("step"))) if isinstance(entry, dict) else (None, None)
         )
-        if at is not None and step is not None:
-            out.append((at, step))
+        bound = _bound(step, first_after(at)) if at is not None and step is not None else None
+        if at is not None and step is not None and bound is not None:
+            out.append((at, bound, step))
     return tuple(out)
 
 
@@ -92,10 +106,17 @@ def segments(
     load_record: LoadRecord,
     load_json: LoadJson,
     run: str,
+    first_step: FirstStep,
 ) -> list[Segment]:
     """The files of ``run``'s curve, oldest first, each with what it leaves out. ``parts`` names
-    a run's metrics file (the rank asked for) given its name and record."""
-    found = [Segment(job_dir, parts(run, record), cuts=_cuts(record))]
+    a run's metrics file (the rank asked for) given its name and record; ``first_step`` reads
+    the first step a file logged from an offset on."""
+
+    def segment(where: Path, name: str, rec: dict[str, Any]) -> Segment:
+        names = parts(name, rec)
+        return Segment(where, names, cuts=_cuts(rec, lambda at: first_step(where, names, at)))
+
+    found = [segment(job_dir, run, record)]
     seen = {(job_dir, run)}
     while len(found) <= MAX_RESUMES:
         earlier = _earlier(found[0].job_dir, record, load_json)
@@ -106,12 +127,11 @@ def segments(
         if old_record is None:
             break
         seen.add((old_dir, old_run))
-        # The older run stops at this resume's step and at every later one's (an unknown step:
-        # at the later ones only).
-        later = found[0].cap
-        cap = later if step is None else (step if later is None else min(step, later))
+        # The older run stops before the newer one's first step, and at every later resume's.
+        later, bound = found[0].cap, _bound(step, first_step(found[0].job_dir, found[0].parts, 0))
+        cap = later if bound is None else (bound if later is None else min(bound, later))
         found[0] = replace(found[0], resumed_at=step)
-        found.insert(0, Segment(old_dir, parts(old_run, old_record), cap=cap, cuts=_cuts(old_record)))
+        found.insert(0, replace(segment(old_dir, old_run, old_record), cap=cap))
         record = old_record
     return found
 
@@ -121,21 +141,28 @@ def resumed_at(found: list[Segment]) -> list[int]:
     another job's and each restart from the job's own (one past a later resume's step is not
     on the curve)."""
     steps = {s.resumed_at for s in found if s.resumed_at is not None}
-    steps.update(step for s in found for _, step in s.cuts if s.cap is None or step <= s.cap)
+    steps.update(step for s in found for _, last, step in s.cuts if s.cap is None or last <= s.cap)
     return sorted(steps)
 
 
 def page(
     found: list[Segment], since: int, limit: int, size: Callable[[Segment], int], read: ReadPage
 ) -> tuple[list[RunPoint], int, bool]:
-    """Up to ``limit`` points from offset ``since`` of the files read as one stream."""
+    """Up to ``limit`` points from offset ``since`` of the files read as one stream (a page goes
+    on from one file into the next)."""
+    points: list[RunPoint] = []
     base = 0
     for i, seg in enumerate(found):
         last = i == len(found) - 1
-        length = size(seg)
-        if last or since < base + length:
-            keep = None if seg.plain else seg.keeps
-            points, nxt, more = read(seg.job_dir, seg.parts, max(since - base, 0), limit, keep)
+        length = 0 if last else size(seg)
+        if not last and since >= base + length:
+            base += length
+            continue
+        keep = None if seg.plain else seg.keeps
+        got, nxt, more = read(seg.job_dir, seg.parts, max(since - base, 0), limit - len(points), keep)
+        points += got
+        if more or last or len(points) >= limit:
             return points, base + nxt, more or not last
-        base += length
-    return [], since, False
+        base += length  # this file is read to its end: on into the next
+        since = base
+    return points, since, False

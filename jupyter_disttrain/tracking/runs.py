@@ -199,6 +199,24 @@ def _kept(lines: list[bytes], since: int, keep: continued.Keep) -> list[RunPoint
     return out
 
 
+FIRST_STEP_BYTES = 64 << 10  # read from a resume's offset to find the first step logged after it
+
+
+def first_step(job_dir: Path, parts: list[str], offset: int) -> int | None:
+    """The first step logged in the file from byte ``offset`` (None if none in its next 64 KiB)."""
+    try:
+        with open_beneath(job_dir, parts) as f:
+            f.seek(offset)
+            chunk = f.read(FIRST_STEP_BYTES)
+    except (OSError, ValueError):
+        return None
+    for line in chunk.split(b"\n")[:-1]:
+        point = parse_point(line)
+        if point is not None and point.step is not None:
+            return point.step
+    return None
+
+
 def _size(seg: continued.Segment) -> int:
     try:
         with open_beneath(seg.job_dir, seg.parts) as f:
@@ -345,6 +363,7 @@ class RunsReader:
             self.record,
             _read_json,
             run,
+            first_step,
         )
         if rank not in (None, 0):  # a restart's offsets are of rank 0's file
             found = [replace(seg, cuts=()) for seg in found]
