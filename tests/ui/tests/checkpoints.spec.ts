@@ -1,11 +1,12 @@
 /**
  * Checkpoints in the UI (issue 26), with real jobs: 2 CPU ranks (gloo) that `torch.save` into
  * $DISTTRAIN_CHECKPOINT_DIR every 3 steps while `em` logs the loss of every step. The job
- * details list the checkpoints with their steps; Load in notebook inserts a cell that loads
+ * details list the checkpoints with their steps; Download saves one; Load in notebook inserts a cell that loads
  * one; Resume from here starts a new job that gets DISTTRAIN_RESUME_FROM = that checkpoint and
  * Succeeds; and its run shows as one line across both jobs with the resume step marked.
  */
 import { expect, test } from '@jupyterlab/galata';
+import * as fs from 'fs';
 import * as path from 'path';
 
 import { waitForPhase } from './jobs';
@@ -90,6 +91,12 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   );
   const step5 = rows.nth(1);
   const checkpointPath = path.join(JOB_ROOT, first, 'checkpoints', 'step_5.pt');
+
+  // Download: the checkpoint's file, byte for byte
+  const download = page.waitForEvent('download');
+  await step5.getByRole('button', { name: 'Download' }).click();
+  const saved = await (await download).path();
+  expect(fs.readFileSync(saved).equals(fs.readFileSync(checkpointPath))).toBe(true);
 
   // Load in notebook without a notebook: a notification says so
   await step5.getByRole('button', { name: 'Load in notebook' }).click();
