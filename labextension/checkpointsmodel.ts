@@ -119,6 +119,16 @@ export function errorLine(err: unknown): string {
  */
 export const READS_AFTER_END = 5;
 
+/** What the Checkpoints section shows. */
+export interface ICheckpointsState {
+  /** The last listing (null before the first answer). */
+  list: ICheckpointList | null;
+  /** The last error, cleared by the next success. */
+  error: string | null;
+  /** Whether the reads are over (the job ended and its checkpoints were listed after that). */
+  done: boolean;
+}
+
 export interface ICheckpointsModelOptions extends IViewPollOptions {
   jobId: string;
   /** Lists the job's checkpoints; `listCheckpoints` in the extension. */
@@ -143,19 +153,9 @@ export class CheckpointsModel {
   readonly jobId: string;
   readonly poll: Poll;
 
-  /** The last listing (null before the first answer). */
-  get list(): ICheckpointList | null {
-    return this._list;
-  }
-
-  /** The last error, cleared by the next success. */
-  get error(): string | null {
-    return this._error;
-  }
-
-  /** Whether the reads are over (the job ended and its checkpoints were listed after that). */
-  get done(): boolean {
-    return this._done;
+  /** What the section shows; replaced (not changed in place) by each read. */
+  get state(): Readonly<ICheckpointsState> {
+    return this._state;
   }
 
   get changed(): ISignal<this, void> {
@@ -163,7 +163,7 @@ export class CheckpointsModel {
   }
 
   start(): Promise<void> {
-    return this._done ? Promise.resolve() : this.poll.start();
+    return this._state.done ? Promise.resolve() : this.poll.start();
   }
 
   /**
@@ -172,20 +172,21 @@ export class CheckpointsModel {
    */
   async refresh(): Promise<void> {
     const last = this._ended();
+    let list: ICheckpointList;
     try {
-      this._list = await this._fetch(this.jobId);
-      this._error = null;
+      list = await this._fetch(this.jobId);
     } catch (err) {
-      this._error = errorLine(err);
+      this._state = { ...this._state, error: errorLine(err) };
       this._changed.emit();
       throw err;
     }
     if (this.poll.isDisposed) {
       return;
     }
-    const settled = this._list.checkpoints.every(c => c.complete);
-    if (last && (settled || ++this._readsAfterEnd >= READS_AFTER_END)) {
-      this._done = true;
+    const settled = list.checkpoints.every(c => c.complete);
+    const done = last && (settled || ++this._readsAfterEnd >= READS_AFTER_END);
+    this._state = { list, error: null, done };
+    if (done) {
       void this.poll.stop();
     }
     this._changed.emit();
@@ -198,9 +199,7 @@ export class CheckpointsModel {
 
   private _fetch: ICheckpointsModelOptions['fetchCheckpoints'];
   private _ended: () => boolean;
-  private _list: ICheckpointList | null = null;
-  private _error: string | null = null;
-  private _done = false;
+  private _state: ICheckpointsState = { list: null, error: null, done: false };
   private _readsAfterEnd = 0;
   private _changed = new Signal<this, void>(this);
 }

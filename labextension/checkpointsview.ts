@@ -61,7 +61,7 @@ export class CheckpointsSection extends Widget {
   }
 
   private _render(): void {
-    const { list, error } = this.model;
+    const { list, error } = this.model.state;
     // a job that has none (and started from none) shows no section
     const empty = !list || (list.checkpoints.length === 0 && !list.resumed_from);
     this.node.hidden = empty && !error;

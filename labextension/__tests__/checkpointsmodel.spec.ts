@@ -146,15 +146,15 @@ describe('CheckpointsModel', () => {
     let changes = 0;
     model.changed.connect(() => changes++);
     await model.refresh();
-    expect(model.list?.checkpoints).toHaveLength(1);
+    expect(model.state.list?.checkpoints).toHaveLength(1);
     await expect(model.refresh()).rejects.toThrow('server down');
-    expect(model.error).toBe('server down');
-    expect(model.list?.checkpoints).toHaveLength(1); // the last listing stays
+    expect(model.state.error).toBe('server down');
+    expect(model.state.list?.checkpoints).toHaveLength(1); // the last listing stays
     await model.refresh();
-    expect(model.error).toBeNull();
-    expect(model.list?.checkpoints.map(c => c.step)).toEqual([40, 80]);
+    expect(model.state.error).toBeNull();
+    expect(model.state.list?.checkpoints.map(c => c.step)).toEqual([40, 80]);
     expect(changes).toBe(3);
-    expect(model.done).toBe(false);
+    expect(model.state.done).toBe(false);
     model.dispose();
   });
 
@@ -170,10 +170,10 @@ describe('CheckpointsModel', () => {
       ended: () => ended
     });
     await model.refresh();
-    expect(model.done).toBe(false);
+    expect(model.state.done).toBe(false);
     ended = true;
     await model.refresh();
-    expect(model.done).toBe(true);
+    expect(model.state.done).toBe(true);
     await model.start(); // no more reads once done
     expect(calls).toBe(2);
     model.dispose();
@@ -191,10 +191,10 @@ describe('CheckpointsModel', () => {
       ended: () => true
     });
     await model.refresh();
-    expect(model.done).toBe(false); // the one saved just before the end is not complete yet
+    expect(model.state.done).toBe(false); // the one saved just before the end is not complete yet
     await model.refresh();
-    expect(model.done).toBe(true);
-    expect(model.list?.checkpoints[0].complete).toBe(true);
+    expect(model.state.done).toBe(true);
+    expect(model.state.list?.checkpoints[0].complete).toBe(true);
     model.dispose();
 
     let reads = 0;
@@ -206,7 +206,7 @@ describe('CheckpointsModel', () => {
       },
       ended: () => true
     });
-    while (!stuck.done && reads < 2 * READS_AFTER_END) {
+    while (!stuck.state.done && reads < 2 * READS_AFTER_END) {
       await stuck.refresh();
     }
     expect(reads).toBe(READS_AFTER_END);

@@ -89,7 +89,7 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   await expect(section.locator('.jp-DistTrainCheckpoints-usage')).toContainText(
     '3 checkpoints use'
   );
-  const step5 = rows.nth(1);
+  const step5 = rows.filter({ has: page.locator('td[data-column="Step"]', { hasText: '5' }) });
   const checkpointPath = path.join(JOB_ROOT, first, 'checkpoints', 'step_5.pt');
 
   // Download: the checkpoint's file, byte for byte
@@ -124,14 +124,26 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   await page.screenshot({ path: path.join(SHOTS, 'checkpoints-dark.png') });
   await page.theme.setLightTheme();
 
-  // Resume from here: a new job from step 5, whose details open; the checkpoint is now pinned
-  await step5.getByRole('button', { name: 'Resume from here' }).click();
   const others = async () => {
     const jobs: { id: string; name: string }[] = (
       await (await request.get('/disttrain/api/jobs')).json()
     ).jobs;
     return jobs.filter(j => j.name === 'uickpt' && j.id !== first).map(j => j.id);
   };
+  // a checkpoint gone since it was listed: the server's one-line reason, nothing launched, and
+  // the list read again
+  fs.rmSync(path.join(JOB_ROOT, first, 'checkpoints', 'step_2.pt'));
+  await rows.first().getByRole('button', { name: 'Resume from here' }).click();
+  await expect(
+    page.locator('.Toastify__toast').filter({
+      hasText: `Cannot resume from step 2: checkpoint: job ${first} has no checkpoint`
+    })
+  ).toContainText('its steps are 5, 8');
+  await expect(rows.locator('td[data-column="Step"]')).toHaveText(['5', '8']);
+  expect(await others()).toEqual([]);
+
+  // Resume from here: a new job from step 5, whose details open; the checkpoint is now pinned
+  await step5.getByRole('button', { name: 'Resume from here' }).click();
   await expect.poll(others).toHaveLength(1);
   const [second] = await others();
   await expect(step5.locator('td[data-column="Pinned"]')).toHaveText('pinned');
