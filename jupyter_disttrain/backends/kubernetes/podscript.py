@@ -44,7 +44,7 @@ if log_dir != "-":
             from jupyter_disttrain.runtime.restarts import resume_from_newest
             resume_from_newest(os.path.dirname(log_dir))
         except Exception as exc:
-            sys.stderr.write(f"jupyter-disttrain: no resume from a checkpoint for this replaced pod: {exc}\\n")
+            sys.stderr.write(f"jupyter-disttrain: replaced pod, no checkpoint to resume from: {exc}\\n")
 def emit(chunk):
     global tail
     tail = (tail + chunk)[-65536:]
