@@ -156,3 +156,33 @@ def test_deepspeed_world_size_and_no_checkpoints(tmp_path: Path) -> None:
 def test_keep_checkpoints_must_not_be_negative() -> None:
     with pytest.raises(InvalidSpecError, match="--keep-checkpoints must be 0"):
         JobSpec(name="x", keep_checkpoints=-1).validate()
+
+
+def test_keep_checkpoints_where_no_rank_wrapper_prunes(tmp_path: Path) -> None:
+    manager = JobManager(JobStore(tmp_path / "jobs"), "local")
+    spec = JobSpec(name="x", backend="kubernetes", keep_checkpoints=2)
+    with pytest.raises(InvalidSpecError, match="the kubernetes backend's ranks run without the rank wrapper"):
+        jobcheckpoints.resolve(manager, spec)
+    assert (
+        jobcheckpoints.resolve(
+            manager, JobSpec(name="x", backend="slurm", keep_checkpoints=2)
+        ).keep_checkpoints
+        == 2
+    )
+
+
+def test_only_checkpoints_inside_the_job_dir_are_served(setup: tuple[JobManager, Path, Path]) -> None:
+    manager, job_dir, outside = setup
+    by_path = {c.path: c for c in manager.checkpoints("train-a1").checkpoints}
+    inside = by_path[str(job_dir / contract.CHECKPOINTS_DIR / "step_10.pt")]
+    assert jobcheckpoints.downloadable(manager, "train-a1", inside.id) == inside
+    with pytest.raises(InvalidSpecError, match="is outside the job's directory"):
+        jobcheckpoints.downloadable(manager, "train-a1", by_path[str(outside)].id)
+
+
+def test_a_pin_that_cannot_be_written_does_not_stop_the_resume(setup: tuple[JobManager, Path, Path]) -> None:
+    manager, job_dir, _ = setup
+    (job_dir / contract.CHECKPOINT_PINS_FILE).mkdir()  # no file can replace it (as a read-only dir)
+    job_id = manager.submit(JobSpec(name="again", resume="train-a1:10"), "print(1)\n")
+    assert api.Job(job_id, manager.store).wait(timeout=120).phase.value == "Succeeded"
+    assert (job_dir / contract.CHECKPOINT_PINS_FILE).is_dir()

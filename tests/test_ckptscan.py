@@ -179,3 +179,16 @@ def test_scan_path_one_declared_checkpoint(tmp_path: Path) -> None:
     assert [(f.kind, f.complete) for f in ckptscan.scan_path(str(tag))] == [("deepspeed", True)]
     assert [f.step for f in ckptscan.scan_path(str(tmp_path / "elsewhere"))] == [500, 600]
     assert ckptscan.scan_path(str(tmp_path / "nothing.pt")) == []
+
+
+def test_a_file_read_before_is_read_again_once_it_changes(tmp_path: Path) -> None:
+    path = save(tmp_path / "step_1.pt")
+    settle(path)
+    assert [f.complete for f in ckptscan.scan(str(tmp_path))] == [True]
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])  # the same name, cut: a size of its own
+    settle(path)
+    assert [f.complete for f in ckptscan.scan(str(tmp_path))] == [False]
+    path.write_bytes(data)
+    settle(path)
+    assert [f.complete for f in ckptscan.scan(str(tmp_path))] == [True]

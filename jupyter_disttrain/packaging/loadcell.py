@@ -62,7 +62,8 @@ def model_call(script: str, classes: list[str]) -> tuple[str, str] | None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
             literal = all(_is_literal(a) for a in [*node.args, *(k.value for k in node.keywords)])
             text = ast.get_source_segment(script, node) if literal else None
-            found = (node.func.id, text or f"{node.func.id}()")
+            # Arguments that are not literals (a variable): "Class(...)" says to fill them in.
+            found = (node.func.id, text or f"{node.func.id}({'' if literal else '...'})")
     return found
 
 
@@ -105,6 +106,8 @@ def load_cell(script: str, kind: str, path: str) -> LoadCell:
             f"{_FIND_WEIGHTS}{build}{load}"
         )
         note = None
+    if call is not None and call[1].endswith("(...)"):
+        note = "; ".join(filter(None, [note, f"pass {cls}(...) the arguments the script gave it"]))
     if cls is None:
         note = "; ".join(
             filter(None, [note, "the script defines no nn.Module subclass: the state dict is loaded"])

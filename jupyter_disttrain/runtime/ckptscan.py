@@ -30,6 +30,11 @@ DEEPSPEED_OPTIM = "_optim_states.pt"
 # A file written to within this many seconds may still be growing: not complete yet.
 SETTLE_SECONDS = 2.0
 MAX_DEPTH = 8
+# Files already read, by (root, path): (inode, size, mtime_ns) and what they were. A file that
+# was whole, or no checkpoint, and has not changed is not opened again (a listing polled every
+# few seconds reads only what is new). Cleared when it holds MAX_REMEMBERED.
+MAX_REMEMBERED = 100_000
+_FILES: dict[tuple[str, str], tuple[tuple[int, int, int], Found | None]] = {}
 # The zip's end-of-central-directory record sits in the last 22 bytes plus a comment (< 64 KiB).
 _EOCD = b"PK\x05\x06"
 _EOCD_WINDOW = 22 + 65535
@@ -258,21 +263,34 @@ def _file(root: str, entry: os.DirEntry[str], settled: float) -> Found | None:
         return None
     try:
         st = entry.stat(follow_symlinks=False)
+        key = (root, entry.path)
+        ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+        known = _FILES.get(key)
+        if known is not None and known[0] == ident and (known[1] is None or known[1].complete):
+            return known[1]  # unchanged since it was whole (or not a checkpoint): not read again
         zipped, ends = _zip_state(entry.path, st.st_size)
     except OSError:
         return None
-    if zipped is None:
-        return None  # not a torch.save file (a tokenizer's .bin, a tarball)
-    step, epoch = _named(root, entry.path)
+    found = (
+        None if zipped is None else _file_found(root, entry.path, kind, st, bool(ends or not zipped), settled)
+    )
+    if len(_FILES) >= MAX_REMEMBERED:
+        _FILES.clear()
+    _FILES[key] = (ident, found)
+    return found
+
+
+def _file_found(root: str, path: str, kind: str, st: os.stat_result, whole: bool, settled: float) -> Found:
+    step, epoch = _named(root, path)
     return Found(
-        path=entry.path,
+        path=path,
         kind=kind,
         step=step,
         epoch=epoch,
         step_source=_source(step, "name"),
         mtime=st.st_mtime,
         size=st.st_size,
-        complete=(ends or not zipped) and st.st_mtime <= settled,
+        complete=whole and st.st_mtime <= settled,
         world_size=None,
     )
 
@@ -282,11 +300,28 @@ def _zip_state(path: str, size: int) -> tuple[bool | None, bool]:
     with open(path, "rb") as fh:
         head = fh.read(4)
         if head.startswith(_ZIP_MAGIC):
+            fh.seek(max(0, size - 22))  # where the record is when the zip has no comment (torch's)
+            tail = fh.read(22)
+            if tail[:4] == _EOCD and tail[20:22] == b"\0\0":
+                return True, True
             fh.seek(max(0, size - _EOCD_WINDOW))
-            return True, _EOCD in fh.read(_EOCD_WINDOW)
+            return True, _has_end_record(fh.read(_EOCD_WINDOW))
     if head.startswith(_PICKLE_MAGIC):
         return False, False
     return None, False
+
+
+def _has_end_record(window: bytes) -> bool:
+    """Whether ``window`` (a zip's last bytes) ends with a whole end-of-central-directory record:
+    its signature, 18 bytes and the comment its length field says."""
+    at = window.rfind(_EOCD)
+    while at >= 0:
+        if at + 22 <= len(window) and at + 22 + int.from_bytes(window[at + 20 : at + 22], "little") == len(
+            window
+        ):
+            return True
+        at = window.rfind(_EOCD, 0, at)
+    return False
 
 
 def _named_step(name: str, *, bare: bool = True) -> int | None:
@@ -311,8 +346,9 @@ def _stem(name: str) -> str:
 def _named(root: str, path: str) -> tuple[int | None, int | None]:
     """(step, epoch) from the entry's name, else from the directories between it and ``root``,
     nearest first (``step_100/model.pt``), by keyword only there (not ``run_3/model.pt``)."""
-    rel = os.path.relpath(path, root)
-    parts = [] if rel == "." else rel.split(os.sep)
+    top = root.rstrip(os.sep) + os.sep
+    rel = path[len(top) :] if path.startswith(top) else ""  # paths made under root
+    parts = rel.split(os.sep) if rel else []
     for index, part in enumerate(reversed(parts)):
         step = _named_step(part, bare=index == 0)
         epoch_match = _EPOCH.search(_stem(part))

@@ -36,8 +36,8 @@ READ_BYTES = 8 << 20  # of a run's metrics.jsonl per listing (the next listing r
 
 def checkpoint_id(job_dir: Path, path: str) -> str:
     """``c`` and 12 hex digits of a hash of the path (relative to the job dir when inside it)."""
-    rel = os.path.relpath(path, job_dir)
-    key = path if rel.startswith("..") else rel
+    prefix = f"{job_dir}{os.sep}"
+    key = path[len(prefix) :] if path.startswith(prefix) else path
     return "c" + hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_disttrain.api import Job
 from jupyter_disttrain.store import JobStore
 
-from .conftest import poll, run_checkout_job
+from .conftest import run_checkout_job
 
 torch = pytest.importorskip("torch")
 
@@ -62,7 +64,12 @@ def job_root(shared_root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ckpt_job(shared_root: Path) -> str:
-    return run_checkout_job(shared_root, SCRIPT, "saver")
+    """The job, its checkpoints dated a minute back: written whole (none may still be growing)."""
+    job_id = run_checkout_job(shared_root, SCRIPT, "saver")
+    back = time.time() - 60
+    for path in (JobStore(shared_root).job_dir(job_id) / "checkpoints").rglob("*"):
+        os.utime(path, (back, back))
+    return job_id
 
 
 async def call(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
@@ -70,12 +77,10 @@ async def call(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
     return response
 
 
-async def complete_list(jp_fetch: Any, job_id: str) -> dict[str, Any]:
-    async def check() -> Any:
-        listing = json.loads((await call(jp_fetch, "jobs", job_id, "checkpoints")).body)
-        return listing if all(c["complete"] for c in listing["checkpoints"]) else None
-
-    return await poll(check, "the checkpoints to settle")  # a file written < 2 s ago may still grow
+async def listing_of(jp_fetch: Any, job_id: str) -> dict[str, Any]:
+    listing: dict[str, Any] = json.loads((await call(jp_fetch, "jobs", job_id, "checkpoints")).body)
+    assert all(c["complete"] for c in listing["checkpoints"])
+    return listing
 
 
 async def error_of(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
@@ -88,7 +93,7 @@ async def error_of(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]
 async def test_list_download_and_load(
     jp_fetch: Any, ckpt_job: str, shared_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    listing = await complete_list(jp_fetch, ckpt_job)
+    listing = await listing_of(jp_fetch, ckpt_job)
     rows = [(c["step"], c["kind"], c["step_source"]) for c in listing["checkpoints"]]
     assert rows == [(2, "torch", "name"), (4, "torch", "name"), (6, "dcp", "name")]
     job_dir = JobStore(shared_root).job_dir(ckpt_job)
@@ -123,7 +128,7 @@ async def test_list_download_and_load(
 
 
 async def test_resume_through_rest(jp_fetch: Any, ckpt_job: str, shared_root: Path) -> None:
-    listing = await complete_list(jp_fetch, ckpt_job)
+    listing = await listing_of(jp_fetch, ckpt_job)
     step_4 = listing["checkpoints"][1]
     response = await call(
         jp_fetch, "jobs", ckpt_job, "resume", method="POST", body=json.dumps({"checkpoint": 4})
@@ -173,3 +178,30 @@ async def test_unknown_job_and_checkpoint_are_404(jp_fetch: Any, ckpt_job: str) 
     code, message = await error_of(jp_fetch, "jobs", ckpt_job, "checkpoints", "c0123456789ab", "download")
     assert code == 404 and "has no checkpoint 'c0123456789ab'" in message
     assert (await error_of(jp_fetch, "jobs", ckpt_job, "checkpoints", "c0123456789ab", "code"))[0] == 404
+
+
+async def test_a_directory_larger_than_the_queue_streams_whole(jp_fetch: Any, shared_root: Path) -> None:
+    """9 MiB of shards: more than the writer may hold queued (4 chunks of 1 MiB), sent whole."""
+    from jupyter_disttrain.runtime.contract import CHECKPOINTS_DIR
+    from jupyter_disttrain.server.checkpoints import CHUNK, QUEUED
+    from jupyter_disttrain.specs import JobSpec
+    from jupyter_disttrain.store import JobRecord
+
+    store = JobStore(shared_root)
+    store.create(JobRecord(id="big-abcde", spec=JobSpec(name="big")), "print(1)\n")
+    folder = store.job_dir("big-abcde") / CHECKPOINTS_DIR / "step_9"
+    folder.mkdir(parents=True)
+    shards = {f"__{i}_0.distcp": os.urandom(3 << 20) for i in range(3)}
+    for name, data in {**shards, ".metadata": b"meta"}.items():
+        (folder / name).write_bytes(data)
+    assert sum(map(len, shards.values())) > QUEUED * CHUNK
+    back = time.time() - 60
+    for path in [folder, *folder.iterdir()]:
+        os.utime(path, (back, back))
+    (ckpt,) = (await listing_of(jp_fetch, "big-abcde"))["checkpoints"]
+    got = await call(
+        jp_fetch, "jobs", "big-abcde", "checkpoints", ckpt["id"], "download", request_timeout=120
+    )
+    with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert files == {f"step_9/{name}": data for name, data in {**shards, ".metadata": b"meta"}.items()}
