@@ -9,7 +9,6 @@ what the job recorded (its ``job.json``: a ``--resume``) and what the run declar
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from ..runtime import contract
 from .files import read_record
 from .place import LOCAL_ROOT
 
-MAX_DECLARED_BYTES = 4 << 20  # of a checkpoints.jsonl read to find a checkpoint's step
 MAX_JOB_FILE_BYTES = 1 << 20
 
 
@@ -43,21 +41,10 @@ def _same(a: str, b: str) -> bool:
 
 def declared_step(run_dir: Path, path: str) -> int | None:
     """The step ``run.checkpoint`` declared for ``path`` in ``run_dir`` (its last declaration)."""
-    try:
-        with open(run_dir / contract.CHECKPOINTS_FILE, "rb") as f:
-            lines = f.read(MAX_DECLARED_BYTES).splitlines()
-    except OSError:
-        return None
-    step = None
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("path"), str) and _same(entry["path"], path):
-            value = entry.get("step")
-            step = value if isinstance(value, int) and not isinstance(value, bool) else step
-    return step
+    from ..runtime.restarts import declared
+
+    steps = [step for found, step in declared(run_dir) if _same(found, path)]
+    return next((step for step in reversed(steps) if step is not None), None)
 
 
 def resumed_job() -> dict[str, Any] | None:

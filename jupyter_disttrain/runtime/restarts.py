@@ -55,23 +55,29 @@ def _declared(job_dir: str | None) -> list[tuple[str, int | None]]:
     runs = os.path.join(job_dir, contract.RUNS_DIR) if job_dir else None
     if not runs or not os.path.isdir(runs):
         return []
+    return [
+        found for run in sorted(os.listdir(runs))[:MAX_RUNS] for found in declared(os.path.join(runs, run))
+    ]
+
+
+def declared(run_dir: str | os.PathLike[str]) -> list[tuple[str, int | None]]:
+    """(path, step) of each checkpoint a run declared (``run.checkpoint``), in order; bounded."""
+    try:
+        with open(os.path.join(run_dir, contract.CHECKPOINTS_FILE), "rb") as f:
+            lines = f.read(MAX_DECLARED_BYTES).splitlines()
+    except OSError:
+        return []
     out: list[tuple[str, int | None]] = []
-    for run in sorted(os.listdir(runs))[:MAX_RUNS]:
+    for line in lines:
         try:
-            with open(os.path.join(runs, run, contract.CHECKPOINTS_FILE), "rb") as f:
-                lines = f.read(MAX_DECLARED_BYTES).splitlines()
-        except OSError:
+            entry = json.loads(line)
+        except ValueError:
             continue
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-                step = entry.get("step")
-                out.append(
-                    (entry["path"], step if isinstance(step, int) and not isinstance(step, bool) else None)
-                )
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            step = entry.get("step")
+            out.append(
+                (entry["path"], step if isinstance(step, int) and not isinstance(step, bool) else None)
+            )
     return out
 
 
