@@ -9,6 +9,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
 import { metricNumber } from './format';
+import { differingHparams, runKey } from './runcompare';
 import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from './types';
 
 export type ColumnKind = 'run' | 'hparam' | 'metric';
@@ -21,10 +22,7 @@ export interface IRunColumn {
   value: (run: IRunSummary) => unknown;
 }
 
-/** The id of a run across jobs. */
-export function runKey(run: IRunSummary): string {
-  return `${run.job_id}/${run.run}`;
-}
+export { runKey };
 
 const FIXED: IRunColumn[] = [
   { key: 'run', label: 'Run', kind: 'run', value: r => r.run },
@@ -172,8 +170,39 @@ export class RunsTableModel {
     return this._runs;
   }
 
+  /**
+   * The columns shown: every hparam with `allHparams`, else only those that differ among the
+   * runs compared (the selected ones when two or more are, else the rows shown), so the
+   * metrics stay in view.
+   */
   get columns(): readonly IRunColumn[] {
-    return this._columns;
+    const hidden = this.hiddenHparams;
+    return hidden.size ? this._columns.filter(c => !hidden.has(c.key)) : this._columns;
+  }
+
+  /** The keys (`hp:<name>`) of the hparam columns hidden because every compared run agrees. */
+  get hiddenHparams(): Set<string> {
+    const selected = this.selected;
+    const compared = selected.length >= 2 ? selected : this.rows;
+    if (this._allHparams || compared.length < 2) {
+      return new Set();
+    }
+    const differ = differingHparams(compared);
+    return new Set(
+      this._columns.filter(c => c.kind === 'hparam' && !differ.has(c.label)).map(c => c.key)
+    );
+  }
+
+  /** Whether every hparam has its column, the same in every run or not. */
+  get allHparams(): boolean {
+    return this._allHparams;
+  }
+
+  set allHparams(on: boolean) {
+    if (on !== this._allHparams) {
+      this._allHparams = on;
+      this._changed.emit();
+    }
   }
 
   /** The runs the filter lets through, in the chosen order. */
@@ -315,6 +344,7 @@ export class RunsTableModel {
   private _runs: IRunSummary[] = [];
   private _columns: IRunColumn[] = runColumns([]);
   private _filter = '';
+  private _allHparams = false;
   private _sort: ISort | null = null;
   private _selected = new Set<string>();
   private _error: string | null = null;
