@@ -151,6 +151,12 @@ export interface ISort {
   ascending: boolean;
 }
 
+/** How the table is shown: the filter's text, and whether every hparam has its column. */
+interface IRunsTableView {
+  filter: string;
+  allHparams: boolean;
+}
+
 export interface IRunsTableModelOptions extends IViewPollOptions {
   /** Loads every run; `listRuns` in the extension. */
   fetchRuns: () => Promise<IRunSummary[]>;
@@ -184,7 +190,7 @@ export class RunsTableModel {
   get hiddenHparams(): Set<string> {
     const selected = this.selected;
     const compared = selected.length >= 2 ? selected : this.rows;
-    if (this._allHparams || compared.length < 2) {
+    if (this._view.allHparams || compared.length < 2) {
       return new Set();
     }
     const differ = differingHparams(compared);
@@ -195,19 +201,16 @@ export class RunsTableModel {
 
   /** Whether every hparam has its column, the same in every run or not. */
   get allHparams(): boolean {
-    return this._allHparams;
+    return this._view.allHparams;
   }
 
   set allHparams(on: boolean) {
-    if (on !== this._allHparams) {
-      this._allHparams = on;
-      this._changed.emit();
-    }
+    this._setView('allHparams', on);
   }
 
   /** The runs the filter lets through, in the chosen order. */
   get rows(): readonly IRunSummary[] {
-    const shown = this._runs.filter(r => matchesFilter(r, this._filter));
+    const shown = this._runs.filter(r => matchesFilter(r, this._view.filter));
     const sort = this._sort;
     const column = sort && this._columns.find(c => c.key === sort.key);
     if (!sort || !column) {
@@ -222,12 +225,17 @@ export class RunsTableModel {
   }
 
   get filter(): string {
-    return this._filter;
+    return this._view.filter;
   }
 
   set filter(text: string) {
-    if (text !== this._filter) {
-      this._filter = text;
+    this._setView('filter', text);
+  }
+
+  /** Change how the table is shown (a change is announced, the same value is not). */
+  private _setView<K extends keyof IRunsTableView>(key: K, value: IRunsTableView[K]): void {
+    if (value !== this._view[key]) {
+      this._view[key] = value;
       this._changed.emit();
     }
   }
@@ -343,8 +351,7 @@ export class RunsTableModel {
   private _interval: number;
   private _runs: IRunSummary[] = [];
   private _columns: IRunColumn[] = runColumns([]);
-  private _filter = '';
-  private _allHparams = false;
+  private _view: IRunsTableView = { filter: '', allHparams: false };
   private _sort: ISort | null = null;
   private _selected = new Set<string>();
   private _error: string | null = null;

@@ -9,32 +9,8 @@ import {
   seriesPoints
 } from '../runcompare';
 import { RunsTableModel } from '../runsmodel';
-import type { IRunDetail, IRunPoint, IRunSummary, Phase } from '../types';
-
-function run(
-  job: string,
-  name: string,
-  hparams: Record<string, unknown>,
-  metrics: Record<string, number | string> = {},
-  phase: Phase = 'Succeeded'
-): IRunSummary {
-  return {
-    job_id: `${job}-abcde`,
-    job_name: job,
-    job_phase: phase,
-    run: name,
-    status: phase === 'Running' ? 'running' : 'finished',
-    start_time: null,
-    end_time: null,
-    hparams,
-    metrics,
-    step: null,
-    total_steps: null,
-    eta_seconds: null,
-    artifacts: 0,
-    tensorboard_run: null
-  };
-}
+import type { IRunDetail, IRunPoint } from '../types';
+import { run } from './runfixture';
 
 function point(
   step: number | null,

