@@ -167,6 +167,8 @@ export class RunsTableModel {
     this._fetch = options.fetchRuns;
     this._interval = options.interval ?? 2000;
     this.poll = viewPoll('jupyter_disttrain:runs', () => this.refresh(), options, 60 * 1000);
+    // first of the slots, so every view reads what changed
+    this._changed.connect(() => (this._hidden = null));
   }
 
   readonly poll: Poll;
@@ -188,15 +190,22 @@ export class RunsTableModel {
 
   /** The keys (`hp:<name>`) of the hparam columns hidden because every compared run agrees. */
   get hiddenHparams(): Set<string> {
-    const selected = this.selected;
-    const compared = selected.length >= 2 ? selected : this.rows;
-    if (this._view.allHparams || compared.length < 2) {
-      return new Set();
+    // once per change: a render asks several times, and 1,000 runs make each ask count
+    if (!this._hidden) {
+      const selected = this.selected;
+      const compared =
+        selected.length >= 2
+          ? selected
+          : this._runs.filter(r => matchesFilter(r, this._view.filter));
+      const differ = differingHparams(compared);
+      this._hidden =
+        this._view.allHparams || compared.length < 2
+          ? new Set()
+          : new Set(
+              this._columns.filter(c => c.kind === 'hparam' && !differ.has(c.label)).map(c => c.key)
+            );
     }
-    const differ = differingHparams(compared);
-    return new Set(
-      this._columns.filter(c => c.kind === 'hparam' && !differ.has(c.label)).map(c => c.key)
-    );
+    return this._hidden;
   }
 
   /** Whether every hparam has its column, the same in every run or not. */
@@ -352,6 +361,7 @@ export class RunsTableModel {
   private _runs: IRunSummary[] = [];
   private _columns: IRunColumn[] = runColumns([]);
   private _view: IRunsTableView = { filter: '', allHparams: false };
+  private _hidden: Set<string> | null = null;
   private _sort: ISort | null = null;
   private _selected = new Set<string>();
   private _error: string | null = null;
