@@ -16,7 +16,7 @@ import { section, table } from './dom';
 import { formatMetric } from './format';
 import { LogViewer } from './logviewer';
 import { ResourcesModel } from './resources';
-import { RunsSection } from './runsection';
+import { progressBar, RunsSection, runStatusBadge } from './runsection';
 import { runLabel } from './runsmodel';
 
 /**
@@ -25,7 +25,7 @@ import { runLabel } from './runsmodel';
  * a content widget in `JobDetails` as Runs has.
  */
 export const DETAILS_TABS = [
-  { id: 'overview', label: 'Overview', sections: ['summary', 'replicas'] },
+  { id: 'overview', label: 'Overview', sections: ['summary', 'progress', 'replicas'] },
   { id: 'logs', label: 'Logs', sections: [] },
   { id: 'resources', label: 'Resources', sections: ['resources'] },
   { id: 'runs', label: 'Runs', sections: [] },
@@ -244,13 +244,13 @@ export class JobDetails extends TabPanel {
       .slice(0, 6);
     const rows = runs.map(r => [
       runLabel(r.run),
-      r.status,
-      r.step === null ? '–' : `${r.step}${r.total_steps ? ` / ${r.total_steps}` : ''}`,
+      runStatusBadge(r.status),
+      progressBar(r),
       ...names.map(n => (r.metrics[n] === undefined ? '–' : formatMetric(r.metrics[n])))
     ]);
     return [
       section('Key metrics'),
-      table(['Run', 'Status', 'Step', ...names], rows, 'jp-DistTrainDetails-keyMetrics')
+      table(['Run', 'Status', 'Progress', ...names], rows, 'jp-DistTrainDetails-keyMetrics')
     ];
   }
 

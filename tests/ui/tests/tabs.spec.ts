@@ -55,7 +55,9 @@ test('the job details are tabs of one panel per job, the logs one of them', asyn
   await expect(overview.locator('.jp-DistTrain-badge').first()).toHaveText('Succeeded');
   await expect(overview.locator('.jp-DistTrainDetails-replicas tbody tr')).toHaveCount(1);
   const metrics = overview.locator('.jp-DistTrainDetails-keyMetrics');
-  await expect(metrics.locator('td[data-column="Step"]')).toHaveText('4 / 4');
+  const runProgress = metrics.locator('td[data-column="Progress"]');
+  await expect(runProgress.locator('[role="progressbar"]')).toHaveAttribute('aria-valuenow', '4');
+  await expect(runProgress).toContainText('4 / 4');
   await expect(metrics.locator('td[data-column="train/loss"]')).toHaveText('0.2');
   await page.screenshot({ path: path.join(SHOTS, 'details-tabs.png') });
 
