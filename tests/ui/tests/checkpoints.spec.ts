@@ -9,6 +9,7 @@ import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { showTab } from './details';
 import { waitForPhase } from './jobs';
 import { openPanel } from './sidebar';
 
@@ -74,6 +75,7 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
     .locator(`.jp-DistTrainPanel-job[data-job-id="${first}"] button[data-action="details"]`)
     .click();
   const details = page.locator(`#jp-disttrain-details-${first}`);
+  await showTab(page, first, 'checkpoints');
   const section = details.locator('.jp-DistTrainCheckpoints');
   const rows = section.locator('tbody tr');
   // every checkpoint with its step, complete (the last one once its 2 s of quiet have passed)
@@ -149,6 +151,7 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   await expect(step5.locator('td[data-column="Pinned"]')).toHaveText('pinned');
   const next = page.locator(`#jp-disttrain-details-${second}`);
   await expect(next).toBeVisible();
+  await showTab(page, second, 'checkpoints');
   await waitForPhase(request, second, 'Succeeded');
   // its ranks got the checkpoint's path
   await expect
@@ -165,6 +168,7 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   ]);
 
   // its run: one line, steps 0..5 of the first job and 6..9 of its own, the resume marked at 5
+  await showTab(page, second, 'runs');
   const run = next.locator('.jp-DistTrainRun[data-run="train"]');
   await expect(run.locator('.jp-DistTrainRun-resumed')).toHaveText('resumed at step 5');
   const loss = run.locator('.jp-DistTrainChart[data-metric="train/loss"]');
@@ -181,6 +185,7 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   await page.screenshot({ path: path.join(SHOTS, 'checkpoints-resumed-run.png') });
 
   // the link opens the job it resumed from
+  await showTab(page, second, 'checkpoints');
   await from.click();
   await expect(details).toBeVisible();
 });
