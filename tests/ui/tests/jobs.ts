@@ -21,3 +21,10 @@ export async function waitForPhase(request: Request, id: string, phase: string) 
     )
     .toBe(phase);
 }
+
+/** Submits ``script`` as ``name`` and waits until it has succeeded; its id. */
+export async function finishedJob(request: Request, name: string, script: string): Promise<string> {
+  const id = await submit(request, name, script);
+  await waitForPhase(request, id, 'Succeeded');
+  return id;
+}
