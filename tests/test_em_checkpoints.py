@@ -29,6 +29,13 @@ def run_python(tmp_path: Path, source: str, **env: str) -> subprocess.CompletedP
     )
 
 
+def job_record(job_dir: Path) -> None:
+    """A job dir with its job.json: a process whose job dir has none is taken for an orphan of a
+    removed job, which the product stops (procs.orphans)."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "job.json").write_text(json.dumps({"id": job_dir.name, "spec": {}}))
+
+
 def test_checkpoint_lines_resume_from_and_the_checkpoint_dir_outside_and_inside_a_job(tmp_path: Path) -> None:
     source = """
     from pathlib import Path
@@ -58,6 +65,7 @@ def test_checkpoint_lines_resume_from_and_the_checkpoint_dir_outside_and_inside_
     assert all(e["time"].endswith("Z") for e in entries)
 
     job = tmp_path / "job"
+    job_record(job)
     done = run_python(
         tmp_path,
         source,
@@ -74,6 +82,7 @@ def test_checkpoint_lines_resume_from_and_the_checkpoint_dir_outside_and_inside_
 
 def test_a_restarted_run_records_where_it_restarted_from_its_declared_checkpoint(tmp_path: Path) -> None:
     job = tmp_path / "job"
+    job_record(job)
     env = {"DISTTRAIN_JOB_DIR": str(job), "DISTTRAIN_JOB_ID": "j1"}
     first = """
     from jupyter_disttrain import em
