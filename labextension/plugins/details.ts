@@ -49,13 +49,14 @@ function createDetails(
     interval: settings.values.refreshInterval,
     visible: shown
   });
-  const resources = new ResourcesModel({
+  // how the views that stop reading once the job has ended poll
+  const untilEnded = {
     jobId: id,
-    fetchResources: getResources,
     interval: settings.values.refreshInterval,
     visible: shown,
     ended: () => model.ended
-  });
+  };
+  const resources = new ResourcesModel({ ...untilEnded, fetchResources: getResources });
   const runs = new JobRunsModel({
     jobId: id,
     fetchRuns: listRuns,
@@ -79,13 +80,7 @@ function createDetails(
     const viewer: LogViewer = new LogViewer(feed);
     return viewer;
   };
-  const checkpoints = new CheckpointsModel({
-    jobId: id,
-    fetchCheckpoints: listCheckpoints,
-    interval: settings.values.refreshInterval,
-    visible: shown,
-    ended: () => model.ended
-  });
+  const checkpoints = new CheckpointsModel({ ...untilEnded, fetchCheckpoints: listCheckpoints });
   const content: JobDetails = new JobDetails(model, editors, {
     resources,
     onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica }),
