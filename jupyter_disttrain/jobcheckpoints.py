@@ -20,7 +20,7 @@ from .packaging.loadcell import load_cell
 from .packaging.origins import ORIGINS_FILE
 from .packaging.values import ARRAY_FILE, TENSOR_FILE
 from .payloads import Checkpoint, CheckpointCode, CheckpointList, CheckpointUsage, JobSummary, ResumeAnswer
-from .runtime import retention
+from .runtime import ckptscan, retention
 from .runtime.atomic import write_json
 from .runtime.contract import CHECKPOINT_PINS_FILE
 from .safefiles import is_real_file, open_regular
@@ -62,7 +62,12 @@ def checkpoint_list(manager: JobManager, job_id: str) -> CheckpointList:
     job_dir = manager.store.existing_dir(job_id)
     spec = manager.store.read_record(job_id).spec
     pinned = retention.pinned(str(job_dir))
-    checkpoints, usage = manager.checkpoint_index.index(job_dir, pinned=pinned, keep=spec.keep_checkpoints)
+    # An ended job writes nothing more: its newest file is complete now, not 2 s from now (what
+    # `latest` resumes from right after the end).
+    settle = 0.0 if manager.status(job_id).is_terminal else ckptscan.SETTLE_SECONDS
+    checkpoints, usage = manager.checkpoint_index.index(
+        job_dir, pinned=pinned, keep=spec.keep_checkpoints, settle=settle
+    )
     return CheckpointList(job_id, str(checkpoint_dir(job_dir)), checkpoints, usage, spec.resumed_from)
 
 

@@ -53,6 +53,7 @@ _STORE_FILES = frozenset(
         contract.LOGS_DIR,
         contract.RANKS_DIR,
         contract.TENSORBOARD_DIR,
+        contract.CHECKPOINTS_DIR,
         "run.sh",
         "slurm",  # the Slurm backend's batch script, node records and rendezvous
     }
@@ -274,6 +275,9 @@ class JobStore:
             d.chmod(dir_mode(group_access))  # exactly, whatever the umask
             (d / contract.LOGS_DIR).mkdir()
             (d / contract.TENSORBOARD_DIR).mkdir()
+            # There before any rank starts, so a plain torch.save(f"{DISTTRAIN_CHECKPOINT_DIR}/...")
+            # works as a save into any existing dir does.
+            (d / contract.CHECKPOINTS_DIR).mkdir()
             (d / record.spec.entrypoint).write_text(script, encoding="utf-8")
             for name, data in (files or {}).items():
                 (d / name).write_bytes(data)

@@ -25,6 +25,8 @@ dist.all_reduce(t)
 print(f"rank={dist.get_rank()} world={dist.get_world_size()} sum={t.item():.0f} "
       f"job={os.environ['DISTTRAIN_JOB_ID']} tb={os.environ['DISTTRAIN_TENSORBOARD_DIR']} "
       f"ckpt={os.environ['DISTTRAIN_CHECKPOINT_DIR']}")
+if dist.get_rank() == 0:  # a plain save into the checkpoint dir: it is there from the start
+    torch.save({"sum": t}, os.path.join(os.environ["DISTTRAIN_CHECKPOINT_DIR"], "step_1.pt"))
 dist.destroy_process_group()
 """
 
@@ -41,6 +43,7 @@ def test_two_rank_gloo_job_all_reduces_and_keeps_per_rank_logs(store: JobStore) 
     tb, ckpt = str(job.dir / "tensorboard"), str(job.dir / "checkpoints")
     assert by_rank == {r: f"rank={r} world=2 sum=3 job={job.id} tb={tb} ckpt={ckpt}" for r in (0, 1)}
     assert (job.dir / "train.py").read_text() == ALL_REDUCE
+    assert [(c.step, c.kind, c.complete) for c in job.checkpoints().checkpoints] == [(1, "torch", True)]
     # A fresh process (another store object) reads the same final state.
     again = api.get_job(job.id, JobStore(store.root))
     assert again.status().phase is JobPhase.SUCCEEDED

@@ -103,15 +103,17 @@ class CheckpointIndex:
         self._lock = threading.Lock()
 
     def index(
-        self, job_dir: Path, *, pinned: set[str], keep: int
+        self, job_dir: Path, *, pinned: set[str], keep: int, settle: float = ckptscan.SETTLE_SECONDS
     ) -> tuple[list[Checkpoint], CheckpointUsage]:
-        """The job's checkpoints oldest first (by step, then time) and their usage."""
+        """The job's checkpoints oldest first (by step, then time) and their usage. A file written
+        in the last ``settle`` seconds may still be growing (0 once no process of the job is left)."""
         runs = [run for run in self.runs.run_names(job_dir) if self.runs.record(job_dir, run) is not None]
         declared = {path: d for run in runs for path, d in _declarations(job_dir, run).items()}
-        found = {f.path: f for f in ckptscan.scan(str(checkpoint_dir(job_dir)), limit=SCAN_LIMIT)}
+        at = str(checkpoint_dir(job_dir))
+        found = {f.path: f for f in ckptscan.scan(at, limit=SCAN_LIMIT, settle=settle)}
         for path in declared:
             if path not in found:
-                found.update((f.path, f) for f in ckptscan.scan_path(path, limit=SCAN_LIMIT))
+                found.update((f.path, f) for f in ckptscan.scan_path(path, limit=SCAN_LIMIT, settle=settle))
         history = self._history(job_dir, runs[-1]) if runs else None
         out = [
             self._entry(job_dir, f, declared.get(f.path), history, runs, f.path in pinned)
