@@ -129,7 +129,11 @@ class JobManager:
                 continue  # being written or removed right now: the next listing has it
         for record, status in self._statuses(changed):
             summary = JobSummary.of(
-                record, status, quiet=self._quiet(record, status), progress=self.progress(record, status)
+                record,
+                status,
+                quiet=self._quiet(record, status),
+                progress=self.progress(record, status),
+                tensorboard=self._wrote_tensorboard(record),
             )
             listed = Listed(fingerprints[record.id], record, status, to_json(summary))
             out.append(listed)
@@ -175,6 +179,15 @@ class JobManager:
             log.debug("could not tell how far job %s is: %s", record.id, exc)
             return None
 
+    def _wrote_tensorboard(self, record: JobRecord) -> bool:
+        """Whether the job wrote TensorBoard data (an ended job's answer is kept with its entry)."""
+        from .monitoring.resources import wrote_tensorboard
+
+        try:
+            return wrote_tensorboard(self.store.job_dir(record.id))
+        except (OSError, DistTrainError):  # a flag, not the listing: never fail it
+            return False
+
     def status(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).describe(job_id)
 
@@ -185,7 +198,12 @@ class JobManager:
         deleted = self.store.is_deleted(job_id)
         status, backend_error = self._describe(record)
         summary = JobSummary.of(
-            record, status, deleted, self._quiet(record, status), self.progress(record, status)
+            record,
+            status,
+            deleted,
+            self._quiet(record, status),
+            self.progress(record, status),
+            self._wrote_tensorboard(record),
         )
         roles = RoleSummary.of(record, status)
         failure = self.failure(record, status) if backend_error is None else None

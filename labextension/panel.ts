@@ -33,7 +33,12 @@ interface IAction {
 const ACTIONS: IAction[] = [
   { command: CommandIDs.details, label: 'Details', icon: listIcon },
   { command: CommandIDs.logs, label: 'Logs', icon: textEditorIcon },
-  { command: CommandIDs.tensorboard, label: 'TensorBoard', icon: chartIcon },
+  {
+    command: CommandIDs.tensorboard,
+    label: 'TensorBoard',
+    icon: chartIcon,
+    when: job => job.tensorboard // only where it wrote event files
+  },
   {
     command: CommandIDs.cancel,
     label: 'Cancel',
