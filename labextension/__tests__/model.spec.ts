@@ -19,6 +19,7 @@ function job(id: string, phase: Phase, created: string): IJobSummary {
     message: null,
     deleted: false,
     launcher: 'torchrun',
+    tensorboard: false,
     quiet: []
   };
 }
