@@ -21,7 +21,7 @@ from .backends.base import Backend
 from .intake import spec_from_words
 from .logfiles import Budget
 from .manager import FollowPage, JobManager, manager_for
-from .payloads import Failure, Resources, RunSummary, StackDump
+from .payloads import CheckpointList, Failure, Resources, RunSummary, StackDump
 from .polling import Backoff
 from .progress import Progress
 from .specs import DryRun, JobSpec, JobStatus, LogLine
@@ -126,6 +126,10 @@ class Job:
     def runs(self, status: JobStatus | None = None) -> list[RunSummary]:
         """The job's runs of experiment tracking (em, MLflow, its own), with their last metrics."""
         return self.manager.job_runs(self.record, status or self.status())
+
+    def checkpoints(self) -> CheckpointList:
+        """The job's checkpoints, oldest first, and the disk they use (README "Checkpoints")."""
+        return self.manager.checkpoints(self.id)
 
     def delete(self, purge: bool = False) -> None:
         self.manager.delete(self.id, purge=purge)

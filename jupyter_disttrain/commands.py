@@ -1,7 +1,7 @@
 """The subcommands of ``jupyter disttrain`` and of the ``%distrun`` line magic.
 
-list, status, logs, stack, cancel, delete and run: words in, lines of text out, over the job layer
-(``api``). The two front ends (``cli.py``, ``magics.py``) only say how the user typed them.
+list, status, logs, stack, checkpoints, cancel, delete and run: words in, lines of text out,
+over the job layer (``api``). The two front ends (``cli.py``, ``magics.py``) only say how the user typed them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .monitoring.stacks import METHODS
 from .specs import JobStatus, LogLine, iso_seconds
 
 if TYPE_CHECKING:
-    from .api import Job
+    from .api import CheckpointList, Job
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="instead, stop the processes of every local job whose job directory was removed while it ran",
     )
+    ck = sub.add_parser("checkpoints", help="a job's checkpoints: step, kind, time, size, complete, path")
+    ck.add_argument("job_id")
     d = sub.add_parser("delete", help="remove a job from the list (files are kept unless --purge)")
     d.add_argument("job_id")
     d.add_argument("--purge", action="store_true", help="also remove its script, logs and TensorBoard data")
@@ -111,6 +113,8 @@ def run_subcommand(
             out(format_line(line) if prefix else line.text)
     elif args.command == "stack":
         return _print_stacks(job, args.replica, args.method, out)
+    elif args.command == "checkpoints":
+        out(format_checkpoints(job.checkpoints(), command))
     elif args.command == "cancel":
         status = job.cancel()
         out(f"{job.id}: {status.phase.value}")
@@ -232,6 +236,35 @@ def format_table(statuses: list[JobStatus], store: Any) -> str:
         rows.append((st.job_id, backend, st.phase.value, replicas, _age(st.created)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f}{unit}"
+    return f"{size}B"
+
+
+def format_checkpoints(listing: CheckpointList, command: str) -> str:
+    """A table of the job's checkpoints (step, kind, time, size, complete, path) and their usage."""
+    if not listing.checkpoints:
+        return (
+            f"{listing.job_id}: no checkpoints in {listing.dir} (save them in $DISTTRAIN_CHECKPOINT_DIR, "
+            "or declare them with run.checkpoint(path))"
+        )
+    rows = [("STEP", "KIND", "TIME", "SIZE", "COMPLETE", "PATH")]
+    for c in listing.checkpoints:
+        step = "-" if c.step is None else str(c.step)
+        done = ("yes" if c.complete else "writing") + (" pinned" if c.pinned else "")
+        rows.append((step, c.kind, c.time or "-", _size(c.size), done, c.path))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    u = listing.usage
+    table.append(
+        f"{u.count} checkpoint(s), {u.complete} complete, {_size(u.bytes)}; resume with "
+        f"--resume {listing.job_id}:latest or :STEP"
+    )
+    return "\n".join(table)
 
 
 def format_status(st: JobStatus) -> str:

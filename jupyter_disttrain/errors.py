@@ -45,6 +45,10 @@ class UnknownRunError(DistTrainError, LookupError):
     """A job has no run (of ``em``), or a run no artifact file, of that name."""
 
 
+class UnknownCheckpointError(DistTrainError, LookupError):
+    """No checkpoint of the job has that id (ids come from its checkpoint list)."""
+
+
 class UnknownBackendError(DistTrainError, LookupError):
     """The backend name matches neither a built-in backend nor an entry point."""
 

@@ -140,6 +140,14 @@ def _non_negative(text: str) -> int:
     return int(text)
 
 
+def _keep(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"--keep-checkpoints takes a whole number of 0 (keep all) or more, not {text!r}"
+        )
+    return int(text)
+
+
 def key_value(flag: str) -> Callable[[str], tuple[str, str]]:
     def parse(text: str) -> tuple[str, str]:
         key, sep, value = text.partition("=")
@@ -182,6 +190,18 @@ class JobWords:
         0,
         parse=_non_negative,
         help="restarts on failure (local: torchrun --max-restarts; Kubernetes: the backoff limit)",
+    )
+    resume: str | None = option(
+        metavar="JOB_ID[:STEP|latest]",
+        help="start from a job's checkpoint (default latest: its newest complete one); the processes "
+        "get its path in $DISTTRAIN_RESUME_FROM",
+    )
+    keep_checkpoints: int = option(
+        0,
+        parse=_keep,
+        metavar="N",
+        help="keep the newest N complete checkpoints of $DISTTRAIN_CHECKPOINT_DIR, delete older ones "
+        "(0: keep all)",
     )
     env: list[tuple[str, str]] = option(
         [],

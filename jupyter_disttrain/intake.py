@@ -199,7 +199,7 @@ def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], defaul
     for cls in backend_option_classes():
         options.update(given(args, cls))
     fields: dict[str, Any] = {"accelerator": args.accelerator, **_launcher_words(args)}
-    for key in ("image", "cpu", "memory"):
+    for key in ("image", "cpu", "memory", "resume"):
         if getattr(args, key) is not None:
             fields[key] = getattr(args, key)
     if args.pvc:
@@ -212,6 +212,7 @@ def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], defaul
         args=script_args,
         env=dict(args.env),
         max_restarts=args.max_restarts,
+        keep_checkpoints=args.keep_checkpoints,
         options=options,
         **fields,
     )

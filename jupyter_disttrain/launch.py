@@ -74,10 +74,15 @@ def rank_env(
         contract.JOB_ID_ENV: job_id,
         contract.JOB_DIR_ENV: job_dir,
         contract.TENSORBOARD_DIR_ENV: posixpath.join(job_dir, contract.TENSORBOARD_DIR),
+        contract.CHECKPOINT_DIR_ENV: posixpath.join(job_dir, contract.CHECKPOINTS_DIR),
         "PYTHONUNBUFFERED": "1",
         **launcher_env(spec, cpu=cpu),
         **(role_env or {}),
     }
+    if spec.resumed_from is not None:  # --resume: the checkpoint, resolved at submit
+        env[contract.RESUME_FROM_ENV] = spec.resumed_from.path
+    if spec.keep_checkpoints > 0:
+        env[contract.KEEP_CHECKPOINTS_ENV] = str(spec.keep_checkpoints)
     if spec.hparams:
         env[contract.HPARAMS_ENV] = json.dumps(spec.hparams, separators=(",", ":"))
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in inherited:

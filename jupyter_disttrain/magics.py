@@ -95,7 +95,7 @@ def warm_up(ipython: Any) -> None:
 
 @magics_class
 class DistTrainMagics(Magics):
-    """``%%distrun`` and ``%distrun list|status|logs|stack|cancel|delete``."""
+    """``%%distrun`` and ``%distrun list|status|logs|stack|checkpoints|cancel|delete``."""
 
     @magic_arguments()
     @_job_flags
@@ -115,6 +115,7 @@ class DistTrainMagics(Magics):
             %%distrun --gpus 2
             %%distrun --gpus 4 --nodes 2 --backend kubernetes --shm-size 16Gi
             %%distrun --gpus 2 --dry-run -- --epochs 3
+            %%distrun --gpus 2 --resume JOB_ID:latest --keep-checkpoints 3
 
         As a line magic::
 
@@ -122,6 +123,7 @@ class DistTrainMagics(Magics):
             %distrun status JOB_ID
             %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
             %distrun stack JOB_ID [--replica rank-1]
+            %distrun checkpoints JOB_ID
             %distrun cancel JOB_ID
             %distrun delete JOB_ID [--purge]
         """

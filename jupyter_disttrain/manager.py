@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from . import jobcheckpoints
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
 from .logfiles import Budget, take_lines
 from .payloads import (
+    CheckpointList,
     Failure,
     JobDetail,
     JobSummary,
@@ -39,6 +41,7 @@ from .payloads import (
 from .progress import Progress
 from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
 from .tracking import hparams
+from .tracking.checkpoints import CheckpointIndex
 from .tracking.runs import RunsReader
 from .tracking.sources import JobRuns, RunSources
 
@@ -92,6 +95,7 @@ class JobManager:
         self._ended: dict[str, Listed] = {}  # by job id
         self.runs = RunsReader()  # em's runs: remembers how far it read each metrics file
         self.run_sources = RunSources(self.runs)
+        self.checkpoint_index = CheckpointIndex(self.runs)
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this store, made once and kept.
@@ -207,8 +211,18 @@ class JobManager:
         )
         roles = RoleSummary.of(record, status)
         failure = self.failure(record, status) if backend_error is None else None
+        usage = jobcheckpoints.usage_of(self, job_id)
         return JobDetail(
-            job_id, summary, record.spec, record.request, status, deleted, backend_error, roles, failure
+            job_id,
+            summary,
+            record.spec,
+            record.request,
+            status,
+            deleted,
+            backend_error,
+            roles,
+            failure,
+            usage,
         )
 
     def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:
@@ -356,12 +370,21 @@ class JobManager:
         path would be followed by whoever opened it next)."""
         return self.runs.open_artifact(self.store.existing_dir(job_id), run, path)
 
+    def checkpoints(self, job_id: str) -> CheckpointList:
+        """The job's checkpoints (README "Checkpoints"), oldest first, and the disk they use."""
+        return jobcheckpoints.checkpoint_list(self, job_id)
+
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
-        return self.backend(spec.backend).submit(_with_arg_hparams(spec), script, files)
+        spec = self._prepared(spec)
+        jobcheckpoints.pin(self.store, spec)  # before it runs: no prune deletes it meanwhile
+        return self.backend(spec.backend).submit(spec, script, files)
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
-        return self.backend(spec.backend).dryrun(_with_arg_hparams(spec), script=script, files=files)
+        return self.backend(spec.backend).dryrun(self._prepared(spec), script=script, files=files)
+
+    def _prepared(self, spec: JobSpec) -> JobSpec:
+        return jobcheckpoints.resolve(self, _with_arg_hparams(spec))
 
     def cancel(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).cancel(job_id)

@@ -163,6 +163,37 @@ class Volume:
         return cls(claim=parts[0], mount_path=parts[1], read_only=parts[2:] == ["ro"])
 
 
+# ``--resume JOB_ID[:STEP|latest]``: which job's checkpoint a new job starts from. The checkpoint
+# part is a step, ``latest`` (the newest complete one) or a checkpoint's id (``c`` and 12 hex
+# digits, from the list). Matched whole (fullmatch), so a trailing newline is refused.
+_RESUME = re.compile(r"(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)(:(?P<which>latest|\d{1,18}|c[0-9a-f]{12}))?")
+LATEST = "latest"
+
+
+def parse_resume(text: str) -> tuple[str, str]:
+    """``JOB_ID[:STEP|latest|CHECKPOINT_ID]`` as (job id, which): ``which`` is ``latest`` when not given."""
+    m = _RESUME.fullmatch(text) if isinstance(text, str) else None
+    if m is None or len(m.group("job")) > 63:
+        raise InvalidSpecError(
+            f"--resume {text!r}: write JOB_ID, JOB_ID:STEP or JOB_ID:latest (e.g. mnist-k3x9q:1200)"
+        )
+    return m.group("job"), m.group("which") or LATEST
+
+
+@dataclass
+class ResumedFrom:
+    """The checkpoint a job started from (``--resume``, ``POST jobs/<id>/resume``), resolved at
+    submit: its job (and that job's directory, where its run's earlier points are), its id in the
+    job's checkpoint list, step, kind and path (the ranks' ``DISTTRAIN_RESUME_FROM``)."""
+
+    job: str
+    checkpoint: str
+    step: int | None
+    kind: str
+    path: str
+    job_dir: str
+
+
 @dataclass
 class JobSpec:
     """Everything needed to run one distributed training job.
@@ -192,6 +223,12 @@ class JobSpec:
     # The job's hyper-parameters, name to scalar (hparams.py: captured at submit from the
     # notebook and the script's arguments); every rank gets them in $DISTTRAIN_HPARAMS.
     hparams: dict[str, Any] = field(default_factory=dict)
+    # Checkpoints (README "Checkpoints"): keep the newest N complete ones of the job's checkpoint
+    # dir (0: all); start from another job's checkpoint (``JOB_ID[:STEP|latest]``), resolved at
+    # submit into ``resumed_from``, which the job layer alone sets.
+    keep_checkpoints: int = 0
+    resume: str | None = None
+    resumed_from: ResumedFrom | None = None
 
     @property
     def world_size(self) -> int:
@@ -215,6 +252,13 @@ class JobSpec:
             validate_env_name(key)
         validate_entrypoint(self.entrypoint)
         check_hparams(self.hparams)
+        if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int):
+            keep = self.keep_checkpoints
+            raise InvalidSpecError(f"--keep-checkpoints must be a whole number, not {keep!r}")
+        if self.keep_checkpoints < 0:
+            raise InvalidSpecError("--keep-checkpoints must be 0 (keep all) or more")
+        if self.resume is not None:
+            parse_resume(self.resume)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -224,6 +268,8 @@ class JobSpec:
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
         data = dict(data)
         data["volumes"] = [Volume(**v) for v in data.get("volumes", [])]
+        if isinstance(data.get("resumed_from"), dict):
+            data["resumed_from"] = ResumedFrom(**_known_fields(ResumedFrom, data["resumed_from"]))
         return cls(**_known_fields(cls, data))
 
 

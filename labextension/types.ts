@@ -74,6 +74,20 @@ export interface IVolume {
   sub_path: string | null;
 }
 
+/**
+ * The checkpoint a job started from (`--resume`, `POST jobs/<id>/resume`), resolved at submit: its
+ * job (and that job's directory, where its run's earlier points are), its id in the job's
+ * checkpoint list, step, kind and path (the ranks' `DISTTRAIN_RESUME_FROM`).
+ */
+export interface IResumedFrom {
+  job: string;
+  checkpoint: string;
+  step: number | null;
+  kind: string;
+  path: string;
+  job_dir: string;
+}
+
 /** Everything needed to run one distributed training job. */
 export interface IJobSpec {
   name: string;
@@ -94,6 +108,9 @@ export interface IJobSpec {
   options: Record<string, unknown>;
   launcher_options: Record<string, unknown>;
   hparams: Record<string, unknown>;
+  keep_checkpoints: number;
+  resume: string | null;
+  resumed_from: IResumedFrom | null;
 }
 
 /** One replica: a rank on the local backend, a pod on Kubernetes. */
@@ -172,6 +189,18 @@ export interface IFailure {
 }
 
 /**
+ * How many checkpoints a job has, the disk they use (bytes), what `--keep-checkpoints` keeps (0:
+ * all), and the id of the newest complete one (what `latest` resumes from).
+ */
+export interface ICheckpointUsage {
+  count: number;
+  complete: number;
+  bytes: number;
+  keep: number;
+  latest: string | null;
+}
+
+/**
  * Spec, launch request and status of one job; `backend_error` says why the status is the stored
  * one (the backend could not be reached or loaded); `failure`: why it failed (absent while it has
  * not).
@@ -186,6 +215,7 @@ export interface IJobDetail {
   backend_error: string | null;
   roles: IRoleSummary[];
   failure?: IFailure;
+  checkpoints: ICheckpointUsage | null;
 }
 
 /** The job's packaged script. */
@@ -378,6 +408,57 @@ export interface IRunDetail {
   artifacts: IArtifactFile[];
   progress: IRunProgress;
   ranks: number[];
+}
+
+/**
+ * One checkpoint of a job (README "Checkpoints"): found in its checkpoint dir or declared by
+ * `run.checkpoint(path)`.
+ */
+export interface ICheckpoint {
+  id: string;
+  path: string;
+  kind: string;
+  step: number | null;
+  epoch: number | null;
+  time: string | null;
+  size: number;
+  complete: boolean;
+  metrics: Record<string, number | string>;
+  run: string | null;
+  declared: boolean;
+  step_source: string | null;
+  world_size: number | null;
+  pinned: boolean;
+}
+
+/**
+ * A job's checkpoints, oldest first (by step, then time), where it writes them (`dir`, its
+ * `DISTTRAIN_CHECKPOINT_DIR`), their usage, and the checkpoint the job itself started from.
+ */
+export interface ICheckpointList {
+  job_id: string;
+  dir: string;
+  checkpoints: ICheckpoint[];
+  usage: ICheckpointUsage;
+  resumed_from: IResumedFrom | null;
+}
+
+/**
+ * A job started by `POST jobs/<id>/resume`: its id, summary, and the checkpoint it resumes from.
+ */
+export interface IResumeAnswer {
+  id: string;
+  job: IJobSummary;
+  checkpoint: ICheckpoint;
+}
+
+/** The code of a notebook cell that loads a checkpoint in the kernel ("Load in notebook"). */
+export interface ICheckpointCode {
+  job_id: string;
+  checkpoint: string;
+  code: string;
+  model_class: string | null;
+  note: string | null;
 }
 
 /**

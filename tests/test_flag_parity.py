@@ -43,7 +43,8 @@ def test_every_flag_of_the_magic_is_a_flag_of_the_cli_run() -> None:
 
 
 LINES = [
-    "--gpus 2 --name same --env MSG=hi --env B=2 --max-restarts 1 --oversubscribe --exit-timeout 60",
+    "--gpus 2 --name same --env MSG=hi --env B=2 --max-restarts 1 --oversubscribe --exit-timeout 60"
+    " --resume other-abcde:20 --keep-checkpoints 3",
     "--gpus 1 --nodes 2 --name same --accelerator cpu --grace-period 3",
     "--backend kubernetes --gpus 4 --nodes 2 --name same --image pytorch:2 --pvc data:/data:ro --cpu 8"
     " --memory 64Gi --shm-size 16Gi --node-selector gpu=a100 --toleration nvidia.com/gpu:NoSchedule"

@@ -26,9 +26,11 @@ MODULES_OF: dict[str, list[str]] = {
     "runtime": [
         "runtime",
         "runtime.atomic",
+        "runtime.ckptscan",
         "runtime.contract",
         "runtime.joined",
         "runtime.rendezvous",
+        "runtime.retention",
         "runtime.sampler",
         "runtime.worker",
     ],
@@ -82,6 +84,7 @@ MODULES_OF: dict[str, list[str]] = {
         "packaging.explain",
         "packaging.history",
         "packaging.keyreads",
+        "packaging.loadcell",
         "packaging.lightning_pitfalls",
         "packaging.origins",
         "packaging.pitfalls",
@@ -94,6 +97,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A job's runs read back (em's, MLflow's, its own), its hyper-parameters, MLflow into TensorBoard.
     "tracking": [
         "tracking",
+        "tracking.checkpoints",
         "tracking.hparams",
         "tracking.mlflowdb",
         "tracking.mlflowtb",
@@ -164,7 +168,7 @@ MODULES_OF: dict[str, list[str]] = {
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api", "warmup", "failures", "jobprogress"],
+    "job layer": ["manager", "api", "warmup", "failures", "jobprogress", "jobcheckpoints"],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
     "front:magic": ["magics", "widgets", "progressview", "kernelenv"],
@@ -173,6 +177,7 @@ MODULES_OF: dict[str, list[str]] = {
         "server",
         "server.app",
         "server.caching_store",
+        "server.checkpoints",
         "server.context",
         "server.handlers",
         "server.jobs",

@@ -23,7 +23,8 @@ dist.init_process_group("gloo")
 t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
 print(f"rank={dist.get_rank()} world={dist.get_world_size()} sum={t.item():.0f} "
-      f"job={os.environ['DISTTRAIN_JOB_ID']} tb={os.environ['DISTTRAIN_TENSORBOARD_DIR']}")
+      f"job={os.environ['DISTTRAIN_JOB_ID']} tb={os.environ['DISTTRAIN_TENSORBOARD_DIR']} "
+      f"ckpt={os.environ['DISTTRAIN_CHECKPOINT_DIR']}")
 dist.destroy_process_group()
 """
 
@@ -37,8 +38,8 @@ def test_two_rank_gloo_job_all_reduces_and_keeps_per_rank_logs(store: JobStore) 
         ("rank-1", JobPhase.SUCCEEDED, 0),
     ]
     by_rank = {ln.rank: ln.text for ln in job.logs() if ln.rank is not None}
-    tb = str(job.dir / "tensorboard")
-    assert by_rank == {r: f"rank={r} world=2 sum=3 job={job.id} tb={tb}" for r in (0, 1)}
+    tb, ckpt = str(job.dir / "tensorboard"), str(job.dir / "checkpoints")
+    assert by_rank == {r: f"rank={r} world=2 sum=3 job={job.id} tb={tb} ckpt={ckpt}" for r in (0, 1)}
     assert (job.dir / "train.py").read_text() == ALL_REDUCE
     # A fresh process (another store object) reads the same final state.
     again = api.get_job(job.id, JobStore(store.root))

@@ -13,6 +13,14 @@ from typing import TypedDict
 JOB_ID_ENV = "DISTTRAIN_JOB_ID"
 JOB_DIR_ENV = "DISTTRAIN_JOB_DIR"
 TENSORBOARD_DIR_ENV = "DISTTRAIN_TENSORBOARD_DIR"
+# Checkpoints (README "Checkpoints"): where a job's ranks save them (``<job dir>/checkpoints``, on
+# every backend), and the checkpoint a process starts from (set by ``--resume`` and on a restart;
+# unset on a fresh start): ``em.resume_from()`` returns it.
+CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"
+RESUME_FROM_ENV = "DISTTRAIN_RESUME_FROM"
+# ``--keep-checkpoints N`` (set when N > 0): rank 0's wrapper keeps the newest N complete ones
+# (runtime/retention.py), never one that ``CHECKPOINT_PINS_FILE`` names.
+KEEP_CHECKPOINTS_ENV = "DISTTRAIN_KEEP_CHECKPOINTS"
 # The job's hyper-parameters as a JSON object (set when it has any): em.create_run's default.
 HPARAMS_ENV = "DISTTRAIN_HPARAMS"
 # The local backend's bookkeeping: where the rank wrapper writes, and which agent a rank is under.
@@ -38,6 +46,10 @@ RANKS_DIR = "ranks"
 TENSORBOARD_DIR = "tensorboard"
 METRICS_DIR = "metrics"  # <replica>.jsonl: resource samples; monitor.json: how they are taken
 MONITOR_FILE = "monitor.json"
+CHECKPOINTS_DIR = "checkpoints"
+# {"paths": [absolute, ...]}: this job's checkpoints other jobs resumed from (the job layer writes
+# it at their submit): retention never deletes them.
+CHECKPOINT_PINS_FILE = "checkpoint-pins.json"
 STACKS_DIR = "stacks"  # <replica>.txt: the faulthandler dumps the rank wrapper writes on STACK_SIGNAL
 # The signal on which the rank wrapper dumps every thread's Python stack (faulthandler). torchrun
 # neither uses nor forwards it by default (its agent handles TERM, INT, HUP and QUIT).
@@ -51,6 +63,9 @@ RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
 ARTIFACTS_DIR = "artifacts"
 MANIFEST_FILE = "manifest.json"
+# ``runs/<run>/checkpoints.jsonl``: the checkpoints a script declared with ``run.checkpoint(path,
+# step=...)``, one JSON object per line: {"path": absolute, "step": int | null, "time": ISO 8601}.
+CHECKPOINTS_FILE = "checkpoints.jsonl"
 # Run and artifact names become directory names (and TensorBoard run names).
 RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
 

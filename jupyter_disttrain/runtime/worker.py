@@ -25,7 +25,7 @@ import time
 import types
 from typing import Any
 
-from . import contract
+from . import contract, retention
 from .atomic import open_own, write_json
 from .joined import joined_any, joined_world, watch
 
@@ -89,6 +89,7 @@ def main(argv: list[str]) -> None:
     ended: SystemExit | None = None
     namespace = _main_module(script)
     watch()
+    retention.start(rank)  # --keep-checkpoints: rank 0 prunes the checkpoint dir
     try:
         with open(script, "rb") as f:
             source = f.read()

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 from urllib.parse import quote
 
 from jupyter_server.base.handlers import APIHandler
@@ -30,6 +30,7 @@ from ..errors import (
     JobEndedError,
     PackagingError,
     UnknownBackendError,
+    UnknownCheckpointError,
     UnknownJobError,
     UnknownReplicaError,
     UnknownRunError,
@@ -52,6 +53,7 @@ _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (UnknownReplicaError, 404),
     (JobEndedError, 409),
     (UnknownRunError, 404),
+    (UnknownCheckpointError, 404),
     (InvalidSpecError, 400),
     (PackagingError, 400),
     (UnknownBackendError, 400),
@@ -361,9 +363,12 @@ class ArtifactHandler(DistTrainHandler):
     async def get(self, job_id: str, run: str, path: str) -> None:
         manager = self.ctx.service.manager
         f = await self.call(manager.open_artifact, job_id, run, path)  # tornado unescaped it
+        await self.send_file(f, path.rsplit("/", 1)[-1])
+
+    async def send_file(self, f: IO[bytes], name: str) -> None:
+        """Send an open file as a download, in chunks read in the pool; close it."""
         try:
             size = os.fstat(f.fileno()).st_size
-            name = path.rsplit("/", 1)[-1]
             self.set_header("Content-Type", "application/octet-stream")
             self.set_header("Content-Length", str(size))
             self.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{quote(name)}")

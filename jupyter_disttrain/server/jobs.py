@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import jobcheckpoints
 from ..errors import InvalidSpecError
 from ..intake import spec_from_json
 from ..manager import JobManager
@@ -87,6 +88,28 @@ class JobService:
         job_id = self.manager.submit(spec, script)
         record = self.store.read_record(job_id)
         return to_json(SubmitAnswer(job_id, JobSummary.of(record, self.manager.status(job_id))))
+
+    def checkpoints(self, job_id: str) -> dict[str, Any]:
+        """``CheckpointList`` (``JobManager.checkpoints``)."""
+        return to_json(self.manager.checkpoints(job_id))
+
+    def checkpoint_code(self, job_id: str, checkpoint: str) -> dict[str, Any]:
+        """``CheckpointCode``: a cell loading the checkpoint with the script's model class."""
+        return to_json(jobcheckpoints.load_code(self.manager, job_id, checkpoint))
+
+    def resume(self, job_id: str, body: Any) -> dict[str, Any]:
+        """Submit the job again from ``{"checkpoint": "latest" | STEP | "<id>"}``: ``ResumeAnswer``."""
+        if body is None:
+            body = {}
+        if not isinstance(body, dict) or set(body) - {"checkpoint"}:
+            raise InvalidSpecError('send a JSON object {"checkpoint": "latest" | STEP | "<checkpoint id>"}')
+        which = jobcheckpoints.which_of(body.get("checkpoint", "latest"))
+        self.store.read_record(job_id)  # an unknown job is a 404, not a bad checkpoint
+        try:
+            answer = jobcheckpoints.resume_job(self.manager, job_id, which)
+        except InvalidSpecError as exc:
+            raise InvalidSpecError(f"checkpoint: {exc}") from None
+        return to_json(answer)
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return to_json(CancelAnswer(self.manager.cancel(job_id)))

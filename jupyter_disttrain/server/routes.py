@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tornado.web import RequestHandler
 
+from . import checkpoints as c
 from . import handlers as h
 from .proxy import TensorBoardProxyHandler
 
@@ -19,6 +20,7 @@ NAMESPACE = "disttrain"
 _JOB = r"(?P<job_id>[^/]+)"
 _TB = r"(?P<tb_id>[^/]+)"
 _RUN = r"(?P<run>[^/]+)"
+_CKPT = r"(?P<checkpoint>[^/]+)"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,22 @@ ROUTES: tuple[Route, ...] = (
         "disttrain/api/jobs/demo-abcde/replicas/rank-0/stack",
     ),
     Route(rf"disttrain/api/jobs/{_JOB}/cancel", h.CancelHandler, "disttrain/api/jobs/demo-abcde/cancel"),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/checkpoints/?",
+        c.CheckpointsHandler,
+        "disttrain/api/jobs/demo-abcde/checkpoints",
+    ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/checkpoints/{_CKPT}/download",
+        c.CheckpointDownloadHandler,
+        "disttrain/api/jobs/demo-abcde/checkpoints/c0123456789ab/download",
+    ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/checkpoints/{_CKPT}/code",
+        c.CheckpointCodeHandler,
+        "disttrain/api/jobs/demo-abcde/checkpoints/c0123456789ab/code",
+    ),
+    Route(rf"disttrain/api/jobs/{_JOB}/resume", c.ResumeHandler, "disttrain/api/jobs/demo-abcde/resume"),
     Route(r"disttrain/api/runs/?", h.RunsHandler, "disttrain/api/runs"),
     Route(
         rf"disttrain/api/jobs/{_JOB}/runs/{_RUN}/?", h.RunHandler, "disttrain/api/jobs/demo-abcde/runs/mnist"

@@ -127,6 +127,7 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     job_dir = str(tmp_path / "ws" / ".disttrain" / "jobs" / "mnist-ddp-ab12c")
     assert env["DISTTRAIN_JOB_DIR"] == job_dir and env["DISTTRAIN_JOB_ID"] == "mnist-ddp-ab12c"
     assert env["DISTTRAIN_TENSORBOARD_DIR"] == job_dir + "/tensorboard"
+    assert env["DISTTRAIN_CHECKPOINT_DIR"] == job_dir + "/checkpoints"
     assert env["PYTHONUNBUFFERED"] == "1" and env["PET_NNODES"] == "3" and env["PET_NPROC_PER_NODE"] == "4"
     assert (
         env["PET_MASTER_ADDR"]

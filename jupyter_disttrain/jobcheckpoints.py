@@ -1,0 +1,204 @@
+"""A job's checkpoints and resuming from one: the job layer's part (README "Checkpoints").
+
+``resolve`` is the one place ``--resume JOB_ID[:STEP|latest|ID]`` becomes the spec's
+``resumed_from`` (the checkpoint's path is the ranks' ``DISTTRAIN_RESUME_FROM``): the magic,
+the CLI and ``POST jobs/<id>/resume`` all submit through ``JobManager.submit``, which calls it.
+Whatever is wrong (no such job, step or checkpoint; one still being written; a DeepSpeed ZeRO
+checkpoint of another world size) is one line saying what to do, and nothing is launched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from typing import TYPE_CHECKING
+
+from .errors import InvalidSpecError, UnknownCheckpointError, UnknownJobError
+from .packaging.loadcell import load_cell
+from .packaging.origins import ORIGINS_FILE
+from .packaging.values import ARRAY_FILE, TENSOR_FILE
+from .payloads import Checkpoint, CheckpointCode, CheckpointList, CheckpointUsage, JobSummary, ResumeAnswer
+from .runtime import retention
+from .runtime.atomic import write_json
+from .runtime.contract import CHECKPOINT_PINS_FILE
+from .safefiles import is_real_file, open_regular
+from .specs import LATEST, JobSpec, ResumedFrom, parse_resume
+from .tracking.checkpoints import checkpoint_dir
+
+if TYPE_CHECKING:
+    from .manager import JobManager
+    from .store import JobStore
+
+log = logging.getLogger(__name__)
+# Where rank 0 runs runtime/worker.py, whose retention thread does --keep-checkpoints (a pod
+# runs the script under torchrun directly: the image need not have jupyter_disttrain).
+PRUNING_BACKENDS = ("local", "slurm")
+SIDE_FILES = (TENSOR_FILE, ARRAY_FILE, ORIGINS_FILE)  # what packaging ships beside the script
+_ID = re.compile(r"c[0-9a-f]{12}")
+
+
+def pin(store: JobStore, spec: JobSpec) -> None:
+    """Record in the resumed job's dir that ``spec`` resumes from its checkpoint (retention and
+    the list read it: a pinned checkpoint is never deleted)."""
+    resumed = spec.resumed_from
+    if resumed is None:
+        return
+    job_dir = store.existing_dir(resumed.job)
+    paths = sorted(retention.pinned(str(job_dir)) | {resumed.path})
+    try:
+        write_json(job_dir / CHECKPOINT_PINS_FILE, {"paths": paths})
+    except OSError as exc:  # another user's job dir, a full disk: resume anyway, unpinned
+        log.warning(
+            "could not pin %s in job %s (its --keep-checkpoints may delete it): %s",
+            resumed.path,
+            resumed.job,
+            exc,
+        )
+
+
+def checkpoint_list(manager: JobManager, job_id: str) -> CheckpointList:
+    job_dir = manager.store.existing_dir(job_id)
+    spec = manager.store.read_record(job_id).spec
+    pinned = retention.pinned(str(job_dir))
+    checkpoints, usage = manager.checkpoint_index.index(job_dir, pinned=pinned, keep=spec.keep_checkpoints)
+    return CheckpointList(job_id, str(checkpoint_dir(job_dir)), checkpoints, usage, spec.resumed_from)
+
+
+def usage_of(manager: JobManager, job_id: str) -> CheckpointUsage | None:
+    """The disk the job's checkpoints use, for its details (None where they cannot be read)."""
+    try:
+        return checkpoint_list(manager, job_id).usage
+    except OSError as exc:  # a detail, not the job: never fail it
+        log.debug("could not index job %s's checkpoints: %s", job_id, exc)
+        return None
+
+
+def which_of(value: object) -> str:
+    """The ``checkpoint`` of a resume request: ``latest``, a step or a checkpoint's id."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return str(value)
+    if isinstance(value, str) and (value == LATEST or value.isdigit() or _ID.fullmatch(value)):
+        return value
+    raise InvalidSpecError(
+        f"checkpoint must be 'latest', a step (e.g. 1200) or a checkpoint's id from the list, not {value!r}"
+    )
+
+
+def find(listing: CheckpointList, which: str) -> Checkpoint:
+    """The checkpoint ``which`` names in ``listing`` (``latest``: the newest complete one)."""
+    job, every = listing.job_id, listing.checkpoints
+    complete = [c for c in every if c.complete]
+    if not every:
+        raise InvalidSpecError(
+            f"job {job} has no checkpoints: its script saves none in $DISTTRAIN_CHECKPOINT_DIR "
+            "and declares none with run.checkpoint(path)"
+        )
+    if which == LATEST:
+        if not complete:
+            raise InvalidSpecError(
+                f"job {job} has no complete checkpoint yet ({len(every)} being written): try again shortly"
+            )
+        return complete[-1]
+    named = [c for c in every if c.id == which or (which.isdigit() and c.step == int(which))]
+    if not named:
+        steps = sorted({c.step for c in every if c.step is not None})
+        raise InvalidSpecError(
+            f"job {job} has no checkpoint {'at step ' if which.isdigit() else ''}{which}: "
+            f"its steps are {', '.join(map(str, steps)) or 'unknown'} (or resume from latest)"
+        )
+    whole = [c for c in named if c.complete]
+    if not whole:
+        steps = sorted({c.step for c in complete if c.step is not None})
+        raise InvalidSpecError(
+            f"checkpoint {named[-1].path} of job {job} is incomplete (still being written, or cut off): "
+            f"resume from latest or another step of {steps}"
+        )
+    return whole[-1]
+
+
+def resolve(manager: JobManager, spec: JobSpec) -> JobSpec:
+    """``spec`` with ``resumed_from`` resolved from ``resume`` (cleared when there is none)."""
+    if spec.keep_checkpoints and spec.backend not in PRUNING_BACKENDS:
+        raise InvalidSpecError(
+            f"--keep-checkpoints: the {spec.backend} backend's ranks run without the rank wrapper "
+            "that prunes (local and slurm jobs have it): leave it 0 and delete old checkpoints yourself"
+        )
+    if spec.resume is None:
+        return spec if spec.resumed_from is None else dataclasses.replace(spec, resumed_from=None)
+    job_id, which = parse_resume(spec.resume)
+    try:
+        listing = checkpoint_list(manager, job_id)
+    except UnknownJobError:
+        raise InvalidSpecError(
+            f"--resume {spec.resume}: there is no job {job_id} (list the jobs with %distrun list)"
+        ) from None
+    found = find(listing, which)
+    if found.kind == "deepspeed" and found.world_size and found.world_size != spec.world_size:
+        raise InvalidSpecError(
+            f"--resume {spec.resume}: this DeepSpeed ZeRO checkpoint was written by {found.world_size} "
+            f"ranks, the new job has {spec.world_size}: use the same --gpus/--nodes, or convert it "
+            "with DeepSpeed's universal checkpoint (ds_to_universal) first"
+        )
+    resumed = ResumedFrom(
+        job=job_id,
+        checkpoint=found.id,
+        step=found.step,
+        kind=found.kind,
+        path=found.path,
+        job_dir=str(manager.store.job_dir(job_id)),
+    )
+    return dataclasses.replace(spec, resumed_from=resumed)
+
+
+def resume_job(manager: JobManager, job_id: str, which: str) -> ResumeAnswer:
+    """Submit job ``job_id``'s own spec and script again, from its checkpoint ``which``."""
+    record = manager.store.read_record(job_id)
+    script = manager.store.read_script(job_id)
+    spec = dataclasses.replace(record.spec, resume=f"{job_id}:{which}", resumed_from=None)
+    new_id = manager.submit(spec, script, _side_files(manager.store, job_id))
+    new = manager.store.read_record(new_id)
+    summary = JobSummary.of(new, manager.stored_status(new))
+    checkpoint = find(checkpoint_list(manager, job_id), new.spec.resumed_from.checkpoint)  # type: ignore[union-attr]
+    return ResumeAnswer(new_id, summary, checkpoint)
+
+
+def _side_files(store: JobStore, job_id: str) -> dict[str, bytes]:
+    """The values and origins the job was packaged with (read as they are: links refused)."""
+    out = {}
+    job_dir = store.job_dir(job_id)
+    for name in SIDE_FILES:
+        if is_real_file(job_dir / name):
+            with open_regular(job_dir / name) as f:
+                out[name] = f.read()
+    return out
+
+
+def checkpoint_of(manager: JobManager, job_id: str, checkpoint: str) -> Checkpoint:
+    """The job's checkpoint with the id ``checkpoint``."""
+    for found in checkpoint_list(manager, job_id).checkpoints:
+        if found.id == checkpoint:
+            return found
+    raise UnknownCheckpointError(
+        f"job {job_id} has no checkpoint {checkpoint!r} (see GET .../jobs/{job_id}/checkpoints for the ids)"
+    )
+
+
+def downloadable(manager: JobManager, job_id: str, checkpoint: str) -> Checkpoint:
+    """The checkpoint, if it is inside the job's directory (one declared elsewhere is not served:
+    no path leaves the job dir)."""
+    found = checkpoint_of(manager, job_id, checkpoint)
+    job_dir = os.path.realpath(manager.store.job_dir(job_id))
+    if os.path.commonpath([job_dir, os.path.realpath(found.path)]) != job_dir:
+        raise InvalidSpecError(
+            f"checkpoint {checkpoint} ({found.path}) is outside the job's directory: copy it from there"
+        )
+    return found
+
+
+def load_code(manager: JobManager, job_id: str, checkpoint: str) -> CheckpointCode:
+    """A notebook cell that loads the checkpoint with the model class the job's script defined."""
+    found = checkpoint_of(manager, job_id, checkpoint)
+    cell = load_cell(manager.store.read_script(job_id), found.kind, found.path)
+    return CheckpointCode(job_id, found.id, cell.code, cell.model_class, cell.note)

@@ -1,0 +1,81 @@
+"""``--keep-checkpoints N``: keep the newest N complete checkpoints of the job's checkpoint dir.
+
+Rank 0's wrapper (``worker.py``: local and Slurm jobs; a pod runs the script directly) starts
+``start()``: a daemon thread that prunes every INTERVAL seconds where rank 0 writes, and once
+more as the process exits. A checkpoint still being written (not
+complete in ``ckptscan``'s terms) is never deleted nor counted, nor is one a resume points at
+(``<job dir>/checkpoint-pins.json``, written by the job layer when a job resumes from it).
+Standard library only: it runs inside the training process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import threading
+from collections.abc import Mapping
+
+from . import ckptscan, contract
+
+INTERVAL = 10.0  # seconds between prunes (a scan of the dir: see bench/bench_checkpoints.py)
+MAX_PINS_BYTES = 1 << 20
+
+
+def pinned(job_dir: str) -> set[str]:
+    """The checkpoint paths resumes point at (the job layer's pins file; empty when none)."""
+    try:
+        with open(os.path.join(job_dir, contract.CHECKPOINT_PINS_FILE), "rb") as f:
+            data = json.loads(f.read(MAX_PINS_BYTES))
+    except (OSError, ValueError):
+        return set()
+    paths = data.get("paths") if isinstance(data, dict) else None
+    return {p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()
+
+
+def prune(root: str, keep: int, pins: set[str], *, settle: float = ckptscan.SETTLE_SECONDS) -> list[str]:
+    """Delete the complete checkpoints under ``root`` older than its newest ``keep`` complete ones,
+    pinned ones left; the paths deleted. ``settle``: how long a file must be unchanged to count
+    as written (0 once the writer has exited)."""
+    if keep <= 0:
+        return []
+    complete = [f for f in ckptscan.scan(root, settle=settle) if f.complete]
+    doomed = [f.path for f in complete[:-keep] if f.path not in pins]
+    for path in doomed:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            continue  # gone already, or not ours to delete: the next prune tries again
+    return doomed
+
+
+def start(rank: int, env: Mapping[str, str] = os.environ) -> threading.Thread | None:
+    """On rank 0, prune the job's checkpoint dir while this process runs and as it exits, if the
+    job asked (``DISTTRAIN_KEEP_CHECKPOINTS``); None when it did not (or on another rank)."""
+    if rank != 0:
+        return None
+    try:
+        keep = int(env.get(contract.KEEP_CHECKPOINTS_ENV, "0"))
+    except ValueError:
+        return None
+    root, job_dir = env.get(contract.CHECKPOINT_DIR_ENV), env.get(contract.JOB_DIR_ENV)
+    if keep <= 0 or not root or not job_dir:
+        return None
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(INTERVAL):
+            prune(root, keep, pinned(job_dir))
+
+    def last() -> None:
+        stop.set()
+        prune(root, keep, pinned(job_dir), settle=0.0)
+
+    thread = threading.Thread(target=loop, name="disttrain-retention", daemon=True)
+    thread.start()
+    atexit.register(last)
+    return thread
