@@ -1,31 +1,12 @@
 import { filterJobs, foldJobs } from '../joblist';
 import type { IJobSummary } from '../types';
+import { jobSummary } from './jobfixture';
 
 const NOW = Date.parse('2026-11-27T12:00:00Z');
 const HOUR = 3600 * 1000;
 
 function job(id: string, extra: Partial<IJobSummary> = {}): IJobSummary {
-  return {
-    id,
-    name: id.split('-')[0],
-    backend: 'local',
-    phase: 'Succeeded',
-    created: new Date(NOW - 2 * HOUR).toISOString(),
-    start_time: null,
-    finish_time: null,
-    replicas_ready: 0,
-    replicas_total: 2,
-    nodes: 1,
-    nproc_per_node: 2,
-    gpus: 0,
-    reason: null,
-    message: null,
-    deleted: false,
-    launcher: 'torchrun',
-    tensorboard: false,
-    quiet: [],
-    ...extra
-  };
+  return jobSummary(id, { created: new Date(NOW - 2 * HOUR).toISOString(), ...extra });
 }
 
 describe('filterJobs', () => {

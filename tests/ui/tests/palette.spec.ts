@@ -8,7 +8,7 @@ import { expect, test } from '@jupyterlab/galata';
 import { execFileSync } from 'child_process';
 import * as path from 'path';
 
-import { submit, waitForPhase } from './jobs';
+import { submit, tensorboardPoint, waitForPhase } from './jobs';
 import { openPanel } from './sidebar';
 
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
@@ -29,19 +29,12 @@ store.write_status(JobStatus(job_id=job_id, phase=JobPhase.SUCCEEDED, created=th
 print(job_id)
 `;
 
-const WITH_TENSORBOARD = `
-import os
-from torch.utils.tensorboard import SummaryWriter
-with SummaryWriter(os.path.join(os.environ["DISTTRAIN_TENSORBOARD_DIR"], "run")) as w:
-    w.add_scalar("loss", 1.0, 0)
-`;
-
 test('the palette acts on the selected job; the filter narrows the list; old jobs are folded', async ({
   page,
   request
 }) => {
   const oldId = execFileSync('python', ['-c', OLD_JOB, JOB_ROOT]).toString().trim();
-  const tbId = await submit(request, 'palone', WITH_TENSORBOARD);
+  const tbId = await submit(request, 'palone', tensorboardPoint('loss'));
   const plainId = await submit(request, 'paltwo', 'print("no tensorboard here")\n');
   await waitForPhase(request, tbId, 'Succeeded');
   await waitForPhase(request, plainId, 'Succeeded');

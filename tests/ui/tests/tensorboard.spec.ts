@@ -8,7 +8,7 @@ import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
-import { submit, waitForPhase } from './jobs';
+import { submit, tensorboardPoint, waitForPhase } from './jobs';
 import { openPanel } from './sidebar';
 
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
@@ -134,18 +134,11 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
   await context.close();
 });
 
-const ONE_POINT = `
-import os
-from torch.utils.tensorboard import SummaryWriter
-with SummaryWriter(os.path.join(os.environ["DISTTRAIN_TENSORBOARD_DIR"], "run")) as w:
-    w.add_scalar("look/loss", 1.0, 0)
-`;
-
 test('TensorBoard follows the dark theme, loads every file through the proxy and opens with its settings closed', async ({
   page,
   request
 }) => {
-  const jobId = await submit(request, 'tblook', ONE_POINT);
+  const jobId = await submit(request, 'tblook', tensorboardPoint('look/loss'));
   await waitForPhase(request, jobId, 'Succeeded');
   // what TensorBoard's page asked for and did not get (its fonts were asked from the site's root)
   const missing: string[] = [];
