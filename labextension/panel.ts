@@ -51,6 +51,9 @@ const ACTIONS: IAction[] = [
   { command: CommandIDs.remove, label: 'Delete', icon: deleteIcon }
 ];
 
+/** Rows drawn at first, and added by each "Show more" (the list redraws every second). */
+export const ROWS_PAGE = 100;
+
 export class JobsPanel extends Widget {
   /**
    * @param foldHours ended jobs that ended longer ago than this many hours are folded (0: none)
@@ -98,6 +101,13 @@ export class JobsPanel extends Widget {
     this._folded = document.createElement('ul');
     this._folded.className = 'jp-DistTrainPanel-list jp-DistTrainPanel-folded';
     this._folded.setAttribute('aria-label', 'Older jobs');
+    this._more = document.createElement('button');
+    this._more.type = 'button';
+    this._more.className = 'jp-DistTrainPanel-more jp-Button jp-mod-minimal';
+    this._more.addEventListener('click', () => {
+      this._limit += ROWS_PAGE;
+      this._render();
+    });
     this._foldToggle = document.createElement('button');
     this._foldToggle.type = 'button';
     this._foldToggle.className = 'jp-DistTrainPanel-foldToggle jp-Button jp-mod-minimal';
@@ -110,6 +120,7 @@ export class JobsPanel extends Widget {
       this._filter,
       this._status,
       this._list,
+      this._more,
       this._foldToggle,
       this._folded
     );
@@ -181,7 +192,11 @@ export class JobsPanel extends Widget {
     const focused = document.activeElement as HTMLElement | null;
     const focusKey = focused && this.node.contains(focused) ? focused.dataset.focusKey : undefined;
     const now = Date.now();
-    this._list.replaceChildren(...shown.map(job => this._row(job, now)));
+    // the newest first, ROWS_PAGE at a time: a long list costs its redraws only when asked for
+    this._list.replaceChildren(...shown.slice(0, this._limit).map(job => this._row(job, now)));
+    const more = shown.length - Math.min(shown.length, this._limit);
+    this._more.hidden = more === 0;
+    this._more.textContent = `Show ${Math.min(more, ROWS_PAGE)} more (${more} not shown)`;
     const n = folded.length;
     this._foldToggle.hidden = n === 0;
     this._foldToggle.textContent = this._showFolded
@@ -335,6 +350,8 @@ export class JobsPanel extends Widget {
   private _list: HTMLUListElement;
   private _folded: HTMLUListElement;
   private _foldToggle: HTMLButtonElement;
+  private _more: HTMLButtonElement;
+  private _limit = ROWS_PAGE;
   private _showFolded = false;
   private _clock: number;
 }

@@ -29,6 +29,18 @@ store.write_status(JobStatus(job_id=job_id, phase=JobPhase.SUCCEEDED, created=th
 print(job_id)
 `;
 
+// 120 jobs that have just ended, by the same writers.
+const MANY_JOBS = `
+import sys
+from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.store import JobRecord, JobStore
+store = JobStore(sys.argv[1])
+for i in range(120):
+    record = JobRecord(id=store.new_job_id("bulk"), spec=JobSpec(name="bulk"))
+    store.create(record, "print(1)\\n")
+    store.write_status(JobStatus(job_id=record.id, phase=JobPhase.SUCCEEDED, created=record.created))
+`;
+
 test('the palette acts on the selected job; the filter narrows the list; old jobs are folded', async ({
   page,
   request
@@ -107,4 +119,16 @@ test('the palette acts on the selected job; the filter narrows the list; old job
   await expect(page.locator(`#jp-disttrain-details-${plainId}`)).toBeVisible();
   await expect(page.locator(`#jp-disttrain-details-${plainId}`)).toContainText(plainId);
   await page.screenshot({ path: path.join(SHOTS, 'palette.png') });
+
+  // --- a long list draws its newest 100 rows; "Show more" draws the next ones
+  execFileSync('python', ['-c', MANY_JOBS, JOB_ROOT]);
+  const more = panel.locator('.jp-DistTrainPanel-more');
+  await expect(more).toBeVisible({ timeout: 60000 });
+  await expect(more).toHaveText(/^Show \d+ more \(\d+ not shown\)$/);
+  await expect(
+    panel.locator('.jp-DistTrainPanel-list:not(.jp-DistTrainPanel-folded) > li')
+  ).toHaveCount(100);
+  await more.click();
+  await expect(more).toBeHidden();
+  await expect(row(plainId)).toBeVisible(); // the oldest of the recent jobs, drawn again
 });
