@@ -393,7 +393,7 @@ class RunProgress:
 
 @dataclass
 class RunDetail:
-    """A run's record (``run.json``) and a page of its metric points from byte offset ``since``.
+    """A run's record (``run.json``) and a page of its metric points from offset ``since``.
 
     Pass ``next`` as ``since`` to read on (each point comes once); ``more`` says the page
     stopped at its point or byte limit with more already written. ``ranks`` lists the ranks
@@ -411,6 +411,11 @@ class RunDetail:
     artifacts: list[ArtifactFile]
     progress: RunProgress
     ranks: list[int]
+    # The steps where the curve continues from a checkpoint, oldest first: a run resumed from
+    # another job's (``record.resumed_from``: that run's points up to the step come first, in
+    # the same pages) and each restart of the job from its own (``record.restarts``: the earlier
+    # attempt's points past the step are left out). Each step shows once.
+    resumed_at: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -1,30 +1,64 @@
 /**
- * Job details: the sections of `detailsections.ts` (summary, spec, replica table with exit
- * codes and reasons, the latest resource values and a Stack action, resource sparklines,
- * conditions, events), the runs of experiment tracking (`RunsSection`), and the packaged
- * script in JupyterLab's own read-only editor.
+ * Job details: one panel per job, in tabs as job consoles have them. Overview (the summary
+ * with the failure story, the replica table, each run's progress and last metrics), Logs (the
+ * log viewer, made when first shown), Resources, Runs (`RunsSection`), Events (conditions and
+ * events), Spec and script (the packaged script in JupyterLab's read-only editor). The tabs'
+ * contents are the sections of `detailsections.ts`, picked by id.
  */
 import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/codeeditor';
 import { Message } from '@lumino/messaging';
-import { Panel, Widget } from '@lumino/widgets';
+import { BoxPanel, Panel, TabPanel, Widget } from '@lumino/widgets';
 
 import { IJobDetail } from './api';
 import { DETAILS_SECTIONS, IDetailsContext } from './detailsections';
 import { JobDetailsModel } from './detailsmodel';
-import { section } from './dom';
+import { section, table } from './dom';
+import { formatMetric } from './format';
+import { LogViewer } from './logviewer';
 import { ResourcesModel } from './resources';
-import { RunsSection } from './runsection';
+import { progressBar, RunsSection, runStatusBadge } from './runsection';
+import { runLabel } from './runsmodel';
+
+/**
+ * The tabs, in order, and which sections each draws. A Checkpoints tab goes after Runs once
+ * the server lists a job's checkpoints (`GET jobs/<id>/checkpoints`): add it here and give it
+ * a content widget in `JobDetails` as Runs has.
+ */
+export const DETAILS_TABS = [
+  { id: 'overview', label: 'Overview', sections: ['summary', 'progress', 'replicas'] },
+  { id: 'logs', label: 'Logs', sections: [] },
+  { id: 'resources', label: 'Resources', sections: ['resources'] },
+  { id: 'runs', label: 'Runs', sections: [] },
+  { id: 'events', label: 'Events', sections: ['conditions', 'events'] },
+  { id: 'spec', label: 'Spec and script', sections: ['spec'] }
+] as const;
+
+export type DetailsTab = (typeof DETAILS_TABS)[number]['id'];
+
+/** Whether `tab` names one of the tabs (a command's argument, a restored layout's). */
+export function isDetailsTab(tab: unknown): tab is DetailsTab {
+  return DETAILS_TABS.some(t => t.id === tab);
+}
+
+/** What a tab shows when its sections have nothing for the job. */
+const EMPTY: Partial<Record<DetailsTab, string>> = {
+  resources: 'No resource samples for this job.',
+  runs: 'No runs: call em.create_run(...) in the job to track hparams, metrics and artifacts.',
+  events: 'No conditions or events for this job.'
+};
 
 export interface IJobDetailsOptions {
-  /** The job's resource series (the Resources section and the table's usage columns). */
+  /** The job's resource series (the Resources tab and the table's usage columns). */
   resources?: ResourcesModel;
   /** Dump a replica's stacks (the Stack action; absent: no action). */
   onStack?: (replica: string) => void;
-  /** The runs of experiment tracking (absent: no Runs section). */
+  /** The runs of experiment tracking (absent: an empty Runs tab). */
   runs?: RunsSection;
+  /** Makes the log viewer of the job showing `replica` ('' = all); absent: no Logs tab. */
+  logs?: (replica: string) => LogViewer;
 }
 
-export class JobDetails extends Panel {
+export class JobDetails extends TabPanel {
   constructor(
     readonly model: JobDetailsModel,
     private _editors: IEditorServices | null,
@@ -32,17 +66,37 @@ export class JobDetails extends Panel {
   ) {
     super();
     this.resources = options.resources ?? null;
-    this._onStack = options.onStack ?? null;
-    this.addClass('jp-DistTrainDetails');
-    this.title.label = `Job: ${model.jobId}`;
-    this._info = new Widget();
-    this._info.addClass('jp-DistTrainDetails-info');
-    this._info.node.textContent = 'Loading…';
-    this.addWidget(this._info);
     this.runs = options.runs ?? null;
-    if (this.runs) {
-      this.addWidget(this.runs);
+    this._onStack = options.onStack ?? null;
+    this._makeLogs = options.logs ?? null;
+    this.addClass('jp-DistTrainDetails');
+    this.tabBar.addClass('jp-DistTrainDetails-tabBar');
+    this.title.label = `Job: ${model.jobId}`;
+    for (const tab of DETAILS_TABS) {
+      if (tab.id === 'logs' && !this._makeLogs) {
+        continue;
+      }
+      const content = tab.id === 'logs' ? new BoxPanel() : new Panel();
+      content.addClass('jp-DistTrainDetails-tab');
+      content.addClass(`jp-mod-${tab.id}`);
+      content.title.label = tab.label;
+      content.title.dataset = { tab: tab.id };
+      content.id = `${model.jobId}-${tab.id}`.replace(/[^\w-]/g, '_');
+      if (tab.id !== 'logs') {
+        const info = new Widget();
+        info.addClass('jp-DistTrainDetails-info');
+        info.node.textContent = 'Loading…';
+        content.addWidget(info);
+        this._infos.set(tab.id, info);
+      }
+      this._tabs.set(tab.id, content);
+      this.addWidget(content);
     }
+    if (this.runs) {
+      (this._tabs.get('runs') as Panel).addWidget(this.runs);
+      this.runs.model.changed.connect(this._update, this);
+    }
+    this.currentChanged.connect(this._onTab, this);
     model.changed.connect(this._update, this);
     this.resources?.changed.connect(this._update, this);
   }
@@ -54,6 +108,30 @@ export class JobDetails extends Panel {
     return this.model.jobId;
   }
 
+  /** The tab in front. */
+  get tab(): DetailsTab {
+    const found = [...this._tabs].find(([, w]) => w === this.currentWidget);
+    return found ? found[0] : 'overview';
+  }
+
+  /** The log viewer, once the Logs tab was shown. */
+  get logs(): LogViewer | null {
+    return this._logs;
+  }
+
+  /** Bring `tab` to front; for Logs, showing `replica` ('' = all) when one is given. */
+  showTab(tab: DetailsTab, replica?: string): void {
+    const widget = this._tabs.get(tab) ?? this._tabs.get('overview')!;
+    if (tab === 'logs' && replica !== undefined) {
+      this._replica = replica;
+      if (this._logs && this._logs.replica !== replica) {
+        void this._logs.feed.select({ replica });
+      }
+    }
+    this.currentWidget = widget;
+    this._onTab();
+  }
+
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
     void this.model.start();
@@ -62,16 +140,29 @@ export class JobDetails extends Panel {
   }
 
   dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
     this.model.dispose();
     this.resources?.dispose();
     this.runs?.model.dispose();
     super.dispose();
   }
 
+  /** The log viewer is made when Logs is first shown: a job looked at only here opens no stream. */
+  private _onTab(): void {
+    if (this.tab === 'logs' && !this._logs && this._makeLogs) {
+      this._logs = this._makeLogs(this._replica);
+      (this._tabs.get('logs') as BoxPanel).addWidget(this._logs);
+    }
+  }
+
   private _update(): void {
     const { job, error, script } = this.model;
     if (error) {
-      this._info.node.textContent = `Cannot load job ${this.jobId}: ${error}`;
+      this._infos.forEach(info => {
+        info.node.textContent = `Cannot load job ${this.jobId}: ${error}`;
+      });
     } else if (job) {
       this.title.label = `Job: ${job.summary.name}`;
       this._render(job);
@@ -85,44 +176,89 @@ export class JobDetails extends Panel {
   }
 
   private _showScript(name: string, text: string): void {
-    const heading = new Widget({ node: section(`Packaged script (${name})`) });
-    this.addWidget(heading);
+    const spec = this._tabs.get('spec') as Panel;
+    spec.addWidget(new Widget({ node: section(`Packaged script (${name})`) }));
     if (this._editors) {
       const model = new CodeEditor.Model({ mimeType: 'text/x-python' });
       model.sharedModel.setSource(text);
       model.mimeType = this._editors.mimeTypeService.getMimeTypeByFilePath(name);
-      const editor = new CodeEditorWrapper({
+      this._script = new CodeEditorWrapper({
         factory: this._editors.factoryService.newDocumentEditor,
         model,
         editorOptions: { config: { readOnly: true, lineNumbers: true } }
       });
-      this._script = editor;
     } else {
       const pre = document.createElement('pre');
       pre.textContent = text;
       this._script = new Widget({ node: pre });
     }
     this._script.addClass('jp-DistTrainDetails-script');
-    this.addWidget(this._script);
+    spec.addWidget(this._script);
   }
 
-  /** Every section (`DETAILS_SECTIONS`) drawn afresh from the job. */
+  /** Every tab's sections drawn afresh from the job. */
   private _render(job: IJobDetail): void {
     const context: IDetailsContext = { resources: this.resources, onStack: this._onStack };
-    const root = document.createElement('div');
-    for (const part of DETAILS_SECTIONS) {
-      root.append(...part.render(job, context));
-    }
     // a redraw (every few seconds while it runs) keeps the focused action focused
     const focused = document.activeElement as HTMLElement | null;
     const key = focused && this.node.contains(focused) ? focused.dataset.focusKey : undefined;
-    this._info.node.replaceChildren(root);
-    if (key) {
-      root.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(key)}"]`)?.focus();
+    for (const tab of DETAILS_TABS) {
+      const info = this._infos.get(tab.id);
+      if (!info) {
+        continue;
+      }
+      const root = document.createElement('div');
+      for (const part of DETAILS_SECTIONS.filter(s =>
+        (tab.sections as readonly string[]).includes(s.id)
+      )) {
+        root.append(...part.render(job, context));
+      }
+      if (tab.id === 'overview') {
+        root.append(...this._keyMetrics());
+      }
+      const empty = EMPTY[tab.id];
+      const runsShown = tab.id === 'runs' && !!this.runs?.model.runs.length;
+      if (!root.childElementCount && empty && !runsShown) {
+        root.append(
+          Object.assign(document.createElement('p'), {
+            className: 'jp-DistTrainDetails-empty',
+            textContent: empty
+          })
+        );
+      }
+      info.node.replaceChildren(root);
+      if (key) {
+        root.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(key)}"]`)?.focus();
+      }
     }
   }
 
+  /** Each run's step and last value of its first metrics, at a glance (the Runs tab has it all). */
+  private _keyMetrics(): HTMLElement[] {
+    const runs = this.runs?.model.runs ?? [];
+    if (!runs.length) {
+      return [];
+    }
+    const names = [...new Set(([] as string[]).concat(...runs.map(r => Object.keys(r.metrics))))]
+      .sort()
+      .slice(0, 6);
+    const rows = runs.map(r => [
+      runLabel(r.run),
+      runStatusBadge(r.status),
+      progressBar(r),
+      ...names.map(n => (r.metrics[n] === undefined ? '–' : formatMetric(r.metrics[n])))
+    ]);
+    return [
+      section('Key metrics'),
+      table(['Run', 'Status', 'Progress', ...names], rows, 'jp-DistTrainDetails-keyMetrics')
+    ];
+  }
+
   private _onStack: ((replica: string) => void) | null;
-  private _info: Widget;
+  private _makeLogs: ((replica: string) => LogViewer) | null;
+  private _logs: LogViewer | null = null;
+  private _replica = '';
+  private _tabs = new Map<DetailsTab, Panel | BoxPanel>();
+  private _infos = new Map<DetailsTab, Widget>();
   private _script: Widget | null = null;
 }

@@ -11,6 +11,7 @@ import { formatTime, jobShape, rolesText } from './format';
 import { phaseBadge } from './panel';
 import { ResourcesModel } from './resources';
 import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
+import { progressBar } from './runsection';
 
 /** What the sections draw besides the job. */
 export interface IDetailsContext {
@@ -22,7 +23,7 @@ export interface IDetailsContext {
 
 /** One section of the details; it draws nothing when the job has nothing for it. */
 export interface IDetailsSection {
-  /** `summary`, `spec`, `replicas`, `resources`, `conditions`, `events`. */
+  /** `summary`, `progress`, `spec`, `replicas`, `resources`, `conditions`, `events`. */
   readonly id: string;
   render(job: IJobDetail, context: IDetailsContext): HTMLElement[];
 }
@@ -241,9 +242,22 @@ function events({ status }: IJobDetail): HTMLElement[] {
   return [section('Events'), table(head, rows, 'jp-DistTrainDetails-events')];
 }
 
+/** How far the job is (em's total, Lightning's max_steps, the rank-0 tqdm bar), and from what. */
+function progress({ summary }: IJobDetail): HTMLElement[] {
+  if (!summary.progress) {
+    return [];
+  }
+  const { step, total, eta_seconds, source, label } = summary.progress;
+  const bar = progressBar({ step, total_steps: total, eta_seconds });
+  bar.classList.add('jp-DistTrainDetails-progress');
+  bar.title = `from ${source}${label ? `: ${label}` : ''}`;
+  return [section('Progress'), bar];
+}
+
 /** Every section, in the order the details show them. */
 export const DETAILS_SECTIONS: readonly IDetailsSection[] = [
   { id: 'summary', render: summary },
+  { id: 'progress', render: progress },
   { id: 'spec', render: spec },
   { id: 'replicas', render: replicas },
   {

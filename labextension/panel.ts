@@ -115,15 +115,8 @@ export class JobsPanel extends Widget {
       this._showFolded = !this._showFolded;
       this._render();
     });
-    this.node.append(
-      header,
-      this._filter,
-      this._status,
-      this._list,
-      this._more,
-      this._foldToggle,
-      this._folded
-    );
+    this.node.append(header, this._filter, this._status, this._list);
+    this.node.append(this._more, this._foldToggle, this._folded);
     this.node.addEventListener('keydown', this._onKey);
     this.node.addEventListener('focusin', this._onFocus);
     this.node.addEventListener('click', this._onFocus);
@@ -315,7 +308,7 @@ export class JobsPanel extends Widget {
     }
   };
 
-  /** Arrow keys move between jobs (folded ones too when shown); Enter opens details, Delete asks to delete. */
+  /** Arrows move between jobs (folded too when shown); Enter opens details, Delete deletes. */
   private _onKey = (event: KeyboardEvent): void => {
     const row = (event.target as HTMLElement).closest<HTMLElement>('.jp-DistTrainPanel-job');
     if (!row || event.target !== row) {

@@ -9,6 +9,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
 import { metricNumber } from './format';
+import { differingHparams, runKey } from './runcompare';
 import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from './types';
 
 export type ColumnKind = 'run' | 'hparam' | 'metric';
@@ -21,10 +22,7 @@ export interface IRunColumn {
   value: (run: IRunSummary) => unknown;
 }
 
-/** The id of a run across jobs. */
-export function runKey(run: IRunSummary): string {
-  return `${run.job_id}/${run.run}`;
-}
+export { runKey };
 
 const FIXED: IRunColumn[] = [
   { key: 'run', label: 'Run', kind: 'run', value: r => r.run },
@@ -153,6 +151,12 @@ export interface ISort {
   ascending: boolean;
 }
 
+/** How the table is shown: the filter's text, and whether every hparam has its column. */
+interface IRunsTableView {
+  filter: string;
+  allHparams: boolean;
+}
+
 export interface IRunsTableModelOptions extends IViewPollOptions {
   /** Loads every run; `listRuns` in the extension. */
   fetchRuns: () => Promise<IRunSummary[]>;
@@ -163,6 +167,8 @@ export class RunsTableModel {
     this._fetch = options.fetchRuns;
     this._interval = options.interval ?? 2000;
     this.poll = viewPoll('jupyter_disttrain:runs', () => this.refresh(), options, 60 * 1000);
+    // first of the slots, so every view reads what changed
+    this._changed.connect(() => (this._hidden = null));
   }
 
   readonly poll: Poll;
@@ -172,13 +178,48 @@ export class RunsTableModel {
     return this._runs;
   }
 
+  /**
+   * The columns shown: every hparam with `allHparams`, else only those that differ among the
+   * runs compared (the selected ones when two or more are, else the rows shown), so the
+   * metrics stay in view.
+   */
   get columns(): readonly IRunColumn[] {
-    return this._columns;
+    const hidden = this.hiddenHparams;
+    return hidden.size ? this._columns.filter(c => !hidden.has(c.key)) : this._columns;
+  }
+
+  /** The keys (`hp:<name>`) of the hparam columns hidden because every compared run agrees. */
+  get hiddenHparams(): Set<string> {
+    // once per change: a render asks several times, and 1,000 runs make each ask count
+    if (!this._hidden) {
+      const selected = this.selected;
+      const compared =
+        selected.length >= 2
+          ? selected
+          : this._runs.filter(r => matchesFilter(r, this._view.filter));
+      const differ = differingHparams(compared);
+      this._hidden =
+        this._view.allHparams || compared.length < 2
+          ? new Set()
+          : new Set(
+              this._columns.filter(c => c.kind === 'hparam' && !differ.has(c.label)).map(c => c.key)
+            );
+    }
+    return this._hidden;
+  }
+
+  /** Whether every hparam has its column, the same in every run or not. */
+  get allHparams(): boolean {
+    return this._view.allHparams;
+  }
+
+  set allHparams(on: boolean) {
+    this._setView('allHparams', on);
   }
 
   /** The runs the filter lets through, in the chosen order. */
   get rows(): readonly IRunSummary[] {
-    const shown = this._runs.filter(r => matchesFilter(r, this._filter));
+    const shown = this._runs.filter(r => matchesFilter(r, this._view.filter));
     const sort = this._sort;
     const column = sort && this._columns.find(c => c.key === sort.key);
     if (!sort || !column) {
@@ -193,12 +234,17 @@ export class RunsTableModel {
   }
 
   get filter(): string {
-    return this._filter;
+    return this._view.filter;
   }
 
   set filter(text: string) {
-    if (text !== this._filter) {
-      this._filter = text;
+    this._setView('filter', text);
+  }
+
+  /** Change how the table is shown (a change is announced, the same value is not). */
+  private _setView<K extends keyof IRunsTableView>(key: K, value: IRunsTableView[K]): void {
+    if (value !== this._view[key]) {
+      this._view[key] = value;
       this._changed.emit();
     }
   }
@@ -314,7 +360,8 @@ export class RunsTableModel {
   private _interval: number;
   private _runs: IRunSummary[] = [];
   private _columns: IRunColumn[] = runColumns([]);
-  private _filter = '';
+  private _view: IRunsTableView = { filter: '', allHparams: false };
+  private _hidden: Set<string> | null = null;
   private _sort: ISort | null = null;
   private _selected = new Set<string>();
   private _error: string | null = null;

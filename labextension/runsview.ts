@@ -8,9 +8,11 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ALL_JOBS } from './api';
+import { ComparePoints } from './comparepoints';
 import { formatMetric, formatTime, formatValue } from './format';
 import { CommandIDs } from './ids';
 import { phaseBadge } from './panel';
+import { RunsCompare } from './runscompareview';
 import { runStatusBadge } from './runsection';
 import { IRunColumn, runKey, runLabel, RunsTableModel } from './runsmodel';
 import type { IRunSummary } from './types';
@@ -27,7 +29,8 @@ const GROUPS: Record<IRunColumn['kind'], string> = {
 export class RunsView extends Widget {
   constructor(
     readonly model: RunsTableModel,
-    private _commands: CommandRegistry
+    private _commands: CommandRegistry,
+    points: ComparePoints
   ) {
     super();
     this.addClass('jp-DistTrainRuns');
@@ -49,17 +52,28 @@ export class RunsView extends Widget {
     this._open.className = 'jp-DistTrainRuns-tensorboard jp-Button jp-mod-styled jp-mod-accept';
     this._open.textContent = 'Open in TensorBoard';
     this._open.addEventListener('click', () => this.openSelected());
+    const all = document.createElement('label');
+    all.className = 'jp-DistTrainRuns-allHparams';
+    this._allHparams = document.createElement('input');
+    this._allHparams.type = 'checkbox';
+    this._allHparams.addEventListener('change', () => {
+      this.model.allHparams = this._allHparams.checked;
+    });
+    this._allLabel = document.createElement('span');
+    all.append(this._allHparams, this._allLabel);
+    all.title = 'Show every hparam, not only those that differ among the selected runs';
     this._status = document.createElement('span');
     this._status.className = 'jp-DistTrainRuns-status';
     this._status.setAttribute('role', 'status');
-    bar.append(this._filter, this._open, this._status);
+    bar.append(this._filter, this._open, all, this._status);
 
     this._table = document.createElement('table');
     this._table.className = 'jp-DistTrainDetails-table jp-DistTrainRuns-table';
     const scroller = document.createElement('div');
     scroller.className = 'jp-DistTrainRuns-scroller';
     scroller.append(this._table);
-    this.node.append(bar, scroller);
+    this.compare = new RunsCompare(model, points);
+    this.node.append(bar, scroller, this.compare.node);
 
     model.changed.connect(this._render, this);
     this._render();
@@ -73,7 +87,11 @@ export class RunsView extends Widget {
     }
   }
 
+  /** The selected runs in charts, under the table. */
+  readonly compare: RunsCompare;
+
   dispose(): void {
+    this.compare.dispose();
     this.model.dispose();
     super.dispose();
   }
@@ -105,6 +123,9 @@ export class RunsView extends Widget {
         : runs.length === 0
           ? 'No runs yet: call em.create_run(...) in a %%distrun cell'
           : `${rows.length} of ${runs.length} runs, ${selected.length} selected`;
+    const hidden = this.model.hiddenHparams.size;
+    this._allHparams.checked = this.model.allHparams;
+    this._allLabel.textContent = `All hyper-parameters${hidden ? ` (${hidden} the same hidden)` : ''}`;
 
     const focused = document.activeElement as HTMLElement | null;
     const focusKey =
@@ -240,6 +261,8 @@ export class RunsView extends Widget {
 
   private _filter: HTMLInputElement;
   private _open: HTMLButtonElement;
+  private _allHparams: HTMLInputElement;
+  private _allLabel: HTMLSpanElement;
   private _status: HTMLSpanElement;
   private _table: HTMLTableElement;
 }

@@ -396,7 +396,7 @@ export interface IRunProgress {
   eta_seconds: number | null;
 }
 
-/** A run's record (`run.json`) and a page of its metric points from byte offset `since`. */
+/** A run's record (`run.json`) and a page of its metric points from offset `since`. */
 export interface IRunDetail {
   job_id: string;
   run: string;
@@ -408,6 +408,7 @@ export interface IRunDetail {
   artifacts: IArtifactFile[];
   progress: IRunProgress;
   ranks: number[];
+  resumed_at: number[];
 }
 
 /**

@@ -12,6 +12,10 @@ its import::
     run.mark_output(ckpt)
     run.finish()
 
+Checkpoints: ``em.checkpoint_dir()`` (where the job's go), ``em.resume_from()`` (the one to start
+from, or None), ``run.checkpoint(path, step=...)`` (one saved elsewhere) and
+``em.on_preempt(callback)`` (a last one before a graceful stop).
+
 Records go to ``runs/<run>/`` in the job directory (``./.disttrain/runs/`` outside a job), and
 the scalars and hparams to the job's TensorBoard directory. Importing this module imports
 neither torch nor tensorboard.
@@ -24,10 +28,22 @@ from typing import Any
 
 from .artifact import Artifact
 from .checks import METRIC_TYPES
+from .exits import on_preempt
 from .place import here, job_hparams
+from .resume import checkpoint_dir, resume_from
 from .run import Ranks, Run, say_once
 
-__all__ = ["METRIC_TYPES", "Artifact", "Run", "create_artifact", "create_run", "login"]
+__all__ = [
+    "METRIC_TYPES",
+    "Artifact",
+    "Run",
+    "checkpoint_dir",
+    "create_artifact",
+    "create_run",
+    "login",
+    "on_preempt",
+    "resume_from",
+]
 
 _current: Run | None = None
 

@@ -2,9 +2,10 @@
 end, an uncaught exception, Ctrl-C) and on SIGTERM, which torchrun sends to the surviving ranks
 when one fails and the local backend sends on cancel.
 
-The SIGTERM handler writes every waiting point, then hands the signal on to what was there
-before: the user's handler is called (a graceful-shutdown handler keeps working, and its run
-stays open), and the default action still terminates the process.
+The SIGTERM handler first calls the callbacks ``em.on_preempt`` registered (once: a last
+checkpoint), writes every waiting point, then hands the signal on to what was there before: the
+user's handler is called (a graceful-shutdown handler keeps working, and its run stays open),
+and the default action still terminates the process.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import os
 import signal
 import sys
 import threading
+import traceback
 import types
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -27,8 +30,22 @@ class OpenRun(Protocol):
 
 _open: list[OpenRun] = []
 _installed = False
+_sigterm_installed = False
 _previous_sigterm: Any = signal.SIG_DFL
 _failure: str | None = None  # why the process is ending badly, if it is
+_preempt: list[Callable[[], object]] = []
+_preempted = False
+
+
+def on_preempt(callback: Callable[[], object]) -> None:
+    """Call ``callback()`` (no arguments) once when this process is asked to stop gracefully
+    (SIGTERM), before the handler that was there gets the signal."""
+    if not callable(callback):
+        raise TypeError(f"on_preempt: a function of no arguments is needed, not {callback!r}"[:200])
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("on_preempt: call it from the main thread (only it can handle SIGTERM)")
+    _install()
+    _preempt.append(callback)
 
 
 def track(run: OpenRun) -> None:
@@ -42,8 +59,9 @@ def untrack(run: OpenRun) -> None:
 
 
 def _install() -> None:
-    global _installed, _previous_sigterm
+    global _installed
     if _installed:
+        _install_sigterm()  # a first call from another thread could not
         return
     _installed = True
     atexit.register(_at_exit)
@@ -56,8 +74,14 @@ def _install() -> None:
         previous_hook(kind, exc, tb)
 
     sys.excepthook = excepthook
+    _install_sigterm()
+
+
+def _install_sigterm() -> None:
+    global _sigterm_installed, _previous_sigterm
     # Signal handlers can only be set from the main thread; elsewhere atexit alone covers it.
-    if threading.current_thread() is threading.main_thread():
+    if not _sigterm_installed and threading.current_thread() is threading.main_thread():
+        _sigterm_installed = True
         _previous_sigterm = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -68,6 +92,21 @@ def _forget_in_child() -> None:
     for run in _open:
         run.active = False
     _open.clear()
+    _preempt.clear()
+
+
+def _run_preempt_callbacks() -> None:
+    """Each callback once; one that fails is reported and the stop goes on."""
+    global _preempted
+    if _preempted:
+        return
+    _preempted = True
+    for callback in list(_preempt):
+        try:
+            callback()
+        except Exception:
+            print("em: an on_preempt callback failed:", file=sys.stderr)
+            traceback.print_exc()
 
 
 def _at_exit() -> None:
@@ -77,6 +116,7 @@ def _at_exit() -> None:
 
 def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:
     global _failure
+    _run_preempt_callbacks()
     previous = _previous_sigterm
     if callable(previous) or previous == signal.SIG_IGN:
         for run in list(_open):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -22,6 +23,17 @@ _CHUNK = 1 << 20
 def write_json(path: Path, data: Any) -> None:
     """A record of the run, replaced in one rename; what JSON cannot hold is written as text."""
     atomic.write_json(path, data, default=str)
+
+
+def read_record(path: Path, limit: int = 1 << 20) -> dict[str, Any] | None:
+    """A record written earlier (a run continued by a restart), or None when missing or unreadable."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+        found = json.loads(data) if len(data) <= limit else None
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def append_text(path: Path, data: str) -> None:

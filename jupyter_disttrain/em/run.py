@@ -6,7 +6,9 @@ nothing, so the training script needs no ``if rank == 0:``.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 import types
@@ -14,8 +16,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from ..runtime.contract import ARTIFACTS_DIR, METRICS_FILE, RUN_FILE
-from . import exits
+from ..runtime.contract import ARTIFACTS_DIR, CHECKPOINTS_FILE, METRICS_FILE, RUN_FILE
+from . import exits, resume
 from .artifact import Artifact
 from .checks import (
     METRIC_TYPES,
@@ -26,7 +28,7 @@ from .checks import (
     json_number,
     metric_value,
 )
-from .files import write_json
+from .files import append_text, read_record, write_json
 from .follow import start_follower, stop_follower
 from .place import Place, platform_info
 from .sink import Sink
@@ -85,6 +87,7 @@ class Run:
         metrics_dir = self.dir / per_rank
         metrics_dir.mkdir(parents=True, exist_ok=True)
         self._sink = Sink(metrics_dir / METRICS_FILE)
+        continued = self._continued(place) if self._owner else {}
         self._follower = start_follower(
             self._sink.path, place.tensorboard / self.name / per_rank, self.hparams
         )
@@ -102,9 +105,27 @@ class Run:
                 "platform": platform_info(place, place.world_size if ranks == "all" else 1),
                 "outputs": [],
                 "inputs": [],
+                **continued,
             }
             self._save()
         exits.track(self)
+
+    def _continued(self, place: Place) -> dict[str, Any]:
+        """What the record keeps of a run this one continues. ``resumed_from`` {job, run, step}:
+        the run it continues from a checkpoint (another job's, on ``--resume``); ``restarts``:
+        each time this job's ranks restarted from a checkpoint, where the metrics file was then
+        (``offset``) and the checkpoint's ``step``: the runs view drops the earlier attempt's
+        points past that step, so no step shows twice."""
+        earlier = read_record(self.dir / RUN_FILE) or {}
+        kept: dict[str, Any] = {k: earlier[k] for k in ("resumed_from", "restarts") if k in earlier}
+        point = resume.resumed_point(self.dir, self.name)
+        if point is None:
+            return kept
+        if point["job"] != place.job_id:
+            return {**kept, "resumed_from": point}
+        restarts = kept["restarts"] if isinstance(kept.get("restarts"), list) else []
+        offset = self._sink.path.stat().st_size if self._sink.path.exists() else 0
+        return {**kept, "restarts": [*restarts, {"offset": offset, "step": point["step"]}]}
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, rank={self.rank}, recording={self.active})"
@@ -169,6 +190,19 @@ class Run:
     def upload(self, *args: Any, **kwargs: Any) -> None:
         """Does nothing: the run is already in the job directory, where JupyterLab reads it."""
         say_once("em: Run.upload() does nothing here: the run is recorded in the job directory")
+
+    def checkpoint(self, path: str | os.PathLike[str], step: int | None = None) -> None:
+        """Declare a checkpoint saved at ``path`` (a file or a directory, anywhere) after
+        ``step``: the job lists it with those in its checkpoint dir, and a resume from it knows
+        its step. Rank 0's call records (every rank's with ``ranks="all"``); one line appended to
+        ``runs/<run>/checkpoints.jsonl`` at once."""
+        if not self.active:
+            return
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(f"checkpoint: path must be a str or a path, not {type(path).__name__}")
+        step = check_step("step", step)
+        entry = {"path": os.path.abspath(os.fspath(path)), "step": step, "time": _iso(time.time())}
+        append_text(self.dir / CHECKPOINTS_FILE, json.dumps(entry) + "\n")
 
     def _mark(self, artifact: Artifact, how: str) -> None:
         if not isinstance(artifact, Artifact):

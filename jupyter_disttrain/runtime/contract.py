@@ -40,6 +40,7 @@ MLFLOW_DB = "mlflow.db"
 LIGHTNING_ROOT_ENV = "PL_TRAINER_DEFAULT_ROOT_DIR"
 
 # A job dir's own parts.
+JOB_FILE = "job.json"  # the job's record (store.py's JobRecord): its spec, ``resumed_from`` included
 LOGS_DIR = "logs"
 EXITS_DIR = "exits"  # Kubernetes: <replica>.json, written by the pod wrapper at its exit
 RANKS_DIR = "ranks"

@@ -11,37 +11,14 @@ changed for a script that never imports torch.distributed.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import sys
-from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
+
+from .importhook import after_import
 
 _C10D = "torch.distributed.distributed_c10d"
 _joined: list[int] = []  # world sizes of the default groups this process initialised
 _watching: list[bool] = []
-
-
-class _Watch(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the loader of torch's c10d module when it is imported."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != _C10D:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is None or spec.loader is None:
-            return None
-        load = spec.loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            load(module)
-            _wrap(module)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
 
 
 def _wrap(c10d: Any) -> None:  # torch's c10d module; torch is not imported here
@@ -59,7 +36,7 @@ def _wrap(c10d: Any) -> None:  # torch's c10d module; torch is not imported here
 def watch() -> None:
     """Start watching (before the script runs); a no-op if torch.distributed is loaded already."""
     if _C10D not in sys.modules and not _watching:
-        sys.meta_path.insert(0, _Watch())
+        after_import(_C10D, _wrap)
         _watching.append(True)
 
 

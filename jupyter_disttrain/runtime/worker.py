@@ -71,6 +71,7 @@ def main(argv: list[str]) -> None:
         ranks_dir = os.path.join(os.path.dirname(log_dir), contract.RANKS_DIR)
         os.makedirs(ranks_dir, exist_ok=True)
         record_path = os.path.join(ranks_dir, contract.record_file(replica))
+        _resume_if_restarted(record_path)
         record = {
             "rank": rank,
             "replica": replica,
@@ -83,6 +84,10 @@ def main(argv: list[str]) -> None:
         }
         write_json(record_path, record)
         _dump_stacks_on_signal(os.path.join(os.path.dirname(log_dir), contract.STACKS_DIR), rank)
+    if os.environ.get(contract.CHECKPOINT_DIR_ENV) or os.environ.get(contract.RESUME_FROM_ENV):
+        from .libresume import install
+
+        install()
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)
     code = 1
@@ -112,6 +117,23 @@ def main(argv: list[str]) -> None:
     _exit_before_teardown(code, failed_peer=code != 0 and bool(os.environ.get(_PS_ROLE_ENV)))
     if ended is not None:
         raise ended
+
+
+# Set on a restart: by torchrun's agent (``--max-restarts``) and by Slurm on a requeue.
+_RESTART_COUNT_ENVS = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+
+
+def _resume_if_restarted(record_path: str) -> None:
+    """A restarted rank starts from the job's newest checkpoint (``restarts.py``). A restart is
+    a restart count above 0, or this replica's record from an earlier start already in the job
+    dir (a requeue or a replaced process on the same job dir). A first start costs two variable
+    reads and one ``stat``: ``restarts.py`` and the scanner are imported only on a restart."""
+    counted = any(os.environ.get(name, "0") not in ("", "0") for name in _RESTART_COUNT_ENVS)
+    if counted or os.path.exists(record_path):
+        from .restarts import resume_from_newest, separate_attempt_store
+
+        separate_attempt_store()
+        resume_from_newest(os.environ.get(contract.JOB_DIR_ENV))
 
 
 _stack_file: io.IOBase | None = None  # kept open for faulthandler, which writes to its fd

@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -34,6 +34,7 @@ from ..runtime.contract import (
 )
 from ..safefiles import is_real_dir, open_beneath
 from ..specs import JobPhase
+from . import continued
 
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_JSON_BYTES = 1 << 20  # a run.json or an artifact's manifest
@@ -153,12 +154,18 @@ def point_of(data: Any) -> RunPoint | None:
 
 
 def read_points(
-    job_dir: Path, parts: list[str], since: int, limit: int, max_bytes: int = PAGE_BYTES
+    job_dir: Path,
+    parts: list[str],
+    since: int,
+    limit: int,
+    keep: continued.Keep | None = None,
+    max_bytes: int = PAGE_BYTES,
 ) -> tuple[list[RunPoint], int, bool]:
     """Up to ``limit`` points of whole lines from byte ``since``: (points, next offset, more).
 
     A last line without its newline (being written) is left for the next read; a line longer
-    than ``max_bytes`` (not one of ``em``'s) is skipped.
+    than ``max_bytes`` (not one of ``em``'s) is skipped. ``keep(offset, point)``, when given,
+    chooses the points (``continued.py``: a resumed or restarted run's).
     """
     try:
         f = open_beneath(job_dir, parts)
@@ -176,10 +183,46 @@ def read_points(
     if end == 0:  # no whole line: still being written, or a line too long to ever be one of ours
         return ([], since + len(chunk), True) if len(chunk) >= max_bytes else ([], since, False)
     lines = chunk[:end].split(b"\n")[:-1][:limit]
-    points = parse_lines(lines)
+    points = parse_lines(lines) if keep is None else _kept(lines, since, keep)
     offset = sum(len(line) + 1 for line in lines)
     # More is there already: whole lines this page left (the limit), or bytes past the read.
     return points, since + offset, offset < end or since + len(chunk) < size
+
+
+def _kept(lines: list[bytes], since: int, keep: continued.Keep) -> list[RunPoint]:
+    out = []
+    for line in lines:
+        point = parse_point(line)
+        if point is not None and keep(since, point):
+            out.append(point)
+        since += len(line) + 1
+    return out
+
+
+FIRST_STEP_BYTES = 64 << 10  # read from a resume's offset to find the first step logged after it
+
+
+def first_step(job_dir: Path, parts: list[str], offset: int) -> int | None:
+    """The first step logged in the file from byte ``offset`` (None if none in its next 64 KiB)."""
+    try:
+        with open_beneath(job_dir, parts) as f:
+            f.seek(offset)
+            chunk = f.read(FIRST_STEP_BYTES)
+    except (OSError, ValueError):
+        return None
+    for line in chunk.split(b"\n")[:-1]:
+        point = parse_point(line)
+        if point is not None and point.step is not None:
+            return point.step
+    return None
+
+
+def _size(seg: continued.Segment) -> int:
+    try:
+        with open_beneath(seg.job_dir, seg.parts) as f:
+            return os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        return 0
 
 
 @dataclass
@@ -313,8 +356,18 @@ class RunsReader:
                 f"rank {rank}: this run has metrics of rank(s) {ranks or [0]} "
                 "(with create_run(..., ranks='all') each rank records its own)"
             )
-        parts = self._metrics_parts(run, record, rank)
-        points, nxt, more = read_points(job_dir, parts, since, limit)
+        found = continued.segments(
+            job_dir,
+            record,
+            lambda name, rec: self._metrics_parts(name, rec, rank),
+            self.record,
+            _read_json,
+            run,
+            first_step,
+        )
+        if rank not in (None, 0):  # a restart's offsets are of rank 0's file
+            found = [replace(seg, cuts=()) for seg in found]
+        points, nxt, more = continued.page(found, since, limit, _size, read_points)
         tail = self._catch_up(job_dir, self._metrics_parts(run, record, None))
         return RunDetail(
             job_id=job_id,
@@ -327,6 +380,7 @@ class RunsReader:
             artifacts=self.artifact_files(job_dir, run),
             progress=self._progress(record, tail, phase),
             ranks=ranks,
+            resumed_at=continued.resumed_at(found),
         )
 
     def artifact_files(self, job_dir: Path, run: str) -> list[ArtifactFile]:

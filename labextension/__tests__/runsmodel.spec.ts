@@ -5,32 +5,8 @@ import {
   RunsTableModel,
   tensorboardRunFilter
 } from '../runsmodel';
-import type { IRunSummary, Phase } from '../types';
-
-function run(
-  job: string,
-  name: string,
-  hparams: Record<string, unknown>,
-  metrics: Record<string, number | string>,
-  phase: Phase = 'Succeeded'
-): IRunSummary {
-  return {
-    job_id: `${job}-abcde`,
-    job_name: job,
-    job_phase: phase,
-    run: name,
-    status: 'finished',
-    start_time: '2026-11-24T10:00:00.000Z',
-    end_time: null,
-    hparams,
-    metrics,
-    step: 10,
-    total_steps: null,
-    eta_seconds: null,
-    artifacts: 0,
-    tensorboard_run: `${job}-abcde/tensorboard/${name}`
-  };
-}
+import type { IRunSummary } from '../types';
+import { run } from './runfixture';
 
 const RUNS = [
   run('mnist', 'run-10', { lr: 0.1, opt: 'adam' }, { 'train/loss': 0.5, 'val/acc': 0.9 }),

@@ -1,22 +1,86 @@
-/** The details plugin: one job details tab per job (`disttrain:open-details`). */
+/**
+ * The details plugin: one panel per job (`disttrain:open-details`), in tabs (overview, logs,
+ * resources, runs, events, spec and script). Opening a job's details again, or its logs
+ * (`disttrain:open-logs`, the logs plugin), brings that panel to front on the asked tab.
+ */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { IEditorServices } from '@jupyterlab/codeeditor';
 import { listIcon } from '@jupyterlab/ui-components';
 
-import { getJob, getResources, getRun, getScript, listRuns } from '../api';
+import { getJob, getLogs, getResources, getRun, getScript, listRuns, streamLogs } from '../api';
 import { CommandIDs, jobIdArg } from '../ids';
-import { JobDetails } from '../details';
+import { isDetailsTab, JobDetails } from '../details';
 import { JobDetailsModel } from '../detailsmodel';
 import { JobRunsModel } from '../jobrunsmodel';
+import { LogFeed } from '../logfeed';
+import { LogViewer } from '../logviewer';
 import { ResourcesModel } from '../resources';
 import { RunsSection } from '../runsection';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 import { openTab } from '../tabs';
 
+/** The job's panel: its models, and the log viewer made when the Logs tab is first shown. */
+function createDetails(
+  app: JupyterFrontEnd,
+  settings: DistTrainSettings,
+  editors: IEditorServices | null,
+  id: string
+): MainAreaWidget<JobDetails> {
+  const shown = () => content.isVisible;
+  const model: JobDetailsModel = new JobDetailsModel({
+    jobId: id,
+    fetchJob: getJob,
+    fetchScript: getScript,
+    interval: settings.values.refreshInterval,
+    visible: shown
+  });
+  const resources = new ResourcesModel({
+    jobId: id,
+    fetchResources: getResources,
+    interval: settings.values.refreshInterval,
+    visible: shown,
+    ended: () => model.ended
+  });
+  const runs = new JobRunsModel({
+    jobId: id,
+    fetchRuns: listRuns,
+    fetchRun: getRun,
+    interval: settings.values.refreshInterval,
+    visible: shown
+  });
+  const section = new RunsSection(runs, runFilter =>
+    app.commands.execute(CommandIDs.tensorboard, { id, runFilter })
+  );
+  const logs = (replica: string): LogViewer => {
+    const feed = new LogFeed({
+      jobId: id,
+      replica,
+      tail: settings.values.logTail,
+      fetchLogs: getLogs,
+      streamLogs,
+      fetchJob: getJob,
+      visible: () => viewer.isVisible
+    });
+    const viewer: LogViewer = new LogViewer(feed);
+    return viewer;
+  };
+  const content: JobDetails = new JobDetails(model, editors, {
+    resources,
+    onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica }),
+    runs: section,
+    logs
+  });
+  const widget = new MainAreaWidget({ content });
+  widget.title.icon = listIcon;
+  widget.addClass('jp-DistTrainDetailsPanel');
+  return widget;
+}
+
 export const detailsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:details',
-  description: 'Job details tabs: spec, replicas, resources, events, runs and the packaged script.',
+  description:
+    'One panel per job, in tabs: overview, logs, resources, runs, events, spec and script.',
   autoStart: true,
   requires: [IDistTrainSettings],
   optional: [IEditorServices, ILayoutRestorer],
@@ -31,49 +95,25 @@ export const detailsPlugin: JupyterFrontEndPlugin<void> = {
     });
     app.commands.addCommand(CommandIDs.details, {
       label: args => (args.id ? `Job Details: ${args.id}` : 'Job Details'),
+      caption: 'Open the job’s panel (tab: overview, logs, resources, runs, events or spec)',
       icon: listIcon,
       execute: args => {
         const id = jobIdArg(args);
-        return openTab(app.shell, tracker, `jp-disttrain-details-${id}`, () => {
-          const model: JobDetailsModel = new JobDetailsModel({
-            jobId: id,
-            fetchJob: getJob,
-            fetchScript: getScript,
-            interval: settings.values.refreshInterval,
-            visible: () => content.isVisible
-          });
-          const resources = new ResourcesModel({
-            jobId: id,
-            fetchResources: getResources,
-            interval: settings.values.refreshInterval,
-            visible: () => content.isVisible,
-            ended: () => model.ended
-          });
-          const runs = new JobRunsModel({
-            jobId: id,
-            fetchRuns: listRuns,
-            fetchRun: getRun,
-            interval: settings.values.refreshInterval,
-            visible: () => content.isVisible
-          });
-          const section = new RunsSection(runs, runFilter =>
-            app.commands.execute(CommandIDs.tensorboard, { id, runFilter })
-          );
-          const content: JobDetails = new JobDetails(model, editors, {
-            resources,
-            onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica }),
-            runs: section
-          });
-          const widget = new MainAreaWidget({ content });
-          widget.title.icon = listIcon;
-          widget.addClass('jp-DistTrainDetailsPanel');
-          return widget;
-        });
+        const widget = openTab(app.shell, tracker, `jp-disttrain-details-${id}`, () =>
+          createDetails(app, settings, editors, id)
+        );
+        const replica = typeof args.replica === 'string' ? args.replica : undefined;
+        widget.content.showTab(isDetailsTab(args.tab) ? args.tab : 'overview', replica);
+        return widget;
       }
     });
     void restorer?.restore(tracker, {
       command: CommandIDs.details,
-      args: w => ({ id: w.content.jobId }),
+      args: w => ({
+        id: w.content.jobId,
+        tab: w.content.tab,
+        replica: w.content.logs?.replica ?? ''
+      }),
       name: w => w.content.jobId
     });
   }

@@ -3,7 +3,8 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { tableRowsIcon } from '@jupyterlab/ui-components';
 
-import { listRuns } from '../api';
+import { getRun, listRuns } from '../api';
+import { ComparePoints } from '../comparepoints';
 import { CommandIDs } from '../ids';
 import { RunsTableModel } from '../runsmodel';
 import { RUNS_VIEW_ID, RunsView } from '../runsview';
@@ -33,7 +34,7 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
             interval: settings.values.refreshInterval,
             visible: () => content.isVisible
           });
-          const content: RunsView = new RunsView(model, app.commands);
+          const content: RunsView = new RunsView(model, app.commands, new ComparePoints(getRun));
           const widget = new MainAreaWidget({ content });
           widget.title.icon = tableRowsIcon;
           widget.addClass('jp-DistTrainRunsPanel');

@@ -91,3 +91,42 @@ def test_an_evicted_pod_is_replaced_without_spending_a_restart(
             assert status.phase is JobPhase.FAILED, status.message
     finally:
         gen.close()
+
+
+# Saves a checkpoint and waits to be evicted the first time; the replacing pod's rank starts from it.
+CHECKPOINTED_THEN_EVICTED = """
+import os, pathlib, time
+import torch
+from jupyter_disttrain import em
+print("resume_from", em.resume_from(), flush=True)
+if em.resume_from() is None:
+    torch.save({"step": 5}, os.path.join(em.checkpoint_dir(), "step_5.pt"))
+    (pathlib.Path(os.environ["DISTTRAIN_JOB_DIR"]) / "started").write_text("1")
+    time.sleep(120)
+print("loaded step", torch.load(em.resume_from())["step"], flush=True)
+"""
+
+
+def test_an_evicted_pods_replacement_resumes_from_the_pvc_checkpoint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path
+) -> None:
+    # The image's jupyter_disttrain (em, and the pod wrapper's runtime.restarts) is this checkout's.
+    image_env = {"pytorch:local": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}}
+    gen = start_toy(monkeypatch, tmp_path, version=(1, 33), image_env=image_env)
+    toy = next(gen)
+    try:
+        backend = KubernetesBackend(backend_store(workspace))
+        spec = ddp_spec(workspace, nodes=1, options={"flavor": "job"})
+        job_id = backend.submit(spec, CHECKPOINTED_THEN_EVICTED)
+        job_dir = Path(backend.store.job_dir(job_id))
+        wait_for(backend, job_id, lambda s: (job_dir / "started").exists() or s.is_terminal)
+        (pod,) = [p for p in toy.cluster.items(PODS) if p["metadata"]["name"].startswith(job_id)]
+        toy.kubelet.evict(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        status = wait_for(backend, job_id, lambda s: s.is_terminal)
+        assert status.phase is JobPhase.SUCCEEDED, status.message
+        said = [ln.text for ln in backend.logs(job_id) if "resume_from" in ln.text or "loaded" in ln.text]
+        checkpoint = job_dir / "checkpoints" / "step_5.pt"
+        expected = ["resume_from None", f"resume_from {checkpoint}", "loaded step 5"]
+        assert said == [f"[rank0]:{line}" for line in expected], said  # torchrun --tee's prefix
+    finally:
+        gen.close()

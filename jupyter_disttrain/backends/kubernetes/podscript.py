@@ -20,6 +20,9 @@ from ...runtime import contract, sampler
 # when used, and an image without psutil gets one line and no samples). The pod of rank 0's replica
 # (argv "rank0") also follows the job's mlflow.db into its TensorBoard dir (mlflowtb, imported from
 # the image's jupyter_disttrain: without it, one line), stopped after torchrun, before the exit record.
+# A pod that replaces an earlier one of its replica (an eviction, a drain, a failure the Job
+# retries: its log file on the PVC is already there) gives its ranks DISTTRAIN_RESUME_FROM = the
+# job's newest complete checkpoint (runtime/restarts.py, from the image's jupyter_disttrain).
 _WRAPPER = """\
 import json, os, re, signal, socket, subprocess, sys, time
 log_dir, exit_dir, prefix, job_id, rank0, _, *cmd = sys.argv[1:]
@@ -33,7 +36,15 @@ if direct:
 out, tail = None, b""
 if log_dir != "-":
     os.makedirs(log_dir, exist_ok=True)
-    out = open(os.path.join(log_dir, replica + ".log"), "ab", buffering=0)
+    pod_log = os.path.join(log_dir, replica + ".log")
+    replaced = os.path.exists(pod_log)  # an earlier pod of this replica ran: this one replaces it
+    out = open(pod_log, "ab", buffering=0)
+    if replaced:  # its ranks start from the job's newest complete checkpoint, when it has one
+        try:
+            from jupyter_disttrain.runtime.restarts import resume_from_newest
+            resume_from_newest(os.path.dirname(log_dir))
+        except Exception as exc:
+            sys.stderr.write(f"jupyter-disttrain: replaced pod, no checkpoint to resume from: {exc}\\n")
 def emit(chunk):
     global tail
     tail = (tail + chunk)[-65536:]

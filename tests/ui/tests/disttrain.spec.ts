@@ -7,6 +7,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { showTab } from './details';
 import { notebook } from './notebook';
 import { openPanel } from './sidebar';
 
@@ -119,7 +120,9 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
     'true'
   );
   await page.screenshot({ path: path.join(SHOTS, 'details.png') });
-  // CodeMirror draws the lines in view: scroll its scroller down to the cell's code
+  // the script is on the Spec and script tab; CodeMirror draws the lines in view: scroll its
+  // scroller down to the cell's code
+  await showTab(page, jobId, 'spec');
   await details.locator('.jp-DistTrainDetails-script .cm-scroller').evaluate(el => {
     el.scrollTop = el.scrollHeight;
   });
@@ -152,8 +155,9 @@ test('a %%distrun job shows in the panel, logs, details and TensorBoard', async 
   await expect(page.locator('#jupyterlab-splash')).toHaveCount(0);
   const tabs = page.locator('.jp-mod-left, .lm-DockPanel-tabBar').locator('.lm-TabBar-tab');
   await expect(tabs.filter({ hasText: `TensorBoard: ${jobId}` })).toHaveCount(1);
-  await expect(tabs.filter({ hasText: 'Logs: uitest' })).toHaveCount(1);
+  // the job's one panel (its logs are a tab of it)
   await expect(tabs.filter({ hasText: 'Job: uitest' })).toHaveCount(1);
+  await expect(tabs.filter({ hasText: 'Logs: uitest' })).toHaveCount(0);
   await expect(page.locator('#jp-disttrain-sidebar')).toBeVisible();
   await expect(frame.getByText('train/loss').first()).toBeVisible();
 

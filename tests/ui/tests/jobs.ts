@@ -31,3 +31,10 @@ with SummaryWriter(os.path.join(os.environ["DISTTRAIN_TENSORBOARD_DIR"], "run"))
     w.add_scalar("${tag}", 1.0, 0)
 `;
 }
+
+/** Submits ``script`` as ``name`` and waits until it has succeeded; its id. */
+export async function finishedJob(request: Request, name: string, script: string): Promise<string> {
+  const id = await submit(request, name, script);
+  await waitForPhase(request, id, 'Succeeded');
+  return id;
+}

@@ -7,6 +7,7 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { showTab } from './details';
 import { notebook } from './notebook';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
@@ -79,6 +80,9 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   const rank1 = table.locator('tr[data-replica="rank-1"]');
   await expect(rank1.locator('.jp-DistTrain-quiet')).toBeVisible({ timeout: 180000 });
   await expect(rank0.locator('.jp-DistTrain-quiet')).toHaveCount(0);
+  // the sparklines are on the Resources tab of the job's panel
+  const jobId = (await row.getAttribute('data-job-id'))!;
+  await showTab(page, jobId, 'resources');
   await expect(grid.locator('tr[data-replica="rank-1"] .jp-DistTrain-quiet')).toBeVisible();
   await details.locator('.jp-DistTrainResources').scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SHOTS, 'resources.png') });
@@ -111,7 +115,8 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   expect(colours.spark).not.toBe('rgb(238, 238, 238)'); // the light theme's
   await page.theme.setLightTheme();
 
-  // --- its Stack button shows where it is stuck
+  // --- its Stack button (in the replica table, on the Overview tab) shows where it is stuck
+  await showTab(page, jobId, 'overview');
   await rank1.locator('.jp-DistTrainDetails-stack').click();
   const dialog = page.locator('.jp-Dialog');
   const stack = dialog.locator('.jp-DistTrainStack-text');

@@ -8,6 +8,7 @@ import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { showTab } from './details';
 import { submit, waitForPhase } from './jobs';
 import { notebook } from './notebook';
 import { openPanel } from './sidebar';
@@ -110,7 +111,9 @@ test('the job details show a run: hparams, charts, progress and a byte-identical
   const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uiruns' }).filter({
     hasNotText: 'uirunslive'
   });
+  const jobId = (await row.getAttribute('data-job-id'))!;
   await row.locator('button[data-action="details"]').click();
+  await showTab(page, jobId, 'runs'); // the job's panel: its Runs tab
   const run = page.locator('.jp-DistTrainRun[data-run="mnist"]');
   await expect(run.locator('.jp-DistTrain-badge')).toHaveText('finished');
 
@@ -164,7 +167,6 @@ test('the job details show a run: hparams, charts, progress and a byte-identical
   await page.theme.setLightTheme();
 
   // the run's button opens the job's TensorBoard on that run
-  const jobId = (await row.getAttribute('data-job-id'))!;
   await run.locator('button.jp-DistTrainRun-tensorboard').click();
   const board = page.frameLocator(`#jp-disttrain-tensorboard-${jobId} iframe`);
   await expect(board.getByText('mnist', { exact: true }).first()).toBeVisible({ timeout: 120000 });
@@ -183,6 +185,7 @@ test('the job details show a run: hparams, charts, progress and a byte-identical
   await panel
     .locator(`.jp-DistTrainPanel-job[data-job-id="${liveId}"] button[data-action="details"]`)
     .click();
+  await showTab(page, liveId, 'runs');
   const live = page.locator('.jp-DistTrainRun[data-run="live"]');
   const liveLoss = live.locator('.jp-DistTrainChart[data-metric="train/loss"] svg');
   await expect(liveLoss).toHaveAttribute('aria-label', /: 1 points/);
