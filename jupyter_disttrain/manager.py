@@ -132,10 +132,7 @@ class JobManager:
             except (OSError, ValueError, KeyError, DistTrainError):
                 continue  # being written or removed right now: the next listing has it
         for record, status in self._statuses(changed):
-            summary = JobSummary.of(
-                record, status, quiet=self._quiet(record, status), progress=self.progress(record, status)
-            )
-            listed = Listed(fingerprints[record.id], record, status, to_json(summary))
+            listed = Listed(fingerprints[record.id], record, status, to_json(self._summary(record, status)))
             out.append(listed)
             if status.is_terminal:
                 self._ended[record.id] = listed
@@ -179,6 +176,12 @@ class JobManager:
             log.debug("could not tell how far job %s is: %s", record.id, exc)
             return None
 
+    def _summary(self, record: JobRecord, status: JobStatus, deleted: bool = False) -> JobSummary:
+        """The list's view of a job: its status, quiet replicas, progress and TensorBoard data."""
+        quiet, progress = self._quiet(record, status), self.progress(record, status)
+        tensorboard = _wrote_tensorboard(self.store, record.id)
+        return JobSummary.of(record, status, deleted, quiet, progress, tensorboard)
+
     def status(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).describe(job_id)
 
@@ -188,9 +191,7 @@ class JobManager:
         record = self.store.read_record(job_id)
         deleted = self.store.is_deleted(job_id)
         status, backend_error = self._describe(record)
-        summary = JobSummary.of(
-            record, status, deleted, self._quiet(record, status), self.progress(record, status)
-        )
+        summary = self._summary(record, status, deleted)
         roles = RoleSummary.of(record, status)
         failure = self.failure(record, status) if backend_error is None else None
         usage = jobcheckpoints.usage_of(self, job_id)
@@ -379,6 +380,16 @@ class JobManager:
                 self.store.purge(job_id)
             return
         self.backend(record.backend).delete(job_id, purge=purge)
+
+
+def _wrote_tensorboard(store: JobStore, job_id: str) -> bool:
+    """Whether the job wrote TensorBoard data (an ended job's answer is kept with its entry)."""
+    from .monitoring.resources import wrote_tensorboard
+
+    try:
+        return wrote_tensorboard(store.job_dir(job_id))
+    except (OSError, DistTrainError):  # a flag, not the listing: never fail it
+        return False
 
 
 def _with_arg_hparams(spec: JobSpec) -> JobSpec:

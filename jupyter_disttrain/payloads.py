@@ -41,7 +41,8 @@ def absent() -> Any:
 @dataclass
 class JobSummary:
     """The one-line view of a job the list shows; ``message`` is its status message's first line
-    (the headline; the details have the rest)."""
+    (the headline; the details have the rest); ``tensorboard`` whether it wrote TensorBoard event
+    files (what "Open TensorBoard" is offered for)."""
 
     id: str
     name: str
@@ -61,6 +62,7 @@ class JobSummary:
     launcher: str = "torchrun"
     quiet: list[str] = field(default_factory=list)  # running replicas silent for longer than usual
     progress: Progress | None = absent()  # noqa: RUF009 (while it runs: em's total, else a tqdm bar)
+    tensorboard: bool = False
 
     @classmethod
     def of(
@@ -70,6 +72,7 @@ class JobSummary:
         deleted: bool = False,
         quiet: list[str] | None = None,
         progress: Progress | None = None,
+        tensorboard: bool = False,
     ) -> JobSummary:
         spec = record.spec
         # The backend records where the job really runs ("cpu" when no GPU was visible or chosen).
@@ -93,6 +96,7 @@ class JobSummary:
             launcher=spec.launcher,
             quiet=quiet or [],
             progress=progress,
+            tensorboard=tensorboard,
         )
 
 

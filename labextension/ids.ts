@@ -8,7 +8,9 @@ export const CommandIDs = {
   runs: 'disttrain:open-runs',
   cancel: 'disttrain:cancel',
   remove: 'disttrain:delete',
-  stack: 'disttrain:stack'
+  stack: 'disttrain:stack',
+  stacks: 'disttrain:stacks',
+  copyId: 'disttrain:copy-id'
 } as const;
 
 /** The plugin id; its settings schema is `labextension/schema/plugin.json`. */

@@ -81,6 +81,23 @@ export class JobsModel {
     };
   }
 
+  /** The job picked in the jobs panel (what the palette's job commands act on), while listed. */
+  get selected(): IJobSummary | undefined {
+    return this._selected === null ? undefined : this.find(this._selected);
+  }
+
+  /** A job was picked in the jobs panel (or none). */
+  get selectionChanged(): ISignal<this, string | null> {
+    return this._selectionChanged;
+  }
+
+  select(id: string | null): void {
+    if (id !== this._selected) {
+      this._selected = id;
+      this._selectionChanged.emit(id);
+    }
+  }
+
   find(id: string): IJobSummary | undefined {
     return this._jobs.find(j => j.id === id);
   }
@@ -161,6 +178,8 @@ export class JobsModel {
   private _loaded = false;
   private _changed = new Signal<this, void>(this);
   private _finished = new Signal<this, IPhaseChange>(this);
+  private _selected: string | null = null;
+  private _selectionChanged = new Signal<this, string | null>(this);
 }
 
 /** The one job list of the page, shared by the sidebar, the commands and the notifications. */

@@ -1,6 +1,8 @@
 /**
  * The left sidebar: every job, newest first, with its phase, replicas, GPUs and timing,
- * and one row of actions. Rendering is plain DOM, redrawn from the model on each change;
+ * and one row of labelled actions; a filter box, and ended jobs older than a setting folded
+ * behind an "N older jobs" toggle. A click or focus selects a job (what the palette's job
+ * commands act on). Rendering is plain DOM, redrawn from the model on each change;
  * keyboard focus is kept across redraws by job id and action.
  */
 import { CommandRegistry } from '@lumino/commands';
@@ -19,6 +21,7 @@ import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from './api';
 import { CommandIDs, SIDEBAR_ID } from './ids';
 import { jobShape, jobTiming, quietNote } from './format';
 import { chartIcon, disttrainIcon } from './icons';
+import { filterJobs, foldJobs } from './joblist';
 import { JobsModel } from './model';
 import { quietBadge } from './resourcesview';
 import { progressBar } from './runsection';
@@ -33,7 +36,12 @@ interface IAction {
 const ACTIONS: IAction[] = [
   { command: CommandIDs.details, label: 'Details', icon: listIcon },
   { command: CommandIDs.logs, label: 'Logs', icon: textEditorIcon },
-  { command: CommandIDs.tensorboard, label: 'TensorBoard', icon: chartIcon },
+  {
+    command: CommandIDs.tensorboard,
+    label: 'TensorBoard',
+    icon: chartIcon,
+    when: job => job.tensorboard // only where it wrote event files
+  },
   {
     command: CommandIDs.cancel,
     label: 'Cancel',
@@ -43,10 +51,17 @@ const ACTIONS: IAction[] = [
   { command: CommandIDs.remove, label: 'Delete', icon: deleteIcon }
 ];
 
+/** Rows drawn at first, and added by each "Show more" (the list redraws every second). */
+export const ROWS_PAGE = 100;
+
 export class JobsPanel extends Widget {
+  /**
+   * @param foldHours ended jobs that ended longer ago than this many hours are folded (0: none)
+   */
   constructor(
     readonly model: JobsModel,
-    private _commands: CommandRegistry
+    private _commands: CommandRegistry,
+    private _foldHours: () => number = () => 0
   ) {
     super();
     this.id = SIDEBAR_ID;
@@ -74,13 +89,40 @@ export class JobsPanel extends Widget {
     this._status = document.createElement('div');
     this._status.className = 'jp-DistTrainPanel-status';
     this._status.setAttribute('role', 'status');
+    this._filter = document.createElement('input');
+    this._filter.type = 'search';
+    this._filter.className = 'jp-DistTrainPanel-filter jp-mod-styled';
+    this._filter.placeholder = 'Filter jobs';
+    this._filter.setAttribute('aria-label', 'Filter jobs by id, name, phase or backend');
+    this._filter.addEventListener('input', () => this._render());
     this._list = document.createElement('ul');
     this._list.className = 'jp-DistTrainPanel-list';
     this._list.setAttribute('aria-label', 'Jobs');
-    this.node.append(header, this._status, this._list);
+    this._folded = document.createElement('ul');
+    this._folded.className = 'jp-DistTrainPanel-list jp-DistTrainPanel-folded';
+    this._folded.setAttribute('aria-label', 'Older jobs');
+    this._more = document.createElement('button');
+    this._more.type = 'button';
+    this._more.className = 'jp-DistTrainPanel-more jp-Button jp-mod-minimal';
+    this._more.addEventListener('click', () => {
+      this._limit += ROWS_PAGE;
+      this._render();
+    });
+    this._foldToggle = document.createElement('button');
+    this._foldToggle.type = 'button';
+    this._foldToggle.className = 'jp-DistTrainPanel-foldToggle jp-Button jp-mod-minimal';
+    this._foldToggle.addEventListener('click', () => {
+      this._showFolded = !this._showFolded;
+      this._render();
+    });
+    this.node.append(header, this._filter, this._status, this._list);
+    this.node.append(this._more, this._foldToggle, this._folded);
     this.node.addEventListener('keydown', this._onKey);
+    this.node.addEventListener('focusin', this._onFocus);
+    this.node.addEventListener('click', this._onFocus);
 
     model.changed.connect(this._render, this);
+    model.selectionChanged.connect(this._markSelected, this);
     this._clock = window.setInterval(() => this._render(), 1000);
     this._render();
   }
@@ -88,16 +130,29 @@ export class JobsPanel extends Widget {
   dispose(): void {
     window.clearInterval(this._clock);
     this.model.changed.disconnect(this._render, this);
+    this.model.selectionChanged.disconnect(this._markSelected, this);
     super.dispose();
   }
 
-  private _button(icon: LabIcon, label: string, onClick: () => void): HTMLButtonElement {
+  /** A button with an icon; `text` is shown beside it where the panel is wide enough. */
+  private _button(
+    icon: LabIcon,
+    label: string,
+    onClick: () => void,
+    text?: string
+  ): HTMLButtonElement {
     const b = document.createElement('button');
     b.type = 'button';
     b.className = 'jp-DistTrainPanel-iconButton jp-Button jp-mod-minimal';
     b.title = label;
     b.setAttribute('aria-label', label);
     icon.element({ container: b, elementPosition: 'center', tag: 'span' });
+    if (text) {
+      const span = document.createElement('span');
+      span.className = 'jp-DistTrainPanel-actionLabel';
+      span.textContent = text;
+      b.append(span);
+    }
     b.addEventListener('click', event => {
       event.stopPropagation();
       onClick();
@@ -110,22 +165,43 @@ export class JobsPanel extends Widget {
       return; // redrawn when shown (onAfterShow)
     }
     const { jobs, error, loaded } = this.model;
+    const query = this._filter.value.trim();
+    const matching = filterJobs(jobs, query);
+    // a search looks through every job: nothing is folded then
+    const { shown, folded } = query
+      ? { shown: matching, folded: [] }
+      : foldJobs(matching, this._foldHours());
     this._status.textContent = error
       ? `Cannot load jobs: ${error}`
       : !loaded
         ? 'Loading jobs…'
         : jobs.length === 0
           ? `No jobs yet${inRoots(searchedRoots())}. Run a cell with %%distrun --gpus 2 to start one.`
-          : '';
+          : matching.length === 0
+            ? `No job matches "${query}".`
+            : '';
     this._status.classList.toggle('jp-mod-error', !!error);
 
     const focused = document.activeElement as HTMLElement | null;
     const focusKey = focused && this.node.contains(focused) ? focused.dataset.focusKey : undefined;
     const now = Date.now();
-    const items = jobs.map(job => this._row(job, now));
-    this._list.replaceChildren(...items);
+    // the newest first, ROWS_PAGE at a time: a long list costs its redraws only when asked for
+    this._list.replaceChildren(...shown.slice(0, this._limit).map(job => this._row(job, now)));
+    const more = shown.length - Math.min(shown.length, this._limit);
+    this._more.hidden = more === 0;
+    this._more.textContent = `Show ${Math.min(more, ROWS_PAGE)} more (${more} not shown)`;
+    const n = folded.length;
+    this._foldToggle.hidden = n === 0;
+    this._foldToggle.textContent = this._showFolded
+      ? `Hide ${n} older job${n === 1 ? '' : 's'}`
+      : `${n} older job${n === 1 ? '' : 's'}`;
+    this._foldToggle.title = `Jobs that ended more than ${this._foldHours()} h ago (Settings: Distributed Training)`;
+    this._foldToggle.setAttribute('aria-expanded', String(this._showFolded));
+    this._folded.replaceChildren(
+      ...(this._showFolded ? folded.map(job => this._row(job, now)) : [])
+    );
     if (focusKey) {
-      const again = this._list.querySelector<HTMLElement>(
+      const again = this.node.querySelector<HTMLElement>(
         `[data-focus-key="${CSS.escape(focusKey)}"]`
       );
       again?.focus();
@@ -140,6 +216,9 @@ export class JobsPanel extends Widget {
     li.dataset.focusKey = `${job.id}/row`;
     li.setAttribute('aria-label', `${job.name} ${job.phase}`);
     li.title = job.id;
+    const selected = this.model.selected?.id === job.id;
+    li.classList.toggle('jp-mod-selected', selected);
+    li.setAttribute('aria-current', String(selected));
 
     const top = document.createElement('div');
     top.className = 'jp-DistTrainPanel-jobTop';
@@ -188,9 +267,12 @@ export class JobsPanel extends Widget {
       if (action.when && !action.when(job)) {
         continue;
       }
-      const b = this._button(action.icon, `${action.label} (${job.name})`, () => {
-        void this._commands.execute(action.command, { id: job.id });
-      });
+      const b = this._button(
+        action.icon,
+        `${action.label} (${job.name})`,
+        () => void this._commands.execute(action.command, { id: job.id }),
+        action.label
+      );
       b.dataset.action = action.label.toLowerCase();
       b.dataset.focusKey = `${job.id}/${action.command}`;
       actions.append(b);
@@ -202,7 +284,31 @@ export class JobsPanel extends Widget {
     return li;
   }
 
-  /** Arrow keys move between jobs; Enter opens details, Delete asks to delete. */
+  /**
+   * Mark the selected row. Only classes change: redrawing the rows here would replace a
+   * button between its mousedown (which focuses, hence selects) and its mouseup, and the
+   * click would be lost.
+   */
+  private _markSelected(): void {
+    const id = this.model.selected?.id;
+    for (const li of Array.from(
+      this.node.querySelectorAll<HTMLElement>('.jp-DistTrainPanel-job')
+    )) {
+      const selected = li.dataset.jobId === id;
+      li.classList.toggle('jp-mod-selected', selected);
+      li.setAttribute('aria-current', String(selected));
+    }
+  }
+
+  /** A job's row (or one of its buttons) got focus or a click: that job is the selected one. */
+  private _onFocus = (event: Event): void => {
+    const row = (event.target as HTMLElement).closest<HTMLElement>('.jp-DistTrainPanel-job');
+    if (row?.dataset.jobId) {
+      this.model.select(row.dataset.jobId);
+    }
+  };
+
+  /** Arrows move between jobs (folded too when shown); Enter opens details, Delete deletes. */
   private _onKey = (event: KeyboardEvent): void => {
     const row = (event.target as HTMLElement).closest<HTMLElement>('.jp-DistTrainPanel-job');
     if (!row || event.target !== row) {
@@ -210,9 +316,8 @@ export class JobsPanel extends Widget {
     }
     const id = row.dataset.jobId!;
     if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
-      const next = (
-        event.key === 'ArrowDown' ? row.nextElementSibling : row.previousElementSibling
-      ) as HTMLElement | null;
+      const rows = Array.from(this.node.querySelectorAll<HTMLElement>('.jp-DistTrainPanel-job'));
+      const next = rows[rows.indexOf(row) + (event.key === 'ArrowDown' ? 1 : -1)];
       next?.focus();
       event.preventDefault();
     } else if (event.key === 'Enter') {
@@ -224,13 +329,23 @@ export class JobsPanel extends Widget {
     }
   };
 
+  protected onUpdateRequest(): void {
+    this._render(); // a setting changed (the fold threshold)
+  }
+
   protected onAfterShow(): void {
     this._render();
     void this.model.poll.refresh();
   }
 
   private _status: HTMLDivElement;
+  private _filter: HTMLInputElement;
   private _list: HTMLUListElement;
+  private _folded: HTMLUListElement;
+  private _foldToggle: HTMLButtonElement;
+  private _more: HTMLButtonElement;
+  private _limit = ROWS_PAGE;
+  private _showFolded = false;
   private _clock: number;
 }
 

@@ -7,6 +7,7 @@ import { nameRows, table } from './dom';
 import { formatDuration } from './format';
 import { IMeasure, measureMax, ResourcesModel } from './resources';
 import { sparkline } from './sparkline';
+import type { IReplicaResources } from './types';
 
 const SPARK = { width: 140, height: 28 };
 
@@ -27,20 +28,28 @@ export function usageHeaders(model: ResourcesModel): string[] {
   return [...model.measures().map(m => m.label), 'Last output'];
 }
 
-/** The replica's latest values for `usageHeaders`, en dashes where it has none. */
+/**
+ * The replica's latest values for `usageHeaders`, en dashes where it has none. An ended
+ * replica uses nothing now: no values, and its last output at the time it was written.
+ */
 export function usageCells(model: ResourcesModel, replica: string): string[] {
-  const sample = model.current(replica);
+  const series = model.replicas.get(replica);
+  const sample = series?.ended ? null : model.current(replica);
   const values = model.measures().map(m => {
     const v = sample ? m.value(sample) : null;
     return v === null ? '–' : m.format(v);
   });
-  return [...values, ago(model, model.replicas.get(replica)?.last_output)];
+  return [...values, lastOutput(model, series)];
 }
 
-/** "12s ago" on the server's clock, or an en dash. */
-function ago(model: ResourcesModel, t: number | null | undefined): string {
+/** "12s ago" on the server's clock while the replica runs, the clock time once it ended. */
+function lastOutput(model: ResourcesModel, series: IReplicaResources | undefined): string {
+  const t = series?.last_output;
   if (t === null || t === undefined || model.now === null) {
     return '–';
+  }
+  if (series?.ended) {
+    return new Date(t * 1000).toLocaleTimeString();
   }
   return `${formatDuration((model.now - t) * 1000)} ago`;
 }
@@ -70,9 +79,13 @@ function chartCell(model: ResourcesModel, replica: string, measure: IMeasure): H
   const samples = model.replicas.get(replica)?.samples ?? [];
   const values = model.series(replica, measure);
   const latest = [...values].reverse().find(v => v !== null);
-  const shown = latest === undefined || latest === null ? '–' : measure.format(latest);
+  const last = latest === undefined || latest === null ? '–' : measure.format(latest);
+  // an ended replica's last value is history, not what it uses now
+  const ended = !!model.replicas.get(replica)?.ended;
+  const shown = ended ? 'ended' : last;
   const cell = document.createElement('div');
   cell.className = 'jp-DistTrainResources-cell';
+  cell.classList.toggle('jp-mod-ended', ended);
   cell.dataset.measure = measure.key;
   const max = samples.length ? measureMax(measure, samples) : measure.minMax;
   cell.append(
@@ -80,12 +93,15 @@ function chartCell(model: ResourcesModel, replica: string, measure: IMeasure): H
       ...SPARK,
       max,
       kind: measure.key,
-      label: `${replica} ${measure.label}: ${shown} (scale 0–${measure.format(max)})`
+      label: `${replica} ${measure.label}: ${ended ? `ended, last ${last}` : last} (scale 0–${measure.format(max)})`
     })
   );
   const value = document.createElement('span');
   value.className = 'jp-DistTrainResources-value';
   value.textContent = shown;
+  if (ended) {
+    value.title = `last sample before it ended: ${last}`;
+  }
   cell.append(value);
   return cell;
 }

@@ -14,6 +14,7 @@ export interface IDistTrainSettingsValues {
   tensorboardAutoReload: boolean;
   tensorboardReloadInterval: number;
   notifications: boolean;
+  foldEndedAfterHours: number;
 }
 
 /** The schema's defaults, for when no registry is there (the schema is their one place). */

@@ -13,6 +13,7 @@ import { Widget } from '@lumino/widgets';
 
 import { ALL_JOBS, startTensorBoard, tensorboardUrl } from './api';
 import { chartIcon } from './icons';
+import { setTensorBoardLook } from './tblook';
 
 /** TensorBoard's reload button (Angular component `app-header-reload`). */
 export const RELOAD_BUTTON_SELECTOR = 'app-header-reload button.reload-button';
@@ -20,6 +21,8 @@ export const RELOAD_BUTTON_SELECTOR = 'app-header-reload button.reload-button';
 export interface ITensorBoardOptions {
   /** Job id, or `ALL_JOBS` for every job's runs side by side. */
   jobId: string;
+  /** Whether JupyterLab's theme is dark (TensorBoard follows it). */
+  dark?: boolean;
   autoReload?: boolean;
   /** Seconds between automatic reloads. */
   interval?: number;
@@ -121,6 +124,7 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
     this._interval = options.interval ?? 2;
     this._auto = options.autoReload ?? true;
     this._runFilter = options.runFilter ?? '';
+    this._dark = options.dark ?? false;
 
     const reload = new ToolbarButton({
       icon: refreshIcon,
@@ -162,6 +166,28 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
     this._schedule();
   }
 
+  /** Whether TensorBoard is shown dark. */
+  get dark(): boolean {
+    return this._dark;
+  }
+
+  /** Follow a theme change: TensorBoard reads its theme when its page loads, so reload it. */
+  set dark(dark: boolean) {
+    if (dark === this._dark) {
+      return;
+    }
+    this._dark = dark;
+    setTensorBoardLook(dark);
+    if (!this.content.url) {
+      return; // not loaded yet: it will load with the new look
+    }
+    try {
+      this.content.iframe.contentWindow!.location.reload(); // keeps TensorBoard's URL state
+    } catch {
+      this.content.load(this.content.url);
+    }
+  }
+
   /** The regex of the runs shown ('' for all). */
   get runFilter(): string {
     return this._runFilter;
@@ -189,6 +215,7 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
       this._state.node.classList.add('jp-mod-error');
       return;
     }
+    setTensorBoardLook(this._dark);
     this.content.load(tensorboardPage(this.content.jobId, this._runFilter));
     this._schedule();
   }
@@ -242,6 +269,7 @@ export class TensorBoardPanel extends MainAreaWidget<TensorBoardFrame> {
   }
 
   private _auto: boolean;
+  private _dark: boolean;
   private _interval: number;
   private _runFilter: string;
   private _timer = 0;

@@ -32,7 +32,8 @@ export interface IProgress {
 
 /**
  * The one-line view of a job the list shows; `message` is its status message's first line (the
- * headline; the details have the rest).
+ * headline; the details have the rest); `tensorboard` whether it wrote TensorBoard event files
+ * (what "Open TensorBoard" is offered for).
  */
 export interface IJobSummary {
   id: string;
@@ -53,6 +54,7 @@ export interface IJobSummary {
   launcher: string;
   quiet: string[];
   progress?: IProgress;
+  tensorboard: boolean;
 }
 
 /**

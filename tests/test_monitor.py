@@ -275,3 +275,27 @@ def test_series_tails_read_only_what_was_appended(tmp_path: Path) -> None:
     compacted_file.write_text(json.dumps({"t": 10, "out": 10.0}) + "\n")
     os.replace(compacted_file, path)
     assert tails.history(path).outs == [10.0]
+
+
+def test_a_listing_says_which_jobs_wrote_tensorboard_data(tmp_path: Path) -> None:
+    """The listing says where "Open TensorBoard" has something to show: event files (issue 28)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from jupyter_disttrain.manager import JobManager
+    from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
+    from jupyter_disttrain.store import JobRecord, JobStore
+
+    store = JobStore(tmp_path / "jobs")
+    ids = {}
+    for name in ("plain", "logged"):
+        ids[name] = job_id = store.new_job_id(name)
+        store.create(JobRecord(id=job_id, spec=JobSpec(name=name)), "print('hi')\n")
+        store.write_status(JobStatus(job_id=job_id, phase=JobPhase.SUCCEEDED))
+    (store.tensorboard_dir(ids["plain"]) / "notes.txt").write_text("no events here")
+    with SummaryWriter(str(store.tensorboard_dir(ids["logged"]) / "run1")) as writer:
+        writer.add_scalar("loss", 1.0, 0)
+    manager = JobManager(store, "local")
+    listed = {item.record.spec.name: item.summary["tensorboard"] for item in manager.list_jobs()}
+    assert listed == {"plain": False, "logged": True}
+    assert manager.detail(ids["logged"]).summary.tensorboard is True
+    assert manager.detail(ids["plain"]).summary.tensorboard is False

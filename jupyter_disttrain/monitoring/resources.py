@@ -36,6 +36,7 @@ QUIET_UNKNOWN = 60.0
 MAX_POINTS = 600  # per replica per answer: a sparkline needs no more
 _GAPS = 50  # the usual interval is the median of this many last gaps
 _SCAN_ENTRIES = 2000  # directory entries looked at for progress, at most
+_TB_ENTRIES = 200  # directory entries looked at for whether a job wrote TensorBoard data, at most
 DEFAULT_INTERVAL = 2.0
 LIST_TAIL_BYTES = 32 * 1024  # of a series file a job listing reads first: the last ~200 samples
 
@@ -110,6 +111,12 @@ def _walk_files(top: Path, depth: int, budget: list[int]) -> Iterator[Path]:
                 yield from _walk_files(Path(entry.path), depth - 1, budget)
         elif entry.is_file(follow_symlinks=False):
             yield Path(entry.path)
+
+
+def wrote_tensorboard(job_dir: Path) -> bool:
+    """Whether the job wrote TensorBoard event files (a bounded look: a listing asks for each job)."""
+    budget = [_TB_ENTRIES]
+    return any("tfevents" in p.name for p in _walk_files(job_dir / contract.TENSORBOARD_DIR, 3, budget))
 
 
 def progress_times(job_dir: Path) -> dict[str, float]:

@@ -10,6 +10,8 @@ credentials (token, Authorization, cookies) are not passed on.
 
 from __future__ import annotations
 
+import gzip
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
@@ -27,6 +29,31 @@ _PRIVATE_QUERY = frozenset({"token", "_xsrf"})
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _SAFE_VERBS = frozenset({"GET", "HEAD", "OPTIONS"})
 _ANGULAR_XSRF_COOKIE, _ANGULAR_XSRF_HEADER = "XSRF-TOKEN", "X-XSRF-TOKEN"
+# TensorBoard's page loads its Roboto fonts from the site's root (``url(/font-roboto/...)`` in
+# its index.html, whatever its --path_prefix): behind the proxy that root is Jupyter's, which
+# answers 404. They are served under the prefix like the rest of TensorBoard.
+_ROOT_FONTS = b"url(/font-roboto/"
+_PAGE_BYTES = 4 * 1024 * 1024  # a page larger than this (index.html is ~0.2 MB) is passed as is
+
+
+def fonts_under(prefix: str) -> Callable[[Any], None]:
+    """A ``rewrite_response`` of jupyter-server-proxy that points TensorBoard's page at its fonts
+    under ``prefix`` (the URL path TensorBoard is proxied under); other answers pass as they are."""
+    target = f"url({prefix}/font-roboto/".encode()
+
+    def rewrite(response: Any) -> None:
+        headers = response.headers
+        if response.code != 200 or "text/html" not in headers.get("Content-Type", ""):
+            return
+        gzipped = headers.get("Content-Encoding") == "gzip"
+        if len(response.body) > _PAGE_BYTES:
+            return
+        page = gzip.decompress(response.body) if gzipped else response.body
+        if _ROOT_FONTS in page and len(page) <= _PAGE_BYTES:
+            page = page.replace(_ROOT_FONTS, target)
+            response.body = gzip.compress(page) if gzipped else page
+
+    return rewrite
 
 
 class TensorBoardProxyHandler(ProxyHandler):
@@ -113,6 +140,7 @@ class TensorBoardProxyHandler(ProxyHandler):
         self.proxy_base = f"{PROXY_PREFIX}/{tb_id}"
         self._upstream_prefix = manager.server_prefix(tb_id)
         self.unix_socket = str(inst.socket_path)  # jupyter-server-proxy connects there
+        self.rewrite_response = fonts_under(manager.prefix(tb_id))
         await super().proxy(UPSTREAM_HOST, 0, path or "/")
         if not self._headers_written:
             # The proxy replaced Jupyter's headers with TensorBoard's; put Jupyter's policy

@@ -18,6 +18,7 @@ const base: IJobSummary = {
   message: null,
   deleted: false,
   launcher: 'torchrun',
+  tensorboard: false,
   quiet: []
 };
 

@@ -1,26 +1,9 @@
 import { JobsModel } from '../model';
 import type { IJobSummary, Phase } from '../types';
+import { jobSummary } from './jobfixture';
 
 function job(id: string, phase: Phase, created: string): IJobSummary {
-  return {
-    id,
-    name: id.split('-')[0],
-    backend: 'local',
-    phase,
-    created,
-    start_time: created,
-    finish_time: null,
-    replicas_ready: 0,
-    replicas_total: 2,
-    nodes: 1,
-    nproc_per_node: 2,
-    gpus: 0,
-    reason: null,
-    message: null,
-    deleted: false,
-    launcher: 'torchrun',
-    quiet: []
-  };
+  return jobSummary(id, { phase, created, start_time: created });
 }
 
 /** A server whose answers the test scripts, one list (or error) per request. */

@@ -5,16 +5,23 @@ import { CommandIDs } from '../ids';
 import { disttrainIcon } from '../icons';
 import { IJobsModel, JobsModel } from '../model';
 import { JobsPanel } from '../panel';
+import { DistTrainSettings, IDistTrainSettings } from '../settings';
 
 export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:sidebar',
   description: 'The jobs panel in the left sidebar.',
   autoStart: true,
-  requires: [IJobsModel],
+  requires: [IJobsModel, IDistTrainSettings],
   optional: [ILayoutRestorer],
-  activate: (app: JupyterFrontEnd, model: JobsModel, restorer: ILayoutRestorer | null) => {
+  activate: (
+    app: JupyterFrontEnd,
+    model: JobsModel,
+    settings: DistTrainSettings,
+    restorer: ILayoutRestorer | null
+  ) => {
     const { commands, shell } = app;
-    const panel = new JobsPanel(model, commands);
+    const panel = new JobsPanel(model, commands, () => settings.values.foldEndedAfterHours);
+    settings.changed.connect(() => panel.update());
     shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, panel.id);
     // with the panel closed and nothing running, the model looks for new jobs slowly

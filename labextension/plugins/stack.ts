@@ -1,8 +1,13 @@
-/** The stack plugin: dump a running replica's Python stacks into a dialog (`disttrain:stack`). */
+/**
+ * The stack plugin: dump a running replica's Python stacks into a dialog (`disttrain:stack`),
+ * or every running replica's side by side (`disttrain:stacks`): which rank is stuck, and where.
+ */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 
-import { dumpStack } from '../api';
+import { Panel } from '@lumino/widgets';
+
+import { dumpStack, getJob } from '../api';
 import { CommandIDs, jobIdArg } from '../ids';
 import { StackView } from '../stackview';
 
@@ -27,6 +32,34 @@ export const stackPlugin: JupyterFrontEndPlugin<void> = {
         );
         return showDialog({
           title: `Stacks of ${replica} (${id})`,
+          body,
+          buttons: [Dialog.okButton({ label: 'Close' })]
+        });
+      }
+    });
+
+    app.commands.addCommand(CommandIDs.stacks, {
+      label: args =>
+        args.id ? `Dump Stacks of Every Rank of ${args.id}` : 'Dump Stacks of Every Rank',
+      execute: async args => {
+        const id = jobIdArg(args);
+        const replicas = (await getJob(id)).status.replicas.filter(r => r.phase === 'Running');
+        if (!replicas.length) {
+          throw new Error(`job ${id} has no running replica: stacks exist only while it runs`);
+        }
+        const body = new Panel();
+        body.addClass('jp-DistTrainStacks');
+        for (const { name } of replicas) {
+          const view = new StackView(name);
+          // the dumps are taken at once, each filling its column when done
+          dumpStack(id, name).then(
+            dump => view.showDump(dump),
+            err => view.fail(err instanceof Error ? err.message : String(err))
+          );
+          body.addWidget(view);
+        }
+        return showDialog({
+          title: `Stacks of every rank (${id})`,
           body,
           buttons: [Dialog.okButton({ label: 'Close' })]
         });

@@ -1,6 +1,6 @@
 /** The TensorBoard plugin: one TensorBoard tab per job, or for all jobs (`disttrain:open-tensorboard`). */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { WidgetTracker } from '@jupyterlab/apputils';
+import { IThemeManager, WidgetTracker } from '@jupyterlab/apputils';
 
 import { ALL_JOBS } from '../api';
 import { CommandIDs } from '../ids';
@@ -14,13 +14,20 @@ export const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
   description: 'TensorBoard tabs of a job or of all jobs, reloading their data as it grows.',
   autoStart: true,
   requires: [IDistTrainSettings],
-  optional: [ILayoutRestorer],
+  optional: [ILayoutRestorer, IThemeManager],
   activate: (
     app: JupyterFrontEnd,
     settings: DistTrainSettings,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    themes: IThemeManager | null
   ) => {
     const tracker = new WidgetTracker<TensorBoardPanel>({ namespace: 'disttrain-tensorboard' });
+    // TensorBoard follows JupyterLab's theme (the body says which once a theme has loaded)
+    const dark = () =>
+      themes?.theme
+        ? !themes.isLight(themes.theme)
+        : document.body.dataset.jpThemeLight === 'false';
+    themes?.themeChanged.connect(() => tracker.forEach(w => (w.dark = dark())));
     app.commands.addCommand(CommandIDs.tensorboard, {
       label: args =>
         args.id && args.id !== ALL_JOBS
@@ -38,6 +45,7 @@ export const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
           () =>
             new TensorBoardPanel({
               jobId: id,
+              dark: dark(),
               autoReload: settings.values.tensorboardAutoReload,
               interval: settings.values.tensorboardReloadInterval,
               runFilter

@@ -209,3 +209,19 @@ async def test_every_writer_of_a_run_keeps_showing_new_points(jp_fetch: Any, job
     await poll(all_points, "both writers' last points", deadline=30)
     for tag in ("w/a", "w/b"):  # and it kept gaining points while they were written
         assert len({s[tag] for s in seen if s[tag] >= 0}) >= 3, (tag, seen)
+
+
+async def test_page_fonts_through_the_proxy(jp_fetch: Any, job_root: Path, jp_base_url: Any) -> None:
+    """TensorBoard's page names its fonts from the site's root (Jupyter's, 404 there): the proxy
+    points them under TensorBoard's prefix, where each one is served (issue 28, item 7)."""
+    import re
+
+    job_id = make_job(job_root)
+    response = await jp_fetch("disttrain", "tensorboard", job_id, "index.html", request_timeout=60)
+    page = response.body.decode()
+    assert "url(/font-roboto/" not in page
+    prefix = f"{jp_base_url}disttrain/tensorboard/{job_id}/"
+    fonts = re.findall(r"url\(([^)]*font-roboto/[^)]+)\)", page)
+    assert len(fonts) > 10 and all(font.startswith(prefix) for font in fonts)
+    font = await jp_fetch(*fonts[0][len(jp_base_url) :].split("/"), request_timeout=60)
+    assert font.code == 200 and font.body[:4] == b"wOF2"

@@ -22,6 +22,16 @@ export async function waitForPhase(request: Request, id: string, phase: string) 
     .toBe(phase);
 }
 
+/** A job script that writes one TensorBoard point of ``tag`` (a run ``run``) and ends. */
+export function tensorboardPoint(tag: string): string {
+  return `
+import os
+from torch.utils.tensorboard import SummaryWriter
+with SummaryWriter(os.path.join(os.environ["DISTTRAIN_TENSORBOARD_DIR"], "run")) as w:
+    w.add_scalar("${tag}", 1.0, 0)
+`;
+}
+
 /** Submits ``script`` as ``name`` and waits until it has succeeded; its id. */
 export async function finishedJob(request: Request, name: string, script: string): Promise<string> {
   const id = await submit(request, name, script);

@@ -140,4 +140,10 @@ test("the details show each rank's resources, flag the stuck rank and dump its s
   await expect(phase).toHaveText('Cancelled');
   await expect(row.locator('.jp-DistTrain-quiet')).toHaveCount(0);
   await expect(table.locator('.jp-DistTrainDetails-stack')).toHaveCount(0);
+  // nothing stale: no CPU % as if it were current, the last output at its time (not counting on)
+  await expect(rank0.locator('td[data-column="CPU"]')).toHaveText('–');
+  await expect(rank0.locator('td[data-column="Last output"]')).not.toContainText('ago');
+  await expect(
+    grid.locator('tr[data-replica="rank-0"] [data-measure="cpu"] .jp-DistTrainResources-value')
+  ).toHaveText('ended');
 });

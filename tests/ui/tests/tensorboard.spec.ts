@@ -8,12 +8,13 @@ import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
-import { submit } from './jobs';
+import { submit, tensorboardPoint, waitForPhase } from './jobs';
 import { openPanel } from './sidebar';
 
 const JOB_ROOT = process.env.DISTTRAIN_JOB_ROOT!;
 const TOKEN = process.env.JLAB_TOKEN!;
 const SECONDS = 20;
+const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 
 // Step 0 of both tags at once (so the tab has cards to show), then, once the test says go,
 // alternating points for SECONDS: writer a, then writer b, every 0.25 s.
@@ -131,4 +132,41 @@ test('both writers of one run keep gaining points in the TensorBoard tab', async
     );
   }
   await context.close();
+});
+
+test('TensorBoard follows the dark theme, loads every file through the proxy and opens with its settings closed', async ({
+  page,
+  request
+}) => {
+  const jobId = await submit(request, 'tblook', tensorboardPoint('look/loss'));
+  await waitForPhase(request, jobId, 'Succeeded');
+  // what TensorBoard's page asked for and did not get (its fonts were asked from the site's root)
+  const missing: string[] = [];
+  page.on('response', response => {
+    const url = response.url();
+    const fromTensorBoard =
+      url.includes('/disttrain/tensorboard/') || response.frame() !== page.mainFrame();
+    if (fromTensorBoard && response.status() === 404) {
+      missing.push(url);
+    }
+  });
+  await page.theme.setDarkTheme();
+  const panel = await openPanel(page);
+  const row = panel.locator(`.jp-DistTrainPanel-job[data-job-id="${jobId}"]`);
+  await row.locator('button[data-action="tensorboard"]').click();
+  const frame = page.frameLocator('.jp-DistTrainTensorBoard iframe');
+  await expect(frame.getByText('look/loss').first()).toBeVisible({ timeout: 120000 });
+  await expect(frame.locator('body')).toHaveClass(/dark-mode/);
+  // its settings pane is closed (its button opens it)
+  await expect(frame.locator('metrics-dashboard-right-pane')).toHaveCount(0);
+  // its fonts are asked for once the text is drawn: wait for the page to settle
+  await page.waitForLoadState('networkidle');
+  expect(missing).toEqual([]);
+  await page.screenshot({ path: path.join(SHOTS, 'tensorboard-dark.png') });
+
+  // back to the light theme: TensorBoard follows
+  await page.theme.setLightTheme();
+  await expect(frame.getByText('look/loss').first()).toBeVisible({ timeout: 60000 });
+  await expect(frame.locator('body')).not.toHaveClass(/dark-mode/);
+  expect(missing).toEqual([]);
 });
