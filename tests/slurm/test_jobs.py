@@ -224,7 +224,10 @@ def test_a_preempted_job_with_requeue_runs_again_appending_to_its_logs(
     import os, time
     from jupyter_disttrain import em
     restart = os.environ.get("SLURM_RESTART_COUNT", "0")
-    print("run", restart, flush=True)
+    print("run", restart, os.environ.get("DISTTRAIN_RESUME_FROM"), flush=True)
+    if restart == "0":  # the requeued rank starts from it with no code of its own (README "Checkpoints")
+        import torch
+        torch.save({"step": 0}, os.path.join(os.environ["DISTTRAIN_CHECKPOINT_DIR"], "step_0.pt"))
     run = em.create_run("fit")  # the same name again: the requeued run continues it
     run.log("train", {"restart": float(restart)}, step=int(restart))
     points = os.path.join(os.environ["DISTTRAIN_JOB_DIR"], "runs", "fit", "metrics.jsonl")
@@ -251,7 +254,8 @@ def test_a_preempted_job_with_requeue_runs_again_appending_to_its_logs(
     assert [r.restarts for r in status.replicas] == [1]
     assert any(e.reason == "Requeued" for e in status.events)
     texts = [ln.text for ln in job.logs(replica="rank-0")]
-    assert texts[0] == "run 0" and texts[-3:] == ["run 1", "tick 0", "tick 1"]  # the same log, appended
+    resumed = f"run 1 {job.dir / 'checkpoints' / 'step_0.pt'}"
+    assert texts[0] == "run 0 None" and texts[-3:] == [resumed, "tick 0", "tick 1"]  # the same log, appended
     (fit,) = manager_for(store).list_runs(job.id)  # one run, continued
     assert (fit.run, fit.status, fit.step, fit.metrics) == ("fit", "finished", 1, {"train/restart": 1.0})
     points = manager_for(store).run_detail(job.id, "fit").points
