@@ -32,9 +32,6 @@ if TYPE_CHECKING:
     from .store import JobStore
 
 log = logging.getLogger(__name__)
-# Where rank 0 runs runtime/worker.py, whose retention thread does --keep-checkpoints (a pod
-# runs the script under torchrun directly: the image need not have jupyter_disttrain).
-PRUNING_BACKENDS = ("local", "slurm")
 SIDE_FILES = (TENSOR_FILE, ARRAY_FILE, ORIGINS_FILE)  # what packaging ships beside the script
 _ID = re.compile(r"c[0-9a-f]{12}")
 
@@ -125,11 +122,6 @@ def find(listing: CheckpointList, which: str) -> Checkpoint:
 
 def resolve(manager: JobManager, spec: JobSpec) -> JobSpec:
     """``spec`` with ``resumed_from`` resolved from ``resume`` (cleared when there is none)."""
-    if spec.keep_checkpoints and spec.backend not in PRUNING_BACKENDS:
-        raise InvalidSpecError(
-            f"--keep-checkpoints: the {spec.backend} backend's ranks run without the rank wrapper "
-            "that prunes (local and slurm jobs have it): leave it 0 and delete old checkpoints yourself"
-        )
     if spec.resume is None:
         return spec if spec.resumed_from is None else dataclasses.replace(spec, resumed_from=None)
     job_id, which = parse_resume(spec.resume)

@@ -158,19 +158,6 @@ def test_keep_checkpoints_must_not_be_negative() -> None:
         JobSpec(name="x", keep_checkpoints=-1).validate()
 
 
-def test_keep_checkpoints_where_no_rank_wrapper_prunes(tmp_path: Path) -> None:
-    manager = JobManager(JobStore(tmp_path / "jobs"), "local")
-    spec = JobSpec(name="x", backend="kubernetes", keep_checkpoints=2)
-    with pytest.raises(InvalidSpecError, match="the kubernetes backend's ranks run without the rank wrapper"):
-        jobcheckpoints.resolve(manager, spec)
-    assert (
-        jobcheckpoints.resolve(
-            manager, JobSpec(name="x", backend="slurm", keep_checkpoints=2)
-        ).keep_checkpoints
-        == 2
-    )
-
-
 def test_only_checkpoints_inside_the_job_dir_are_served(setup: tuple[JobManager, Path, Path]) -> None:
     manager, job_dir, outside = setup
     by_path = {c.path: c for c in manager.checkpoints("train-a1").checkpoints}

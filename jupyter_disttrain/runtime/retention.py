@@ -1,11 +1,12 @@
 """``--keep-checkpoints N``: keep the newest N complete checkpoints of the job's checkpoint dir.
 
-Rank 0's wrapper (``worker.py``: local and Slurm jobs; a pod runs the script directly) starts
-``start()``: a daemon thread that prunes every INTERVAL seconds where rank 0 writes, and once
-more as the process exits. A checkpoint still being written (not
-complete in ``ckptscan``'s terms) is never deleted nor counted, nor is one a resume points at
-(``<job dir>/checkpoint-pins.json``, written by the job layer when a job resumes from it).
-Standard library only: it runs inside the training process.
+Rank 0's wrapper (``worker.py``: local and Slurm jobs) or the pod wrapper of rank 0's pod
+(Kubernetes, whose pods run the script under torchrun without ``worker.py``) starts ``start()``:
+a daemon thread that prunes every INTERVAL seconds where rank 0 writes, and once more as the
+process exits. A checkpoint still being written (not complete in ``ckptscan``'s terms) is never
+deleted nor counted, nor is one a resume points at (``<job dir>/checkpoint-pins.json``, written
+by the job layer when a job resumes from it). Standard library only: it runs inside the
+training process.
 """
 
 from __future__ import annotations

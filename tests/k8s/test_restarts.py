@@ -130,3 +130,32 @@ def test_an_evicted_pods_replacement_resumes_from_the_pvc_checkpoint(
         assert said == [f"[rank0]:{line}" for line in expected], said  # torchrun --tee's prefix
     finally:
         gen.close()
+
+
+# Six checkpoints, one every 0.3 s, then a pause longer than the 2 s a file needs to count as written.
+SIX_CHECKPOINTS = """
+import os, time, torch
+for step in range(6):
+    torch.save({"step": step}, os.path.join(os.environ["DISTTRAIN_CHECKPOINT_DIR"], f"step_{step}.pt"))
+    time.sleep(0.3)
+time.sleep(2.5)
+print("saved", flush=True)
+"""
+
+
+def test_keep_checkpoints_prunes_a_pods_checkpoints(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path
+) -> None:
+    # The pod wrapper of rank 0's replica prunes (runtime/retention.py), as rank 0's rank wrapper
+    # does on the local and Slurm backends: the newest 2 complete ones are left.
+    gen = start_toy(monkeypatch, tmp_path)
+    next(gen)
+    try:
+        backend = KubernetesBackend(backend_store(workspace))
+        job_id = backend.submit(ddp_spec(workspace, nodes=1, keep_checkpoints=2), SIX_CHECKPOINTS)
+        status = wait_for(backend, job_id, lambda s: s.is_terminal)
+        assert status.phase is JobPhase.SUCCEEDED, status.message
+        left = sorted(p.name for p in (backend.store.job_dir(job_id) / "checkpoints").iterdir())
+        assert left == ["step_4.pt", "step_5.pt"]
+    finally:
+        gen.close()

@@ -22,7 +22,8 @@ from ...runtime import contract, sampler
 # the image's jupyter_disttrain: without it, one line), stopped after torchrun, before the exit record.
 # A pod that replaces an earlier one of its replica (an eviction, a drain, a failure the Job
 # retries: its log file on the PVC is already there) gives its ranks DISTTRAIN_RESUME_FROM = the
-# job's newest complete checkpoint (runtime/restarts.py, from the image's jupyter_disttrain).
+# job's newest complete checkpoint (runtime/restarts.py, from the image's jupyter_disttrain); rank
+# 0's replica keeps the newest --keep-checkpoints of them (runtime/retention.py, the same way).
 _WRAPPER = """\
 import json, os, re, signal, socket, subprocess, sys, time
 log_dir, exit_dir, prefix, job_id, rank0, _, *cmd = sys.argv[1:]
@@ -106,6 +107,11 @@ if log_dir != "-" and replica == rank0:
         mlflow_tb = follow(os.path.dirname(log_dir), say)
     except Exception as exc:
         say(f"MLflow metrics are not written into TensorBoard: {exc}")
+    try:  # --keep-checkpoints: prunes while the ranks run and once as this wrapper exits
+        from jupyter_disttrain.runtime import retention
+        retention.start(0)
+    except Exception as exc:
+        say(f"--keep-checkpoints is not applied: {exc}")
 for chunk in iter(lambda: child.stdout.read1(65536), b""):
     emit(chunk)
 def exit_code(code):
