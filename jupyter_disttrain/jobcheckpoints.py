@@ -19,7 +19,15 @@ from .errors import InvalidSpecError, UnknownCheckpointError, UnknownJobError
 from .packaging.loadcell import load_cell
 from .packaging.origins import ORIGINS_FILE
 from .packaging.values import ARRAY_FILE, TENSOR_FILE
-from .payloads import Checkpoint, CheckpointCode, CheckpointList, CheckpointUsage, JobSummary, ResumeAnswer
+from .payloads import (
+    Checkpoint,
+    CheckpointCode,
+    CheckpointList,
+    CheckpointUsage,
+    JobSummary,
+    ResumeAnswer,
+    SubmitAnswer,
+)
 from .runtime import ckptscan, retention
 from .runtime.atomic import write_json
 from .runtime.contract import CHECKPOINT_PINS_FILE
@@ -149,16 +157,23 @@ def resolve(manager: JobManager, spec: JobSpec) -> JobSpec:
     return dataclasses.replace(spec, resumed_from=resumed)
 
 
-def resume_job(manager: JobManager, job_id: str, which: str) -> ResumeAnswer:
-    """Submit job ``job_id``'s own spec and script again, from its checkpoint ``which``."""
+def resubmit_job(manager: JobManager, job_id: str, resume: str | None = None) -> SubmitAnswer:
+    """Submit job ``job_id``'s own spec, script and packaged values again: from the start, or
+    from the checkpoint ``resume`` (``"<job>:<which>"``, as ``--resume`` takes it)."""
     record = manager.store.read_record(job_id)
     script = manager.store.read_script(job_id)
-    spec = dataclasses.replace(record.spec, resume=f"{job_id}:{which}", resumed_from=None)
+    spec = dataclasses.replace(record.spec, resume=resume, resumed_from=None)
     new_id = manager.submit(spec, script, _side_files(manager.store, job_id))
     new = manager.store.read_record(new_id)
-    summary = JobSummary.of(new, manager.stored_status(new))
-    checkpoint = find(checkpoint_list(manager, job_id), new.spec.resumed_from.checkpoint)  # type: ignore[union-attr]
-    return ResumeAnswer(new_id, summary, checkpoint)
+    return SubmitAnswer(new_id, JobSummary.of(new, manager.stored_status(new)))
+
+
+def resume_job(manager: JobManager, job_id: str, which: str) -> ResumeAnswer:
+    """Submit job ``job_id``'s own spec and script again, from its checkpoint ``which``."""
+    new = resubmit_job(manager, job_id, f"{job_id}:{which}")
+    resumed = manager.store.read_record(new.id).spec.resumed_from
+    checkpoint = find(checkpoint_list(manager, job_id), resumed.checkpoint)  # type: ignore[union-attr]
+    return ResumeAnswer(new.id, new.job, checkpoint)
 
 
 def _side_files(store: JobStore, job_id: str) -> dict[str, bytes]:

@@ -26,6 +26,7 @@ import type {
   IResumeAnswer,
   IRunSummary,
   IStackDump,
+  ISubmitAnswer,
   ITensorBoardInfo
 } from './types';
 
@@ -235,6 +236,11 @@ export function listCheckpoints(id: string): Promise<ICheckpointList> {
 /** The code of a cell that loads checkpoint `cid` of job `id` in the kernel. */
 export function getCheckpointCode(id: string, cid: string): Promise<ICheckpointCode> {
   return requestAPI<ICheckpointCode>(`jobs/${enc(id)}/checkpoints/${enc(cid)}/code`);
+}
+
+/** Run job `id`'s own spec and script again, from the start (a new job). */
+export function resubmitJob(id: string): Promise<ISubmitAnswer> {
+  return requestAPI<ISubmitAnswer>(`jobs/${enc(id)}/resubmit`, { method: 'POST' });
 }
 
 /** Run job `id`'s script again from its checkpoint `checkpoint` (an id, a step or `latest`). */

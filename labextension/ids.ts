@@ -7,6 +7,7 @@ export const CommandIDs = {
   tensorboard: 'disttrain:open-tensorboard',
   runs: 'disttrain:open-runs',
   cancel: 'disttrain:cancel',
+  resubmit: 'disttrain:resubmit',
   remove: 'disttrain:delete',
   stack: 'disttrain:stack',
   stacks: 'disttrain:stacks',

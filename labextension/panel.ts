@@ -23,6 +23,7 @@ import { jobShape, jobTiming, quietNote } from './format';
 import { chartIcon, disttrainIcon } from './icons';
 import { filterJobs, foldJobs } from './joblist';
 import { JobsModel } from './model';
+import { ROWS_PAGE, showMoreLabel } from './paging';
 import { quietBadge } from './resourcesview';
 import { progressBar } from './runsection';
 
@@ -50,9 +51,6 @@ const ACTIONS: IAction[] = [
   },
   { command: CommandIDs.remove, label: 'Delete', icon: deleteIcon }
 ];
-
-/** Rows drawn at first, and added by each "Show more" (the list redraws every second). */
-export const ROWS_PAGE = 100;
 
 export class JobsPanel extends Widget {
   /**
@@ -189,7 +187,7 @@ export class JobsPanel extends Widget {
     this._list.replaceChildren(...shown.slice(0, this._limit).map(job => this._row(job, now)));
     const more = shown.length - Math.min(shown.length, this._limit);
     this._more.hidden = more === 0;
-    this._more.textContent = `Show ${Math.min(more, ROWS_PAGE)} more (${more} not shown)`;
+    this._more.textContent = showMoreLabel(more);
     const n = folded.length;
     this._foldToggle.hidden = n === 0;
     this._foldToggle.textContent = this._showFolded

@@ -9,6 +9,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
 import { metricNumber } from './format';
+import { ROWS_PAGE } from './paging';
 import { differingHparams, runKey } from './runcompare';
 import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from './types';
 
@@ -233,6 +234,20 @@ export class RunsTableModel {
       .map(x => x.run);
   }
 
+  /**
+   * How many of `rows` are drawn, the first ones (1,000 drawn rows take seconds); ticked runs
+   * past them stay ticked and compared (`selected` is every ticked run).
+   */
+  get limit(): number {
+    return this._limit;
+  }
+
+  /** Draw `ROWS_PAGE` more rows. */
+  showMore(): void {
+    this._limit += ROWS_PAGE;
+    this._changed.emit();
+  }
+
   get filter(): string {
     return this._view.filter;
   }
@@ -363,6 +378,7 @@ export class RunsTableModel {
   private _view: IRunsTableView = { filter: '', allHparams: false };
   private _hidden: Set<string> | null = null;
   private _sort: ISort | null = null;
+  private _limit = ROWS_PAGE;
   private _selected = new Set<string>();
   private _error: string | null = null;
   private _loaded = false;

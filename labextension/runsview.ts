@@ -12,6 +12,7 @@ import { ComparePoints } from './comparepoints';
 import { formatMetric, formatTime, formatValue } from './format';
 import { CommandIDs } from './ids';
 import { phaseBadge } from './panel';
+import { showMoreLabel } from './paging';
 import { RunsCompare } from './runscompareview';
 import { runStatusBadge } from './runsection';
 import { IRunColumn, runKey, runLabel, RunsTableModel } from './runsmodel';
@@ -71,7 +72,11 @@ export class RunsView extends Widget {
     this._table.className = 'jp-DistTrainDetails-table jp-DistTrainRuns-table';
     const scroller = document.createElement('div');
     scroller.className = 'jp-DistTrainRuns-scroller';
-    scroller.append(this._table);
+    this._more = document.createElement('button');
+    this._more.type = 'button';
+    this._more.className = 'jp-DistTrainRuns-more jp-Button jp-mod-minimal';
+    this._more.addEventListener('click', () => this.model.showMore());
+    scroller.append(this._table, this._more);
     this.compare = new RunsCompare(model, points);
     this.node.append(bar, scroller, this.compare.node);
 
@@ -109,6 +114,7 @@ export class RunsView extends Widget {
   private _render(): void {
     const { error, loaded, runs } = this.model;
     const rows = this.model.rows;
+    const drawn = rows.slice(0, this.model.limit);
     const selected = this.model.selected;
     const inTensorBoard = selected.filter(r => r.tensorboard_run).length;
     this._open.disabled = inTensorBoard === 0;
@@ -134,8 +140,11 @@ export class RunsView extends Widget {
     const thead = document.createElement('thead');
     thead.append(this._groupRow(columns), this._headerRow(columns, rows));
     const tbody = document.createElement('tbody');
-    tbody.append(...rows.map(run => this._row(run, columns)));
+    tbody.append(...drawn.map(run => this._row(run, columns)));
     this._table.replaceChildren(thead, tbody);
+    const more = rows.length - drawn.length;
+    this._more.hidden = more === 0;
+    this._more.textContent = showMoreLabel(more);
     if (focusKey) {
       this._table.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(focusKey)}"]`)?.focus();
     }
@@ -265,6 +274,7 @@ export class RunsView extends Widget {
   private _allLabel: HTMLSpanElement;
   private _status: HTMLSpanElement;
   private _table: HTMLTableElement;
+  private _more: HTMLButtonElement;
 }
 
 function checkbox(label: string, focusKey: string): HTMLInputElement {

@@ -51,12 +51,20 @@ class CheckpointCodeHandler(DistTrainHandler):
 class ResumeHandler(DistTrainHandler):
     """Submit the job again from ``{"checkpoint": "latest" | STEP | "<id>"}``: ``ResumeAnswer``."""
 
+    action = "resume"
+
     @web.authenticated
     async def post(self, job_id: str) -> None:
-        answer = await self.call(self.ctx.service.resume, job_id, self.get_json_body())
+        answer = await self.call(getattr(self.ctx.service, self.action), job_id, self.get_json_body())
         base = self.request.path.rstrip("/").rsplit("/", 2)[0]  # .../jobs
         self.set_header("Location", f"{base}/{answer['id']}")
         self.write_json(answer, status=201)
+
+
+class ResubmitHandler(ResumeHandler):
+    """Submit the job again from the start (no body): ``SubmitAnswer``."""
+
+    action = "resubmit"
 
 
 class CheckpointDownloadHandler(ArtifactHandler):

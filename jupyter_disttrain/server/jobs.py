@@ -111,6 +111,12 @@ class JobService:
             raise InvalidSpecError(f"checkpoint: {exc}") from None
         return to_json(answer)
 
+    def resubmit(self, job_id: str, body: Any) -> dict[str, Any]:
+        """Submit the job's own spec and script again, from the start: ``SubmitAnswer``."""
+        if body not in (None, {}):
+            raise InvalidSpecError("send no body (or {}): the job's own spec and script are submitted again")
+        return to_json(jobcheckpoints.resubmit_job(self.manager, job_id))
+
     def cancel(self, job_id: str) -> dict[str, Any]:
         return to_json(CancelAnswer(self.manager.cancel(job_id)))
 

@@ -68,6 +68,9 @@ ROUTES: tuple[Route, ...] = (
         "disttrain/api/jobs/demo-abcde/checkpoints/c0123456789ab/code",
     ),
     Route(rf"disttrain/api/jobs/{_JOB}/resume", c.ResumeHandler, "disttrain/api/jobs/demo-abcde/resume"),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/resubmit", c.ResubmitHandler, "disttrain/api/jobs/demo-abcde/resubmit"
+    ),
     Route(r"disttrain/api/runs/?", h.RunsHandler, "disttrain/api/runs"),
     Route(
         rf"disttrain/api/jobs/{_JOB}/runs/{_RUN}/?", h.RunHandler, "disttrain/api/jobs/demo-abcde/runs/mnist"

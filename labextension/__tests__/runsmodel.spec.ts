@@ -5,6 +5,7 @@ import {
   RunsTableModel,
   tensorboardRunFilter
 } from '../runsmodel';
+import { ROWS_PAGE } from '../paging';
 import type { IRunSummary } from '../types';
 import { run } from './runfixture';
 
@@ -153,6 +154,31 @@ describe('runs table', () => {
     await model.refresh();
     expect(model.error).toBeNull();
     expect(model.runs.map(r => r.run)).toEqual(['base']);
+    model.dispose();
+  });
+
+  it('draws the first page of a long list; ticked runs past it stay compared', () => {
+    const many = Array.from({ length: 2 * ROWS_PAGE + 50 }, (_, i) =>
+      run('sweep', `run-${i}`, { lr: i }, { 'train/loss': 1 / (i + 1) })
+    );
+    const model = new RunsTableModel({ fetchRuns: async () => many });
+    model.set(many);
+    let changes = 0;
+    model.changed.connect(() => changes++);
+    expect(model.limit).toBe(ROWS_PAGE);
+    // the last of the list, not drawn: a sort brings it into the first page
+    const last = many[many.length - 1];
+    model.select(last, true);
+    model.select(many[0], true);
+    expect(model.selected.map(r => r.run)).toEqual(['run-0', `run-${many.length - 1}`]);
+    model.sortBy('m:train/loss');
+    expect(model.rows.slice(0, model.limit)[0]).toBe(last);
+    model.showMore();
+    expect(model.limit).toBe(2 * ROWS_PAGE);
+    expect(changes).toBe(4);
+    // the filter still searches every run, drawn or not
+    model.filter = `run-${many.length - 2}`;
+    expect(model.rows.map(r => r.run)).toEqual([`run-${many.length - 2}`]);
     model.dispose();
   });
 });

@@ -1,14 +1,17 @@
-/** The job-actions plugin: cancel and delete a job, each after asking (`disttrain:cancel`, `disttrain:delete`). */
+/**
+ * The job-actions plugin: cancel and delete a job, each after asking (`disttrain:cancel`,
+ * `disttrain:delete`), and submit a job's own spec and script again (`disttrain:resubmit`).
+ */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 
-import { cancelJob, deleteJob, TERMINAL_PHASES } from '../api';
+import { cancelJob, deleteJob, resubmitJob, TERMINAL_PHASES } from '../api';
 import { CommandIDs, jobIdArg } from '../ids';
 import { IJobsModel, JobsModel } from '../model';
 
 export const jobActionsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:job-actions',
-  description: 'Cancel and delete jobs.',
+  description: 'Cancel, delete and resubmit jobs.',
   autoStart: true,
   requires: [IJobsModel],
   activate: (app: JupyterFrontEnd, model: JobsModel) => {
@@ -52,6 +55,25 @@ export const jobActionsPlugin: JupyterFrontEndPlugin<void> = {
           async () => void (await cancelJob(id)),
           'Cannot cancel the job'
         );
+      }
+    });
+
+    app.commands.addCommand(CommandIDs.resubmit, {
+      label: args => (args.id ? `Resubmit Job ${args.id}` : 'Resubmit Job'),
+      execute: async args => {
+        const id = jobIdArg(args);
+        let answer;
+        try {
+          answer = await resubmitJob(id);
+        } catch (err) {
+          await showErrorMessage('Cannot resubmit the job', err as Error);
+          return;
+        }
+        Notification.success(`Started ${answer.job.name} (${answer.id}) again from the start.`, {
+          autoClose: 5000
+        });
+        await model.poll.refresh();
+        await app.commands.execute(CommandIDs.details, { id: answer.id });
       }
     });
 

@@ -1,7 +1,7 @@
 /**
  * The palette plugin: the extension's commands under one category, and commands that act on
- * the job selected in the jobs panel (details, logs, TensorBoard, cancel, every rank's stacks,
- * copy its id), each enabled only where it applies to that job.
+ * the job selected in the jobs panel (details, logs, TensorBoard, cancel, resubmit, every
+ * rank's stacks, copy its id), each enabled only where it applies to that job.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Clipboard, ICommandPalette, Notification } from '@jupyterlab/apputils';
@@ -35,6 +35,7 @@ export const SELECTED_COMMANDS: readonly ISelectedCommand[] = [
     when: job => job.tensorboard
   },
   { id: 'disttrain:selected-cancel', label: 'Cancel', target: CommandIDs.cancel, when: running },
+  { id: 'disttrain:selected-resubmit', label: 'Resubmit', target: CommandIDs.resubmit },
   {
     id: 'disttrain:selected-stacks',
     label: "Dump Every Rank's Stacks",

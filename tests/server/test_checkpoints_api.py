@@ -1,6 +1,7 @@
 """The checkpoints API over a real 2-rank job that saved torch.save files and a DCP directory:
 the list, downloads (a directory as a streamed tar), the load cell run for real, resume through
-POST jobs/<id>/resume (the new job's ranks get DISTTRAIN_RESUME_FROM), and bad input."""
+POST jobs/<id>/resume (the new job's ranks get DISTTRAIN_RESUME_FROM), resubmitting from the start
+(POST jobs/<id>/resubmit), and bad input."""
 
 from __future__ import annotations
 
@@ -148,6 +149,33 @@ async def test_resume_through_rest(jp_fetch: Any, ckpt_job: str, shared_root: Pa
     # The job it resumed from pins that checkpoint.
     again = json.loads((await call(jp_fetch, "jobs", ckpt_job, "checkpoints")).body)
     assert [c["step"] for c in again["checkpoints"] if c["pinned"]] == [4]
+
+
+async def test_resubmit_through_rest(jp_fetch: Any, ckpt_job: str, shared_root: Path) -> None:
+    response = await call(jp_fetch, "jobs", ckpt_job, "resubmit", method="POST", body="")
+    assert response.code == 201
+    answer = json.loads(response.body)
+    assert answer["id"] != ckpt_job and answer["job"]["id"] == answer["id"]
+    assert response.headers["Location"].endswith(f"/disttrain/api/jobs/{answer['id']}")
+    store = JobStore(shared_root)
+    assert Job(answer["id"], store).wait(timeout=300).phase.value == "Succeeded"
+    assert store.read_script(answer["id"]) == store.read_script(ckpt_job)
+    new = store.read_record(answer["id"])
+    assert new.spec.name == store.read_record(ckpt_job).spec.name
+    # from the start: no checkpoint, and its ranks got no DISTTRAIN_RESUME_FROM
+    assert new.spec.resume is None and new.spec.resumed_from is None
+    assert (store.job_dir(answer["id"]) / "resumed.txt").read_text() == ""
+
+
+async def test_bad_resubmit_is_4xx_and_launches_nothing(
+    jp_fetch: Any, ckpt_job: str, shared_root: Path
+) -> None:
+    before = JobStore(shared_root).ids()
+    assert (await error_of(jp_fetch, "jobs", "nosuch-abcde", "resubmit", method="POST", body=""))[0] == 404
+    body = json.dumps({"checkpoint": 4})
+    code, message = await error_of(jp_fetch, "jobs", ckpt_job, "resubmit", method="POST", body=body)
+    assert code == 400 and "send no body" in message
+    assert JobStore(shared_root).ids() == before
 
 
 @pytest.mark.parametrize(

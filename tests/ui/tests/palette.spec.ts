@@ -120,6 +120,20 @@ test('the palette acts on the selected job; the filter narrows the list; old job
   await expect(page.locator(`#jp-disttrain-details-${plainId}`)).toContainText(plainId);
   await page.screenshot({ path: path.join(SHOTS, 'palette.png') });
 
+  // --- "Resubmit" runs the selected job's own spec and script again as a new job, and opens it
+  await page.keyboard.press('Control+Shift+C');
+  await page.locator('.lm-CommandPalette-input').fill('Resubmit of the Selected Job');
+  await expect(page.locator('.lm-CommandPalette-item.lm-mod-active')).toContainText('(paltwo)');
+  await page.keyboard.press('Enter');
+  const named = panel.locator('.jp-DistTrainPanel-job', { hasText: 'paltwo' });
+  await expect(named).toHaveCount(2, { timeout: 60000 });
+  const newId = await named.evaluateAll(
+    (items, id) => items.map(li => li.dataset.jobId).find(j => j !== id),
+    plainId
+  );
+  await expect(page.locator(`#jp-disttrain-details-${newId}`)).toBeVisible();
+  await waitForPhase(request, newId!, 'Succeeded');
+
   // --- a long list draws its newest 100 rows; "Show more" draws the next ones
   execFileSync('python', ['-c', MANY_JOBS, JOB_ROOT]);
   const more = panel.locator('.jp-DistTrainPanel-more');
