@@ -65,6 +65,12 @@ const ms = t0 => Math.round(performance.now() - t0);
     await page.waitForSelector('#jupyterlab-splash', { state: 'detached', timeout: 180000 });
     return page;
   };
+  // every row, or the first page of them and the button for the rest
+  const shown = (page, rows, more, n) => page.waitForFunction(
+    ([rows, more, n]) => document.querySelectorAll(rows).length >= n ||
+      !!document.querySelector(`${more}:not([hidden])`),
+    [rows, more, Number(n)], { timeout: 120000, polling: 'raf' }
+  );
   const out = {};
   let page = await fresh();
   const tab = page.locator('.jp-SideBar.jp-mod-left li[data-id="jp-disttrain-sidebar"]');
@@ -74,11 +80,8 @@ const ms = t0 => Math.round(performance.now() - t0);
   await page.waitForTimeout(3000); // the page's model has fetched the list by now
   let t0 = performance.now();
   await tab.click();
-  // every row, or the first page of them and the button for the rest
-  await page.waitForFunction(
-    n => document.querySelectorAll('#jp-disttrain-sidebar .jp-DistTrainPanel-job').length >= n ||
-      !!document.querySelector('#jp-disttrain-sidebar .jp-DistTrainPanel-more:not([hidden])'),
-    Number(jobs), { timeout: 120000, polling: 'raf' }
+  await shown(
+    page, '#jp-disttrain-sidebar .jp-DistTrainPanel-job', '#jp-disttrain-sidebar .jp-DistTrainPanel-more', jobs
   );
   out.sidebar_ms = ms(t0);
   out.longest_task_ms = await page.evaluate(() => new Promise(resolve => {
@@ -97,12 +100,7 @@ const ms = t0 => Math.round(performance.now() - t0);
   }
   t0 = performance.now();
   await page.locator('#jp-disttrain-sidebar .jp-DistTrainPanel-runs').click();
-  // every run, or the first page of them and the button for the rest
-  await page.waitForFunction(
-    n => document.querySelectorAll('.jp-DistTrainRuns-table tbody tr').length >= n ||
-      !!document.querySelector('.jp-DistTrainRuns-more:not([hidden])'),
-    Number(runs), { timeout: 120000, polling: 'raf' }
-  );
+  await shown(page, '.jp-DistTrainRuns-table tbody tr', '.jp-DistTrainRuns-more', runs);
   out.runs_ms = ms(t0);
   await browser.close();
   console.log(JSON.stringify(out));

@@ -181,7 +181,8 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   ).toHaveLength(1);
   await expect(loss.locator('.jp-DistTrainChart-resume')).toHaveAttribute('data-step', '5');
   await expect(loss.locator('.jp-DistTrainChart-range')).toContainText('steps 0–9');
-  await run.scrollIntoViewIfNeeded();
+  // in one step in the page: the section may be drawn again between finding it and scrolling
+  await run.evaluate(el => el.scrollIntoView({ block: 'center' }));
   await page.screenshot({ path: path.join(SHOTS, 'checkpoints-resumed-run.png') });
 
   // the link opens the job it resumed from
