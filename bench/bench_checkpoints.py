@@ -114,7 +114,8 @@ def listing(count: int, repeat: int = 10) -> None:
             times.append((time.perf_counter() - t) * 1000)
     warm = statistics.median(times)
     print(f"listing {len(first['checkpoints'])} checkpoints: first {cold:.1f} ms, then median {warm:.1f} ms")
-    print(f"  = {warm / len(first['checkpoints']) * 1000:.1f} us per checkpoint; ratio first/next {cold / warm:.2f}")
+    per = warm / len(first["checkpoints"]) * 1000
+    print(f"  = {per:.1f} us per checkpoint; ratio first/next {cold / warm:.2f}")
 
 
 def main() -> None:

@@ -80,9 +80,8 @@ const ms = t0 => Math.round(performance.now() - t0);
   await page.waitForTimeout(3000); // the page's model has fetched the list by now
   let t0 = performance.now();
   await tab.click();
-  await shown(
-    page, '#jp-disttrain-sidebar .jp-DistTrainPanel-job', '#jp-disttrain-sidebar .jp-DistTrainPanel-more', jobs
-  );
+  const sidebar = '#jp-disttrain-sidebar';
+  await shown(page, `${sidebar} .jp-DistTrainPanel-job`, `${sidebar} .jp-DistTrainPanel-more`, jobs);
   out.sidebar_ms = ms(t0);
   out.longest_task_ms = await page.evaluate(() => new Promise(resolve => {
     let longest = 0;
