@@ -35,10 +35,13 @@ from .request import AgentCommand, LocalRequest, request_roles
 from .roles import role_commands
 from .supervisor import LAUNCHER_FILE
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
-from .warm import WarmPlan, ensure_zygote, script_imports
+from .warm import SPAWN_TIMEOUT, WarmPlan, ensure_zygote, script_imports
 from .warm import plan as warm_plan
 
-_LAUNCH_TIMEOUT = 30.0
+# The launcher records itself once its agents started: a warm one may first wait for a zygote
+# still importing (SPAWN_TIMEOUT), as on a loaded machine right after %load_ext. A launcher that
+# exits before that is seen at once (its exit code, launcher.log's last line).
+_LAUNCH_TIMEOUT = 30.0 + SPAWN_TIMEOUT
 
 
 def visible_gpus() -> list[str]:
@@ -239,7 +242,10 @@ def spawn_launcher(job_dir: Path, module: str = procs.LAUNCHER_MODULE) -> None:
             raise BackendError(f"the job launcher exited at once: {detail}")
         if time.monotonic() > deadline:
             proc.kill()
-            raise BackendError("the job launcher did not start within 30 s; see launcher.log in the job dir")
+            raise BackendError(
+                f"the job launcher did not start within {_LAUNCH_TIMEOUT:.0f} s; "
+                "see launcher.log in the job dir"
+            )
         time.sleep(0.005)
 
 
