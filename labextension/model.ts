@@ -26,11 +26,20 @@ export interface IJobsModelOptions {
    * registered with `watch` and none is visible" (no view registered: always watched).
    */
   unwatched?: () => boolean;
+  /** The clock (milliseconds), to tell a job that just ended from one found ended long ago. */
+  now?: () => number;
 }
+
+/**
+ * How long ago a job may have ended and still be news when it first shows in a loaded list (one
+ * submitted and ended between two polls); older ones (a job root found later) are not.
+ */
+export const RECENT_END_MS = 10 * 60 * 1000;
 
 export class JobsModel {
   constructor(options: IJobsModelOptions) {
     this._fetch = options.fetchJobs;
+    this._now = options.now ?? Date.now;
     this._interval = options.interval ?? 2000;
     this._idleInterval = Math.max(this._interval, options.idleInterval ?? 10000);
     this._unwatched =
@@ -155,12 +164,17 @@ export class JobsModel {
       const previous = before.get(job.id);
       const knownRunning = previous !== undefined && !TERMINAL_PHASES.has(previous);
       // a job first seen already finished (page load) is not news; one submitted and finished
-      // between two polls is, once the list was loaded.
-      const newAndDone = previous === undefined && wasLoaded;
+      // between two polls is, once the list was loaded (but not one that ended long ago).
+      const newAndDone = previous === undefined && wasLoaded && this._endedRecently(job);
       if (TERMINAL_PHASES.has(job.phase) && (knownRunning || newAndDone)) {
         this._finished.emit({ job, previous: previous ?? 'Pending' });
       }
     }
+  }
+
+  private _endedRecently(job: IJobSummary): boolean {
+    const at = Date.parse(job.finish_time ?? job.created ?? '');
+    return Number.isNaN(at) || this._now() - at < RECENT_END_MS;
   }
 
   dispose(): void {
@@ -169,6 +183,7 @@ export class JobsModel {
   }
 
   private _fetch: () => Promise<IJobSummary[]>;
+  private _now: () => number;
   private _interval: number;
   private _idleInterval: number;
   private _unwatched: () => boolean;

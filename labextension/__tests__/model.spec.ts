@@ -29,10 +29,13 @@ describe('JobsModel', () => {
       [
         job('old-aaaaa', 'Succeeded', t1),
         job('run-bbbbb', 'Failed', t2),
-        job('new-ccccc', 'Succeeded', t3)
+        job('new-ccccc', 'Succeeded', t3),
+        // first seen now (a job root found later), but it ended days ago: not news
+        jobSummary('found-ddddd', { phase: 'Succeeded', created: t1, finish_time: t1 })
       ]
     ]);
-    const model = new JobsModel({ fetchJobs: server.fetchJobs });
+    const now = () => Date.parse(t3) + 60 * 1000;
+    const model = new JobsModel({ fetchJobs: server.fetchJobs, now });
     const finished: string[] = [];
     model.finished.connect((_, change) =>
       finished.push(`${change.job.id}:${change.previous}->${change.job.phase}`)
@@ -41,7 +44,12 @@ describe('JobsModel', () => {
     expect(model.jobs.map(j => j.id)).toEqual(['run-bbbbb', 'old-aaaaa']);
     expect(finished).toEqual([]); // already finished at page load: not news
     await model.refresh();
-    expect(model.jobs.map(j => j.id)).toEqual(['new-ccccc', 'run-bbbbb', 'old-aaaaa']);
+    expect(model.jobs.map(j => j.id)).toEqual([
+      'new-ccccc',
+      'run-bbbbb',
+      'old-aaaaa',
+      'found-ddddd'
+    ]);
     expect(finished).toEqual(['new-ccccc:Pending->Succeeded', 'run-bbbbb:Running->Failed']);
     model.dispose();
   });
