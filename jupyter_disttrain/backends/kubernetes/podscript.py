@@ -107,6 +107,7 @@ if log_dir != "-" and replica == rank0:
         mlflow_tb = follow(os.path.dirname(log_dir), say)
     except Exception as exc:
         say(f"MLflow metrics are not written into TensorBoard: {exc}")
+if log_dir != "-" and replica == rank0 and os.environ.get(KEEP_ENV):
     try:  # --keep-checkpoints: prunes while the ranks run and once as this wrapper exits
         from jupyter_disttrain.runtime import retention
         retention.start(0)
@@ -144,6 +145,7 @@ POD_WRAPPER = (
     Path(sampler.__file__).read_text(encoding="utf-8")
     + f"INTERVAL = {sampler.DEFAULT_INTERVAL!r}\nSAME_PYTHON = {SAME_PYTHON!r}\n"
     + f"REPLICA_ENV = {contract.REPLICA_ENV!r}\n"
+    + f"KEEP_ENV = {contract.KEEP_CHECKPOINTS_ENV!r}\n"
     + _WRAPPER
 )
 
