@@ -65,11 +65,14 @@ def pin(store: JobStore, spec: JobSpec) -> None:
 
 def checkpoint_list(manager: JobManager, job_id: str) -> CheckpointList:
     job_dir = manager.store.existing_dir(job_id)
-    spec = manager.store.read_record(job_id).spec
+    record = manager.store.read_record(job_id)
+    spec = record.spec
     pinned = retention.pinned(str(job_dir))
     # An ended job writes nothing more: its newest file is complete now, not 2 s from now (what
-    # `latest` resumes from right after the end).
-    settle = 0.0 if manager.status(job_id).is_terminal else ckptscan.SETTLE_SECONDS
+    # `latest` resumes from right after the end). The stored status says so without asking the
+    # backend (which may not load here); a stale one only keeps the 2 s.
+    ended = manager.stored_status(record).is_terminal
+    settle = 0.0 if ended else ckptscan.SETTLE_SECONDS
     checkpoints, usage = manager.checkpoint_index.index(
         job_dir, pinned=pinned, keep=spec.keep_checkpoints, settle=settle
     )
