@@ -25,7 +25,7 @@ import time
 import types
 from typing import Any
 
-from . import contract, retention
+from . import contract
 from .atomic import open_own, write_json
 from .joined import joined_any, joined_world, watch
 
@@ -94,7 +94,10 @@ def main(argv: list[str]) -> None:
     ended: SystemExit | None = None
     namespace = _main_module(script)
     watch()
-    retention.start(rank)  # --keep-checkpoints: rank 0 prunes the checkpoint dir
+    if os.environ.get(contract.KEEP_CHECKPOINTS_ENV):  # --keep-checkpoints: rank 0 prunes
+        from . import retention  # (with the scanner) only in the jobs that asked
+
+        retention.start(rank)
     try:
         with open(script, "rb") as f:
             source = f.read()
