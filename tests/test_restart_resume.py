@@ -87,7 +87,7 @@ def test_a_restarted_group_resumes_from_the_newest_checkpoint(
     raw = [
         json.loads(line)["step"] for line in (job_dir / "runs/train/metrics.jsonl").read_text().splitlines()
     ]
-    assert raw.count(8) == 2 and raw.count(9) == 2, raw
+    assert raw.count(8) == 2 and raw.count(9) == 2, (raw, [ln.text for ln in killed.logs("rank-0")][-30:])
     detail = manager_for(store).run_detail(killed.id, "train")
     assert [p.step for p in detail.points] == list(range(12)) and detail.resumed_at == [7]
     assert detail.record["restarts"][0]["step"] == 7

@@ -112,3 +112,27 @@ def test_a_link_planted_for_an_agents_log_is_not_appended_to(tmp_path: Path) -> 
     agents, _, error = launch.start(str(tmp_path), request)
     assert agents == [] and error is not None and "Too many levels of symbolic links" in error
     assert outside.read_text() == "not the job's\n"
+
+
+# Logs two points and raises at once (before em's writer thread wakes); its exit then aborts the
+# process before em's atexit handler, as a broken process group's teardown can.
+RAISES_THEN_ABORTS_AT_EXIT = """
+import atexit, os
+from jupyter_disttrain import em
+run = em.create_run("train")
+run.log("train", {"loss": 1.0}, step=0)
+run.log("train", {"loss": 0.5}, step=1)
+atexit.register(os.abort)
+raise ValueError("bad batch")
+"""
+
+
+def test_a_script_that_raises_has_its_runs_written_before_the_exit(tmp_path: Path) -> None:
+    env = {contract.JOB_DIR_ENV: str(tmp_path), contract.TENSORBOARD_DIR_ENV: str(tmp_path / "tb")}
+    done = _run(tmp_path, RAISES_THEN_ABORTS_AT_EXIT, env)
+    assert done.returncode < 0  # the abort: nothing after the script's end ran
+    run_dir = tmp_path / contract.RUNS_DIR / "train"
+    steps = [json.loads(line)["step"] for line in (run_dir / contract.METRICS_FILE).read_text().splitlines()]
+    assert steps == [0, 1]
+    record = json.loads((run_dir / contract.RUN_FILE).read_text())
+    assert (record["status"], record["reason"]) == ("failed", "ValueError: bad batch")

@@ -70,7 +70,7 @@ def _install() -> None:
 
     def excepthook(kind: type[BaseException], exc: BaseException, tb: types.TracebackType | None) -> None:
         global _failure
-        _failure = f"{kind.__name__}: {exc}".splitlines()[0]
+        _failure = _reason(exc)
         previous_hook(kind, exc, tb)
 
     sys.excepthook = excepthook
@@ -112,6 +112,17 @@ def _run_preempt_callbacks() -> None:
 def _at_exit() -> None:
     for run in list(_open):
         run._end("failed" if _failure else "finished", _failure)
+
+
+def end_open_runs(exc: BaseException) -> None:
+    """Write and end every open run as failed: the script raised ``exc``."""
+    global _failure
+    _failure = _reason(exc)
+    _at_exit()
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:

@@ -105,7 +105,8 @@ def main(argv: list[str]) -> None:
         code = 0
     except SystemExit as exc:
         code, ended = _exit_code(exc), exc
-    except BaseException:
+    except BaseException as exc:
+        _end_open_runs(exc)
         if not os.environ.get(_PS_ROLE_ENV):
             raise  # Python prints it and exits 1, as without the wrapper
         import traceback  # a parameter-server process prints it and ends below (see there)
@@ -120,6 +121,16 @@ def main(argv: list[str]) -> None:
     _exit_before_teardown(code, failed_peer=code != 0 and bool(os.environ.get(_PS_ROLE_ENV)))
     if ended is not None:
         raise ended
+
+
+def _end_open_runs(exc: BaseException) -> None:
+    """Write the ``em`` runs' waiting points and mark them failed now, while this thread is in
+    Python and nothing is torn down. Left to ``atexit``, they depend on an interpreter exit that
+    a broken process group can abort or hang first (see ``_exit_before_teardown``): CI once saw a
+    restarted group whose first attempt's points were all missing."""
+    exits = sys.modules.get("jupyter_disttrain.em.exits")  # only a script that used em has runs
+    if exits is not None:
+        exits.end_open_runs(exc)
 
 
 # Set on a restart: by torchrun's agent (``--max-restarts``) and by Slurm on a requeue.
