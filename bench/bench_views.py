@@ -107,8 +107,14 @@ const ms = t0 => Math.round(performance.now() - t0);
 """
 
 
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(t))
+
+
 def fill(store: JobStore, count: int) -> None:
-    """``count`` ended jobs (two ranks each), each with one em run of 100 points."""
+    """``count`` ended jobs (two ranks each, ended one every 3 s over the last hour or so, as a
+    store of a day's work is), each with one em run of 100 points."""
+    now = time.time()
     points = "".join(
         json.dumps({"type": "train", "name": "loss", "value": 1 / (i + 1), "step": i, "time": 1e9 + i}) + "\n"
         for i in range(100)
@@ -119,14 +125,15 @@ def fill(store: JobStore, count: int) -> None:
         job_dir = store.create(record, "print('hello')\n")
         phase = JobPhase.SUCCEEDED if i % 7 else JobPhase.FAILED
         replicas = [ReplicaStatus(name=f"rank-{r}", index=r, phase=phase) for r in range(2)]
+        ended = now - 60 - 3 * (count - i)
         store.write_status(
             JobStatus(
                 job_id=record.id,
                 phase=phase,
                 replicas=replicas,
-                created=record.created,
-                start_time=record.created,
-                finish_time=record.created,
+                created=_iso(ended - 60),
+                start_time=_iso(ended - 50),
+                finish_time=_iso(ended),
             )
         )
         run = job_dir / "runs" / f"lr-{i}"
@@ -149,6 +156,7 @@ def measure(count: int, node: str) -> dict[str, int]:
         work = Path(tmp)
         store = JobStore(work / "jobs")
         fill(store, count)
+        server_side = listing_ms(store.root)
         port, token = free_port(), secrets.token_hex(16)
         env = {
             **os.environ,
@@ -181,7 +189,21 @@ def measure(count: int, node: str) -> dict[str, int]:
             finally:
                 server.terminate()
                 server.wait(timeout=30)
-    return dict(json.loads(answer.stdout.strip().splitlines()[-1]))
+    return {**server_side, **json.loads(answer.stdout.strip().splitlines()[-1])}
+
+
+def listing_ms(root: Path) -> dict[str, int]:
+    """The server's ``GET runs`` without HTTP: its first call (every file read) and its next."""
+    from jupyter_disttrain.server.caching_store import CachingJobStore
+    from jupyter_disttrain.server.jobs import JobService
+
+    service = JobService(CachingJobStore(root), "local")
+    out = {}
+    for key in ("runs_get_first_ms", "runs_get_next_ms"):
+        t0 = time.perf_counter()
+        service.list_runs()
+        out[key] = round((time.perf_counter() - t0) * 1000)
+    return out
 
 
 def wait_for(url: str, server: subprocess.Popen[bytes]) -> None:
@@ -209,6 +231,8 @@ def main() -> None:
     for key, what in (
         ("sidebar_ms", "sidebar: click to every row drawn"),
         ("runs_ms", "Runs view: click to every run in the table"),
+        ("runs_get_first_ms", "server's GET runs, first after a start (every file read)"),
+        ("runs_get_next_ms", "server's GET runs, the next"),
         ("longest_task_ms", "sidebar open 5 s: longest main-thread task (0: none over 50 ms)"),
     ):
         ratio = f"{large[key] / small[key]:.1f}x" if small[key] else "-"

@@ -166,8 +166,9 @@ class DistTrainApp(ExtensionApp):
             log_batch_lines=self.log_batch_lines,
         )
         self.settings[SETTINGS_KEY] = self._context
-        # One listing in the background: every job is read and summarised once now, so the
-        # UI's first listing is as quick as the later ones.
+        # One listing in the background: every job and run is read and summarised once now, so
+        # the UI's first listings are as quick as the later ones (the runs of jobs that ended a
+        # while ago are kept, tracking/sources.py).
         self._context.executor.submit(self._warm_listing)
         self.log.info(
             "jupyter_disttrain: job store %s (listing %s), default backend %s",
@@ -186,6 +187,7 @@ class DistTrainApp(ExtensionApp):
     def _warm_listing(self) -> None:
         try:
             self._context.service.list_jobs()
+            self._context.service.manager.list_runs()
         except Exception:  # a worker thread's error would vanish unseen: log it
             self.log.warning("jupyter_disttrain: could not read the job store", exc_info=True)
 

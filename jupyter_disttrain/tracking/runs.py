@@ -106,7 +106,7 @@ def _as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _epoch_seconds(iso: Any) -> float | None:
+def epoch_seconds(iso: Any) -> float | None:
     try:
         return datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp()
     except ValueError:

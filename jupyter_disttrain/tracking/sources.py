@@ -12,7 +12,9 @@ gives a run's detail from the source that owns its name.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,10 @@ from ..payloads import JOB_RUN, RunDetail, RunProgress, RunQuery, RunSummary
 from ..runtime.contract import TENSORBOARD_DIR
 from ..specs import JobPhase, JobStatus
 from . import mlflowdb
-from .runs import RunsReader, check_limit, check_since, run_status, total_steps
+from .runs import RunsReader, check_limit, check_since, epoch_seconds, run_status, total_steps
+
+SETTLED_SECONDS = 30.0  # after its end, a job's runs are taken as written
+MAX_SETTLED = 20_000  # jobs whose rows are kept
 
 
 @dataclass(frozen=True)
@@ -152,18 +157,54 @@ class JobOwnRun(RunSource):
 
 
 class RunSources:
-    """Every source of a job's runs."""
+    """Every source of a job's runs.
+
+    A job that ended a while ago (``SETTLED_SECONDS``) has runs that no longer change, so their
+    rows are read once and kept while its phase and end stay the same: a listing of 1,000 runs
+    then reads the files of the running jobs only (bench/bench_views.py times it)."""
 
     def __init__(self, reader: RunsReader) -> None:
         self.em, self.mlflow, self.own = EmRuns(reader), MlflowRuns(), JobOwnRun()
+        self._settled: dict[Path, tuple[tuple[Any, ...], list[RunSummary]]] = {}
+        self._lock = threading.Lock()
 
     def summaries(self, job: JobRuns) -> list[RunSummary]:
         """em's and MLflow's runs side by side; the job's own run when there is neither."""
-        return (self.em.summaries(job) + self.mlflow.summaries(job)) or self.own.summaries(job)
+        key = _settled_key(job)
+        if key is not None:
+            with self._lock:
+                hit = self._settled.get(job.job_dir)
+            if hit is not None and hit[0] == key:
+                return _copies(hit[1])
+        rows = (self.em.summaries(job) + self.mlflow.summaries(job)) or self.own.summaries(job)
+        if key is None:
+            return rows
+        with self._lock:
+            if len(self._settled) >= MAX_SETTLED:  # jobs deleted since: start afresh
+                self._settled.clear()
+            self._settled[job.job_dir] = (key, rows)
+        return _copies(rows)
 
     def detail(self, job: JobRuns, run: str, query: RunQuery) -> RunDetail:
         source = next(s for s in (self.own, self.mlflow, self.em) if s.owns(run))
         return source.detail(job, run, query)
+
+
+def _copies(rows: list[RunSummary]) -> list[RunSummary]:
+    """Rows a caller may change without changing the kept ones."""
+    return [replace(row, hparams=dict(row.hparams), metrics=dict(row.metrics)) for row in rows]
+
+
+def _settled_key(job: JobRuns) -> tuple[Any, ...] | None:
+    """What a settled job's rows depend on; None while it runs or ended only just now (its
+    processes may still be writing their runs' ends: a cancel's grace, a slow file system)."""
+    status = job.status
+    if not status.phase.is_terminal:
+        return None
+    ended = epoch_seconds(status.finish_time) if status.finish_time else None
+    if ended is None or time.time() - ended < SETTLED_SECONDS:
+        return None
+    return (job.job_id, status.phase, status.finish_time, job.job_name, job.tb_prefix)
 
 
 _JOB_STATUS = {JobPhase.SUCCEEDED: "finished", JobPhase.FAILED: "failed", JobPhase.CANCELLED: "failed"}
