@@ -21,9 +21,10 @@ sidebar took 12.0 s and its per-second redraw 1.4 s of main thread each second (
 slowed the Runs view, open beside it, to 27.6 s). Drawing the newest 100 rows and a "Show more"
 button: sidebar 1.4 s -> 0.77 s, its longest task 56 ms; Runs view 0.75 s -> 3.9 s. The Runs
 view drawing its first 100 runs and "Show more" too: sidebar 1.38 s -> 0.64 s, its longest
-task 111 -> 150 ms; Runs view 0.60 s -> 2.8 s, still over the target: most of it is the
-server's `GET runs` (0.7-1.3 s warm for 1,000 jobs without a browser beside it, 3.4 s cold:
-about 1 ms of file reads per job, in tracking/runs.py), open work.
+task 111 -> 150 ms; Runs view 0.60 s -> 2.8 s, still over the target: most of it was the
+server's `GET runs` (about 1 ms of file reads per job). With the rows of jobs that ended over
+30 s ago kept (tracking/sources.py) and read once at the server's start: sidebar 122 -> 176 ms,
+Runs view 192 -> 525 ms; the server's first GET runs (every file read) 1.3 s, the next 112 ms.
 """
 
 from __future__ import annotations

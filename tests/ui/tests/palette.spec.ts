@@ -3,6 +3,7 @@
  * one the palette's "... of the Selected Job" commands act on (each enabled only where it
  * applies: TensorBoard only where the job wrote TensorBoard data); the filter box narrows the
  * list as you type; ended jobs older than a day are folded behind an "N older jobs" toggle.
+ * Light and dark theme.
  */
 import { expect, test } from '@jupyterlab/galata';
 import { execFileSync } from 'child_process';
@@ -119,6 +120,32 @@ test('the palette acts on the selected job; the filter narrows the list; old job
   await expect(page.locator(`#jp-disttrain-details-${plainId}`)).toBeVisible();
   await expect(page.locator(`#jp-disttrain-details-${plainId}`)).toContainText(plainId);
   await page.screenshot({ path: path.join(SHOTS, 'palette.png') });
+
+  // --- the dark theme: the filter box, the fold toggle and the selected row take its colours
+  const looks = () =>
+    page.evaluate(() => {
+      const css = (selector: string) => {
+        const style = getComputedStyle(document.querySelector(selector)!);
+        return [style.color, style.backgroundColor];
+      };
+      return [
+        css('.jp-DistTrainPanel-filter'),
+        css('.jp-DistTrainPanel-foldToggle'),
+        css('.jp-DistTrainPanel-job.jp-mod-selected')
+      ];
+    });
+  const light = await looks();
+  await page.theme.setDarkTheme();
+  const dark = await looks();
+  for (const [i, look] of dark.entries()) {
+    expect(look).not.toEqual(light[i]);
+    expect(look[1]).not.toBe('rgb(255, 255, 255)');
+  }
+  await page.keyboard.press('Control+Shift+C');
+  await page.locator('.lm-CommandPalette-input').fill('of the Selected Job');
+  await page.screenshot({ path: path.join(SHOTS, 'palette-dark.png') });
+  await page.keyboard.press('Escape');
+  await page.theme.setLightTheme();
 
   // --- "Resubmit" runs the selected job's own spec and script again as a new job, and opens it
   await page.keyboard.press('Control+Shift+C');
