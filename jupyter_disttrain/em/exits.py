@@ -70,7 +70,7 @@ def _install() -> None:
 
     def excepthook(kind: type[BaseException], exc: BaseException, tb: types.TracebackType | None) -> None:
         global _failure
-        _failure = _reason(exc)
+        _failure = reason_of(exc)
         previous_hook(kind, exc, tb)
 
     sys.excepthook = excepthook
@@ -117,12 +117,14 @@ def _at_exit() -> None:
 def end_open_runs(exc: BaseException) -> None:
     """Write and end every open run as failed: the script raised ``exc``."""
     global _failure
-    _failure = _reason(exc)
+    _failure = reason_of(exc)
     _at_exit()
 
 
-def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+def reason_of(exc: BaseException) -> str:
+    """``ValueError: bad lr`` (its first line), or the bare name (``KeyboardInterrupt``)."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}".splitlines()[0] if message else type(exc).__name__
 
 
 def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:

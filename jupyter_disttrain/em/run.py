@@ -139,7 +139,7 @@ class Run:
         if kind is None:
             self.finish()
         else:
-            self._end("failed", f"{kind.__name__}: {exc}".splitlines()[0])
+            self._end("failed", exits.reason_of(exc) if exc is not None else kind.__name__)
 
     def log(
         self, type: str, metrics: Mapping[str, Any], step: int | None = None, epoch: int | None = None
