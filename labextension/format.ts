@@ -1,4 +1,5 @@
 /** Small pure helpers for how jobs read on screen. */
+import { TERMINAL_PHASES } from './types';
 import type { IJobSummary, IReplicaStatus, IRoleSummary } from './types';
 
 /** `45s`, `3m 12s`, `2h 05m`, `3d 4h`. */
@@ -18,7 +19,10 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(h / 24)}d ${h % 24}h`;
 }
 
-/** How long ago a job started and how long it ran: "ran 3m 12s, 5m ago" / "running 45s". */
+/**
+ * How long ago a job started and how long it ran: "ran 3m 12s, 5m ago" / "running 45s"
+ * ("started 5m ago": ended at a time not recorded).
+ */
 export function jobTiming(job: IJobSummary, now: number = Date.now()): string {
   const created = job.created ? Date.parse(job.created) : NaN;
   const start = job.start_time ? Date.parse(job.start_time) : created;
@@ -28,6 +32,10 @@ export function jobTiming(job: IJobSummary, now: number = Date.now()): string {
   }
   if (!isNaN(finish)) {
     return `ran ${formatDuration(finish - start)}, ${formatDuration(now - finish)} ago`;
+  }
+  if (TERMINAL_PHASES.has(job.phase)) {
+    // ended, but when is not known (a status written without it): never counts on as if alive
+    return `started ${formatDuration(now - start)} ago`;
   }
   if (job.phase === 'Pending') {
     return `pending ${formatDuration(now - (isNaN(created) ? start : created))}`;

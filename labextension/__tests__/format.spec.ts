@@ -38,6 +38,10 @@ describe('format', () => {
       jobTiming({ ...base, phase: 'Succeeded', finish_time: '2026-11-21T10:00:50.000Z' }, now)
     ).toBe('ran 45s, 15s ago');
     expect(jobTiming({ ...base, phase: 'Pending', start_time: null }, now)).toBe('pending 1m 05s');
+    // ended without a recorded end: not "running", and not counting on
+    expect(jobTiming({ ...base, phase: 'Succeeded', finish_time: null }, now)).toBe(
+      'started 1m 00s ago'
+    );
   });
 
   it('describes the shape', () => {

@@ -272,7 +272,9 @@ test('the Runs view sorts, filters and opens the selected runs in TensorBoard', 
   await expect(frame.getByText(`${id}/tensorboard/plain`, { exact: true })).toHaveCount(0);
   await page.screenshot({ path: path.join(SHOTS, 'runs-tensorboard.png') });
 
-  // the palette's command opens (here: brings back) the view
+  // the palette's command opens (here: brings back) the view; the keys go to JupyterLab, not
+  // to TensorBoard's frame, which has the focus since its tag filter was typed in
+  await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
   await page
     .locator('.lm-DockPanel-tabBar .lm-TabBar-tab', { hasText: 'Runs' })
     .locator('.lm-TabBar-tabCloseIcon')
