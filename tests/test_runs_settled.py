@@ -61,7 +61,8 @@ def test_a_settled_jobs_runs_are_read_once(
 
 
 def test_a_settled_job_written_again_is_read_again(tmp_path: Path) -> None:
-    """A new end (a requeued job that ended again) is a new key: its runs are read afresh."""
+    """A new end (a requeued job that ended again), a new run dir or an MLflow database written
+    after the end: its runs are read afresh."""
     store = JobStore(tmp_path / "jobs")
     run = _job(store, JobPhase.FAILED, 3600.0)
     manager = JobManager(store, "local")
@@ -71,3 +72,10 @@ def test_a_settled_job_written_again_is_read_again(tmp_path: Path) -> None:
     store.write_status(JobStatus(job_id=first.job_id, phase=JobPhase.SUCCEEDED, finish_time=ended))
     [again] = manager.list_runs()
     assert again.hparams == {"lr": 0.2} and again.job_phase is JobPhase.SUCCEEDED
+
+    (run.parent / "second").mkdir()
+    (run.parent / "second" / "run.json").write_text(json.dumps({"name": "second", "hparams": {}}))
+    assert [r.run for r in manager.list_runs()] == ["lr", "second"]
+    (run.parents[1] / "mlflow.db").write_bytes(b"not a database yet")
+    (run.parent / "second" / "run.json").write_text(json.dumps({"name": "second", "hparams": {"b": 2}}))
+    assert [r.hparams for r in manager.list_runs()] == [{"lr": 0.2}, {"b": 2}]

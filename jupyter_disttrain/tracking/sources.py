@@ -12,6 +12,7 @@ gives a run's detail from the source that owns its name.
 from __future__ import annotations
 
 import abc
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..errors import UnknownRunError
 from ..payloads import JOB_RUN, RunDetail, RunProgress, RunQuery, RunSummary
-from ..runtime.contract import TENSORBOARD_DIR
+from ..runtime.contract import MLFLOW_DB, RUNS_DIR, TENSORBOARD_DIR
 from ..specs import JobPhase, JobStatus
 from . import mlflowdb
 from .runs import RunsReader, check_limit, check_since, epoch_seconds, run_status, total_steps
@@ -197,14 +198,25 @@ def _copies(rows: list[RunSummary]) -> list[RunSummary]:
 
 def _settled_key(job: JobRuns) -> tuple[Any, ...] | None:
     """What a settled job's rows depend on; None while it runs or ended only just now (its
-    processes may still be writing their runs' ends: a cancel's grace, a slow file system)."""
+    processes may still be writing their runs' ends: a cancel's grace, a slow file system).
+    Past that, a run dir made or removed (the ``runs`` dir's stamp) or an MLflow database
+    written (its own) still makes the rows read again."""
     status = job.status
     if not status.phase.is_terminal:
         return None
     ended = epoch_seconds(status.finish_time) if status.finish_time else None
     if ended is None or time.time() - ended < SETTLED_SECONDS:
         return None
-    return (job.job_id, status.phase, status.finish_time, job.job_name, job.tb_prefix)
+    stamps = (_stamp(job.job_dir / RUNS_DIR), _stamp(job.job_dir / MLFLOW_DB))
+    return (job.job_id, status.phase, status.finish_time, job.job_name, job.tb_prefix, stamps)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 _JOB_STATUS = {JobPhase.SUCCEEDED: "finished", JobPhase.FAILED: "failed", JobPhase.CANCELLED: "failed"}
