@@ -117,12 +117,10 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
   await expect(code).toContainText(checkpointPath);
   await expect(code).toContainText('model = Net()');
 
-  // light and dark screenshots of the section (without the notice it answered before)
-  await page
-    .locator('.Toastify__toast')
-    .filter({ hasText: 'No notebook is open' })
-    .getByRole('button', { name: 'Hide notification' })
-    .click();
+  // light and dark screenshots of the section, once the notice above has closed itself
+  await expect(
+    page.locator('.Toastify__toast').filter({ hasText: 'No notebook is open' })
+  ).toBeHidden({ timeout: 30000 });
   await page.locator('.lm-DockPanel-tabBar .lm-TabBar-tab', { hasText: 'uickpt' }).click();
   await section.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SHOTS, 'checkpoints.png') });
