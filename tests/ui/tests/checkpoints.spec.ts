@@ -136,9 +136,15 @@ test('the Checkpoints section lists a job’s checkpoints; load one, resume from
     return jobs.filter(j => j.name === 'uickpt' && j.id !== first).map(j => j.id);
   };
   // a checkpoint gone since it was listed: the server's one-line reason, nothing launched, and
-  // the list read again
+  // the list read again. The button is the one drawn before the file went (the list's next
+  // poll may redraw it without that row between the removal and a click that looks it up anew)
+  await expect(rows.first().locator('td[data-column="Step"]')).toHaveText('2');
+  const listed = await rows
+    .first()
+    .getByRole('button', { name: 'Resume from here' })
+    .elementHandle();
   fs.rmSync(path.join(JOB_ROOT, first, 'checkpoints', 'step_2.pt'));
-  await rows.first().getByRole('button', { name: 'Resume from here' }).click();
+  await listed!.evaluate(button => (button as HTMLElement).click());
   await expect(
     page.locator('.Toastify__toast').filter({
       hasText: `Cannot resume from step 2: checkpoint: job ${first} has no checkpoint`
