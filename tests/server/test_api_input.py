@@ -93,6 +93,23 @@ async def test_a_dry_run_answers_the_request_and_creates_nothing(jp_fetch: Any, 
     assert not Path(reply["dry_run"]["job_dir"]).exists()
 
 
+async def test_a_kubernetes_dry_run_without_a_cluster_or_flavor_is_400_naming_flavor(
+    jp_fetch: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is missing is in the request (found by the fuzzer below as a 502): with --flavor and
+    --image the same dry run needs no cluster."""
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    spec: dict[str, Any] = {"name": "dry", "backend": "kubernetes"}
+    code, reply = await answer(jp_fetch, "jobs", method="POST", body=submit_body(spec, dry_run=True))
+    assert code == 400, reply
+    assert reply["message"].startswith("no flavor: pass --flavor (job, pytorchjob, t9k)"), reply
+    spec = {**spec, "image": "pytorch/pytorch:2", "options": {"flavor": "job"}}
+    code, reply = await answer(jp_fetch, "jobs", method="POST", body=submit_body(spec, dry_run=True))
+    assert code == 200 and reply["dry_run"]["request"]["flavor"] == "job", reply
+
+
 # -- fuzzing the submit body -----------------------------------------------------------------
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),

@@ -26,7 +26,7 @@ from .claims import check_claims
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import Flavor, discover, flavor_named, process_roles
 from .notebook import choose_accelerator, find_own_pod, notebook_container, security_contexts
-from .options import KubeOptions, parse_options, parse_quantity
+from .options import FLAVORS, KubeOptions, parse_options, parse_quantity
 from .request import KubeRequest
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
@@ -73,8 +73,15 @@ class Planner:
         """Decide namespace, image, volumes, flavour and version gates; ask the cluster only when
         needed. ``default_flavor``: the flavour without ``--flavor``, else the one discovered;
         ``roles``: the launcher's process roles, a pod per replica (else a pod per node)."""
-        needed = opts.flavor is None and default_flavor is None  # to discover the flavour
-        client = self.cluster.required() if needed else self.cluster.optional()
+        client = self.cluster.optional()
+        if client is None and opts.flavor is None and default_flavor is None:
+            # What is missing is in the request (a dry run needs no cluster with it), not a
+            # cluster that failed to answer: one line that says what to pass (a 400 over REST).
+            raise InvalidSpecError(
+                f"no flavor: pass --flavor ({', '.join(FLAVORS)}); the default is discovered from the "
+                "cluster, and no Kubernetes cluster is configured (run in a pod with a service account "
+                "or set KUBECONFIG)"
+            )
         pod, found = self.notebook_pod()
         pod_spec = (pod or {}).get("spec", {})
         container = notebook_container(pod, spec.working_dir, os.environ) if pod else {}
