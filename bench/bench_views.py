@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus  # noqa: E402
+from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso  # noqa: E402
 from jupyter_disttrain.store import JobRecord, JobStore  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -108,10 +108,6 @@ const ms = t0 => Math.round(performance.now() - t0);
 """
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(t))
-
-
 def fill(store: JobStore, count: int) -> None:
     """``count`` ended jobs (two ranks each, ended one every 3 s over the last hour or so, as a
     store of a day's work is), each with one em run of 100 points."""
@@ -132,9 +128,9 @@ def fill(store: JobStore, count: int) -> None:
                 job_id=record.id,
                 phase=phase,
                 replicas=replicas,
-                created=_iso(ended - 60),
-                start_time=_iso(ended - 50),
-                finish_time=_iso(ended),
+                created=now_iso(ended - 60),
+                start_time=now_iso(ended - 50),
+                finish_time=now_iso(ended),
             )
         )
         run = job_dir / "runs" / f"lr-{i}"

@@ -131,9 +131,10 @@ def validate_job_id(job_id: str) -> str:
     return job_id
 
 
-def now_iso() -> str:
-    """UTC timestamp with milliseconds, the one time format of records and the API."""
-    t = time.time()
+def now_iso(at: float | None = None) -> str:
+    """UTC timestamp with milliseconds, the one time format of records and the API (of now, or
+    of the epoch seconds ``at``)."""
+    t = time.time() if at is None else at
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 

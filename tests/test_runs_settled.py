@@ -10,20 +10,16 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.manager import JobManager
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, now_iso
 from jupyter_disttrain.store import JobRecord, JobStore
 from jupyter_disttrain.tracking.sources import SETTLED_SECONDS
-
-
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(t))
 
 
 def _job(store: JobStore, phase: JobPhase, ended_ago: float | None) -> Path:
     spec = JobSpec(name="settled", nproc_per_node=1, accelerator="cpu")
     record = JobRecord(id=store.new_job_id(spec.name), spec=spec, request={"device": "cpu"})
     job_dir = store.create(record, "print('hello')\n")
-    finish = _iso(time.time() - ended_ago) if ended_ago is not None else None
+    finish = now_iso(time.time() - ended_ago) if ended_ago is not None else None
     store.write_status(JobStatus(job_id=record.id, phase=phase, finish_time=finish))
     run = job_dir / "runs" / "lr"
     run.mkdir(parents=True)
@@ -68,7 +64,7 @@ def test_a_settled_job_written_again_is_read_again(tmp_path: Path) -> None:
     manager = JobManager(store, "local")
     [first] = manager.list_runs()
     (run / "run.json").write_text(json.dumps({"name": "lr", "hparams": {"lr": 0.2}, "status": "finished"}))
-    ended = _iso(time.time() - 600)
+    ended = now_iso(time.time() - 600)
     store.write_status(JobStatus(job_id=first.job_id, phase=JobPhase.SUCCEEDED, finish_time=ended))
     [again] = manager.list_runs()
     assert again.hparams == {"lr": 0.2} and again.job_phase is JobPhase.SUCCEEDED

@@ -186,8 +186,7 @@ class DistTrainApp(ExtensionApp):
 
     def _warm_listing(self) -> None:
         try:
-            self._context.service.list_jobs()
-            self._context.service.manager.list_runs()
+            self._context.service.manager.list_runs()  # lists the jobs on the way
         except Exception:  # a worker thread's error would vanish unseen: log it
             self.log.warning("jupyter_disttrain: could not read the job store", exc_info=True)
 

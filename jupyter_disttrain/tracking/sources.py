@@ -208,7 +208,7 @@ def _settled_key(job: JobRuns) -> tuple[Any, ...] | None:
     if ended is None or time.time() - ended < SETTLED_SECONDS:
         return None
     stamps = (_stamp(job.job_dir / RUNS_DIR), _stamp(job.job_dir / MLFLOW_DB))
-    return (job.job_id, status.phase, status.finish_time, job.job_name, job.tb_prefix, stamps)
+    return (status.phase, status.finish_time, job.tb_prefix, stamps)  # kept per job dir
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
