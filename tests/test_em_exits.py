@@ -91,3 +91,32 @@ def test_a_forked_child_that_gets_sigterm_leaves_the_parents_run_alone(tmp_path:
     done = run_script(tmp_path, after=after)
     assert done.returncode == 0, done.stderr
     assert assert_every_point(tmp_path)["status"] == "finished"  # the child's point is not there
+
+
+# A SIGTERM that arrives while the main thread writes the waiting points (the write is slowed
+# down here to place it there every time): torchrun's SIGTERM reaching a rank that is ending its
+# runs after a peer's failure. The handler waits for the write, then ends the process as before.
+MID_WRITE = """
+from jupyter_disttrain.em import sink
+real_append = sink.append_text
+def append_text(path, data):
+    os.kill(os.getpid(), signal.SIGTERM)
+    real_append(path, data)
+sink.append_text = append_text
+"""
+
+
+@pytest.mark.parametrize(
+    ("end", "status", "reason"),
+    [
+        ("run.finish()", "finished", None),
+        ("raise RuntimeError('peer left')", "failed", "RuntimeError: peer left"),
+    ],
+)
+def test_sigterm_in_the_middle_of_the_last_write_waits_for_it(
+    tmp_path: Path, end: str, status: str, reason: str | None
+) -> None:
+    done = run_script(tmp_path, after=MID_WRITE + end)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    record = assert_every_point(tmp_path)
+    assert (record["status"], record["reason"]) == (status, reason)

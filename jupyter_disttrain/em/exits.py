@@ -11,13 +11,14 @@ and the default action still terminates the process.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 
@@ -35,6 +36,8 @@ _previous_sigterm: Any = signal.SIG_DFL
 _failure: str | None = None  # why the process is ending badly, if it is
 _preempt: list[Callable[[], object]] = []
 _preempted = False
+_writing = 0  # the main thread is writing a run out: SIGTERM's handler waits for it
+_deferred: tuple[int, types.FrameType | None] | None = None
 
 
 def on_preempt(callback: Callable[[], object]) -> None:
@@ -127,8 +130,32 @@ def reason_of(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}".splitlines()[0] if message else type(exc).__name__
 
 
+@contextlib.contextmanager
+def writing() -> Iterator[None]:
+    """A write of a run's points or record that SIGTERM must not cut in half. Python runs the
+    handler in the main thread between two bytecodes, so one arriving there mid-write would
+    find the points already taken from the queue but not yet in the file, and kill the process
+    with them: the handler waits until the write is whole, then runs."""
+    global _writing, _deferred
+    if threading.current_thread() is not threading.main_thread():
+        yield  # the handler runs in the main thread only, so another thread's write is never cut
+        return
+    _writing += 1
+    try:
+        yield
+    finally:
+        _writing -= 1
+        if not _writing and _deferred is not None:
+            signum, frame = _deferred
+            _deferred = None
+            _on_sigterm(signum, frame)
+
+
 def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:
-    global _failure
+    global _failure, _deferred
+    if _writing:
+        _deferred = (signum, frame)
+        return
     _run_preempt_callbacks()
     previous = _previous_sigterm
     if callable(previous) or previous == signal.SIG_IGN:

@@ -219,17 +219,19 @@ class Run:
             self._sink.flush()
 
     def _end(self, status: str, reason: str | None) -> None:
-        with self._lock:
-            if not self.active:
-                return
-            self.active = False
-        exits.untrack(self)
-        self._sink.close()
-        stop_follower(self._follower, status)
-        if self._owner:
-            self._record.update({"status": status, "end_time": _iso(time.time()), "reason": reason})
-            self._record["final_metrics"] = {k: json_number(v) for k, v in sorted(self._final.items())}
-            self._save()
+        # Once this run is no longer open, a SIGTERM's handler would not write it: it waits.
+        with exits.writing():
+            with self._lock:
+                if not self.active:
+                    return
+                self.active = False
+            exits.untrack(self)
+            self._sink.close()
+            stop_follower(self._follower, status)
+            if self._owner:
+                self._record.update({"status": status, "end_time": _iso(time.time()), "reason": reason})
+                self._record["final_metrics"] = {k: json_number(v) for k, v in sorted(self._final.items())}
+                self._save()
 
     def _save(self) -> None:
         write_json(self.dir / RUN_FILE, self._record)

@@ -13,6 +13,7 @@ import math
 import threading
 from pathlib import Path
 
+from . import exits
 from .files import append_text
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class Sink:
 
     def flush(self) -> None:
         """Write every waiting point; safe from any thread and from a signal handler."""
-        with self._lock:
+        with self._lock, exits.writing():
             lines = []
             while self._pending:  # popleft one by one: put() may append meanwhile
                 lines.append(line(self._pending.popleft()))
