@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from .em.follow import ENTRY as FOLLOWER_ENTRY
 from .runtime import contract
 
 JOB_ENV = contract.JOB_ID_ENV
@@ -86,6 +87,15 @@ def stop_processes(procs: list[psutil.Process], grace: float) -> list[psutil.Pro
             proc.kill()
     psutil.wait_procs(alive, timeout=5)
     return alive
+
+
+def is_follower(proc: psutil.Process) -> bool:
+    """Whether ``proc`` is a run's TensorBoard follower (``python -c ENTRY METRICS LOGDIR``)."""
+    try:
+        cmdline = proc.cmdline()
+    except psutil.Error:
+        return False
+    return len(cmdline) >= 4 and cmdline[-3] == FOLLOWER_ENTRY
 
 
 def wait_gone(job_id: str, timeout: float) -> bool:

@@ -51,19 +51,29 @@ dist.destroy_process_group()
 """
 
 
+# The crashing job's TensorBoard follower takes longer to start than torchrun's 30 s between
+# its SIGTERM and its SIGKILL to rank 0 (as on a busy machine): its events must still be whole.
+SLOW_FOLLOWER = """
+import sys, time
+if sys.argv[0] == "-c" and len(sys.argv) == 3 and "/tensorboard/" in sys.argv[2]:
+    time.sleep(35)
+"""
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, api.Job]]:
     """Both jobs at once, shared by the tests: the one that ends and the one that crashes."""
     store = JobStore(tmp_path_factory.mktemp("em-jobs"))
+    slow = tmp_path_factory.mktemp("slow-follower")
+    (slow / "sitecustomize.py").write_text(SLOW_FOLLOWER)
     with pytest.MonkeyPatch.context() as mp:
-        # The ranks import this worktree's package (the venv's editable install may be another).
-        mp.setenv("PYTHONPATH", HERE)
-        yield {
-            crash: api.submit(
-                f"CRASH = {crash}\n{TRAIN}", gpus=2, accelerator="cpu", store=store, name=crash.lower()
-            )
-            for crash in ("False", "True")
-        }
+        jobs = {}
+        for crash in ("False", "True"):
+            # The ranks import this worktree's package (the venv's editable install may be another).
+            mp.setenv("PYTHONPATH", f"{slow}:{HERE}" if crash == "True" else HERE)
+            script = f"CRASH = {crash}\n{TRAIN}"
+            jobs[crash] = api.submit(script, gpus=2, accelerator="cpu", store=store, name=crash.lower())
+        yield jobs
 
 
 def test_a_two_rank_job_records_every_point_once_from_rank_0(jobs: dict[str, api.Job]) -> None:
@@ -101,7 +111,7 @@ def test_a_two_rank_job_records_every_point_once_from_rank_0(jobs: dict[str, api
 
 def test_a_job_that_crashes_before_finish_leaves_every_point_readable(jobs: dict[str, api.Job]) -> None:
     job = jobs["True"]
-    status = job.wait(timeout=240)
+    status = job.wait(timeout=300)
     assert status.phase is JobPhase.FAILED, status
     run_dir = job.dir / "runs" / "mnist"
     lines = metric_lines(run_dir / "metrics.jsonl")

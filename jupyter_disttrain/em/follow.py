@@ -9,8 +9,9 @@ process nothing: the file is the source of truth and this process follows it.
 
 stdin: first line ``{"hparams": {...}}``, later ``{"end": "finished"|"failed"}``. When the run
 ends (or its process dies: stdin closes) it reads the file to its end, writes the hparams
-experiment with the final values and exits. SIGTERM and SIGINT are ignored: torchrun's SIGTERM
-to the rank's group must not cut the last points off; the closed pipe ends this process.
+experiment with the final values and exits. It leads its own session, and SIGTERM and SIGINT are
+ignored: torchrun's signals to the rank's group must not cut the last points off; the closed
+pipe ends this process.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ END_WAIT = 60.0  # seconds a run's end waits for its last events
 # found it through a sys.path entry that a fresh interpreter would not have.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 # Not ``-m``: runpy warns when the package (which imports this module) is imported first.
-_ENTRY = f"import sys; from {__name__} import main; main(sys.argv[1:])"
+ENTRY = f"import sys; from {__name__} import main; main(sys.argv[1:])"
 
 
 def start_follower(metrics: Path, logdir: Path, hparams: Mapping[str, Any]) -> subprocess.Popen[bytes] | None:
@@ -42,10 +43,14 @@ def start_follower(metrics: Path, logdir: Path, hparams: Mapping[str, Any]) -> s
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _ENTRY, str(metrics), str(logdir)],
+            [sys.executable, "-c", ENTRY, str(metrics), str(logdir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             env=env,
+            # Out of the rank's process group: torchrun SIGKILLs that group 30 s after a peer's
+            # failure, and a follower still starting (importing torch on a busy machine) would
+            # take the crashed run's events with it. It ends by itself once the rank is gone.
+            start_new_session=True,
         )
         assert proc.stdin is not None
         proc.stdin.write(json.dumps({"hparams": hparams}, default=str).encode() + b"\n")

@@ -227,11 +227,13 @@ class Run:
                 self.active = False
             exits.untrack(self)
             self._sink.close()
-            stop_follower(self._follower, status)
             if self._owner:
                 self._record.update({"status": status, "end_time": _iso(time.time()), "reason": reason})
                 self._record["final_metrics"] = {k: json_number(v) for k, v in sorted(self._final.items())}
                 self._save()
+            # Last: TensorBoard's copy may still be starting, and a SIGKILL (torchrun's, 30 s
+            # after its SIGTERM) must find the record and the points already written.
+            stop_follower(self._follower, status)
 
     def _save(self) -> None:
         write_json(self.dir / RUN_FILE, self._record)

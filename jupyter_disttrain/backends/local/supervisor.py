@@ -34,6 +34,7 @@ from .request import AgentProcess, LocalRequest, request_roles
 from .sidethreads import SideThreads
 
 POLL_SECONDS = 0.1  # while stopping processes
+FOLLOWER_WAIT = 30.0  # seconds a run's TensorBoard follower gets to finish after its rank ended
 # Status changes reach status.json within half a second; quieter while nothing changes.
 _WATCH = (0.05, 0.5)
 LAUNCHER_FILE = "launcher.json"
@@ -260,8 +261,14 @@ class Supervisor:
         me = psutil.Process()
         leftover = {p.pid: p for p in me.children(recursive=True)}
         leftover.update((p.pid, p) for p in procs.job_processes(self.job_id))
-        if leftover:
-            procs.stop_processes(list(leftover.values()), grace)
+        followers = [p for p in leftover.values() if procs.is_follower(p)]
+        if others := [p for p in leftover.values() if p not in followers]:
+            procs.stop_processes(others, grace)
+        if followers:
+            # A run's TensorBoard follower ends by itself once its rank is gone, after writing
+            # the last points: a crashed run keeps its events unless it takes too long.
+            _, stuck = psutil.wait_procs(followers, timeout=FOLLOWER_WAIT)
+            procs.stop_processes(stuck, 0)
         for agent in self.agents:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 agent.wait(timeout=5)
