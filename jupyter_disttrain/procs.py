@@ -17,7 +17,6 @@ from typing import Any
 
 import psutil
 
-from .em.follow import ENTRY as FOLLOWER_ENTRY
 from .runtime import contract
 
 JOB_ENV = contract.JOB_ID_ENV
@@ -95,7 +94,7 @@ def is_follower(proc: psutil.Process) -> bool:
         cmdline = proc.cmdline()
     except psutil.Error:
         return False
-    return len(cmdline) >= 4 and cmdline[-3] == FOLLOWER_ENTRY
+    return len(cmdline) >= 4 and cmdline[-3] == contract.FOLLOWER_ENTRY
 
 
 def wait_gone(job_id: str, timeout: float) -> bool:

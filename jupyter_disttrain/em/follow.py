@@ -27,6 +27,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..runtime.contract import FOLLOWER_ENTRY
+
 log = logging.getLogger(__name__)
 
 POLL = 0.5  # seconds between reads of the metrics file
@@ -34,8 +36,6 @@ END_WAIT = 60.0  # seconds a run's end waits for its last events
 # The directory that holds the package, for the follower's import: the training script may have
 # found it through a sys.path entry that a fresh interpreter would not have.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-# Not ``-m``: runpy warns when the package (which imports this module) is imported first.
-ENTRY = f"import sys; from {__name__} import main; main(sys.argv[1:])"
 
 
 def start_follower(metrics: Path, logdir: Path, hparams: Mapping[str, Any]) -> subprocess.Popen[bytes] | None:
@@ -43,7 +43,7 @@ def start_follower(metrics: Path, logdir: Path, hparams: Mapping[str, Any]) -> s
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", ENTRY, str(metrics), str(logdir)],
+            [sys.executable, "-c", FOLLOWER_ENTRY, str(metrics), str(logdir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             env=env,

@@ -62,6 +62,10 @@ STACK_SIGNAL = "SIGUSR2"
 RUNS_DIR = "runs"
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
+# How a run's TensorBoard follower is started (``python -c FOLLOWER_ENTRY METRICS LOGDIR``), so
+# that a job's end can tell it from the job's other processes. Not ``-m``: runpy warns when the
+# package (which imports the module) is imported first.
+FOLLOWER_ENTRY = "import sys; from jupyter_disttrain.em.follow import main; main(sys.argv[1:])"
 ARTIFACTS_DIR = "artifacts"
 MANIFEST_FILE = "manifest.json"
 # ``runs/<run>/checkpoints.jsonl``: the checkpoints a script declared with ``run.checkpoint(path,
