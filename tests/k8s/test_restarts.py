@@ -93,17 +93,21 @@ def test_an_evicted_pod_is_replaced_without_spending_a_restart(
         gen.close()
 
 
-# Saves a checkpoint and waits to be evicted the first time; the replacing pod's rank starts from it.
+# Saves a DCP checkpoint and waits to be evicted the first time; the replacing pod's rank starts
+# from it: DCP's load() is given no checkpoint_id, the rank wrapper's patch feeds it the checkpoint.
 CHECKPOINTED_THEN_EVICTED = """
 import os, pathlib, time
 import torch
+import torch.distributed.checkpoint as dcp
 from jupyter_disttrain import em
 print("resume_from", em.resume_from(), flush=True)
 if em.resume_from() is None:
-    torch.save({"step": 5}, os.path.join(em.checkpoint_dir(), "step_5.pt"))
+    dcp.save({"step": torch.tensor(5)}, checkpoint_id=os.path.join(em.checkpoint_dir(), "step_5"))
     (pathlib.Path(os.environ["DISTTRAIN_JOB_DIR"]) / "started").write_text("1")
     time.sleep(120)
-print("loaded step", torch.load(em.resume_from())["step"], flush=True)
+state = {"step": torch.tensor(0)}
+dcp.load(state)
+print("loaded step", int(state["step"]), flush=True)
 """
 
 
@@ -125,7 +129,7 @@ def test_an_evicted_pods_replacement_resumes_from_the_pvc_checkpoint(
         status = wait_for(backend, job_id, lambda s: s.is_terminal)
         assert status.phase is JobPhase.SUCCEEDED, status.message
         said = [ln.text for ln in backend.logs(job_id) if "resume_from" in ln.text or "loaded" in ln.text]
-        checkpoint = job_dir / "checkpoints" / "step_5.pt"
+        checkpoint = job_dir / "checkpoints" / "step_5"
         expected = ["resume_from None", f"resume_from {checkpoint}", "loaded step 5"]
         assert said == [f"[rank0]:{line}" for line in expected], said  # torchrun --tee's prefix
     finally:

@@ -21,7 +21,7 @@ from ...launchers.base import PROCESS, Role
 from ...runtime import contract
 from ...specs import JobSpec, Volume
 from .options import KubeOptions, parse_quantity
-from .podscript import POD_WRAPPER, PYTHON_LAUNCH, SAME_PYTHON
+from .podscript import POD_WRAPPER, PYTHON_LAUNCH, SAME_PYTHON, TORCHRUN
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "jupyter-disttrain"
@@ -249,7 +249,7 @@ def container_command(
     if place.role is not None and place.role.via == PROCESS:
         launcher = [SAME_PYTHON, "-u", *program(spec, place)]
     else:
-        launcher = ["torchrun", "--tee", "3", *program(spec, place)]
+        launcher = [*TORCHRUN, *program(spec, place)]
     wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", "--", *launcher]
     return [*PYTHON_LAUNCH, "-c", POD_WRAPPER, *wrapper_args]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...runtime import contract, sampler
+from ...runtime import contract, sampler, worker
 
 # The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
 # dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod, and
@@ -55,6 +55,19 @@ def emit(chunk):
         out.write(chunk)
 # A process role's one process is the replica: named by REPLICA_ENV, as on this machine.
 child_env = dict(os.environ, **{REPLICA_ENV: replica}) if direct else None
+# torchrun's ranks run under the image's rank wrapper when it has one, as on this machine: the
+# libraries get DISTTRAIN_RESUME_FROM and the checkpoint dir without code (runtime/libresume.py),
+# an uncaught error writes the em runs out, a finished rank skips the interpreter's teardown.
+# --keep-checkpoints stays this wrapper's (rank 0's replica prunes below), not rank 0's too.
+if not direct and cmd[:len(TORCHRUN)] == TORCHRUN:
+    try:
+        import importlib.util
+        wrapped = importlib.util.find_spec(RANK_WRAPPER) is not None
+    except Exception:
+        wrapped = False
+    if wrapped:
+        cmd[len(TORCHRUN):len(TORCHRUN)] = ["-m", RANK_WRAPPER]
+        child_env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
 try:
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env)
 except FileNotFoundError:
@@ -141,11 +154,15 @@ sys.exit(code)
 # The first word of a command the wrapper runs with its own interpreter (the image's python, as
 # found below): a process role's script, which no torchrun starts.
 SAME_PYTHON = "{python}"
+# How a pod starts its ranks: ``TORCHRUN SCRIPT ARGS``; the wrapper puts ``-m RANK_WRAPPER`` after
+# it when the image has jupyter_disttrain.
+TORCHRUN = ["torchrun", "--tee", "3"]
 POD_WRAPPER = (
     Path(sampler.__file__).read_text(encoding="utf-8")
     + f"INTERVAL = {sampler.DEFAULT_INTERVAL!r}\nSAME_PYTHON = {SAME_PYTHON!r}\n"
     + f"REPLICA_ENV = {contract.REPLICA_ENV!r}\n"
     + f"KEEP_ENV = {contract.KEEP_CHECKPOINTS_ENV!r}\n"
+    + f"TORCHRUN = {TORCHRUN!r}\nRANK_WRAPPER = {worker.__name__!r}\n"
     + _WRAPPER
 )
 
