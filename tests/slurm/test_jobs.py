@@ -93,7 +93,9 @@ def test_cancel_stops_every_process_after_the_grace_signal(
         "Cancelled",
         "cancelled by the user",
     )
-    assert sum("got SIGTERM" in ln.text for ln in job.logs()) == 2  # the grace signal reached every rank
+    # The grace signal reached every rank. Slurm signals the whole step, torchrun's agent
+    # included, and the agent passes SIGTERM on as it stops: a rank still exiting can get it twice.
+    assert {ln.rank for ln in job.logs() if "got SIGTERM" in ln.text} == {0, 1}
     wait_for(lambda: not procs.job_processes(job.id), 30, "no process of the job left")
     wait_for(
         lambda: slurm_state(slurm_cluster, slurm_id(job)) in ("CANCELLED", "COMPLETED"), 30, "Slurm ended it"
