@@ -231,9 +231,9 @@ class Run:
                 self._record.update({"status": status, "end_time": _iso(time.time()), "reason": reason})
                 self._record["final_metrics"] = {k: json_number(v) for k, v in sorted(self._final.items())}
                 self._save()
-            # Last: TensorBoard's copy may still be starting, and a SIGKILL (torchrun's, 30 s
-            # after its SIGTERM) must find the record and the points already written.
-            stop_follower(self._follower, status)
+        # Outside the write: TensorBoard's copy may still be starting, and a SIGTERM need not wait
+        # for it (the follower, in its own session, finishes once this process is gone).
+        stop_follower(self._follower, status)
 
     def _save(self) -> None:
         write_json(self.dir / RUN_FILE, self._record)
