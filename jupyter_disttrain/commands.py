@@ -18,9 +18,10 @@ from .flags import add_flags
 from .intake import choose_launcher, job_flag_classes, spec_from_flags
 from .monitoring.stacks import METHODS
 from .specs import JobStatus, LogLine, iso_seconds
+from .tracebacks import plain
 
 if TYPE_CHECKING:
-    from .api import CheckpointList, Job
+    from .api import CheckpointList, Failure, Job
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,7 +107,8 @@ def run_subcommand(
         exc.list_command = f"{command} list"
         raise
     if args.command == "status":
-        out(format_status(job.status()))
+        status = job.status()
+        out(format_status(status, job.failure(status)))
     elif args.command == "logs":
         prefix = args.replica is None
         for line in _lines(job, args.replica, args.tail, args.follow):
@@ -201,7 +203,7 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
             raise
         out(f"{job.id}: {job.cancel().phase.value}")
         return 130
-    out(format_status(page.status))  # the last page's: the job's end
+    out(format_status(page.status, job.failure(page.status)))  # the last page's: the job's end
     return 0 if page.status.phase.value == "Succeeded" else 1
 
 
@@ -267,12 +269,20 @@ def format_checkpoints(listing: CheckpointList, command: str) -> str:
     return "\n".join(table)
 
 
-def format_status(st: JobStatus) -> str:
-    headline, _, detail = (st.message or "").partition("\n")  # e.g. the root cause's traceback
+def format_status(st: JobStatus, story: Failure | None = None) -> str:
+    """The job's phase, replicas and last events; of a failed one (``story``: the job layer's
+    ``Failure``), the peers the root cause stopped and its traceback mapped to the cells, else
+    what the status message holds after its headline (the root cause's log tail)."""
+    headline, _, detail = (st.message or "").partition("\n")
+    if story is not None and story.traceback:
+        detail = plain(story.traceback)
     lines = [
         f"{st.job_id}: {st.phase.value}" + (f" ({st.reason}: {headline})" if st.reason and headline else "")
     ]
     for r in st.replicas:
+        if story and (cause := story.stopped_by(r.name)):
+            lines.append(f"  {r.name:<12} stopped by {cause}")
+            continue
         extra = f" exit {r.exit_code}" if r.exit_code is not None else ""
         extra += f" {r.reason}" if r.reason else ""
         extra += f" restarts {r.restarts}" if r.restarts else ""

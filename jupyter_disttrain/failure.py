@@ -52,8 +52,9 @@ def failure_line(status: JobStatus) -> str:
 
 
 def stopped_by_peer(status: JobStatus) -> list[str]:
-    """The failed replicas other than the root cause that ended no earlier than it did: they died
-    because it left (gloo's "Connection closed by peer", stopped by their agent)."""
+    """The failed replicas other than the root cause that ended no earlier than it did: they may
+    have died because it left (gloo's "Connection closed by peer", stopped by their agent).
+    ``failures`` keeps those whose logs show no error of their own: the job's ``Failure``."""
     cause = root_cause(status) if status.phase is JobPhase.FAILED else None
     if cause is None:
         return []

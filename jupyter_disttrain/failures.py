@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 TAIL_LINES = 400  # of the root-cause rank's log searched for its traceback
 TAIL_BYTES = 128 * 1024
+PEER_LINES = 200  # of a stopped peer's log searched for a traceback of its own
+PEER_BYTES = 16 * 1024
+PEERS_READ = 16
 ORIGINS_BYTES = 4 * 2**20  # a line map larger than this (a huge notebook) is not read
 
 
@@ -54,22 +57,16 @@ def _origins(store: JobStore, job_id: str) -> dict[str, Any] | None:
 
 
 def failure_of(store: JobStore, backend: Backend, record: JobRecord, status: JobStatus) -> Failure | None:
-    """Why the job failed (None unless it did): its root cause's traceback mapped to cells."""
+    """Why the job failed (None unless it did): its root cause's traceback mapped to cells, and
+    the replicas that only stopped because it left."""
     if status.phase is not JobPhase.FAILED:
         return None
     cause = root_cause(status)
     headline = first_line(status.message) or status.reason or "failed"
     if cause is None:
         return Failure("", headline, None, None, None, "", "", [])
-    try:
-        lines = take_lines(
-            backend.logs(record.id, cause.name, follow=False, tail=TAIL_LINES, budget=Budget(TAIL_BYTES)),
-            TAIL_LINES,
-        )
-    except (OSError, DistTrainError):
-        lines = []
-    tb = tracebacks.read_traceback([line.text for line in lines])
-    peers = stopped_by_peer(status)
+    tb = _traceback(backend, record, cause.name, TAIL_LINES, TAIL_BYTES)
+    peers = _stopped_by_peer(backend, record, status)
     if tb is None:
         return Failure(cause.name, headline, None, None, None, "", "", peers)
     tracebacks.map_frames(tb, line_map(store, record))
@@ -84,6 +81,34 @@ def failure_of(store: JobStore, backend: Backend, record: JobRecord, status: Job
         raw="\n".join(tb.raw),
         stopped_by_peer=peers,
     )
+
+
+def _traceback(
+    backend: Backend, record: JobRecord, replica: str, lines: int, size: int
+) -> tracebacks.Traceback | None:
+    """The last traceback in the last ``lines`` lines (``size`` bytes) of ``replica``'s log."""
+    try:
+        tail = take_lines(
+            backend.logs(record.id, replica, follow=False, tail=lines, budget=Budget(size)), lines
+        )
+    except (OSError, DistTrainError):
+        return None
+    return tracebacks.read_traceback([line.text for line in tail])
+
+
+def _stopped_by_peer(backend: Backend, record: JobRecord, status: JobStatus) -> list[str]:
+    """The replicas ``failure.stopped_by_peer`` names by time, less those whose log ends in a
+    traceback of an error of their own: two ranks raising the same error ms apart each failed
+    (a stopped rank prints nothing, or an error of losing its peer). Past ``PEERS_READ`` of
+    them, time alone decides: a detail read stays bounded however many ranks a job has."""
+    named = stopped_by_peer(status)
+    return [
+        name
+        for i, name in enumerate(named)
+        if i >= PEERS_READ
+        or (tb := _traceback(backend, record, name, PEER_LINES, PEER_BYTES)) is None
+        or tracebacks.lost_peer(tb)
+    ]
 
 
 def mapped_stack(store: JobStore, record: JobRecord, dump: StackDump) -> StackDump:

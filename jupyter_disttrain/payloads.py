@@ -187,6 +187,11 @@ class Failure:
     raw: str
     stopped_by_peer: list[str]
 
+    def stopped_by(self, replica: str) -> str | None:
+        """The root cause when ``replica`` only stopped because it left, else None (a failure of
+        its own, or no failure): what every front end shows of ``replica``."""
+        return self.replica if self.replica and replica in self.stopped_by_peer else None
+
 
 @dataclass
 class JobDetail:

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -75,6 +76,24 @@ def job_processes(job_id: str, exclude: Iterable[int] = ()) -> list[psutil.Proce
     return found
 
 
+def works_for(job_id: str, job_dir: Path | str) -> bool:
+    """Whether a process of this user works for the job: its launcher (named by its command line:
+    it carries no job env) or a process whose environment names ``job_id``."""
+    want = os.path.realpath(job_dir)
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            launcher = _launcher_dir(proc.cmdline())
+            if launcher is not None and os.path.realpath(launcher) == want:
+                return True
+            if proc.environ().get(JOB_ENV) == job_id:
+                return True
+        except (psutil.Error, OSError):
+            continue  # another user's process, or one that just ended
+    return False
+
+
 def stop_processes(procs: list[psutil.Process], grace: float) -> list[psutil.Process]:
     """SIGTERM, wait up to ``grace`` seconds, then SIGKILL what is left. Returns the killed ones."""
     for proc in procs:
@@ -107,12 +126,16 @@ def wait_gone(job_id: str, timeout: float) -> bool:
     return not job_processes(job_id)
 
 
-def _job_dir_of(proc: psutil.Process) -> str | None:
-    """The job dir a process works for: a rank's or agent's env, or a launcher's argument."""
-    cmdline = proc.cmdline()
+def _launcher_dir(cmdline: list[str]) -> str | None:
+    """The job dir of a launcher's command line (``python -m LAUNCHER_MODULE JOB_DIR``), else None."""
     if len(cmdline) >= 3 and cmdline[-3] == "-m" and cmdline[-2] in LAUNCHER_MODULES:
         return cmdline[-1]
-    return proc.environ().get(JOB_DIR_ENV)
+    return None
+
+
+def _job_dir_of(proc: psutil.Process) -> str | None:
+    """The job dir a process works for: a rank's or agent's env, or a launcher's argument."""
+    return _launcher_dir(proc.cmdline()) or proc.environ().get(JOB_DIR_ENV)
 
 
 def orphans() -> dict[str, list[psutil.Process]]:

@@ -34,6 +34,19 @@ _CARETS = re.compile(r"^\s*[~^]+\s*$")
 _PRODUCT = re.compile(
     r"(^<frozen runpy>$|(^|/)runpy\.py$|jupyter_disttrain/runtime/|jupyter_disttrain/backends/)"
 )
+# What a rank raises when a peer left or its launcher stopped it, not an error of its own:
+# torch.distributed's store and network errors, gloo's and NCCL's words for a peer gone (in a
+# RuntimeError or a DistBackendError), a socket's, and the interrupts with which a rank is stopped
+# (Lightning's SIGTERMException). An error type or message seen in any exception of the chain.
+_PEER_LOSS_TYPE = re.compile(
+    r"(^|\.)(DistNetworkError|DistStoreError|ConnectionResetError|ConnectionAbortedError|BrokenPipeError"
+    r"|KeyboardInterrupt|SIGTERMException|HorovodInternalError)$"
+)
+_PEER_LOSS_WORDS = re.compile(
+    r"connection (closed|reset) by peer|broken pipe|connection refused|timed out|timeout"
+    r"|remote process exited|communicator was aborted|failed to recv",
+    re.IGNORECASE,
+)
 CONTEXT_BEFORE = 2  # source lines shown before a frame's line, as IPython shows a few
 MAX_MESSAGE_LINES = 20  # of an exception's message
 
@@ -78,6 +91,11 @@ class Traceback:
     def user_frame(self) -> Frame | None:
         """The innermost frame in a cell: where the user's code failed."""
         return next((f for f in reversed(self.last.frames) if f.cell), None)
+
+
+def plain(text: str) -> str:
+    """``render``'s text without its colours (for a terminal's log, a text-only front end)."""
+    return _ANSI.sub("", text)
 
 
 def clean(line: str) -> str:
@@ -213,6 +231,14 @@ def map_frames(tb: Traceback, where: LineMap) -> Traceback:
         for frame in kept:
             where.place(frame)
     return tb
+
+
+def lost_peer(tb: Traceback) -> bool:
+    """Whether the error is one of losing a peer (or of being stopped), not the rank's own."""
+    return any(
+        _PEER_LOSS_TYPE.search(s.exception) or _PEER_LOSS_WORDS.search(s.message.split("\n", 1)[0])
+        for s in tb.sections
+    )
 
 
 def headline(tb: Traceback) -> str:

@@ -158,10 +158,22 @@ def format_line(line: LogLine) -> str:
     return f"[{prefix}] {text}"
 
 
-def failure_lines(replica: str, lines: list[LogLine]) -> list[str]:
-    """The root-cause replica's last lines, headed by its name (what the summary shows)."""
+def failure_lines(story: Failure, lines: list[LogLine]) -> list[str]:
+    """What the text forms say of the root cause: its error and the cell and line that raised it
+    (the cell's error has the traceback, mapped to the cells), or where its log has no traceback,
+    its last lines."""
+    if story.traceback:
+        error = story.headline.removeprefix(f"{story.replica}: ")
+        return [f"{story.replica} failed first: {error}"[:LINE_CHARS]]
     shown = [format_line(ln)[:LINE_CHARS] for ln in lines] or ["(no output)"]
-    return [f"{replica} failed first; its last lines:", *shown]
+    return [f"{story.replica} failed first; its last lines:", *shown]
+
+
+def chip_text(replica: ReplicaStatus, story: Failure | None) -> str:
+    """A replica in the text forms: ``rank-1: Failed, exit 1, Error``, or ``rank-0: stopped by
+    rank-1`` when it only stopped because the root cause left (the job layer decides)."""
+    cause = story.stopped_by(replica.name) if story else None
+    return f"{replica.name}: stopped by {cause}" if cause else f"{replica.name}: {_replica_note(replica)}"
 
 
 def summary(name: str, job_id: str, status: JobStatus | None) -> str:
@@ -182,7 +194,7 @@ def reason_text(status: JobStatus) -> str:
     return ": ".join(x for x in (status.reason, first_line(status.message)) if x)
 
 
-def _replica_note(replica: Any) -> str:
+def _replica_note(replica: ReplicaStatus) -> str:
     parts = [replica.phase.value]
     if replica.exit_code is not None:
         parts.append(f"exit {replica.exit_code}")
@@ -300,9 +312,7 @@ class TextView:
     def failure(self, story: Failure, lines: list[LogLine]) -> None:
         # Its lines went by interleaved with its peers'; say them again together, last.
         with self._lock:
-            self._write(
-                ("\n" if self._pending else "") + "\n".join(failure_lines(story.replica, lines)) + "\n"
-            )
+            self._write(("\n" if self._pending else "") + "\n".join(failure_lines(story, lines)) + "\n")
 
     def usage(self, resources: Resources) -> None:
         """Not printed: a line of numbers every two seconds would bury the job's own output."""
@@ -338,8 +348,7 @@ class WidgetView:
         self._failure: list[str] | None = None
         self._usage: dict[str, str] = {}  # replica -> chip_usage of its latest sample
         self._quiet: set[str] = set()
-        self._peers: set[str] = set()  # replicas stopped because the root cause left
-        self._cause: str | None = None
+        self._story: Failure | None = None  # why it failed: the root cause, the peers it stopped
         self._lock = threading.RLock()
         self._closed = False
 
@@ -392,9 +401,8 @@ class WidgetView:
         error below has its traceback, mapped to the cells) with the raw traceback one click away,
         or its last lines where its log has no traceback."""
         with self._lock:
-            self._failure = failure_lines(story.replica, lines)
-            self._peers = set(story.stopped_by_peer)
-            self._cause = story.replica
+            self._failure = failure_lines(story, lines)
+            self._story = story
             if story.traceback:
                 self.log.value = _story_html(story)
             else:
@@ -438,7 +446,7 @@ class WidgetView:
             out = [summary(self.name, self.job_id, self._status)]
             groups = by_role(self._status.replicas if self._status else [])
             for role, replicas in groups:
-                chips = " ".join(f"[{r.name}: {_replica_note(r)}]" for r in replicas)
+                chips = " ".join(f"[{chip_text(r, self._story)}]" for r in replicas)
                 out.append("  " + " ".join(x for x in (_role_label(role, len(groups)), chips) if x))
             out.extend("  " + line for line in (self._failure or self._text_tail.lines()))
             return "\n".join(out)
@@ -475,12 +483,12 @@ class WidgetView:
     def _chip(self, replica: Any) -> str:
         """The replica's phase badge, then (while it runs) its usage and a quiet mark. A replica
         that only stopped because the root cause left is "stopped by rank-1", in a quiet colour."""
-        if replica.name in self._peers and self._cause:
+        if self._story and (cause := self._story.stopped_by(replica.name)):
             note = f"{_replica_note(replica)}; {replica.message or 'no error of its own'}"
-            chip = _badge(JobPhase.CANCELLED, label=f"{replica.name}: stopped by {self._cause}", title=note)
+            chip = _badge(JobPhase.CANCELLED, label=f"{replica.name}: stopped by {cause}", title=note)
             return f'<span class="jp-DistTrain-chipPeer" style="display:inline-flex">{chip}</span>'
         chip = _badge(replica.phase, label=replica.name, title=_replica_note(replica))
-        if replica.name == self._cause:
+        if self._story is not None and replica.name == self._story.replica:
             chip = f'<span class="jp-DistTrain-chipCause" style="display:inline-flex">{chip}</span>'
 
         live = not replica.phase.is_terminal

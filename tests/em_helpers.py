@@ -39,6 +39,15 @@ def tensorboard(logdir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[
     return scalars, hparams, metrics
 
 
+# The tables and columns of MLflow's tracking database that ``mlflowdb`` reads.
+MLFLOW_TABLES = """
+    CREATE TABLE runs (run_uuid, name, status, start_time, end_time, lifecycle_stage);
+    CREATE TABLE params (run_uuid, key, value);
+    CREATE TABLE latest_metrics (run_uuid, key, value, is_nan, step);
+    CREATE TABLE metrics (run_uuid, key, value, is_nan, step, timestamp);
+"""
+
+
 def hostile_mlflow_db(path: Path) -> None:
     """An MLflow tracking database (the tables and columns ``mlflowdb`` reads) whose rows hold
     what SQLite lets any writer put there: NULL or text for a value, a step or a timestamp, a time
@@ -47,11 +56,8 @@ def hostile_mlflow_db(path: Path) -> None:
 
     con = sqlite3.connect(path)
     con.executescript(
-        """
-        CREATE TABLE runs (run_uuid, name, status, start_time, end_time, lifecycle_stage);
-        CREATE TABLE params (run_uuid, key, value);
-        CREATE TABLE latest_metrics (run_uuid, key, value, is_nan, step);
-        CREATE TABLE metrics (run_uuid, key, value, is_nan, step, timestamp);
+        MLFLOW_TABLES
+        + """
         INSERT INTO runs VALUES ('u1', 'odd', 'FINISHED', 'yesterday', 99999999999999999, 'active');
         INSERT INTO params VALUES ('u1', 'lr', NULL), ('u1', 'opt', 'sgd');
         INSERT INTO latest_metrics VALUES ('u1', 'loss', 'low', 0, 'last'), ('u1', 'acc', NULL, 0, 3),

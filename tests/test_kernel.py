@@ -14,6 +14,7 @@ from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
+from jupyter_disttrain.commands import run_subcommand
 from jupyter_disttrain.specs import JobPhase
 from jupyter_disttrain.store import JobStore
 
@@ -216,3 +217,22 @@ def test_a_failed_job_fails_the_cell_and_run_all_stops_there(tmp_path: Path, job
     shown = nbformat.writes(nb.cells[1])
     assert "rank-1 failed first" in shown and "ZeroDivisionError: rank one divided by zero" in shown
     assert nb.cells[2].outputs == [] and nb.cells[2].execution_count is None
+    # Issue 34, item 10: the text form (what nbclient, papermill, a saved notebook show) and
+    # `jupyter disttrain status` tell the failure as the lab does: rank-0 was stopped by rank-1,
+    # rank-1's error and cell; no frame of the product, no path of its cache.
+    (view,) = [o.data["text/plain"] for o in nb.cells[1].outputs if o.output_type == "display_data"]
+    assert view.splitlines()[1:] == [
+        "  [rank-0: stopped by rank-1] [rank-1: Failed, exit 1, Error]",
+        "  rank-1 failed first: ZeroDivisionError: rank one divided by zero (In [2], line 6)",
+    ], view
+    (record,) = JobStore(job_root).records()
+    out: list[str] = []
+    run_subcommand(["--root", str(job_root), "status", record.id], out.append)
+    status = "\n".join(out).splitlines()
+    assert "  rank-0       stopped by rank-1" in status and "  | Cell In[2], line 6" in status, status
+    assert "  | ----> 6     raise ZeroDivisionError('rank one divided by zero')" in status, status
+    for rank in (0, 1):  # the ranks' own logs, as the sidebar and run.sh show them
+        log = (JobStore(job_root).logs_dir(record.id) / f"rank-{rank}.log").read_text()
+        assert "jupyter_disttrain" not in log and "runpy" not in log, log
+    for text in (view, *status):
+        assert not re.search(r"jupyter_disttrain|runpy|\.cache|train\.py", text), text

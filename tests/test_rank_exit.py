@@ -115,3 +115,40 @@ def test_objects_holding_a_process_group_are_not_torn_down_at_rank_exit(store: J
     assert not [t for t in texts if "trainer released" in t]
     for rank in (0, 1):
         assert (job.dir / f"kept-{rank}.txt").read_text() == "flushed"
+
+
+# Both ranks reach the same bad line together and raise it ms apart, each with its own traceback
+# and exit 1. They ignore SIGTERM so that neither is stopped before it raised: the test is about
+# two ranks that each fail.
+BOTH_FAIL_ALIKE = """
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+job_dir, rank = os.environ["DISTTRAIN_JOB_DIR"], os.environ["RANK"]
+open(os.path.join(job_dir, "ready-" + rank), "w").close()
+while not all(os.path.exists(os.path.join(job_dir, "ready-" + r)) for r in "01"):
+    time.sleep(0.001)
+
+def check(lr):
+    raise ValueError(f"bad config: lr must be positive, not {lr}")
+
+check(-1)
+"""
+
+
+def test_two_ranks_failing_alike_each_fail_of_their_own_and_print_no_wrapper_frame(store: JobStore) -> None:
+    """Issue 34, items 22 and 10: judged by time alone, the later rank read "stopped by" the
+    first; and each rank's log held the wrapper's frames (runpy, worker.py, the warm fork's)."""
+    job = api.submit(BOTH_FAIL_ALIKE, store=store, gpus=2, accelerator="cpu")
+    status = job.wait(timeout=120)
+    assert status.phase is JobPhase.FAILED and [r.exit_code for r in status.replicas] == [1, 1], status
+    story = job.failure(status)
+    assert story is not None and story.stopped_by_peer == [], story
+    assert story.headline == f"{story.replica}: ValueError: bad config: lr must be positive, not -1"
+    for rank in (0, 1):
+        text = [ln.text for ln in job.logs(replica=f"rank-{rank}")]
+        start = text.index("Traceback (most recent call last):")
+        assert text[start + 1].startswith('  File "') and text[start + 1].endswith(
+            'train.py", line 12, in <module>'
+        )
+        assert text[-1] == "ValueError: bad config: lr must be positive, not -1", text
+        assert not [line for line in text if "jupyter_disttrain" in line or "runpy" in line], text

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
+from jupyter_disttrain.backends.local import backend as backend_module
 from jupyter_disttrain.backends.local.backend import LocalBackend, cpu_count
 from jupyter_disttrain.commands import run_subcommand
 from jupyter_disttrain.errors import DistTrainError, InvalidSpecError, UnknownJobError
@@ -152,6 +153,53 @@ def test_reading_a_lost_launchers_job_never_writes(store: JobStore) -> None:
     assert (status.phase, status.reason) == (JobPhase.FAILED, "LauncherLost")
     list(backend.logs(job_id))
     backend.list()
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+# A submit killed where a server killed mid-submit stops: job.json and the Pending status are
+# written, the launcher is not started yet.
+KILLED_BEFORE_LAUNCH = """
+import os, signal, sys
+from jupyter_disttrain import api
+from jupyter_disttrain.backends.local import backend
+from jupyter_disttrain.store import JobStore
+
+backend.spawn_launcher = lambda *_: os.kill(os.getpid(), signal.SIGKILL)
+api.submit("print(1)\\n", store=JobStore(sys.argv[1]), name="cut", accelerator="cpu")
+"""
+
+
+def test_a_submit_killed_before_its_launcher_started_reads_never_launched(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34, item 6: such a job read Pending forever. Past the time a launch may take, with
+    no process of the job left, it is Failed (NeverLaunched); reading it writes nothing."""
+    env = {**os.environ, "DISTTRAIN_WARM": "0"}  # no zygote to start
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_LAUNCH, str(store.root)], env=env, timeout=120
+    )
+    assert killed.returncode == -9
+    (record,) = store.records()
+    backend = LocalBackend(store)
+    assert backend.describe(record.id).phase is JobPhase.PENDING  # as a launch in progress reads
+    monkeypatch.setattr(backend_module, "NEVER_LAUNCHED_AFTER", 0.0)  # instead of waiting minutes
+    # A process of the job (a launcher late to record itself would be one) keeps it Pending.
+    env = {**os.environ, "DISTTRAIN_JOB_ID": record.id}
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env) as alive:
+        try:
+            assert backend.describe(record.id).phase is JobPhase.PENDING
+        finally:
+            alive.kill()
+    path = store.job_dir(record.id) / "status.json"
+    before = path.stat()
+    status = backend.describe(record.id)
+    assert (status.phase, status.reason) == (JobPhase.FAILED, "NeverLaunched"), status
+    assert (status.message or "").startswith(
+        "the job was never launched"
+    ) and "submit it again" in status.message
+    assert [(r.phase, r.reason) for r in status.replicas] == [(JobPhase.FAILED, "NeverLaunched")]
+    assert [s.reason for s in backend.list()] == ["NeverLaunched"]
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 

@@ -180,3 +180,36 @@ def test_without_an_execution_count_the_cell_is_in_brackets() -> None:
     packaged = package_cell("x = 1\nraise SystemExit(x)\n", [], {})
     assert json.loads(packaged.files[ORIGINS_FILE])["cells"][0]["label"] == CELL_LABEL
     assert re.fullmatch(r"In \[ \]", CELL_LABEL)
+
+
+def _error(*sections: str) -> tb.Traceback:
+    """A traceback of ``sections`` (``Type: message`` each), chained in that order."""
+    lines: list[str] = []
+    for i, section in enumerate(sections):
+        if i:
+            lines += ["", "During handling of the above exception, another exception occurred:", ""]
+        lines += ["Traceback (most recent call last):", '  File "/x/train.py", line 3, in <module>', section]
+    found = tb.read_traceback(lines)
+    assert found is not None
+    return found
+
+
+def test_an_error_of_losing_a_peer_is_told_from_an_error_of_the_ranks_own() -> None:
+    """Issue 34, item 22: what a rank raises because its peer left (gloo's, the store's, a signal
+    that stopped it) is no failure of its own; any other error is, even a RuntimeError from torch."""
+    lost = [
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer [::1]:3",
+        "torch.distributed.DistNetworkError: failed to recv, got 0 bytes",
+        "torch.distributed.DistBackendError: NCCL error: remote process exited or there was a network error",
+        "KeyboardInterrupt",
+        "lightning.fabric.utilities.exceptions.SIGTERMException",
+    ]
+    own = [
+        "ValueError: bad config: lr must be positive",
+        "RuntimeError: ProcessGroupGloo does not support reduce_scatter",
+        "TypeError: unsupported operand\nException raised from recvBytes, frame #3: Timed out waiting",
+    ]
+    assert [tb.lost_peer(_error(e)) for e in lost] == [True] * len(lost)
+    assert [tb.lost_peer(_error(e)) for e in own] == [False] * len(own)
+    # a user's error raised while handling the lost connection: still the peer's doing
+    assert tb.lost_peer(_error(lost[0], "ValueError: could not sync the metrics"))

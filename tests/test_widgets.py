@@ -253,6 +253,30 @@ def test_a_mapped_traceback_leaves_the_headline_in_the_widget_and_the_raw_one_a_
     assert "jp-DistTrain-chipCause" in view.chips.value and "rank-1: Failed" in view.chips.value
 
 
+def test_the_text_forms_tell_the_failure_as_the_job_layer_decided_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What nbclient, papermill and a saved notebook show (issue 34, item 10): the peer as
+    "stopped by rank-1", the root cause's error and cell (its traceback, mapped, is the cell's
+    error), not the ranks' raw lines."""
+    status = _status(JobPhase.FAILED, reason="Error")
+    status.replicas = [
+        ReplicaStatus(name=f"rank-{i}", index=i, phase=JobPhase.FAILED, exit_code=1, reason="Error")
+        for i in range(2)
+    ]
+    story = _story(traceback="Cell In[3], line 9", peers=["rank-0"])
+    story.headline = "rank-1: ValueError: bad (In [3], line 9)"
+    raw = [_line('  File "/site/jupyter_disttrain/runtime/worker.py", line 9, in main', rank=1)]
+    view = _widget_view(monkeypatch)
+    view.update(status)
+    view.failure(story, raw)
+    assert view.text().splitlines()[1:] == [
+        "  [rank-0: stopped by rank-1] [rank-1: Failed, exit 1, Error]",
+        "  rank-1 failed first: ValueError: bad (In [3], line 9)",
+    ]
+    out = io.StringIO()
+    widgets.TextView("j-1", "j", stream=out).failure(story, raw)
+    assert out.getvalue() == "rank-1 failed first: ValueError: bad (In [3], line 9)\n"
+
+
 def test_a_multi_line_status_message_keeps_the_summary_on_one_line() -> None:
     status = _status(JobPhase.FAILED, JobPhase.FAILED, reason="Error")
     status.message = "rank-1 exited with code 1: ValueError: bad\nTraceback (most recent call last):\n  ..."

@@ -107,11 +107,11 @@ def main(argv: list[str]) -> None:
         code, ended = _exit_code(exc), exc
     except BaseException as exc:
         _end_open_runs(exc)
+        _print_uncaught(exc)
         if not os.environ.get(_PS_ROLE_ENV):
-            raise  # Python prints it and exits 1, as without the wrapper
-        import traceback  # a parameter-server process prints it and ends below (see there)
-
-        traceback.print_exc()
+            sys.excepthook = _already_printed
+            raise  # Python ends the process as for any uncaught error: exit 1 (SIGINT's death)
+        # a parameter-server process ends below (see there)
     finally:
         if record_path:
             record.update({"exit_code": code, "finish_time": _now(), "joined_world": joined_world()})
@@ -121,6 +121,25 @@ def main(argv: list[str]) -> None:
     _exit_before_teardown(code, failed_peer=code != 0 and bool(os.environ.get(_PS_ROLE_ENV)))
     if ended is not None:
         raise ended
+
+
+def _print_uncaught(exc: BaseException) -> None:
+    """Print ``exc`` as ``python SCRIPT`` would, through the hook the script may have set: from
+    the script's first frame, none of this wrapper's (a SyntaxError the compile raised: no frame
+    at all). Its caller's frames (runpy's, the warm fork's) are not in ``exc``'s traceback yet."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == main.__code__.co_filename:
+        tb = tb.tb_next
+    # the default hook shows the exception's own traceback, not the one it is given
+    exc = exc.with_traceback(tb)
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except Exception:  # the script's own hook failed: Python's prints it then
+        sys.__excepthook__(type(exc), exc, tb)
+
+
+def _already_printed(*_: object) -> None:
+    """The hook Python calls for the error ``main`` re-raises: it was printed once already."""
 
 
 def _end_open_runs(exc: BaseException) -> None:

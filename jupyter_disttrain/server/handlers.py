@@ -46,6 +46,7 @@ _CHUNK = 1 << 20  # of an artifact download per write
 # A resume token: a byte offset, or ``replica:offset,...`` (replica names are [A-Za-z0-9._-]).
 # Checked before use because the stream echoes it in ``id:``, where a newline would start an event.
 _OFFSET = re.compile(r"[A-Za-z0-9._:,-]{0,8192}")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a JSON escape of half a surrogate pair
 
 # The one table of domain error -> HTTP status; the first matching class wins.
 _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
@@ -116,6 +117,27 @@ class DistTrainHandler(APIHandler):
         loop = asyncio.get_running_loop()
         with domain_errors():
             return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+
+    def get_json_body(self) -> Any:
+        """The request's JSON body (None when empty). Read here, not by jupyter_server, whose
+        reader answers 500 to bytes that are not UTF-8: any body that is not JSON text is a 400
+        that says so (tornado bounds its size). A ``\\ud800`` escape with no pair is refused
+        too: no UTF-8 file or record can hold the string it makes."""
+        raw = self.request.body.strip()
+        if not raw:
+            return None
+        try:
+            body = json.loads(raw.decode("utf-8"))
+            if _SURROGATE_ESCAPE.search(raw):
+                json.dumps(body, ensure_ascii=False).encode("utf-8")
+            return body
+        except UnicodeDecodeError as exc:
+            problem = f"byte {exc.start} (0x{raw[exc.start]:02x}) is not UTF-8"
+        except UnicodeEncodeError:
+            problem = "it escapes half of a surrogate pair (\\ud800-\\udfff alone), which is no text"
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
+            problem = f"it is not JSON ({str(exc) or 'nested too deep'})"
+        raise web.HTTPError(400, "%s", f"the request body must be a JSON object in UTF-8: {problem}")
 
     def offset_argument(self, value: str | None) -> str | None:
         """A resume token from the client, or None; anything not shaped like one is a 400."""

@@ -6,7 +6,8 @@ Read-only (``mode=ro``: never a write, never a lock held past one query), withou
 created, or not MLflow's reads as no runs. The tables read (``runs``, ``params``,
 ``latest_metrics``, ``metrics``) have had these columns since MLflow 1.x. SQLite keeps whatever a
 writer puts in a column (NULL, text where a number belongs, a time no datetime holds): every
-value is converted through the guards below, and a point without a number is left out.
+value is converted through the guards below (a BLOB where text belongs is read as UTF-8 with
+replacement characters), and a point without a number is left out.
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ def _connect(job_dir: Path) -> Iterator[sqlite3.Connection | None]:
         con.close()
 
 
+def _text(value: Any) -> str:
+    """A column's text: a BLOB decoded (undecodable bytes replaced), NULL empty, else ``str``."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
 def _number(value: Any) -> float | None:
     """A column's number, or None for NULL, text or a blob."""
     return float(value) if isinstance(value, (int, float)) else None
@@ -100,7 +108,7 @@ def _iso(ms: Any) -> str | None:
 
 
 def _value(value: Any, is_nan: Any) -> MetricValue | None:
-    if is_nan:
+    if _number(is_nan):  # MLflow writes 0 or 1; text or a blob there says nothing
         return "NaN"
     number = _number(value)
     if number is None:  # no number in the row
@@ -112,8 +120,11 @@ def _value(value: Any, is_nan: Any) -> MetricValue | None:
     return number
 
 
-def _param(text: Any) -> Any:
-    """MLflow keeps params as text: numbers are shown as numbers again."""
+def _param(value: Any) -> Any:
+    """MLflow keeps params as text: numbers are shown as numbers again (NULL stays None)."""
+    if value is None:
+        return None
+    text = _text(value)
     for kind in (int, float):
         try:
             return kind(text)
@@ -139,9 +150,9 @@ def _read_runs(con: sqlite3.Connection) -> list[MlflowRun]:
         " WHERE lifecycle_stage = 'active' ORDER BY start_time LIMIT ?",
         (MAX_RUNS,),
     ).fetchall()
-    names = [str(r[1] or "") for r in rows]
+    names = [_text(r[1]) for r in rows]
     out = []
-    for uuid, name, status, start, end in rows:
+    for (uuid, _, status, start, end), name in zip(rows, names, strict=True):
         unique = bool(name) and names.count(name) == 1 and _NAME.fullmatch(name)
         params = con.execute("SELECT key, value FROM params WHERE run_uuid = ? LIMIT ?", (uuid, MAX_KEYS))
         latest = con.execute(
@@ -149,13 +160,13 @@ def _read_runs(con: sqlite3.Connection) -> list[MlflowRun]:
         ).fetchall()
         out.append(
             MlflowRun(
-                uuid=str(uuid),
-                name=PREFIX + (name if unique else str(uuid)),
-                status=_STATUS.get(str(status), "failed"),
+                uuid=_text(uuid),
+                name=PREFIX + (name if unique else _text(uuid)),
+                status=_STATUS.get(_text(status), "failed"),
                 start_time=_iso(start),
                 end_time=_iso(end),
-                params={str(k): _param(v) for k, v in params},
-                metrics={str(k): v for k, v in _latest(latest)},
+                params={_text(k): _param(v) for k, v in params},
+                metrics={_text(k): v for k, v in _latest(latest)},
                 step=max((s for *_, s in latest if isinstance(s, int)), default=None),
             )
         )
@@ -195,9 +206,9 @@ def metric_rows(job_dir: Path, since: int, limit: int) -> list[MetricRow]:
     return [
         MetricRow(
             row=row,
-            uuid=str(uuid),
-            key=str(key),
-            value=float("nan") if nan else _number(value),
+            uuid=_text(uuid),
+            key=_text(key),
+            value=float("nan") if _number(nan) else _number(value),
             step=step if isinstance(step, int) else 0,
             time=_seconds(ts),
         )
@@ -219,7 +230,7 @@ def points(job_dir: Path, uuid: str, since: int, limit: int) -> tuple[list[RunPo
     out = [
         RunPoint(
             type="mlflow",
-            name=str(key),
+            name=_text(key),
             value=number,
             step=step if isinstance(step, int) else None,
             epoch=None,

@@ -181,6 +181,64 @@ async def test_fuzzed_submit_bodies_never_answer_5xx(jp_fetch: Any, shared_root:
     assert not (shared_root.exists() and any(shared_root.glob("*/job.json")))
 
 
+def _not_json_text(body: bytes) -> bool:
+    """Not JSON text, nor blank (a blank body is no body: a resubmit's)."""
+    if not body.strip():
+        return False
+    try:
+        json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return True
+    return False
+
+
+# Bytes that are not JSON text: any bytes, a JSON body with a byte that is never UTF-8 spliced in,
+# and JSON in another encoding. None parses, so none can launch a job (a resubmit would).
+_BINARY = (
+    st.binary(min_size=1, max_size=64)
+    | st.tuples(
+        _BODY.map(json.dumps), st.integers(0, 40), st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80"])
+    ).map(lambda t: t[0].encode()[: t[1]] + t[2] + t[0].encode()[t[1] :])
+    | _BODY.map(lambda b: json.dumps(b, ensure_ascii=False).encode("utf-16"))
+).filter(_not_json_text)
+
+
+async def test_binary_bodies_are_400_naming_the_body_on_every_route_that_takes_one(
+    jp_fetch: Any, finished_job: str, shared_root: Path
+) -> None:
+    """jupyter_server's own reader answered 500 to a body that is not UTF-8 (issue 34, item 8)."""
+    loop = asyncio.get_running_loop()
+    routes = [("jobs",), ("jobs", finished_job, "resume"), ("jobs", finished_job, "resubmit")]
+    seen: dict[int, int] = {}
+    wrong: list[tuple[tuple[str, ...], int, bytes, Any]] = []
+    jobs = set(shared_root.glob("*/job.json"))
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.sampled_from(routes), _BINARY)
+    def fuzz(route: tuple[str, ...], body: bytes) -> None:
+        code, reply = asyncio.run_coroutine_threadsafe(
+            answer(jp_fetch, *route, method="POST", body=body), loop
+        ).result(timeout=60)
+        seen[code] = seen.get(code, 0) + 1
+        if code != 400 or not reply["message"].startswith("the request body must be a JSON object in UTF-8"):
+            wrong.append((route, code, body, reply))
+
+    await loop.run_in_executor(None, fuzz)
+    print(f"fuzzed binary bodies: answers {seen}")
+    assert not wrong, wrong[:3]
+    assert set(shared_root.glob("*/job.json")) == jobs  # nothing launched
+    code, reply = await answer(jp_fetch, "jobs", method="POST", body=b"\x80{}")
+    assert reply["message"].endswith("byte 0 (0x80) is not UTF-8"), reply
+    code, reply = await answer(jp_fetch, "jobs", method="POST", body="[" * 100_000)
+    assert code == 400 and "not JSON" in reply["message"], reply
+    # JSON text, but a string no UTF-8 script can hold (half a surrogate pair); a whole pair is text
+    spec = {"name": "dry", "accelerator": "cpu"}
+    for text, expected in (("\ud800", 400), ("\ud83d\ude00", 200)):  # escaped as such by json.dumps
+        body = json.dumps({"script": f"print('{text}')\n", "spec": spec, "dry_run": True})
+        code, reply = await answer(jp_fetch, "jobs", method="POST", body=body)
+        assert code == expected and (code == 200 or "surrogate" in reply["message"]), reply
+
+
 # -- log reads -------------------------------------------------------------------------------
 async def test_limit_zero_is_400(jp_fetch: Any, finished_job: str) -> None:
     for limit in ("0", "-1", "10001"):

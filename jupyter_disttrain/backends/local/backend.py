@@ -25,7 +25,7 @@ from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...logfiles import LogSource, last_line, replica_sources
 from ...payloads import StackDump
 from ...runtime import contract
-from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus
+from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus, iso_seconds
 from ...store import JobRecord, read_json
 from .. import option_owner
 from ..base import Backend
@@ -42,6 +42,10 @@ from .warm import plan as warm_plan
 # still importing (SPAWN_TIMEOUT), as on a loaded machine right after %load_ext. A launcher that
 # exits before that is seen at once (its exit code, launcher.log's last line).
 _LAUNCH_TIMEOUT = 30.0 + SPAWN_TIMEOUT
+# A job with no launcher record this long after it was created, and no process, never will have
+# one: its submit was cut short (the server or kernel killed between writing job.json and
+# starting the launcher). Well past the time the submit itself waits for its launcher.
+NEVER_LAUNCHED_AFTER = _LAUNCH_TIMEOUT + 60.0
 
 
 def visible_gpus() -> list[str]:
@@ -171,7 +175,9 @@ class LocalBackend(Backend):
         if status.is_terminal:
             return status
         launcher = self._launcher(record)
-        if launcher is None or procs.is_alive(launcher):
+        if launcher is None:
+            return _never_launched(self.store.job_dir(record.id), record, status)
+        if procs.is_alive(launcher):
             return status
         # The launcher is gone without writing an end: it was killed (OOM killer, reboot...).
         status = self.store.read_status(record.id) or status  # it may have just finished
@@ -247,6 +253,26 @@ def spawn_launcher(job_dir: Path, module: str = procs.LAUNCHER_MODULE) -> None:
                 "see launcher.log in the job dir"
             )
         time.sleep(0.005)
+
+
+def _never_launched(job_dir: Path, record: JobRecord, status: JobStatus) -> JobStatus:
+    """A job without a launcher record: being launched, or (``NEVER_LAUNCHED_AFTER`` past its
+    creation, with no process of it left) never launched, Failed. Worked out on each read, never
+    written, as a lost launcher is."""
+    young = time.time() - iso_seconds(record.created) < NEVER_LAUNCHED_AFTER
+    if young or procs.works_for(record.id, job_dir):
+        return status
+    message = (
+        f"the job was never launched: no launcher started within {NEVER_LAUNCHED_AFTER:.0f} s of its "
+        "submission (was the submitting server or kernel stopped?); submit it again"
+    )
+    status.end(JobPhase.FAILED, "NeverLaunched", message, at=status.updated or record.created)
+    for rep in status.replicas:
+        if not rep.phase.is_terminal:
+            rep.ready, rep.finish_time = False, status.finish_time
+            rep.phase, rep.reason = JobPhase.FAILED, "NeverLaunched"
+            rep.message = "its job was never launched"
+    return status
 
 
 def _end_lost_replica(job_dir: Path, job_id: str, rep: ReplicaStatus, at: str | None) -> None:
