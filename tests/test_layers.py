@@ -145,6 +145,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.kubernetes.podexec",
         "backends.kubernetes.podlogs",
         "backends.kubernetes.podmetrics",
+        "backends.kubernetes.podruntime",
         "backends.kubernetes.podscript",
         "backends.kubernetes.reconcile",
         "backends.kubernetes.request",

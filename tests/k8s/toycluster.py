@@ -22,6 +22,7 @@ paths rewritten in argv, env and cwd.
 from __future__ import annotations
 
 import abc
+import base64
 import calendar
 import contextlib
 import os
@@ -934,6 +935,8 @@ class ProcessKubelet(Loop):
                     cm = self.cluster.get(CONFIGMAPS, ns, vol["configMap"]["name"]) or {}
                     for fname, text in cm.get("data", {}).items():
                         (host / fname).write_text(text)
+                    for fname, data in cm.get("binaryData", {}).items():
+                        (host / fname).write_bytes(base64.b64decode(data))
                 out[m["mountPath"]] = str(host)
             elif "persistentVolumeClaim" in vol and not Path(m["mountPath"]).is_dir():
                 raise RuntimeError(f"PVC mount {m['mountPath']} is not a local directory")

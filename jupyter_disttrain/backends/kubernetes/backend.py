@@ -31,6 +31,7 @@ from ...specs import (
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
+from . import podruntime
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named
 from .objects import JobObjects
@@ -73,6 +74,8 @@ class KubernetesBackend(Backend):
 
     def _schedule(self, record: JobRecord) -> None:
         request = KubeRequest.from_json(record.request)
+        if request.logs_on_pvc:  # beside the script, where the pod wrapper looks for it
+            (self.store.job_dir(record.id) / podruntime.ARCHIVE).write_bytes(podruntime.archive())
         try:
             created = self.objects.create(request)
         except ApiError as exc:

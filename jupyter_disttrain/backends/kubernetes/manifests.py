@@ -20,6 +20,7 @@ from ...launch import rank_env
 from ...launchers.base import PROCESS, Role
 from ...runtime import contract
 from ...specs import JobSpec, Volume
+from . import podruntime
 from .options import KubeOptions, parse_quantity
 from .podscript import POD_WRAPPER, PYTHON_LAUNCH, SAME_PYTHON, TORCHRUN
 
@@ -191,11 +192,19 @@ def configmap_size(obj: dict[str, Any]) -> int:
 
 
 def code_configmap(
-    spec: JobSpec, job_id: str, place: Placement, payload: dict[str, bytes | str] | None
+    spec: JobSpec,
+    job_id: str,
+    place: Placement,
+    payload: dict[str, bytes | str] | None,
+    runtime: bool = True,
 ) -> dict[str, Any]:
     """The ConfigMap that ships ``payload`` (script and side files) when the job dir is not on a
-    shared volume; without a payload it holds a placeholder (a dry run before packaging)."""
-    cm = configmap(job_id, place.namespace, payload or {spec.entrypoint: SCRIPT_PLACEHOLDER})
+    shared volume, and with ``runtime`` the job's runtime archive (for the pod wrapper); without
+    a payload it holds a placeholder (a dry run before packaging)."""
+    files = dict(payload or {spec.entrypoint: SCRIPT_PLACEHOLDER})
+    if runtime:
+        files[podruntime.ARCHIVE] = podruntime.archive()
+    cm = configmap(job_id, place.namespace, files)
     size = configmap_size(cm)
     if size > CONFIGMAP_LIMIT:
         raise InvalidSpecError(
@@ -238,10 +247,11 @@ def container_command(
     spec: JobSpec, job_id: str, place: Placement, replica_prefix: str, rank0: str | None
 ) -> list[str]:
     """``sh -c FIND_PYTHON jupyter-disttrain -c WRAPPER <log dir> <exit dir> <replica prefix> <job id>
-    <rank 0's replica> -- torchrun ... script args``: the image's python runs the wrapper, which runs
-    torchrun, or for a process role (one process per pod) the script itself with its own python.
-    ``replica_prefix`` goes before the pod's hostname minus the job id to name its replica; a
-    prefix ``=<name>`` is the replica's whole name."""
+    <rank 0's replica> <the job's runtime> -- torchrun ... script args``: the image's python runs
+    the wrapper, which runs torchrun, or for a process role (one process per pod) the script
+    itself with its own python. ``replica_prefix`` goes before the pod's hostname minus the job
+    id to name its replica; a prefix ``=<name>`` is the replica's whole name. The job's runtime
+    is the archive the job ships (``podruntime``), beside the script."""
     log_dir = exit_dir = "-"  # no shared job dir: logs via pods/log, no exit record
     if place.pvc_for_job_dir is not None:
         log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
@@ -250,7 +260,8 @@ def container_command(
         launcher = [SAME_PYTHON, "-u", *program(spec, place)]
     else:
         launcher = [*TORCHRUN, *program(spec, place)]
-    wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", "--", *launcher]
+    runtime = podruntime.archive_path(files_dir(place))
+    wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", runtime, "--", *launcher]
     return [*PYTHON_LAUNCH, "-c", POD_WRAPPER, *wrapper_args]
 
 
