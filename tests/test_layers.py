@@ -147,6 +147,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.kubernetes.podmetrics",
         "backends.kubernetes.podruntime",
         "backends.kubernetes.podscript",
+        "backends.kubernetes.podsecurity",
         "backends.kubernetes.reconcile",
         "backends.kubernetes.request",
         "backends.kubernetes.status",
