@@ -94,7 +94,7 @@ class KubernetesBackend(Backend):
             if not request.job_dir_on_pvc:
                 status.events.append(Event(now_iso(), "Warning", "ScratchCheckpoints", SCRATCH_CHECKPOINTS))
             # Created suspended (Kueue's webhook): queued from the start, whoever looks next.
-            note_queue(status, queue_hold(flavor_named(request.flavor), created[-1], status))
+            note_queue(status, queue_hold(flavor_named(request.flavor), created[-1], []))
             self.store.write_status(status)
 
     # -- observe ---------------------------------------------------------------------------
