@@ -27,11 +27,6 @@ from .toycluster import ToyCluster, kueue_admit
 QUICK = "print('ran', flush=True)\n"
 
 
-@pytest.fixture
-def kueue_kubeflow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ToyCluster]:
-    yield from start_toy(monkeypatch, tmp_path, install=("pytorchjob",), kueue=True)
-
-
 def test_a_kueue_admitted_pytorchjob_whose_pods_cannot_be_placed_times_out(
     kueue_kubeflow: ToyCluster, backend: KubernetesBackend, workspace: Path
 ) -> None:
@@ -73,11 +68,6 @@ def test_a_node_coming_and_an_image_pulling_stop_the_clock_and_are_named(
     assert seen["PullingImage"] == 'node-0: pulling image "pytorch:local"'
 
 
-@pytest.fixture
-def kubeflow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ToyCluster]:
-    yield from start_toy(monkeypatch, tmp_path, install=("pytorchjob",))
-
-
 Admission = Callable[[str, dict[str, Any]], None]
 REFUSALS: list[tuple[str, Admission, dict[str, Any], str, str]] = [
     (
@@ -113,7 +103,7 @@ REFUSALS: list[tuple[str, Admission, dict[str, Any], str, str]] = [
 
 @pytest.mark.parametrize(("flavor", "admission", "options", "hint", "refusal"), REFUSALS)
 def test_a_refusal_no_wait_can_fix_fails_the_job_at_once(
-    kubeflow: ToyCluster,
+    toy_kubeflow: ToyCluster,
     backend: KubernetesBackend,
     workspace: Path,
     flavor: str,
@@ -122,7 +112,7 @@ def test_a_refusal_no_wait_can_fix_fails_the_job_at_once(
     hint: str,
     refusal: str,
 ) -> None:
-    kubeflow.cluster.admission.append(admission)
+    toy_kubeflow.cluster.admission.append(admission)
     spec = ddp_spec(workspace, nodes=1, options={"flavor": flavor, **options})  # 15m pending timeout
     job_id = backend.submit(spec, QUICK)
     status = wait_for(backend, job_id, lambda s: s.is_terminal, timeout=60)
@@ -131,4 +121,4 @@ def test_a_refusal_no_wait_can_fix_fails_the_job_at_once(
     assert message.startswith(hint) and refusal in message and "\n" not in message
     assert "--pending-timeout" not in message  # failed at once, not after the 15 minutes
     workload = BATCH_JOBS if flavor == "job" else PYTORCHJOBS
-    wait_for(backend, job_id, lambda s: kubeflow.cluster.get(workload.key, "team-a", job_id) is None)
+    wait_for(backend, job_id, lambda s: toy_kubeflow.cluster.get(workload.key, "team-a", job_id) is None)
