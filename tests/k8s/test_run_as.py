@@ -37,6 +37,7 @@ def kubeflow_notebook(toy: ToyCluster, monkeypatch: pytest.MonkeyPatch, workspac
     data.mkdir(exist_ok=True)
     pod: dict[str, Any] = notebook_pod(workspace, data)
     pod["spec"]["securityContext"] = {"fsGroup": 100}
+    pod["status"] = {"phase": "Running", "podIP": "10.0.0.9"}
     toy.cluster.create(PODS, "team-a", pod)
     monkeypatch.setenv("POD_NAME", "nb-alice-0")
     monkeypatch.setenv("POD_NAMESPACE", "team-a")
