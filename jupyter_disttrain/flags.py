@@ -55,8 +55,8 @@ def group_access_option(check: Callable[[Any, str], Any] | None = None) -> Any:
         False,
         switch=True,
         check=check,
-        help="let the job directory's group read the job's files (job dir 0750, not 0700): e.g. a "
-        "shared PVC whose pods run as another user of its fsGroup",
+        help="let the job directory's group read (never write) the job's files (job dir 0750, not "
+        "0700): e.g. teammates on a shared PVC; on Kubernetes the job dir must be on a PVC",
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import ckptscan, contract
@@ -81,18 +82,23 @@ def declared(run_dir: str | os.PathLike[str]) -> list[tuple[str, int | None]]:
     return out
 
 
-def resume_from_newest(job_dir: str | None) -> str | None:
+def _say(line: str) -> None:
+    print(f"disttrain: {line}", flush=True)
+
+
+def resume_from_newest(job_dir: str | None, say: Callable[[str], object] = _say) -> str | None:
     """Point ``DISTTRAIN_RESUME_FROM`` at the job's newest complete checkpoint, if it has one;
-    returns it. Never fails the rank: a checkpoint it cannot read leaves the variable as it was."""
+    returns it. Never fails the rank: a checkpoint it cannot read leaves the variable as it was.
+    ``say`` tells what happened where the job's output goes (the pod wrapper passes its own)."""
     try:
         chosen = newest(job_dir, os.environ.get(contract.CHECKPOINT_DIR_ENV))
     except OSError as exc:
-        print(f"disttrain: restarted, but could not look for a checkpoint: {exc}", flush=True)
+        say(f"restarted, but could not look for a checkpoint: {exc}")
         return None
     if chosen is None:
         return None
     os.environ[contract.RESUME_FROM_ENV] = chosen.path
-    print(f"disttrain: restarted: {contract.RESUME_FROM_ENV}={chosen.path} (step {chosen.step})", flush=True)
+    say(f"restarted: {contract.RESUME_FROM_ENV}={chosen.path} (step {chosen.step})")
     return chosen.path
 
 

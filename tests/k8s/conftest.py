@@ -92,6 +92,12 @@ def toy_kubeflow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[To
 
 
 @pytest.fixture
+def kueue_kubeflow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ToyCluster]:
+    """The training operator, and Kueue's webhook suspending queued workloads (``kueue_admit``)."""
+    yield from start_toy(monkeypatch, tmp_path, install=("pytorchjob",), kueue=True)
+
+
+@pytest.fixture
 def backend(workspace: Path) -> KubernetesBackend:
     return KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
 

@@ -16,8 +16,10 @@ Stdlib only. What it serves, as the API server does:
   the error channel) when ``pod_exec`` is set (the toy kubelet runs the command with the pod's env);
 * ``pods/log`` with ``container``, ``follow``, ``tailLines``, ``sinceSeconds``, ``timestamps``
   (``pods/log`` and ``pods/exec`` of a pod with several containers need ``container``: 400);
-* admission refusals (``admission`` hooks: quota, PodSecurity; ``restricted_pod_security`` checks
-  a namespace's pods against the "restricted" profile as the real admission controller does),
+* admission refusals (``admission`` hooks: ``restricted_pod_security`` checks a namespace's pods
+  against the "restricted" profile as the real admission controller does; ``quota_requires``, a
+  ResourceQuota whose resources every container must set; ``priority_classes`` and
+  ``service_accounts``, the Priority and ServiceAccount plugins' lookups),
   RBAC denials (403 with the API server's message; each request authorised as the verb its HTTP
   method means, an exec websocket as get, and from 1.35 also as create), dropped watches and lagging watches
   (``watch_delay``; lists stay current), for failure tests;
@@ -230,6 +232,63 @@ def restricted_pod_security(namespace: str) -> Callable[[str, dict[str, Any]], N
                 f'pods "{meta.get("name")}" is forbidden: violates PodSecurity "restricted:latest": '
                 + ", ".join(found),
             )
+
+    return admit
+
+
+def _refuse_pod(obj: dict[str, Any], why: str) -> None:
+    """The 403 an admission plugin answers for a pod, in the API server's words."""
+    raise ApiStatus(403, "Forbidden", f'pods "{obj.get("metadata", {}).get("name")}" is forbidden: {why}')
+
+
+def quota_requires(
+    namespace: str, quota: str, resources: tuple[str, ...]
+) -> Callable[[str, dict[str, Any]], None]:
+    """The ResourceQuota admission plugin for a quota ``quota`` in ``namespace`` whose ``hard``
+    names ``resources`` (``limits.cpu``, ``requests.memory``...): a pod whose containers do not
+    all set them is refused, whatever room the quota has left."""
+
+    def admit(kind: str, obj: dict[str, Any]) -> None:
+        if kind != "Pod" or obj.get("metadata", {}).get("namespace") != namespace:
+            return
+        missing = set()
+        for ctr in obj.get("spec", {}).get("containers", []):
+            given = ctr.get("resources") or {}
+            for res in resources:
+                part, _, name = res.partition(".")
+                # A limit alone also sets the request (the API server defaults it first).
+                if name not in (given.get(part) or {}) and not (
+                    part == "requests" and name in (given.get("limits") or {})
+                ):
+                    missing.add(res)
+        if missing:
+            _refuse_pod(obj, f"failed quota: {quota}: must specify {','.join(sorted(missing))}")
+
+    return admit
+
+
+def priority_classes(*known: str) -> Callable[[str, dict[str, Any]], None]:
+    """The Priority admission plugin: a pod naming a PriorityClass that does not exist is refused."""
+
+    def admit(kind: str, obj: dict[str, Any]) -> None:
+        name = obj.get("spec", {}).get("priorityClassName") if kind == "Pod" else None
+        if name and name not in known:
+            _refuse_pod(obj, f"no PriorityClass with name {name} was found")
+
+    return admit
+
+
+def service_accounts(namespace: str, *known: str) -> Callable[[str, dict[str, Any]], None]:
+    """The ServiceAccount admission plugin: a pod's service account (``default`` unless named)
+    must exist in its namespace."""
+
+    def admit(kind: str, obj: dict[str, Any]) -> None:
+        if kind != "Pod" or obj.get("metadata", {}).get("namespace") != namespace:
+            return
+        name = obj.get("spec", {}).get("serviceAccountName") or "default"
+        if name not in known:
+            why = f'error looking up service account {namespace}/{name}: serviceaccount "{name}" not found'
+            _refuse_pod(obj, why)
 
     return admit
 

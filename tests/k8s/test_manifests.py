@@ -157,7 +157,8 @@ def test_pod_contract(backend: KubernetesBackend, tmp_path: Path) -> None:
     # The user's values reach the pod as argv of a constant wrapper, never inside a shell string.
     assert c["command"][:6] == [*mf.PYTHON_LAUNCH, "-c", mf.POD_WRAPPER]
     assert c["command"][6:] == [
-        job_dir + "/logs", job_dir + "/exits", "node-", "mnist-ddp-ab12c", "node-0", "--",
+        job_dir + "/logs", job_dir + "/exits", "node-", "mnist-ddp-ab12c", "node-0",
+        job_dir + "/disttrain-runtime.zip", "--",
         "torchrun", "--tee", "3", job_dir + "/train.py", "--epochs", "1",
     ]  # fmt: skip
     assert info.request.logs_on_pvc is True

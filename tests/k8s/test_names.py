@@ -87,3 +87,18 @@ def test_the_longest_name_runs(
     assert status.phase is JobPhase.SUCCEEDED, status.message
     hosts = [p["spec"].get("hostname") or p["metadata"]["name"] for p in toy_kubeflow.cluster.items(PODS)]
     assert hosts and all(len(h) <= 63 and h.startswith(job_id) for h in hosts)
+
+
+def test_a_queue_name_is_a_label_value(toy: ToyCluster, backend: KubernetesBackend, workspace: Path) -> None:
+    """Kueue's queue-name label takes at most 63 characters: a longer --queue would be a 422 at
+    submit; it is refused before anything is created, naming the flag."""
+    spec = ddp_spec(workspace, options={"flavor": "job", "queue": "q" * 64})
+    with pytest.raises(InvalidSpecError) as err:
+        backend.submit(spec, QUICK)
+    message = str(err.value)
+    assert message.startswith("--queue ") and "64 characters, over the 63" in message and "\n" not in message
+    assert toy.cluster.count("POST") == 0 and not backend.store.ids()
+    spec.options["queue"] = "q" * 63
+    workload = backend.dryrun(spec).request.manifests[-1]
+    assert workload["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q" * 63
+    assert semantic_errors(workload) == []

@@ -44,11 +44,6 @@ def _pods(toy: ToyCluster, job_id: str) -> list[str]:
     ]
 
 
-@pytest.fixture
-def kueue_kubeflow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ToyCluster]:
-    yield from start_toy(monkeypatch, tmp_path, install=("pytorchjob",), kueue=True)
-
-
 def test_a_pytorchjob_that_kueue_holds_is_not_pending_too_long(
     kueue_kubeflow: ToyCluster, backend: KubernetesBackend, workspace: Path
 ) -> None:

@@ -97,9 +97,14 @@ def test_run_as_root_opts_out_and_a_restricted_namespace_says_why(
     backend.cancel(job_id)
 
 
-def test_without_a_notebook_pod_nothing_is_inherited(toy: ToyCluster, workspace: Path) -> None:
+def test_without_a_notebook_pod_the_container_meets_restricted(toy: ToyCluster, workspace: Path) -> None:
     backend = KubernetesBackend(JobStore(workspace / ".disttrain" / "jobs"))
     outside = spec(workspace)
     outside.image = "pytorch:local"  # no notebook pod: the image decides who runs
-    job = backend.dryrun(outside).request.manifests[-1]
-    assert "securityContext" not in str(job)
+    pod = backend.dryrun(outside).request.manifests[-1]["spec"]["template"]["spec"]
+    assert "securityContext" not in pod  # no job dir on a PVC: no user of the pods' own
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }

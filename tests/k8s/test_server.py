@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.store import ROOT_ENV, JobStore
@@ -63,6 +64,12 @@ async def test_kubernetes_jobs_in_the_rest_api(
     assert ranked == {("node-0", 0), ("node-1", 1)} and logs["done"] is True
     again = await api(jp_fetch, "jobs", done, "logs", params={"offset": logs["offset"]})
     assert again["lines"] == []  # the resume token points past the last line
+
+    # A --queue too long for Kueue's label is the client's error, naming the flag (issue 34 item 19).
+    spec = ddp_spec(workspace, options={"flavor": "job", "queue": "q" * 64}).to_dict()
+    with pytest.raises(HTTPClientError) as err:
+        await api(jp_fetch, "jobs", method="POST", body=json.dumps({"script": "print(1)", "spec": spec}))
+    assert err.value.code == 400 and b"--queue " in (err.value.response.body or b"")
 
     await until(jp_fetch, slow, {"Running"})
     cancelled = await api(jp_fetch, "jobs", slow, "cancel", method="POST", body="{}")

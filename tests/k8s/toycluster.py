@@ -22,6 +22,7 @@ paths rewritten in argv, env and cwd.
 from __future__ import annotations
 
 import abc
+import base64
 import calendar
 import contextlib
 import os
@@ -313,7 +314,13 @@ class IndexedJobController(Loop):
 
 
 class PyTorchJobController(Loop):
-    """kubeflow.org/v1 PyTorchJob (training operator v1 behaviour, the parts the backend sees)."""
+    """kubeflow.org/v1 PyTorchJob (training operator v1 behaviour, the parts the backend sees).
+    A pod the API server refuses is a ``FailedCreatePod`` warning on the job, ``Error creating:``
+    and the refusal (kubeflow/common's pod control), recorded once per message here."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        super().__init__(cluster)
+        self._refused: set[tuple[str, str]] = set()
 
     def reconcile(self) -> None:
         pods = self.cluster.items(PODS)
@@ -333,7 +340,13 @@ class PyTorchJobController(Loop):
         if not finished and not mine:
             for rtype, rspec in sorted(specs.items()):
                 for i in range(rspec.get("replicas", 1)):
-                    self._create_replica(pj, rtype, i, rspec, total)
+                    try:
+                        self._create_replica(pj, rtype, i, rspec, total)
+                    except ApiStatus as exc:  # the operator's pod control: an event, then a retry
+                        if (pj["metadata"]["uid"], exc.message) not in self._refused:
+                            self._refused.add((pj["metadata"]["uid"], exc.message))
+                            c.record_event(pj, "Warning", "FailedCreatePod", f"Error creating: {exc.message}")
+                        return
             c.record_event(pj, "Normal", "PyTorchJobCreated", f"PyTorchJob {name} is created.")
             return
         phases = {n: p["status"].get("phase") for n, p in mine.items()}
@@ -723,7 +736,12 @@ class ProcessKubelet(Loop):
 
     A pod for one of ``gang_schedulers`` (its ``schedulerName``) is not the default scheduler's:
     it stays unbound, as a gang scheduler leaves the pods of a job waiting in its queue, until
-    ``release`` says that scheduler's queue let them go."""
+    ``release`` says that scheduler's queue let them go.
+
+    ``pull_seconds``: images whose pull takes that long (``Pulling``, then ``Pulled``: the
+    kubelet's events; the container waits in ``ContainerCreating`` meanwhile). ``scale_up``:
+    (seconds, GPUs) of a cluster autoscaler that adds a node with that many GPUs for a pod no
+    node fits (``TriggeredScaleUp`` on the pod, as cluster-autoscaler records it)."""
 
     def __init__(
         self,
@@ -734,8 +752,13 @@ class ProcessKubelet(Loop):
         image_env: dict[str, dict[str, str]] | None = None,
         nodes: int = 1,
         gang_schedulers: tuple[str, ...] = (),
+        pull_seconds: dict[str, float] | None = None,
+        scale_up: tuple[float, int] | None = None,
     ) -> None:
         super().__init__(cluster)
+        self.pull_seconds = dict(pull_seconds or {})
+        self.scale_up = scale_up
+        self._since: dict[tuple[str, str, str], float] = {}  # (ns, pod, what) -> when it began
         self.gang_schedulers = set(gang_schedulers)  # those not released hold their pods
         self.gpus = gpus
         self.bad_images = set(bad_images)
@@ -834,7 +857,9 @@ class ProcessKubelet(Loop):
                     ),
                 )
                 c.record_event(pod, "Warning", "FailedScheduling", msg)
-            return False
+            if not (gpus > self.gpus and self.scale_up and self._scale_up(pod, gpus)):
+                return False
+            node = self._pick_node(pod)
         if self._once(pod, "scheduled"):
 
             def bind(p: dict[str, Any]) -> None:
@@ -848,6 +873,8 @@ class ProcessKubelet(Loop):
             ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
             c.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
         pod["spec"]["nodeName"] = node
+        if not self._pulled(pod, ctr):
+            return False
         if ctr["image"] in self.bad_images:
             if self._once(pod, "pull"):
                 msg = f'Back-off pulling image "{ctr["image"]}"'
@@ -878,6 +905,44 @@ class ProcessKubelet(Loop):
                     c.record_event(pod, "Warning", "FailedMount", f'configmap "{cm["name"]}" not found')
                 return False
         threading.Thread(target=self._run_pod, args=(pod,), daemon=True).start()
+        return True
+
+    def _waited(self, pod: dict[str, Any], what: str, seconds: float) -> bool:
+        """Whether ``what`` began for this pod at least ``seconds`` ago (it begins now if not yet)."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"], what)
+        return time.monotonic() - self._since.setdefault(key, time.monotonic()) >= seconds
+
+    def _scale_up(self, pod: dict[str, Any], wanted: int) -> bool:
+        """The cluster autoscaler: a node that fits the pod, ``scale_up[0]`` seconds after it
+        triggered the scale-up; whether the node is there."""
+        assert self.scale_up is not None
+        seconds, gpus = self.scale_up
+        if wanted > gpus:
+            return False
+        if self._once(pod, "scale-up"):
+            n = len(self.nodes)
+            message = f"pod triggered scale-up: [{{gpu-pool {n}->{n + 1} (max: 8)}}]"
+            self.cluster.record_event(pod, "Normal", "TriggeredScaleUp", message)
+        if not self._waited(pod, "scale-up", seconds):
+            return False
+        self.nodes.append(f"fake-node-{len(self.nodes) + 1}")
+        self.gpus = gpus
+        return True
+
+    def _pulled(self, pod: dict[str, Any], ctr: dict[str, Any]) -> bool:
+        """Whether the pod's image is there: at once, or once its pull (``pull_seconds``) is done."""
+        seconds, image = self.pull_seconds.get(ctr["image"]), ctr["image"]
+        if seconds is None:
+            return True
+        if self._once(pod, "pulling"):
+            waiting = {"waiting": {"reason": "ContainerCreating"}}
+            self._update(pod, lambda p: p["status"].update(containerStatuses=[self._cstatus(ctr, waiting)]))
+            self.cluster.record_event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
+        if not self._waited(pod, "pull", seconds):
+            return False
+        if self._once(pod, "pulled"):
+            message = f'Successfully pulled image "{image}" in {seconds:g}s ({seconds:g}s including waiting)'
+            self.cluster.record_event(pod, "Normal", "Pulled", message)
         return True
 
     def _pick_node(self, pod: dict[str, Any]) -> str | None:
@@ -934,6 +999,8 @@ class ProcessKubelet(Loop):
                     cm = self.cluster.get(CONFIGMAPS, ns, vol["configMap"]["name"]) or {}
                     for fname, text in cm.get("data", {}).items():
                         (host / fname).write_text(text)
+                    for fname, data in cm.get("binaryData", {}).items():
+                        (host / fname).write_bytes(base64.b64decode(data))
                 out[m["mountPath"]] = str(host)
             elif "persistentVolumeClaim" in vol and not Path(m["mountPath"]).is_dir():
                 raise RuntimeError(f"PVC mount {m['mountPath']} is not a local directory")

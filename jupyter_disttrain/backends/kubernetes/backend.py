@@ -31,12 +31,13 @@ from ...specs import (
 from ...store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
+from . import podruntime
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named
 from .objects import JobObjects
 from .options import KubeOptions
 from .pending import note_queue, queue_hold
-from .planning import Planner, check_spec, device_line
+from .planning import SCRATCH_CHECKPOINTS, Planner, check_spec, device_line
 from .podlogs import pod_log_lines
 from .podscript import POD_STACKS
 from .reconcile import Reconciler, pods_informer
@@ -73,6 +74,8 @@ class KubernetesBackend(Backend):
 
     def _schedule(self, record: JobRecord) -> None:
         request = KubeRequest.from_json(record.request)
+        if request.logs_on_pvc:  # beside the script, where the pod wrapper looks for it
+            (self.store.job_dir(record.id) / podruntime.ARCHIVE).write_bytes(podruntime.archive())
         try:
             created = self.objects.create(request)
         except ApiError as exc:
@@ -88,8 +91,10 @@ class KubernetesBackend(Backend):
         if status is not None:  # the job's details say which accelerator it got, and why
             line = device_line(record.spec.nproc_per_node, request)
             status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
+            if not request.job_dir_on_pvc:
+                status.events.append(Event(now_iso(), "Warning", "ScratchCheckpoints", SCRATCH_CHECKPOINTS))
             # Created suspended (Kueue's webhook): queued from the start, whoever looks next.
-            note_queue(status, queue_hold(flavor_named(request.flavor), created[-1], status))
+            note_queue(status, queue_hold(flavor_named(request.flavor), created[-1], []))
             self.store.write_status(status)
 
     # -- observe ---------------------------------------------------------------------------

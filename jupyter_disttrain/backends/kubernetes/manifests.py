@@ -20,6 +20,7 @@ from ...launch import rank_env
 from ...launchers.base import PROCESS, Role
 from ...runtime import contract
 from ...specs import JobSpec, Volume
+from . import podruntime
 from .options import KubeOptions, parse_quantity
 from .podscript import POD_WRAPPER, PYTHON_LAUNCH, SAME_PYTHON, TORCHRUN
 
@@ -63,9 +64,14 @@ class Placement:
     accelerator_reason: str = ""
     notebook: str | None = None  # the notebook pod and container inherited from, if any
     node: str | None = None  # --colocate: the notebook pod's node, where every pod must run
-    # securityContext of the pods and of their container (the notebook's, or --run-as-root's)
+    # securityContext of the pods and of their container (podsecurity.py decides)
     pod_security: dict[str, Any] = field(default_factory=dict)
     container_security: dict[str, Any] = field(default_factory=dict)
+    # cpu and memory "requests"/"limits" taken from the notebook container where no --cpu or
+    # --memory says otherwise (a namespace's ResourceQuota may require them)
+    resources: dict[str, dict[str, str]] = field(default_factory=dict)
+    # What was decided for the user besides the flags, and why: lines of the dry run's header.
+    notes: tuple[str, ...] = ()
     # The launcher's role the pods run (its script arguments and env; DeepSpeed's config path,
     # MPLBACKEND...; a parameter server's DMLC_*); None: a plain torchrun worker on the spec's arguments.
     role: Role | None = None
@@ -133,14 +139,16 @@ def check_fit(spec: JobSpec, job_id: str, opts: KubeOptions, place: Placement, l
     """Refuse what the cluster would refuse later (or run wrongly): names, /dev/shm, mount paths.
     ``last_host`` is the longest hostname of the job's pods (its flavour names them)."""
     _check_names(spec, job_id, last_host)
+    memory = memory_limit(spec, place)
     if (
         opts.shm_size
-        and spec.memory
-        and parse_quantity(opts.shm_size, "--shm-size") > parse_quantity(spec.memory, "--memory")
+        and memory
+        and parse_quantity(opts.shm_size, "--shm-size") > parse_quantity(memory, "--memory")
     ):
+        limit = f"--memory {memory}" if spec.memory else f"the notebook container's memory limit {memory}"
         raise InvalidSpecError(
-            f"--shm-size {opts.shm_size} is larger than --memory {spec.memory}; /dev/shm counts against the "
-            "memory limit, so make it smaller"
+            f"--shm-size {opts.shm_size} is larger than {limit}; /dev/shm counts against the memory "
+            "limit, so make it smaller"
         )
     for v in place.volumes:
         if not v.mount_path.startswith("/") or v.mount_path.rstrip("/") in ("/dev/shm", CODE_DIR):
@@ -191,11 +199,19 @@ def configmap_size(obj: dict[str, Any]) -> int:
 
 
 def code_configmap(
-    spec: JobSpec, job_id: str, place: Placement, payload: dict[str, bytes | str] | None
+    spec: JobSpec,
+    job_id: str,
+    place: Placement,
+    payload: dict[str, bytes | str] | None,
+    runtime: bool = True,
 ) -> dict[str, Any]:
     """The ConfigMap that ships ``payload`` (script and side files) when the job dir is not on a
-    shared volume; without a payload it holds a placeholder (a dry run before packaging)."""
-    cm = configmap(job_id, place.namespace, payload or {spec.entrypoint: SCRIPT_PLACEHOLDER})
+    shared volume, and with ``runtime`` the job's runtime archive (for the pod wrapper); without
+    a payload it holds a placeholder (a dry run before packaging)."""
+    files = dict(payload or {spec.entrypoint: SCRIPT_PLACEHOLDER})
+    if runtime:
+        files[podruntime.ARCHIVE] = podruntime.archive()
+    cm = configmap(job_id, place.namespace, files)
     size = configmap_size(cm)
     if size > CONFIGMAP_LIMIT:
         raise InvalidSpecError(
@@ -238,10 +254,11 @@ def container_command(
     spec: JobSpec, job_id: str, place: Placement, replica_prefix: str, rank0: str | None
 ) -> list[str]:
     """``sh -c FIND_PYTHON jupyter-disttrain -c WRAPPER <log dir> <exit dir> <replica prefix> <job id>
-    <rank 0's replica> -- torchrun ... script args``: the image's python runs the wrapper, which runs
-    torchrun, or for a process role (one process per pod) the script itself with its own python.
-    ``replica_prefix`` goes before the pod's hostname minus the job id to name its replica; a
-    prefix ``=<name>`` is the replica's whole name."""
+    <rank 0's replica> <the job's runtime> -- torchrun ... script args``: the image's python runs
+    the wrapper, which runs torchrun, or for a process role (one process per pod) the script
+    itself with its own python. ``replica_prefix`` goes before the pod's hostname minus the job
+    id to name its replica; a prefix ``=<name>`` is the replica's whole name. The job's runtime
+    is the archive the job ships (``podruntime``), beside the script."""
     log_dir = exit_dir = "-"  # no shared job dir: logs via pods/log, no exit record
     if place.pvc_for_job_dir is not None:
         log_dir = posixpath.join(place.job_dir, contract.LOGS_DIR)
@@ -250,7 +267,8 @@ def container_command(
         launcher = [SAME_PYTHON, "-u", *program(spec, place)]
     else:
         launcher = [*TORCHRUN, *program(spec, place)]
-    wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", "--", *launcher]
+    runtime = podruntime.archive_path(files_dir(place))
+    wrapper_args = [log_dir, exit_dir, replica_prefix, job_id, rank0 or "-", runtime, "--", *launcher]
     return [*PYTHON_LAUNCH, "-c", POD_WRAPPER, *wrapper_args]
 
 
@@ -292,7 +310,7 @@ def pod_template(
         "command": container_command(spec, job_id, place, replica_prefix, rank0),
         "workingDir": working_dir,
         "env": _env(spec, job_id, place, working_dir, extra_env),
-        "resources": _resources(spec, place.gpu),
+        "resources": _resources(spec, place),
         "volumeMounts": mounts,
         # A container that fails before writing a log file (no python, no torchrun) still shows
         # why: the kubelet puts the end of its output into the status.
@@ -349,7 +367,7 @@ def _volumes(
             mount["subPath"] = v.sub_path
         mounts.append(mount)
     shm: dict[str, Any] = {"medium": "Memory"}
-    shm_size = opts.shm_size or _default_shm(spec.memory)
+    shm_size = opts.shm_size or _default_shm(memory_limit(spec, place))
     if shm_size:
         shm["sizeLimit"] = shm_size
     volumes.append({"name": "dshm", "emptyDir": shm})
@@ -387,18 +405,27 @@ def _pod_fields(opts: KubeOptions, place: Placement) -> dict[str, Any]:
     return pod_spec
 
 
-def _resources(spec: JobSpec, gpu: bool) -> dict[str, Any]:
-    """Requests = limits (Guaranteed QoS when both are set); GPUs are whole-device limits."""
-    amounts: dict[str, str] = {}
-    if spec.cpu:
-        parse_quantity(spec.cpu, "--cpu")
-        amounts["cpu"] = spec.cpu
-    if spec.memory:
-        parse_quantity(spec.memory, "--memory")
-        amounts["memory"] = spec.memory
-    if gpu:
-        amounts["nvidia.com/gpu"] = str(spec.nproc_per_node)
-    return {"limits": dict(amounts), "requests": dict(amounts)} if amounts else {}
+def memory_limit(spec: JobSpec, place: Placement) -> str | None:
+    """The pods' memory limit: ``--memory``, else the notebook container's, if any."""
+    return spec.memory or place.resources.get("limits", {}).get("memory")
+
+
+def _resources(spec: JobSpec, place: Placement) -> dict[str, Any]:
+    """``--cpu``/``--memory`` as requests = limits (Guaranteed QoS when both are set), else the
+    notebook container's own requests and limits; GPUs are whole-device limits."""
+    out: dict[str, dict[str, str]] = {"limits": {}, "requests": {}}
+    for name, flag, value in (("cpu", "--cpu", spec.cpu), ("memory", "--memory", spec.memory)):
+        if value:
+            parse_quantity(value, flag)
+            out["limits"][name] = out["requests"][name] = value
+            continue
+        for part, amounts in out.items():
+            inherited = place.resources.get(part, {}).get(name)
+            if inherited:
+                amounts[name] = inherited
+    if place.gpu:
+        out["limits"]["nvidia.com/gpu"] = out["requests"]["nvidia.com/gpu"] = str(spec.nproc_per_node)
+    return {part: amounts for part, amounts in out.items() if amounts}
 
 
 def _default_shm(memory: str | None) -> str | None:

@@ -36,46 +36,16 @@ def choose_accelerator(accelerator: str, container: dict[str, Any] | None) -> tu
     return False, f"the notebook container has no {GPU_RESOURCE} limit; pass --accelerator gpu for GPUs"
 
 
-# The securityContext fields a job takes over from the notebook: who the processes run as (so
-# files on the shared PVC keep the user's owner), and what PodSecurity "restricted" requires.
-POD_SECURITY_FIELDS = (
-    "runAsUser",
-    "runAsGroup",
-    "runAsNonRoot",
-    "fsGroup",
-    "fsGroupChangePolicy",
-    "supplementalGroups",
-    "seccompProfile",
-)
-CONTAINER_SECURITY_FIELDS = (
-    "runAsUser",
-    "runAsGroup",
-    "runAsNonRoot",
-    "allowPrivilegeEscalation",
-    "capabilities",
-    "seccompProfile",
-)
-ROOT = {"runAsUser": 0, "runAsNonRoot": False}  # --run-as-root: the container's securityContext
-
-
-def security_contexts(
-    pod: dict[str, Any] | None, container: dict[str, Any], run_as_root: bool
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The pod- and container-level ``securityContext`` of the job's pods: the notebook's, or
-    root with ``--run-as-root``; empty without a notebook pod (the image decides)."""
-    if run_as_root:
-        return {}, dict(ROOT)
-    if pod is None:
-        return {}, {}
-    return (
-        _pick(pod.get("spec", {}).get("securityContext"), POD_SECURITY_FIELDS),
-        _pick(container.get("securityContext"), CONTAINER_SECURITY_FIELDS),
-    )
-
-
-def _pick(context: dict[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
-    given = context or {}
-    return {k: given[k] for k in keys if given.get(k) is not None}
+def container_resources(container: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The notebook container's cpu and memory ``requests`` and ``limits`` (those it sets): a
+    namespace whose ResourceQuota admitted it admits pods that ask the same."""
+    given = container.get("resources") or {}
+    out: dict[str, dict[str, str]] = {}
+    for part in ("requests", "limits"):
+        amounts = {k: str(v) for k, v in (given.get(part) or {}).items() if k in ("cpu", "memory")}
+        if amounts:
+            out[part] = amounts
+    return out
 
 
 # Containers that meshes, proxies and secret stores inject next to the notebook, often first.

@@ -41,6 +41,7 @@ _DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}")
 _LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
+LABEL_VALUE_MAX = 63
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")
 DEFAULT_PENDING_TIMEOUT = 900.0  # seconds a job may wait for all its pods to start
@@ -131,6 +132,7 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
                 f"{flag} {value!r} is not a Kubernetes object name (lower-case, digits, '-', '.')"
             )
         names[key] = value
+    _check_queue(names["queue"])
     version = options.get("k8s_version")
     return KubeOptions(
         flavor=flavor,
@@ -147,6 +149,16 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
         group_access=_opt_bool(options, "group_access"),
         pending_timeout=parse_duration(options.get("pending_timeout"), "--pending-timeout"),
     )
+
+
+def _check_queue(queue: str | None) -> None:
+    """A queue name is also the value of Kueue's label on the workload: at most 63 characters
+    (the API server refuses a longer one only at submit, with a 422)."""
+    if queue is not None and len(queue) > LABEL_VALUE_MAX:
+        raise InvalidSpecError(
+            f"--queue {queue[:20]}...: {len(queue)} characters, over the {LABEL_VALUE_MAX} of a label value "
+            "(Kueue's kueue.x-k8s.io/queue-name); name a queue of at most 63 characters"
+        )
 
 
 def parse_duration(value: Any, flag: str) -> float:

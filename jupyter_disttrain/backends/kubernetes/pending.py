@@ -6,10 +6,16 @@ and PyTorchJob and T9k have their own fields. So the backend keeps the clock: fr
 while no pod has run, else from when this process first saw a replica waiting.
 
 A job waiting in a queue is never pending too long: Kueue holds its workload suspended, a gang
-scheduler leaves its pods unbound until the whole job fits. The clock starts when the queue lets
-it go. That moment is kept in the status (``Queued`` and ``Admitted`` events of our own), so a
+scheduler (a pod's ``schedulerName`` other than the default's: Volcano, T9k's) leaves its pods
+unbound until the whole job fits. A ``schedulingPolicy.queue`` with the default scheduler holds
+nothing: pods it cannot place are stuck, and time out. The clock starts when the queue lets it
+go. That moment is kept in the status (``Queued`` and ``Admitted`` events of our own), so a
 process that did not see the job queued (the Jupyter server, restarted) still knows it: between
 Kueue's un-suspend and the controller's ``status.startTime`` the job looks as if it had never run.
+
+Nor is a job pending too long while the cluster works on its pods: a node the autoscaler is
+adding, an image being pulled (``status.PROGRESS``). The clock stops meanwhile and counts again
+from when that ended (a pod scheduled on the new node, an image pulled).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
+from .status import PROGRESS
 
 if TYPE_CHECKING:  # the flavours build on the status module, which this one sits beside
     from .flavors import Flavor
@@ -25,16 +32,34 @@ if TYPE_CHECKING:  # the flavours build on the status module, which this one sit
 QUEUED, ADMITTED = "Queued", "Admitted"
 
 
-def queue_hold(flavor: Flavor, workload: dict[str, Any] | None, status: JobStatus) -> str | None:
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+def queue_hold(flavor: Flavor, workload: dict[str, Any] | None, pods: list[dict[str, Any]]) -> str | None:
     """What holds the job in a queue (its turn, not its pods), or None when nothing does."""
     if workload is None:
         return None
     if flavor.suspended(workload):
         return "the workload is suspended until its queue admits it (Kueue)"
     queue = flavor.gang_queue(workload)
-    if queue and any(r.phase is JobPhase.PENDING and not r.node for r in status.replicas):
-        return f"waiting in queue {queue!r} until the scheduler places all its pods"
+    gangs = sorted({name for p in pods if _unbound(p) and (name := _gang_scheduler(p))})
+    if queue and gangs:
+        return f"waiting in queue {queue!r} until {', '.join(gangs)} places all its pods"
     return None
+
+
+def _gang_scheduler(pod: dict[str, Any]) -> str | None:
+    """The pod's scheduler when it is not the default one (a gang scheduler holds a queue's pods)."""
+    name: str | None = pod.get("spec", {}).get("schedulerName")
+    return None if name in (None, "", DEFAULT_SCHEDULER) else name
+
+
+def _unbound(pod: dict[str, Any]) -> bool:
+    return (
+        pod.get("status", {}).get("phase", "Pending") == "Pending"
+        and not pod.get("spec", {}).get("nodeName")
+        and not pod.get("metadata", {}).get("deletionTimestamp")
+    )
 
 
 def note_queue(status: JobStatus, held: str | None) -> None:
@@ -54,15 +79,24 @@ class PendingClock:
 
     def __init__(self) -> None:
         self._since: dict[str, float] = {}
+        self._paused: dict[str, float] = {}  # job id -> when this process last saw its clock stopped
 
     def overdue(self, status: JobStatus, held: str | None, timeout: float) -> bool:
         """Whether ``status`` has had a replica waiting to start for more than ``timeout`` seconds.
-        A job ``held`` in a queue is not waiting for its pods but for its turn."""
-        waiting = any(r.phase is JobPhase.PENDING for r in status.replicas)
-        if timeout <= 0 or status.is_terminal or held or not waiting:
-            self._since.pop(status.job_id, None)
+        A job ``held`` in a queue is not waiting for its pods but for its turn, nor is one whose
+        pods the cluster works on (a node coming, an image pulling): the clock stops, and counts
+        again from when that ended."""
+        job = status.job_id
+        waiting = [r for r in status.replicas if r.phase is JobPhase.PENDING]
+        if timeout <= 0 or status.is_terminal or not waiting:
+            self._since.pop(job, None)
+            self._paused.pop(job, None)
             return False
-        since = self._since.setdefault(status.job_id, _wait_start(status))
+        if held or any(r.reason in PROGRESS for r in waiting):
+            self._since.pop(job, None)
+            self._paused[job] = time.time()
+            return False
+        since = self._since.setdefault(job, max(_wait_start(status), self._paused.get(job, 0.0)))
         return time.time() - since > timeout
 
 

@@ -25,8 +25,9 @@ from . import manifests as mf
 from .claims import check_claims
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import Flavor, discover, flavor_named, process_roles
-from .notebook import choose_accelerator, find_own_pod, notebook_container, security_contexts
+from .notebook import choose_accelerator, container_resources, find_own_pod, notebook_container
 from .options import FLAVORS, KubeOptions, parse_options, parse_quantity
+from .podsecurity import pod_security
 from .request import KubeRequest
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
@@ -100,21 +101,20 @@ class Planner:
         version = opts.k8s_version or (_server_version(client) if client else None) or DEFAULT_K8S_VERSION
         secrets = tuple(s["name"] for s in pod_spec.get("imagePullSecrets", []) or [] if s.get("name"))
         gpu, why = choose_accelerator(spec.accelerator, container if pod else None)
-        pod_security, container_security = security_contexts(pod, container, opts.run_as_root)
+        job_dir = str(self.store.job_dir(job_id))
         return mf.Placement(
             namespace=namespace,
             image=image,
             flavor=flavor,
             k8s_version=version,
-            job_dir=str(self.store.job_dir(job_id)),
+            job_dir=job_dir,
             volumes=tuple(volumes),
             image_pull_secrets=secrets,
             gpu=gpu,
             accelerator_reason=why,
             notebook=_inherited_from(pod, container, found),
             node=node,
-            pod_security=pod_security,
-            container_security=container_security,
+            **_from_notebook(spec, opts, pod, container, job_dir, volumes),
         )
 
     def discover_flavor(self) -> str:
@@ -136,6 +136,7 @@ class Planner:
                 "admit one by one (workers could hold quota while the scheduler waits); leave out --queue"
             )
         place = self.placement(spec, job_id, opts, "job" if per_replica else None, process)
+        _check_resume(spec, place)
         flavor = flavor_named(place.flavor)
         ctx = _launch_context(spec, job_id, place, flavor, per_replica)
         roles = get_launcher(spec.launcher).roles(spec, ctx)
@@ -152,6 +153,7 @@ class Planner:
             device_reason=place.accelerator_reason,
             notebook_pod=place.notebook,
             roles=[role.to_json() for role in roles],
+            job_dir_on_pvc=place.pvc_for_job_dir is not None,
         )
         header = (
             f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
@@ -160,12 +162,34 @@ class Planner:
         )
         if place.notebook:
             header += f"# inherited from the notebook: {place.notebook}\n"
+        header += "".join(f"# {note}\n" for note in place.notes)
         if place.pvc_for_job_dir is None:
             header += (
                 "# the job dir is not on a mounted PVC: the script ships in a ConfigMap, logs via pods/log\n"
+                f"# {SCRATCH_CHECKPOINTS}\n"
             )
         text = header + yaml.dump_all(request.manifests, Dumper=_Dumper, sort_keys=False, width=110)
         return DryRun(job_id=job_id, job_dir=place.job_dir, backend=self.backend, request=request, text=text)
+
+
+# Said in the dry run and as an event of a job whose dir is not on a PVC.
+SCRATCH_CHECKPOINTS = (
+    "checkpoints live only as long as the pods: their job dir is scratch of their own, so a replaced "
+    "pod or a later --resume cannot find them; put the job dir on a PVC (--pvc) to keep them"
+)
+
+
+def _check_resume(spec: JobSpec, place: mf.Placement) -> None:
+    """A ``--resume`` checkpoint must be where the pods see it: under a claim they mount, at the
+    same path (the notebook's own files are not in the pods)."""
+    resumed = spec.resumed_from
+    if resumed is None or any(mf.under(resumed.path, v.mount_path) for v in place.volumes):
+        return
+    raise InvalidSpecError(
+        f"--resume {spec.resume}: checkpoint {resumed.path} is on no PVC the pods mount, so they "
+        "cannot read it; mount the claim that holds it at the same path (--pvc CLAIM:PATH, PATH a "
+        "directory above it)"
+    )
 
 
 def _launch_context(
@@ -227,6 +251,42 @@ def _namespace(opts: KubeOptions, pod: dict[str, Any] | None, client: KubeClient
         or (client.default_namespace if client else None)
         or "default"
     )
+
+
+def _from_notebook(
+    spec: JobSpec,
+    opts: KubeOptions,
+    pod: dict[str, Any] | None,
+    container: dict[str, Any],
+    job_dir: str,
+    volumes: list[Volume],
+) -> dict[str, Any]:
+    """Who the pods run as and the cpu and memory they ask for (``Placement`` fields), and the
+    dry run's notes on both: from the notebook pod where there is one (``podsecurity``)."""
+    claim = next((v for v in volumes if mf.under(job_dir, v.mount_path)), None)
+    if opts.group_access and claim is None:
+        raise InvalidSpecError(
+            f"--group-access lets the group read the job dir on a shared PVC, and {job_dir} is on no "
+            "PVC the pods mount: leave it out, or put the job root on a PVC (--pvc CLAIM:PATH)"
+        )
+    security = pod_security(pod, container, run_as_root=opts.run_as_root, job_dir_claim=claim)
+    resources = container_resources(container) if pod else {}
+    return {
+        "pod_security": security.pod,
+        "container_security": security.container,
+        "resources": resources,
+        "notes": tuple(n for n in (security.note, _resources_note(spec, resources)) if n),
+    }
+
+
+def _resources_note(spec: JobSpec, inherited: dict[str, dict[str, str]]) -> str | None:
+    """What the pods take of the notebook container's cpu and memory (no --cpu/--memory said)."""
+    taken = {
+        part: ",".join(f"{k}={v}" for k, v in amounts.items() if getattr(spec, k) is None)
+        for part, amounts in inherited.items()
+    }
+    said = "; ".join(f"{part} {text}" for part, text in taken.items() if text)
+    return f"resources from the notebook container: {said} (--cpu/--memory to change)" if said else None
 
 
 def _inherited_from(pod: dict[str, Any] | None, container: dict[str, Any], found: str) -> str | None:

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...runtime import contract, sampler, worker
+from ...runtime import contract, sampler
+from . import podruntime
 
 # The pod's PID 1: runs the launcher, copies its output to stdout (pods/log) and, when the job
 # dir is on the shared PVC, to <job_dir>/logs/<replica>.log so the output outlives the pod, and
 # records its end in <job_dir>/exits/<replica>.json: the job's verdict once a TTL removed the
-# workload (and its pods) before anyone looked.
+# workload (and its pods) before anyone looked. Its own notices (say) go the same way, so the
+# job's logs show them; the exit record also says whether the ranks ran under the rank wrapper.
 # torchrun exits 1 whichever rank failed; the wrapper exits with the failed rank's own code,
 # read from the "Root Cause" of torchrun's failure report at the end of the output.
+# The job ships its runtime (podruntime.py: a zip beside the script, argv "runtime"): torchrun's
+# ranks run under its rank wrapper, as on this machine (the libraries get DISTTRAIN_RESUME_FROM
+# and the checkpoint dir without code, an uncaught error writes the em runs out, a finished rank
+# skips the interpreter's teardown), whatever jupyter_disttrain the image has, if any.
+# A pod that replaces an earlier one of its replica (an eviction, a drain, a failure the Job
+# retries: its log file on the PVC is already there) gives its ranks DISTTRAIN_RESUME_FROM = the
+# job's newest complete checkpoint (the runtime's restarts.py); rank 0's replica keeps the newest
+# --keep-checkpoints of them (its retention.py), which the rank wrapper then leaves to this one.
 # With the job dir on the PVC it also samples the pod's ranks (torchrun's children, named by their
 # RANK) into <job_dir>/metrics/rank-N.jsonl, as the local launcher does (a process role's pod, which
 # runs the script itself, samples that process as its replica: metrics/server-0.jsonl): the source of
@@ -20,13 +30,9 @@ from ...runtime import contract, sampler, worker
 # when used, and an image without psutil gets one line and no samples). The pod of rank 0's replica
 # (argv "rank0") also follows the job's mlflow.db into its TensorBoard dir (mlflowtb, imported from
 # the image's jupyter_disttrain: without it, one line), stopped after torchrun, before the exit record.
-# A pod that replaces an earlier one of its replica (an eviction, a drain, a failure the Job
-# retries: its log file on the PVC is already there) gives its ranks DISTTRAIN_RESUME_FROM = the
-# job's newest complete checkpoint (runtime/restarts.py, from the image's jupyter_disttrain); rank
-# 0's replica keeps the newest --keep-checkpoints of them (runtime/retention.py, the same way).
 _WRAPPER = """\
-import json, os, re, signal, socket, subprocess, sys, time
-log_dir, exit_dir, prefix, job_id, rank0, _, *cmd = sys.argv[1:]
+import importlib, json, os, re, signal, socket, subprocess, sys, threading, time
+log_dir, exit_dir, prefix, job_id, rank0, runtime, _, *cmd = sys.argv[1:]
 host = os.environ.get("HOSTNAME") or socket.gethostname()
 replica = prefix + (host[len(job_id) + 1:] if host.startswith(job_id + "-") else host)
 if prefix.startswith("="):
@@ -34,7 +40,22 @@ if prefix.startswith("="):
 direct = cmd[0] == SAME_PYTHON  # one process of a role, no torchrun: it is the replica
 if direct:
     cmd[0] = sys.executable
-out, tail = None, b""
+out, tail, lock = None, b"", threading.Lock()
+def emit(chunk):
+    global tail
+    with lock:
+        tail = (tail + chunk)[-65536:]
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        if out:
+            out.write(chunk)
+def say(line):
+    emit(f"jupyter-disttrain: {line}\\n".encode())
+def shipped(module):  # a module of the job's own runtime
+    return importlib.import_module(RUNTIME_PACKAGE + "." + module)
+has_runtime = os.path.isfile(runtime)
+if has_runtime:
+    sys.path.insert(0, runtime)
 if log_dir != "-":
     os.makedirs(log_dir, exist_ok=True)
     pod_log = os.path.join(log_dir, replica + ".log")
@@ -42,32 +63,25 @@ if log_dir != "-":
     out = open(pod_log, "ab", buffering=0)
     if replaced:  # its ranks start from the job's newest complete checkpoint, when it has one
         try:
-            from jupyter_disttrain.runtime.restarts import resume_from_newest
-            resume_from_newest(os.path.dirname(log_dir))
+            if shipped("restarts").resume_from_newest(os.path.dirname(log_dir), say) is None:
+                say("replaced pod: the job has no complete checkpoint yet; the script starts over")
         except Exception as exc:
-            sys.stderr.write(f"jupyter-disttrain: replaced pod, no checkpoint to resume from: {exc}\\n")
-def emit(chunk):
-    global tail
-    tail = (tail + chunk)[-65536:]
-    sys.stdout.buffer.write(chunk)
-    sys.stdout.buffer.flush()
-    if out:
-        out.write(chunk)
+            say(f"replaced pod, no checkpoint to resume from: {exc}")
 # A process role's one process is the replica: named by REPLICA_ENV, as on this machine.
 child_env = dict(os.environ, **{REPLICA_ENV: replica}) if direct else None
-# torchrun's ranks run under the image's rank wrapper when it has one, as on this machine: the
-# libraries get DISTTRAIN_RESUME_FROM and the checkpoint dir without code (runtime/libresume.py),
-# an uncaught error writes the em runs out, a finished rank skips the interpreter's teardown.
-# --keep-checkpoints stays this wrapper's (rank 0's replica prunes below), not rank 0's too.
-if not direct and cmd[:len(TORCHRUN)] == TORCHRUN:
-    try:
-        import importlib.util
-        wrapped = importlib.util.find_spec(RANK_WRAPPER) is not None
-    except Exception:
-        wrapped = False
-    if wrapped:
-        cmd[len(TORCHRUN):len(TORCHRUN)] = ["-m", RANK_WRAPPER]
-        child_env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
+if direct:
+    rank_wrapper = "none: this replica's one process is the script (no torchrun)"
+elif cmd[:len(TORCHRUN)] != TORCHRUN:
+    rank_wrapper = "none: the ranks are not started by torchrun"
+elif not has_runtime:
+    rank_wrapper = f"none: the job's runtime {runtime} is not in this pod"
+    say(f"ranks run without the rank wrapper: the job's runtime {runtime} is not in this pod")
+else:
+    cmd[len(TORCHRUN):len(TORCHRUN)] = ["-m", RUNTIME_PACKAGE + ".worker"]
+    # --keep-checkpoints stays this wrapper's (rank 0's replica prunes below), not rank 0's too.
+    child_env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (runtime, os.environ.get("PYTHONPATH")) if p)
+    rank_wrapper = f"{RUNTIME_PACKAGE}.worker, this job's own release ({runtime})"
 try:
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env)
 except FileNotFoundError:
@@ -80,8 +94,6 @@ def forward(num, frame):
     child.send_signal(num)
 for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, forward)
-def say(line):
-    sys.stderr.write(f"jupyter-disttrain: {line}\\n")
 def sample_ranks():
     try:
         import psutil
@@ -122,8 +134,7 @@ if log_dir != "-" and replica == rank0:
         say(f"MLflow metrics are not written into TensorBoard: {exc}")
 if log_dir != "-" and replica == rank0 and os.environ.get(KEEP_ENV):
     try:  # --keep-checkpoints: prunes while the ranks run and once as this wrapper exits
-        from jupyter_disttrain.runtime import retention
-        retention.start(0)
+        shipped("retention").start(0)
     except Exception as exc:
         say(f"--keep-checkpoints is not applied: {exc}")
 for chunk in iter(lambda: child.stdout.read1(65536), b""):
@@ -139,8 +150,9 @@ def record(code):
     os.makedirs(exit_dir, exist_ok=True)
     path = os.path.join(exit_dir, replica + ".json")
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    end = {"exit_code": code, "finish_time": when, "signal": (stopped_by or [None])[0]}
     with open(path + ".tmp", "w") as f:
-        json.dump({"exit_code": code, "finish_time": when, "signal": (stopped_by or [None])[0]}, f)
+        json.dump({**end, "rank_wrapper": rank_wrapper}, f)
     os.replace(path + ".tmp", path)
 code = exit_code(child.wait())
 if mlflow_tb:
@@ -148,21 +160,21 @@ if mlflow_tb:
 try:
     record(code)
 except OSError as exc:  # the verdict is also in the pod's status while the pod exists
-    emit(f"jupyter-disttrain: cannot record the exit in {exit_dir}: {exc}\\n".encode())
+    say(f"cannot record the exit in {exit_dir}: {exc}")
 sys.exit(code)
 """
 # The first word of a command the wrapper runs with its own interpreter (the image's python, as
 # found below): a process role's script, which no torchrun starts.
 SAME_PYTHON = "{python}"
-# How a pod starts its ranks: ``TORCHRUN SCRIPT ARGS``; the wrapper puts ``-m RANK_WRAPPER`` after
-# it when the image has jupyter_disttrain.
+# How a pod starts its ranks: ``TORCHRUN SCRIPT ARGS``; the wrapper puts ``-m <the shipped rank
+# wrapper>`` after it.
 TORCHRUN = ["torchrun", "--tee", "3"]
 POD_WRAPPER = (
     Path(sampler.__file__).read_text(encoding="utf-8")
     + f"INTERVAL = {sampler.DEFAULT_INTERVAL!r}\nSAME_PYTHON = {SAME_PYTHON!r}\n"
     + f"REPLICA_ENV = {contract.REPLICA_ENV!r}\n"
     + f"KEEP_ENV = {contract.KEEP_CHECKPOINTS_ENV!r}\n"
-    + f"TORCHRUN = {TORCHRUN!r}\nRANK_WRAPPER = {worker.__name__!r}\n"
+    + f"TORCHRUN = {TORCHRUN!r}\nRUNTIME_PACKAGE = {podruntime.PACKAGE!r}\n"
     + _WRAPPER
 )
 

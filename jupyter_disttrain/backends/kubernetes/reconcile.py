@@ -73,7 +73,7 @@ class Reconciler:
             self._ended_at.pop(record.id, None)
             if not flavor.workload_end(conditions_of(workload), workload.get("status") or {}):
                 self._remove_running(record)
-        held = queue_hold(flavor, workload, new)
+        held = queue_hold(flavor, workload, own_pods)
         note_queue(new, held)
         if held and not new.is_terminal and not new.reason:
             new.reason, new.message = QUEUED, held

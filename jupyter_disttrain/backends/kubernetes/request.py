@@ -29,6 +29,8 @@ class KubeRequest:
     # flavour's replicas (one per node, each running torchrun on the role's arguments), or one
     # per replica of a process role (a parameter server's).
     roles: list[dict[str, Any]] = field(default_factory=list)
+    # The pods see the job dir on a PVC (else a scratch dir of their own: checkpoints die with them).
+    job_dir_on_pvc: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -45,4 +47,5 @@ class KubeRequest:
             device_reason=str(data.get("device_reason", "")),
             notebook_pod=data.get("notebook_pod"),
             roles=list(data.get("roles", [])),
+            job_dir_on_pvc=bool(data.get("job_dir_on_pvc", data.get("logs_on_pvc"))),
         )

@@ -84,7 +84,13 @@ def replicas_from_pods(
         rep = replica_from_pod(flavor, job_id, group[-1])
         rep.restarts += len(group) - 1
         warning = (warnings or {}).get(group[-1]["metadata"].get("name", ""))
-        if warning is not None and rep.phase is JobPhase.PENDING and rep.reason in (None, *_STARTING):
+        # A node being added explains an unschedulable pod better than the scheduler does.
+        own = (
+            None,
+            *_STARTING,
+            *(("Unschedulable",) if warning and warning.reason == WAITING_FOR_NODE else ()),
+        )
+        if warning is not None and rep.phase is JobPhase.PENDING and rep.reason in own:
             rep.reason, rep.message = warning.reason, warning.message
         out[name] = rep
     roles = list(dict.fromkeys(r.role for r in expected))
@@ -94,9 +100,11 @@ def replicas_from_pods(
 
 
 # Warnings that explain why a pod (or the workload's pods) cannot start; the kubelet reports
-# image pulls as reason "Failed" with the message "Error: ErrImagePull".
+# image pulls as reason "Failed" with the message "Error: ErrImagePull". A workload's controller
+# says it could not create its pods: FailedCreate (Job), FailedCreatePod (the training operator).
 STUCK_REASONS = (
     "FailedCreate",
+    "FailedCreatePod",
     "FailedScheduling",
     "FailedAttachVolume",
     "FailedMount",
@@ -104,19 +112,59 @@ STUCK_REASONS = (
     "ErrImagePull",
 )
 _STARTING = ("ContainerCreating", "PodInitializing")
+# What the cluster is doing for a pod that has not started yet, named from its events: the
+# kubelet pulling its image (``Pulling`` until ``Pulled`` or a failure), the cluster autoscaler
+# adding a node for it (``TriggeredScaleUp`` until it is scheduled or ``NotTriggerScaleUp``).
+PULLING_IMAGE, WAITING_FOR_NODE = "PullingImage", "WaitingForNode"
+PROGRESS = (PULLING_IMAGE, WAITING_FOR_NODE)
+_ENDS = {PULLING_IMAGE: ("Pulled", "Failed", "BackOff"), WAITING_FOR_NODE: ("NotTriggerScaleUp", "Scheduled")}
 
 
 def latest_warnings(events: list[Event]) -> dict[str, Event]:
-    """Object name → its latest warning that says why it cannot start (reason normalised)."""
+    """Object name → what says why it has not started: its latest warning (reason normalised),
+    or the work in progress for it (``PROGRESS``), which a later event may end."""
     out: dict[str, Event] = {}
     for ev in events:  # oldest first: later ones win
         reason = ev.reason
         if reason == "Failed" and ev.message.startswith("Error: "):
             reason = ev.message[len("Error: ") :]
+        name = (ev.object or "").partition("/")[2]
+        now = out.get(name)
+        if now is not None and now.reason in PROGRESS and ev.reason in _ENDS[now.reason]:
+            del out[name]
+            now = None
         if ev.type == "Warning" and reason in STUCK_REASONS:
-            name = (ev.object or "").partition("/")[2]
-            out[name] = Event(ev.time, ev.type, reason, ev.message, ev.object, ev.count)
+            if not (now is not None and now.reason == WAITING_FOR_NODE and reason == "FailedScheduling"):
+                out[name] = Event(ev.time, ev.type, reason, ev.message, ev.object, ev.count)
+        elif ev.reason == "Pulling":  # 'Pulling image "pytorch:2.13"'
+            out[name] = Event(ev.time, ev.type, PULLING_IMAGE, _lower_first(ev.message), ev.object, ev.count)
+        elif ev.reason == "TriggeredScaleUp":  # "pod triggered scale-up: [{pool 1->2 (max: 5)}]"
+            message = f"waiting for a node: {ev.message}"
+            out[name] = Event(ev.time, ev.type, WAITING_FOR_NODE, message, ev.object, ev.count)
     return out
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+# Admission refusals that no retry gets past (unlike a quota that is used up now): the pods as
+# specified are refused. What each says, and what to do about it.
+_PERMANENT = (
+    ("violates PodSecurity", "the namespace's PodSecurity level refuses these pods"),
+    (
+        "must specify",
+        "the namespace's ResourceQuota needs cpu and memory requests and limits: pass --cpu and --memory",
+    ),
+    ("no PriorityClass with name", "no such priority class: check --priority-class"),
+    ("error looking up service account", "no such service account: check --service-account"),
+)
+
+
+def permanent_refusal(message: str) -> str | None:
+    """What to do about an admission refusal of the job's pods that will not change by waiting;
+    None for one that may (an exceeded quota, a webhook that is down)."""
+    return next((hint for words, hint in _PERMANENT if words in message), None)
 
 
 def conditions_of(workload: dict[str, Any] | None) -> list[Condition]:
@@ -207,6 +255,9 @@ def build_status(
     if refused and not phase.is_terminal and any(r.name not in with_pods for r in status.replicas):
         # The workload's own warning (FailedCreate: a quota or PodSecurity refused its pods).
         reason, message = refused.reason, refused.message
+        hint = permanent_refusal(refused.message)
+        if hint:  # no wait for the pending timeout: the job fails now, saying what to change
+            phase, message = JobPhase.FAILED, f"{hint}: {refused.message}"
     if phase.is_terminal and not final:
         message = f"the workload ended ({reason or phase.value}); waiting for its pods to report"
         phase, reason = JobPhase.RUNNING, "Ending"

@@ -118,7 +118,7 @@ class Flavor(abc.ABC):
         mf.check_fit(spec, job_id, opts, place, self.last_hostname(job_id, spec))
         objects: list[dict[str, Any]] = []
         if place.pvc_for_job_dir is None:
-            objects.append(mf.code_configmap(spec, job_id, place, payload))
+            objects.append(mf.code_configmap(spec, job_id, place, payload, runtime=self.runs_wrapper))
         return objects + self.workload_objects(spec, job_id, opts, place)
 
     @abc.abstractmethod
