@@ -35,6 +35,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.rendezvous",
         "runtime.retention",
         "runtime.sampler",
+        "runtime.secrets",
         "runtime.worker",
     ],
     # The user's experiment tracking inside the training processes.
