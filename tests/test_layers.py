@@ -167,6 +167,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.slurm.options",
         "backends.slurm.parse",
         "backends.slurm.request",
+        "backends.slurm.sbatchargs",
         "backends.slurm.script",
         "backends.slurm.stacks",
         "backends.slurm.states",
