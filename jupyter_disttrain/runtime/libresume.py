@@ -13,7 +13,9 @@ the module (``importhook.after_import``: nothing is imported that the script doe
   without a ``checkpoint_id`` or ``storage_reader`` gets it;
 - with ``DISTTRAIN_CHECKPOINT_DIR`` set (every job): Lightning's ``ModelCheckpoint`` without a
   ``dirpath`` (the Trainer's default one too) saves there when the Trainer has no
-  ``default_root_dir`` of the user's either, so the job lists what it saves.
+  ``default_root_dir`` of the user's either, so the job lists what it saves; so does a Hugging
+  Face ``Trainer`` whose ``TrainingArguments`` has no ``output_dir`` of the user's (its
+  ``checkpoint-N`` dirs land in the job's checkpoint dir, not in ``./trainer_output``).
 
 Standard library only; the libraries' objects are reached through the modules given.
 """
@@ -32,6 +34,7 @@ LIGHTNING = ("lightning.pytorch", "pytorch_lightning")
 DEEPSPEED_ENGINE = "deepspeed.runtime.engine"
 DCP_LOADER = "torch.distributed.checkpoint.state_dict_loader"
 DCP_PACKAGE = "torch.distributed.checkpoint"
+HF_TRAINING_ARGS = "transformers.training_args"
 
 
 def install() -> None:
@@ -41,6 +44,7 @@ def install() -> None:
     if checkpoint_dir:
         for package in LIGHTNING:
             after_import(f"{package}.callbacks.model_checkpoint", _default_dirpath(checkpoint_dir))
+        after_import(HF_TRAINING_ARGS, _default_output_dir(checkpoint_dir))
     if not resume:
         return
     if resume.endswith(".ckpt"):
@@ -66,6 +70,23 @@ def _default_dirpath(checkpoint_dir: str) -> Any:
             return resolve(self, trainer)
 
         cls._ModelCheckpoint__resolve_ckpt_dir = resolve_ckpt_dir
+
+    return patch
+
+
+def _default_output_dir(checkpoint_dir: str) -> Any:
+    def patch(module: Any) -> None:
+        cls = module.TrainingArguments
+        post_init = cls.__post_init__
+
+        @functools.wraps(post_init)
+        def __post_init__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            # None: the user chose no output_dir (transformers would take ./trainer_output)
+            if getattr(self, "output_dir", "") is None:
+                self.output_dir = checkpoint_dir
+            return post_init(self, *args, **kwargs)
+
+        cls.__post_init__ = __post_init__
 
     return patch
 
