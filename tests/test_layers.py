@@ -22,7 +22,8 @@ JUPYTER = ("tornado", "jupyter_server", "jupyter_server_proxy", "IPython", "ipyw
 MODULES_OF: dict[str, list[str]] = {
     # Inside the training processes: the rank wrapper, the loopback rendezvous, joined-group
     # tracking, the resource sampler (the local launcher and the pod wrapper run it), the launch
-    # contract's names (env variables, the files of a job dir), the atomic JSON writer.
+    # contract's names (env variables, the files of a job dir), the atomic JSON writer, what looks
+    # like a credential (em's runs and the captured hparams mask it alike).
     "runtime": [
         "runtime",
         "runtime.atomic",

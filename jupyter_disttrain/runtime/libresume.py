@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from . import contract
@@ -75,20 +76,13 @@ def _default_dirpath(checkpoint_dir: str) -> Any:
 
 
 def _default_output_dir(checkpoint_dir: str) -> Any:
-    def patch(module: Any) -> None:
-        cls = module.TrainingArguments
-        post_init = cls.__post_init__
+    def output_dir(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        # None: the user chose no output_dir (transformers would take ./trainer_output)
+        if getattr(self, "output_dir", "") is None:
+            self.output_dir = checkpoint_dir
+        return args
 
-        @functools.wraps(post_init)
-        def __post_init__(self: Any, *args: Any, **kwargs: Any) -> Any:
-            # None: the user chose no output_dir (transformers would take ./trainer_output)
-            if getattr(self, "output_dir", "") is None:
-                self.output_dir = checkpoint_dir
-            return post_init(self, *args, **kwargs)
-
-        cls.__post_init__ = __post_init__
-
-    return patch
+    return lambda module: _adjust_calls(module.TrainingArguments, "__post_init__", output_dir)
 
 
 def _same(a: Any, b: str) -> bool:
@@ -96,22 +90,31 @@ def _same(a: Any, b: str) -> bool:
 
 
 def _fit_from(resume: str) -> Any:
-    def patch(module: Any) -> None:
-        cls = module.Trainer
-        fit = cls.fit
+    def ckpt_path(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        # fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path, ...)
+        if len(args) < 5 and kwargs.get("ckpt_path") is None:
+            kwargs["ckpt_path"] = resume
+        elif len(args) >= 5 and args[4] is None:
+            args = (*args[:4], resume, *args[5:])
+        return args
 
-        @functools.wraps(fit)
-        def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
-            # fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path, ...)
-            if len(args) < 5 and kwargs.get("ckpt_path") is None:
-                kwargs["ckpt_path"] = resume
-            elif len(args) >= 5 and args[4] is None:
-                args = (*args[:4], resume, *args[5:])
-            return fit(self, *args, **kwargs)
+    return lambda module: _adjust_calls(module.Trainer, "fit", ckpt_path)
 
-        cls.fit = patched
 
-    return patch
+Adjust = Callable[[Any, tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]
+
+
+def _adjust_calls(cls: Any, name: str, adjust: Adjust) -> None:
+    """Make ``cls.name`` call the original with the arguments ``adjust(self, args, kwargs)``
+    leaves (it returns the positional ones and may change the keywords, or ``self``)."""
+    original = getattr(cls, name)
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args = adjust(self, args, kwargs)
+        return original(self, *args, **kwargs)
+
+    setattr(cls, name, method)
 
 
 def _deepspeed_from(resume: str, checkpoint_dir: str | None) -> Any:
