@@ -24,6 +24,7 @@ from .manager import FollowPage, JobManager, manager_for
 from .payloads import CheckpointList, Failure, Resources, RunSummary, StackDump
 from .polling import Backoff
 from .progress import Progress
+from .runtime import contract
 from .specs import DryRun, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
@@ -155,6 +156,16 @@ def job_target(spec: JobSpec) -> Target:
 
         no_gpu = None if visible_gpus() else "no GPU is visible on this machine"
     return Target(spec.world_size, flags, no_gpu, spec.nproc_per_node, spec.nodes)
+
+
+def kernel_dirs() -> tuple[str, ...]:
+    """Where ``em`` writes when it runs outside a job, as in this kernel (``./.disttrain``'s
+    checkpoints, runs and TensorBoard dirs): a value holding such a path is the kernel's, not a
+    job's (what packaging warns about, or rebuilds in the job)."""
+    root = Path.cwd() / contract.LOCAL_DIR
+    return tuple(
+        str(root / d) for d in (contract.CHECKPOINTS_DIR, contract.RUNS_DIR, contract.TENSORBOARD_DIR)
+    )
 
 
 def submit(

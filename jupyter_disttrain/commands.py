@@ -17,7 +17,7 @@ from .failure import first_line
 from .flags import add_flags
 from .intake import choose_launcher, job_flag_classes, spec_from_flags
 from .monitoring.stacks import METHODS
-from .specs import JobStatus, LogLine, iso_seconds
+from .specs import JobStatus, LogLine, iso_seconds, name_from
 from .tracebacks import plain
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
     if not path.is_file():
         raise DistTrainError(f"no file {args.file!r}")
     source = path.read_text(encoding="utf-8")
-    spec = spec_from_flags(args, args.script_args, default_name=path.stem.lower().replace("_", "-"))
+    spec = spec_from_flags(args, args.script_args, default_name=name_from(path.stem))
     if chosen := choose_launcher(spec, bool(args.launcher), source):
         out(f"# {chosen}")
     ignore = {"*"} if "all" in args.no_check else set(args.no_check)

@@ -190,7 +190,7 @@ class DistTrainMagics(Magics):
 
     def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
         """The cell and what it uses as a script, checked before launch (warnings printed)."""
-        from .api import job_target
+        from .api import job_target, kernel_dirs
         from .packaging import package_cell
         from .packaging.origins import CELL_LABEL
 
@@ -212,6 +212,7 @@ class DistTrainMagics(Magics):
             target=job_target(spec),
             cell_line=2,
             cell_label=f"In [{count}]" if count > 0 else CELL_LABEL,
+            kernel_dirs=kernel_dirs(),
         )
         for pit in packaged.pitfalls:
             print(f"warning: {pit.where}: {pit.message}  [silence: --no-check {pit.code}]")

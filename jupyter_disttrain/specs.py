@@ -124,6 +124,13 @@ def validate_name(name: str) -> str:
     return name
 
 
+def name_from(text: str, default: str = "distrun") -> str:
+    """A valid job name made of ``text`` (a script's file name): lower case, each run of other
+    characters one '-', cut to the length a name may have; ``default`` when nothing is left."""
+    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:MAX_NAME_LEN].rstrip("-")
+    return name or default
+
+
 def validate_job_id(job_id: str) -> str:
     """Job ids name directories and cluster objects: the same rule as names, a bit longer."""
     if not isinstance(job_id, str) or len(job_id) > 63 or not _DNS1123.fullmatch(job_id):

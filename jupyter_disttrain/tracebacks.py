@@ -173,27 +173,33 @@ def _next_link(text: list[str], i: int) -> tuple[str, int]:
 
 @dataclass
 class LineMap:
-    """The packaging's line map (``origins.json``) and the script it describes."""
+    """The packaging's line map (``origins.json``) and the script it describes. The map holds
+    numbers only: a cell line's text is the script line's (``text``), where the map says it is."""
 
     script_name: str
     script: list[str]
-    cells: list[tuple[str, list[str], int]]  # (label, lines, number of the first)
-    lines: dict[int, tuple[int, int]]
+    cells: list[tuple[str, int]]  # (label, number of the first line)
+    lines: dict[int, tuple[int, int]]  # script line -> (cell index, cell line)
+    shown: dict[tuple[int, int], str] = field(default_factory=dict)  # (cell, line) -> its text
 
     @classmethod
     def of(cls, script_name: str, script: str, origins: dict[str, Any] | None) -> LineMap:
         """From the script and ``origins.json``'s JSON (None or malformed: nothing maps)."""
-        cells: list[tuple[str, list[str], int]] = []
+        text = script.split("\n")
+        cells: list[tuple[str, int]] = []
         lines: dict[int, tuple[int, int]] = {}
+        shown: dict[tuple[int, int], str] = {}
         try:
             for cell in (origins or {}).get("cells", []):
-                cells.append((str(cell["label"]), str(cell["text"]).split("\n"), int(cell["first"])))
-            for at, index, line in (origins or {}).get("lines", []):
-                if 0 <= int(index) < len(cells):
-                    lines[int(at)] = (int(index), int(line))
+                cells.append((str(cell["label"]), int(cell["first"])))
+            for at, index, line, *where in (origins or {}).get("lines", []):
+                at, index, line = int(at), int(index), int(line)
+                if 0 <= index < len(cells) and 1 <= at <= len(text):
+                    lines[at] = (index, line)
+                    shown.setdefault((index, line), _cell_text(text[at - 1], where))
         except (TypeError, ValueError, KeyError):
-            cells, lines = [], {}
-        return cls(script_name, script.split("\n"), cells, lines)
+            cells, lines, shown = [], {}, {}
+        return cls(script_name, text, cells, lines, shown)
 
     def is_script(self, file: str, line: int, source: str | None) -> bool:
         """The frame is in the packaged script: its name, and (where the frame shows it) its text."""
@@ -209,13 +215,23 @@ class LineMap:
             frame.source = frame.source or self.script[frame.line - 1].strip()
             return
         index, line = self.lines[frame.line]
-        label, text, first = self.cells[index]
+        label, first = self.cells[index]
         frame.cell, frame.cell_line = label, line
-        at = line - first
-        frame.source = text[at].strip() if 0 <= at < len(text) else frame.source
+        frame.source = self.shown[index, line].strip() or frame.source
         frame.context = [
-            (first + k, text[k]) for k in range(max(0, at - CONTEXT_BEFORE), min(at + 1, len(text)))
+            (k, self.shown[index, k])
+            for k in range(max(first, line - CONTEXT_BEFORE), line + 1)
+            if (index, k) in self.shown
         ]
+
+
+def _cell_text(script_line: str, where: list[Any]) -> str:
+    """A cell line's text from its script line: ``where`` is (the cell's indentation of it, the
+    length of its text), else (an older map) the script line as it is."""
+    if len(where) != 2:
+        return script_line.rstrip()
+    indent, length = int(where[0]), int(where[1])
+    return " " * max(0, indent) + script_line.lstrip()[: max(0, length)]
 
 
 def is_product(file: str) -> bool:

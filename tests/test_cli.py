@@ -44,6 +44,13 @@ def test_run_list_status_logs_delete(tmp_path: Path) -> None:
     assert _cli(root, "logs", job_id, "--replica", "rank-1").stdout.startswith("rank 1")  # still readable
 
 
+def test_the_default_name_is_made_of_any_script_file_name(tmp_path: Path) -> None:
+    script = tmp_path / "My_Train v2.py"
+    script.write_text(SCRIPT)
+    shown = _cli(tmp_path / "jobs", "run", str(script), "--dry-run").stdout
+    assert "(local backend, job my-train-v2-" in shown, shown
+
+
 def test_errors_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
     bad = _cli(tmp_path / "jobs", "status", "../etc", check=False)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "is not a job id" in bad.stderr

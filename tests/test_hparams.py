@@ -116,7 +116,8 @@ def test_the_keys_the_script_reads_of_the_cells_hparams_dict_are_captured(shell:
 
 def test_credential_like_keys_are_kept_with_their_values_masked() -> None:
     for key in ("password", "db_password", "secret", "client_secret", "hf_token", "api_key", "apiKey",
-                "APIKEY", "aws_secret_access_key", "wandb.api_key", "passphrase", "auth"):  # fmt: skip
+                "APIKEY", "aws_secret_access_key", "wandb.api_key", "passphrase", "auth", "db_pass",
+                "pwd", "auth_header", "smtpPass", "cookie"):  # fmt: skip
         assert hparams.looks_like_credential(key), key
     for key in ("lr", "max_tokens", "pad_token_id", "tokenizer", "keyframes", "monkey", "author"):
         assert not hparams.looks_like_credential(key), key
@@ -124,6 +125,48 @@ def test_credential_like_keys_are_kept_with_their_values_masked() -> None:
     assert got == {"lr": 0.1, "wandb.api_key": hparams.MASKED}
     assert hparams.from_args(["--hf-token", "hf_x", "--lr", "1"]) == {"hf_token": hparams.MASKED, "lr": 1}
     assert hparams.masked_keys(got) == ["wandb.api_key"]
+
+
+SECRETS = ("p-1", "t-2", "pw-3", "x-4", "y-5", "z-6", "ghp-7", "k-8")
+
+
+class Client:
+    """An object whose text shows a credential (as a client's repr may)."""
+
+    def __repr__(self) -> str:
+        return "Client(api_key='k-8', retries=3)"
+
+
+def test_credentials_are_masked_at_every_depth_in_urls_and_under_more_names() -> None:
+    values = {
+        "nested": {"a": {"b": {"password": "p-1"}, "c": [{"token": "t-2"}]}},
+        "db_url": "postgresql://user:pw-3@db.example/app",
+        "db_pass": "x-4",
+        "pwd": "y-5",
+        "auth_header": "Bearer z-6",
+        "repo": "https://ghp-7@github.com/team/repo",
+        "client": {"x": {"y": Client()}},
+        "lr": 0.1,
+        "max_tokens": 5,
+        "author": "me",
+    }
+    got = hparams.from_namespace(["config"], {"config": values})
+    assert not any(s in json.dumps(got) for s in SECRETS), got
+    assert got["db_url"] == "postgresql://user:<masked>@db.example/app"
+    assert got["db_pass"] == got["pwd"] == got["auth_header"] == hparams.MASKED
+    assert (got["lr"], got["max_tokens"], got["author"]) == (0.1, 5, "me")
+    assert "nested.a.b" in hparams.masked_keys(got) and "lr" not in hparams.masked_keys(got)
+    assert hparams.from_args(["--db-url", "mysql://u:pw-3@h/x"]) == {"db_url": "mysql://u:<masked>@h/x"}
+
+
+def test_em_create_run_masks_the_hparams_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    given = {"db": {"url": "postgresql://u:pw-3@h/x", "password": "p-1"}, "hf_token": "t-2", "lr": 0.5}
+    with em.create_run("given", hparams=given) as run:
+        assert run.hparams["lr"] == 0.5 and run.hparams["hf_token"] == hparams.MASKED
+    record = (tmp_path / ".disttrain" / "runs" / "given" / "run.json").read_text()
+    assert not any(s in record for s in SECRETS) and "<masked>" in record
+    assert given["hf_token"] == "t-2"  # the caller's own dict is left as it was
 
 
 def test_hparams_given_to_the_api_are_masked_too(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ JUPYTER = ("tornado", "jupyter_server", "jupyter_server_proxy", "IPython", "ipyw
 MODULES_OF: dict[str, list[str]] = {
     # Inside the training processes: the rank wrapper, the loopback rendezvous, joined-group
     # tracking, the resource sampler (the local launcher and the pod wrapper run it), the launch
-    # contract's names (env variables, the files of a job dir), the atomic JSON writer.
+    # contract's names (env variables, the files of a job dir), the atomic JSON writer, what looks
+    # like a credential (em's runs and the captured hparams mask it alike).
     "runtime": [
         "runtime",
         "runtime.atomic",
@@ -35,6 +36,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.rendezvous",
         "runtime.retention",
         "runtime.sampler",
+        "runtime.secrets",
         "runtime.worker",
     ],
     # The user's experiment tracking inside the training processes.
@@ -166,6 +168,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.slurm.options",
         "backends.slurm.parse",
         "backends.slurm.request",
+        "backends.slurm.sbatchargs",
         "backends.slurm.script",
         "backends.slurm.stacks",
         "backends.slurm.states",

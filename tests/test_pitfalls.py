@@ -412,3 +412,50 @@ def test_warnings_are_ordered_by_line() -> None:
         Pitfall("data-parallel", 2, check_pitfalls("nn.DataParallel(a)")[0].message),
         Pitfall("unguarded-save", 3, check_pitfalls("torch.save(b, 'p')")[0].message),
     ]
+
+
+# A Trainer class in the style of the usual DDP tutorials: the epoch loop calls a method that calls
+# set_epoch, saves through a method called only on local rank 0, and an optimizer set-up walks
+# the modules with a nested loop (not an epoch loop).
+TRAINER = """
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+class Trainer:
+    def __init__(self, model, data, local_rank):
+        self.model = model
+        self.local_rank = local_rank
+        self.loader = DataLoader(data, sampler=DistributedSampler(data))
+
+    def make_optimizer(self):
+        decay = set()
+        for module_name, module in self.model.named_modules():
+            for param_name, param in module.named_parameters():
+                decay.add(f"{module_name}.{param_name}")
+        return torch.optim.AdamW(self.model.parameters())
+
+    def _one_epoch(self, epoch):
+        self.loader.sampler.set_epoch(epoch)
+        for batch in self.loader:
+            self.model(batch).sum().backward()
+
+    def _snapshot(self, epoch):
+        torch.save({"model": self.model.state_dict(), "epoch": epoch}, "snapshot.pt")
+
+    def train(self, epochs):
+        for epoch in range(epochs):
+            self._one_epoch(epoch)
+            if self.local_rank == 0 and epoch % 2 == 0:
+                self._snapshot(epoch)
+"""
+
+
+def test_a_trainer_class_that_does_it_right_gets_no_warning() -> None:
+    assert check_pitfalls(cell(TRAINER)) == []
+
+
+def test_a_trainer_class_method_is_followed_one_level_both_ways() -> None:
+    wrong = cell(TRAINER).replace("        self.loader.sampler.set_epoch(epoch)\n", "")
+    wrong = wrong.replace("if self.local_rank == 0 and epoch % 2 == 0:", "if epoch % 2 == 0:")
+    found = [(p.code, p.line) for p in check_pitfalls(wrong)]
+    assert found == [("unguarded-save", 22), ("sampler-set-epoch", 25)], found  # torch.save; the loop

@@ -6,6 +6,8 @@ Real IPython shells (history and namespace as the magic sees them); the scripts 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from pathlib import Path
 
@@ -471,3 +473,94 @@ def test_a_function_changing_its_argument_where_the_call_hides_which_is_replayed
     packaged = package(shell, "print(float(model.bias))")
     assert "init(model)" in packaged.source and "scale(*extra, model)" in packaged.source
     assert run_script(packaged, tmp_path) == "6.0\n"
+
+
+# --- dataclasses that hold objects, values that hold the kernel's own paths (issue 34) -----------
+
+TOKENIZER = (
+    "class Tokenizer:\n    def __init__(self, vocab):\n        self.vocab = vocab\n"
+    "    def __call__(self, text):\n        return [self.vocab[w] for w in text.split()]"
+)
+COLLATOR = (
+    "@dataclass\nclass Collator:\n    tokenizer: Tokenizer\n    pad: int = 0\n"
+    "    def __call__(self, texts):\n        ids = [self.tokenizer(t) for t in texts]\n"
+    "        longest = max(map(len, ids))\n        return [i + [self.pad] * (longest - len(i)) for i in ids]"
+)
+
+
+def test_a_dataclass_holding_an_object_is_rebuilt_by_the_statements_that_made_it(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    run(
+        shell,
+        "from dataclasses import dataclass",
+        TOKENIZER,
+        COLLATOR,
+        "tokenizer = Tokenizer({'good': 2, 'bad': 3})\ncollator = Collator(tokenizer=tokenizer)",
+        "plain = Collator(tokenizer=None, pad=-1)",  # plain fields: still sent by value
+    )
+    packaged = package(shell, "print(collator(['good bad', 'good']), plain.pad)")
+    assert "    # In [4] line 2\n    collator = Collator(tokenizer=tokenizer)\n" in packaged.source
+    assert "# In [5]\nplain = Collator(tokenizer=None, pad=-1)\n" in packaged.source
+    assert run_script(packaged, tmp_path) == "[[2, 3], [2, 0]] -1\n"
+
+
+def test_the_hf_text_classification_cells_package_with_their_data_collator(shell: InteractiveShell) -> None:
+    pytest.importorskip("transformers")
+    run(
+        shell,
+        "from tokenizers import Tokenizer, models, pre_tokenizers\n"
+        "from transformers import DataCollatorWithPadding, PreTrainedTokenizerFast",
+        # A tokenizer made here (no download), as AutoTokenizer.from_pretrained(...) makes one.
+        "vocab = {'[PAD]': 0, '[UNK]': 1, 'good': 2, 'bad': 3}\n"
+        "backend = Tokenizer(models.WordLevel(vocab, unk_token='[UNK]'))\n"
+        "backend.pre_tokenizer = pre_tokenizers.Whitespace()\n"
+        "tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token='[PAD]', unk_token='[UNK]')",
+        "data_collator = DataCollatorWithPadding(tokenizer=tokenizer)",
+    )
+    packaged = package(
+        shell, "print(data_collator([tokenizer('good bad'), tokenizer('good')])['input_ids'].tolist())"
+    )
+    assert (
+        "    # In [3] line 1\n    data_collator = DataCollatorWithPadding(tokenizer=tokenizer)\n"
+        in packaged.source
+    )
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(packaged.source, "train.py", "exec"), {"__name__": "__main__"})
+    assert printed.getvalue() == "[[2, 3], [2, 0]]\n"
+
+
+def test_a_config_built_with_the_kernels_checkpoint_dir_points_at_the_jobs_in_the_job(
+    shell: InteractiveShell,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(tmp_path / "jobs"))
+    monkeypatch.setenv("DISTTRAIN_VIEW", "text")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    monkeypatch.chdir(tmp_path)  # the kernel's own .disttrain is here
+    run(
+        shell,
+        "%load_ext jupyter_disttrain",
+        "import os\nfrom dataclasses import dataclass\nfrom jupyter_disttrain import em",
+        "@dataclass\nclass TrainerConfig:\n    snapshot_path: str\n    max_epochs: int = 2",
+        "config = TrainerConfig(snapshot_path=os.path.join(em.checkpoint_dir(), 'snapshot.pt'))",
+        # A plain value whose statements may not run again (a file write): sent as it is, warned of.
+        "logs = os.path.join(em.checkpoint_dir(), 'logs')\nos.makedirs(logs, exist_ok=True)\n"
+        "open(os.path.join(logs, 'notes.txt'), 'w').close()",
+    )
+    cell = "print('snapshot', config.snapshot_path)\nprint('logs', logs)"
+    cell = f"%%distrun --gpus 1 --accelerator cpu --name cfg\n{cell}"
+    shell.run_cell(cell, store_history=True).raise_error()
+    said = capsys.readouterr().out
+    assert "warning: In [5] line 1: `logs` holds a path in this kernel's own .disttrain dir" in said, said
+    assert "[silence: --no-check kernel-path]" in said
+    store = JobStore(tmp_path / "jobs")
+    (job_id,) = store.ids()
+    job = api.get_job(job_id, store=store)
+    assert job.status().phase is JobPhase.SUCCEEDED
+    printed = dict(line.text.split(" ", 1) for line in job.logs())
+    assert printed["snapshot"] == str(job.dir / "checkpoints" / "snapshot.pt")
+    assert printed["logs"] == str(tmp_path / ".disttrain" / "checkpoints" / "logs")

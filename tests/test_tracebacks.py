@@ -52,7 +52,7 @@ def test_the_script_lines_map_back_to_their_cells_and_lines() -> None:
     source, origins = _packaged()
     where = tb.LineMap.of("train.py", source, origins)
     # the cell's `stuck_forever(3)` is its 4th line: JupyterLab shows it as line 5 under %%distrun
-    labels = [label for label, _, _ in where.cells]
+    labels = [label for label, _ in where.cells]
     index, line = where.lines[_line_of(source, "stuck_forever(3)")]
     assert (labels[index], line) == ("In [3]", 5)
     index, line = where.lines[_line_of(source, "raise ValueError(f'bad value {y}')")]
@@ -213,3 +213,33 @@ def test_an_error_of_losing_a_peer_is_told_from_an_error_of_the_ranks_own() -> N
     assert [tb.lost_peer(_error(e)) for e in own] == [False] * len(own)
     # a user's error raised while handling the lost connection: still the peer's doing
     assert tb.lost_peer(_error(lost[0], "ValueError: could not sync the metrics"))
+
+
+def test_the_line_map_holds_no_cell_text_and_the_script_shows_the_lines() -> None:
+    # A config cell with a secret the script does not use, on a line next to one it does.
+    history = ["lr = 0.1\nsmtp_password = 'pw-unread-1'\n", "def train(rate):\n    raise ValueError(rate)\n"]
+    ns: dict = {"lr": 0.1, "smtp_password": "pw-unread-1"}
+    exec(history[1], ns)
+    packaged = package_cell("train(lr)\n", history, ns, cell_line=2, cell_label="In [3]")
+    assert all(b"pw-unread-1" not in data for data in packaged.files.values())
+    origins = json.loads(packaged.files[ORIGINS_FILE])
+    assert all(set(cell) == {"label", "first"} for cell in origins["cells"])  # numbers, not text
+    source = packaged.source
+    lines = [
+        "Traceback (most recent call last):",
+        f'  File "/jobs/j/train.py", line {_line_of(source, "train(lr)")}, in <module>',
+        f'  File "/jobs/j/train.py", line {_line_of(source, "raise ValueError(rate)")}, in train',
+        "ValueError: 0.1",
+    ]
+    found = tb.read_traceback(lines)
+    assert found is not None
+    tb.map_frames(found, tb.LineMap.of("train.py", source, origins))
+    assert tb.render(found, colour=False)[2:-1] == [
+        "Cell In[3], line 2",
+        "----> 2 train(lr)",
+        "",
+        "Cell In[2], line 2, in train()",
+        "      1 def train(rate):",
+        "----> 2     raise ValueError(rate)",
+        "",
+    ]

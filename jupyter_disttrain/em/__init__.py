@@ -62,6 +62,8 @@ def create_run(
     The same name again continues the run (a torchrun restart appends to it).
     Without ``hparams``, the job's hyper-parameters captured at submit are the run's (the
     notebook's ``hparams`` dict the cell used, the ``--name value`` arguments after ``--``).
+    A credential's value (a key like ``password``, ``api_key``, ``db_pass``, at any depth; a URL's
+    password) is recorded as ``<masked>``.
     ``total_steps``, the last step the training will log, gives the run's progress and ETA
     (without it, an hparam ``total_steps`` or ``max_steps`` does).
     """

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..runtime import contract
 
-LOCAL_ROOT = ".disttrain"
+LOCAL_ROOT = contract.LOCAL_DIR
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from ..runtime.contract import ARTIFACTS_DIR, CHECKPOINTS_FILE, METRICS_FILE, RUN_FILE
+from ..runtime.secrets import masked
 from . import exits, resume
 from .artifact import Artifact
 from .checks import (
@@ -71,7 +72,8 @@ class Run:
         if hparams is not None and not isinstance(hparams, Mapping):
             raise TypeError(f"hparams: a dict of name to value is needed, not a {type(hparams).__name__}")
         self.dir = place.runs / self.name
-        self.hparams = dict(hparams or {})
+        # Recorded in run.json and TensorBoard: credentials' values never are (runtime/secrets.py).
+        self.hparams: dict[str, Any] = masked(dict(hparams or {}))
         self.rank = place.rank
         # The record and the artifacts are rank 0's; ranks="all" adds every rank's own metrics.
         self.active = place.rank == 0 or ranks == "all"

@@ -35,6 +35,8 @@ from .scopes import NameUse, analyze, bound_names, has_lazy_annotations
 from .sourcetext import first_line, shift, string_interior_lines
 from .values import ARRAY_FILE, TENSOR_FILE, LibNames, ValueWriter
 
+KERNEL_PATH = "kernel-path"  # the warning's code (packaging's own, not a check of the script's code)
+
 
 @dataclass
 class PackagedScript:
@@ -74,6 +76,7 @@ def package_cell(
     target: Target | None = None,
     cell_line: int = 1,
     cell_label: str = CELL_LABEL,
+    kernel_dirs: Sequence[str] = (),
 ) -> PackagedScript:
     """Package ``cell`` with everything it uses from earlier cells into a standalone script.
 
@@ -87,6 +90,8 @@ def package_cell(
         target: what the job runs on, for the checks that depend on it (GPUs, world size).
         cell_line: the line JupyterLab shows for the cell's first line (2 under a ``%%distrun`` line).
         cell_label: how tracebacks name the cell (``In [5]``, its execution count).
+        kernel_dirs: the kernel's own directories (em's outside a job): a value holding a path
+            under one is rebuilt in the job by its statements, else sent with a warning.
 
     Returns:
         The script, its side files, the captured names and the pitfall warnings.
@@ -99,11 +104,18 @@ def package_cell(
     tree = _parse_cell(cell, cell_line)
     use = analyze(cell, tree)
     writer = ValueWriter(_lib_names(use.bound | set(use.free), user_ns), max_value_bytes)
-    resolver = Resolver(HistoryIndex.build(history), user_ns, use.bound, writer, cell_line=cell_line)
+    resolver = Resolver(
+        HistoryIndex.build(history),
+        user_ns,
+        use.bound,
+        writer,
+        cell_line=cell_line,
+        kernel_dirs=tuple(kernel_dirs),
+    )
     resolver.require_cell_names(use)
     items = _ordered(resolver.items)
     blocks = script_blocks(cell, cell_line, items, resolver.index)
-    pitfalls = check_script(blocks, resolver.missing, ignore, target)
+    pitfalls = check_script(blocks, resolver.missing, ignore, target) + _kernel_paths(resolver, ignore)
     source = _Script(cell, tree, items, writer, header).render()
     captured = [name for item in items if not item.config for name in _names(item, resolver.items)]
     hparams = _hparams({*use.free, *resolver.items}, user_ns, source)
@@ -208,6 +220,25 @@ def _side_files(writer: ValueWriter) -> dict[str, bytes]:
         numpy.savez(buffer, **writer.arrays)
         files[ARRAY_FILE] = buffer.getvalue()
     return files
+
+
+def _kernel_paths(resolver: Resolver, ignore: Collection[str]) -> list[Pitfall]:
+    """A warning for each value sent as it is that holds a path of the kernel's own."""
+    if KERNEL_PATH in ignore or "*" in ignore:
+        return []
+    found = []
+    for name, where in resolver.kernel_paths.items():
+        line = first_line(where.node) if where is not None and where.node is not None else 1
+        found.append(
+            Pitfall(
+                KERNEL_PATH,
+                line,
+                f"`{name}` holds a path in this kernel's own .disttrain dir (em.checkpoint_dir() run here): "
+                f"the job would write outside its own dir; build `{name}` inside the %%distrun cell",
+                where.label if where is not None else "",
+            )
+        )
+    return found
 
 
 def _hparams(names: set[str], user_ns: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -7,8 +7,11 @@ a replayed statement), so each of its lines is found again in the cell its mark 
 Lines the packaging wrote itself (the guard, the value prelude) map to nothing and are shown as
 the script's.
 
-The map goes to the job dir as ``ORIGINS_FILE`` (JSON, see ``Origins``) with the cells'
-text, so a traceback can be shown with its source lines as IPython shows a cell's.
+The map goes to the job dir as ``ORIGINS_FILE`` (JSON, see ``Origins``): numbers only, never the
+cells' text (an earlier cell may hold a secret the script does not use). A traceback is shown
+with its source lines as IPython shows a cell's from the script itself: each mapped line says
+where its text is in the script line and how far the cell indented it, and the user's comments
+are mapped too, so the lines before a frame's line read as in the cell.
 """
 
 from __future__ import annotations
@@ -28,16 +31,18 @@ CELL_LABEL = "In [ ]"  # the %%distrun cell's label where its execution count is
 
 @dataclass
 class Origins:
-    """``cells``: each cell's label (``In [3]``) and text; ``lines``: script line -> (index into
-    ``cells``, line in that cell as JupyterLab numbers it)."""
+    """``cells``: each cell's label (``In [3]``) and its first line's number; ``lines``: script
+    line -> (index into ``cells``, line in that cell as JupyterLab numbers it, the cell's
+    indentation of it, the length of its text: the script line's text without its indentation
+    and its ``# In [3]`` mark)."""
 
-    cells: list[tuple[str, str, int]] = field(default_factory=list)  # (label, text, first line's number)
-    lines: dict[int, tuple[int, int]] = field(default_factory=dict)
+    cells: list[tuple[str, int]] = field(default_factory=list)  # (label, first line's number)
+    lines: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "cells": [{"label": label, "text": text, "first": first} for label, text, first in self.cells],
-            "lines": [[at, cell, line] for at, (cell, line) in sorted(self.lines.items())],
+            "cells": [{"label": label, "first": first} for label, first in self.cells],
+            "lines": [[at, *where] for at, where in sorted(self.lines.items())],
         }
 
 
@@ -47,7 +52,9 @@ class _Cursor:
     def __init__(self, index: int, text: str, first: int) -> None:
         self.index = index
         self.first = first
-        self.lines = [line.strip() for line in text.split("\n")]
+        raw = text.split("\n")
+        self.lines = [line.strip() for line in raw]
+        self.indents = [len(line) - len(line.lstrip()) for line in raw]
         self.at = 0
 
     def seek(self, line: int) -> None:
@@ -79,7 +86,7 @@ def script_origins(
                     return None
                 text, first = history[n - 1], 1
             cursors[label] = _Cursor(len(origins.cells), text, first)
-            origins.cells.append((label, text, first))
+            origins.cells.append((label, first))
         return cursors[label]
 
     hints: list[str] = []
@@ -88,7 +95,7 @@ def script_origins(
         if stripped == _CELL_SECTION:
             hints = [cell_label]
             continue
-        if stripped.startswith("#"):
+        if stripped.startswith("# In ["):
             hints = _hint(stripped, hints, cursor)
             continue
         marks = _MARK.findall(line[line.rfind("#") :]) if _SUFFIX.search(line) else []
@@ -101,7 +108,7 @@ def script_origins(
             found = cursor(label)
             at = found.find(stripped) if found else None
             if found is not None and at is not None:
-                origins.lines[number] = (found.index, at)
+                origins.lines[number] = (found.index, at, found.indents[at - found.first], len(stripped))
                 break
     return origins
 
@@ -109,7 +116,7 @@ def script_origins(
 def _hint(comment: str, hints: list[str], cursor: Any) -> list[str]:
     """The cells a comment line points at (``# In [3]``, ``# In [3] line 2``), else ``hints``."""
     marks = _MARK.findall(comment)
-    if not marks or not comment.startswith("# In ["):
+    if not marks:
         return hints
     for n, line in marks:
         if line and (found := cursor(f"In [{n}]")) is not None:

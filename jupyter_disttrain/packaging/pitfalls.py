@@ -187,6 +187,12 @@ class _Code:
         self.functions = {
             n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
+        # The methods of top-level classes, by name (``self._run_epoch(...)`` is followed by name).
+        self.methods: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.methods.setdefault(fn.name, []).append(fn)
         self.imports = _imported(tree)  # top-level packages: "deepspeed", "lightning"...
 
     def ancestors(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
@@ -197,6 +203,26 @@ class _Code:
 
     def calls_to(self, function: str) -> list[ast.Call]:
         return [c for c in self.calls if isinstance(c.func, ast.Name) and c.func.id == function]
+
+    def callers(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call] | None:
+        """The calls of a top-level function (``f(...)``) or of a top-level class's method (any
+        ``x.f(...)``: the owner is not known); None for any other def."""
+        owner = self.parent.get(fn)
+        if owner is self.tree:
+            return self.calls_to(fn.name)
+        if isinstance(owner, ast.ClassDef) and self.parent.get(owner) is self.tree:
+            return [c for c in self.calls if isinstance(c.func, ast.Attribute) and c.func.attr == fn.name]
+        return None
+
+    def called(self, node: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The script's functions and methods ``node`` calls by name (one level)."""
+        out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+            if isinstance(call.func, ast.Name) and call.func.id in self.functions:
+                out.append(self.functions[call.func.id])
+            elif isinstance(call.func, ast.Attribute):
+                out += self.methods.get(call.func.attr, [])
+        return out
 
     def scope(self, node: ast.AST) -> ast.AST | None:
         """The innermost function (or lambda) ``node`` is in; None at module level."""
@@ -272,12 +298,9 @@ def _sampler_set_epoch(code: _Code) -> Iterator[Finding]:
     ]
     if not shuffling:
         return
-    setters = {name for name, fn in code.functions.items() if _has_set_epoch(fn)}
     for loop in _epoch_loops(code.tree):
-        called = {
-            n.func.id for n in ast.walk(loop) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-        }
-        if not _has_set_epoch(loop) and not called & setters:
+        # set_epoch in the loop, or in a function or method it calls (one level, as for saves)
+        if not _has_set_epoch(loop) and not any(_has_set_epoch(fn) for fn in code.called(loop)):
             yield (
                 "sampler-set-epoch",
                 loop,
@@ -291,16 +314,27 @@ def _has_set_epoch(node: ast.AST) -> bool:
 
 
 def _epoch_loops(tree: ast.AST) -> Iterator[ast.For | ast.AsyncFor]:
-    """Outermost loops that look like epoch loops: ``for epoch in ...`` or a loop holding a loop."""
+    """Outermost loops that look like epoch loops: ``for epoch in ...``, or a counted loop
+    (``for _ in range(n)``) holding a loop. A loop over something else holding a loop (``for
+    name, m in model.named_modules():``, over batches) is not one."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, (ast.For, ast.AsyncFor)):
             target = _dotted(node.target).lower()
             loops = (ast.For, ast.AsyncFor, ast.While)
             inner = any(isinstance(n, loops) for n in ast.walk(node) if n is not node)
-            if "epoch" in target or inner:
+            if "epoch" in target or (inner and _counted(node.iter)):
                 yield node
                 continue
         yield from _epoch_loops(node)
+
+
+def _counted(iterable: ast.AST) -> bool:
+    """``range(n)``, ``trange(n)``, ``itertools.count()``, or one of them in a progress bar."""
+    if not isinstance(iterable, ast.Call):
+        return False
+    if _name(iterable) in ("range", "trange", "count"):
+        return True
+    return any(_counted(arg) for arg in iterable.args[:1])
 
 
 # --- unguarded-save ----------------------------------------------------------------------------
@@ -347,12 +381,12 @@ def _guarded(code: _Code, node: ast.AST, seen: set[str], test: Callable[[ast.AST
             return True
         if isinstance(child, ast.stmt) and _after_exit(ancestor, child, test):
             return True
-        top_level = code.parent.get(ancestor) is code.tree
-        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and top_level:
-            callers = code.calls_to(ancestor.name)
-            if ancestor.name in seen or not callers:
-                return False
-            return all(_guarded(code, c, seen | {ancestor.name}, test) for c in callers)
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            callers = code.callers(ancestor)  # of a top-level function, or of a top-level class's method
+            if callers is not None:
+                if ancestor.name in seen or not callers:
+                    return False
+                return all(_guarded(code, c, seen | {ancestor.name}, test) for c in callers)
     return False
 
 

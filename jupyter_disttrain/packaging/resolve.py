@@ -2,12 +2,16 @@
 
 A name the cell needs is looked up in the history (latest definition wins) and then in the live
 namespace. Imports are replayed as written, functions and classes are copied from their cell text
-(and what *they* need is resolved in turn), and everything else is sent by value.
+(and what *they* need is resolved in turn), plain values are sent by value, and other objects are
+rebuilt by the statements that made them: so is a dataclass instance whose fields are not all
+plain (``DataCollatorWithPadding(tokenizer=tokenizer)``), and a value that holds a path of the
+kernel's own (``em.checkpoint_dir()`` run in the kernel), which the job must make its own.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
 import types
 from collections.abc import Collection, Mapping
@@ -68,6 +72,9 @@ class Resolver:
         missing: names found nowhere (name -> first line in the cell), for a warning.
         cell_line: the line JupyterLab shows for the cell's first line.
         left_out: statements of earlier cells not in the script, for the dry run (order -> why).
+        kernel_dirs: the kernel's own directories (em's outside a job): a value holding a path
+            under one is rebuilt in the job when it can be, else sent with a warning.
+        kernel_paths: names sent by value that hold such a path (name -> its definition).
     """
 
     index: HistoryIndex
@@ -78,6 +85,8 @@ class Resolver:
     missing: dict[str, int] = field(default_factory=dict)
     cell_line: int = 1
     left_out: dict[int, str] = field(default_factory=dict)
+    kernel_dirs: tuple[str, ...] = ()
+    kernel_paths: dict[str, Definition | None] = field(default_factory=dict)
     # (name, who needs it, cell line): a work list, since dependency chains can be longer than the stack.
     _pending: list[tuple[str, str, int]] = field(default_factory=list)
     _slicer: Slicer | None = None
@@ -210,6 +219,12 @@ class Resolver:
             if not self._add_reference(name, value, definition):
                 self.writer.class_name = self._class_name
                 rendered = self.writer.render(name, value)
+                if self._holds_kernel_path(rendered):
+                    # em.checkpoint_dir() run in the kernel: the job runs it again, for its own
+                    # (when its statements may run again; else the value as it is, with a warning).
+                    if self._replayable(definition) and self._replay_if_allowed(name, value):
+                        return
+                    self.kernel_paths[name] = definition
                 label = definition.label if definition else ""
                 order = definition.order if definition else sys.maxsize
                 classes = set(self.writer.last_classes)
@@ -219,9 +234,11 @@ class Resolver:
                 for cls in classes:
                     self._require(cls, user=f"`{name}`")
         except Unsendable as problem:
-            # An object (not data, not a live resource) is rebuilt by the statements that made it.
-            whole = not problem.path and not problem.data and not is_resource(value)
-            if whole and definition is not None and definition.kind == "value" and self._replay(name, value):
+            # An object (not data, not a live resource) is rebuilt by the statements that made it;
+            # so is a dataclass instance with a field that is such an object.
+            dataclass_object = dataclasses.is_dataclass(value) and not isinstance(value, type)
+            whole = (not problem.path or dataclass_object) and not problem.data and not is_resource(value)
+            if whole and self._replayable(definition) and self._replay(name, value):
                 return
             if problem.path:
                 raise PackagingError(
@@ -231,6 +248,21 @@ class Resolver:
             raise PackagingError(
                 f"cannot send `{name}` ({problem.what}, {where}) to the job: {problem.advice}"
             ) from None
+
+    def _replay_if_allowed(self, name: str, value: Any) -> bool:
+        """``_replay``, False where a statement may not run again (a file write...): a value that
+        can be sent as it is then is."""
+        try:
+            return self._replay(name, value)
+        except PackagingError:
+            return False
+
+    @staticmethod
+    def _replayable(definition: Definition | None) -> bool:
+        return definition is not None and definition.kind == "value"
+
+    def _holds_kernel_path(self, rendered: str) -> bool:
+        return any(f"{d}{sep}" in rendered for d in self.kernel_dirs for sep in ("/", "'", '"'))
 
     def _class_name(self, cls: type) -> str | None:
         """The script's name for ``cls``: a class from a cell (copied) or from a loaded module (imported)."""

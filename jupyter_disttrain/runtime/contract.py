@@ -39,6 +39,10 @@ MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
 MLFLOW_DB = "mlflow.db"
 LIGHTNING_ROOT_ENV = "PL_TRAINER_DEFAULT_ROOT_DIR"
 
+# Outside a job (a kernel, a plain `python train.py`), em's job dir: ./.disttrain (its checkpoints,
+# runs and TensorBoard dirs, with the job store's jobs/ beside them).
+LOCAL_DIR = ".disttrain"
+
 # A job dir's own parts.
 JOB_FILE = "job.json"  # the job's record (store.py's JobRecord): its spec, ``resumed_from`` included
 LOGS_DIR = "logs"

@@ -13,7 +13,9 @@ the module (``importhook.after_import``: nothing is imported that the script doe
   without a ``checkpoint_id`` or ``storage_reader`` gets it;
 - with ``DISTTRAIN_CHECKPOINT_DIR`` set (every job): Lightning's ``ModelCheckpoint`` without a
   ``dirpath`` (the Trainer's default one too) saves there when the Trainer has no
-  ``default_root_dir`` of the user's either, so the job lists what it saves.
+  ``default_root_dir`` of the user's either, so the job lists what it saves; so does a Hugging
+  Face ``Trainer`` whose ``TrainingArguments`` has no ``output_dir`` of the user's (its
+  ``checkpoint-N`` dirs land in the job's checkpoint dir, not in ``./trainer_output``).
 
 Standard library only; the libraries' objects are reached through the modules given.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from . import contract
@@ -32,6 +35,7 @@ LIGHTNING = ("lightning.pytorch", "pytorch_lightning")
 DEEPSPEED_ENGINE = "deepspeed.runtime.engine"
 DCP_LOADER = "torch.distributed.checkpoint.state_dict_loader"
 DCP_PACKAGE = "torch.distributed.checkpoint"
+HF_TRAINING_ARGS = "transformers.training_args"
 
 
 def install() -> None:
@@ -41,6 +45,7 @@ def install() -> None:
     if checkpoint_dir:
         for package in LIGHTNING:
             after_import(f"{package}.callbacks.model_checkpoint", _default_dirpath(checkpoint_dir))
+        after_import(HF_TRAINING_ARGS, _default_output_dir(checkpoint_dir))
     if not resume:
         return
     if resume.endswith(".ckpt"):
@@ -70,27 +75,46 @@ def _default_dirpath(checkpoint_dir: str) -> Any:
     return patch
 
 
+def _default_output_dir(checkpoint_dir: str) -> Any:
+    def output_dir(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        # None: the user chose no output_dir (transformers would take ./trainer_output)
+        if getattr(self, "output_dir", "") is None:
+            self.output_dir = checkpoint_dir
+        return args
+
+    return lambda module: _adjust_calls(module.TrainingArguments, "__post_init__", output_dir)
+
+
 def _same(a: Any, b: str) -> bool:
     return os.path.normpath(os.path.abspath(os.fspath(a))) == os.path.normpath(os.path.abspath(b))
 
 
 def _fit_from(resume: str) -> Any:
-    def patch(module: Any) -> None:
-        cls = module.Trainer
-        fit = cls.fit
+    def ckpt_path(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        # fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path, ...)
+        if len(args) < 5 and kwargs.get("ckpt_path") is None:
+            kwargs["ckpt_path"] = resume
+        elif len(args) >= 5 and args[4] is None:
+            args = (*args[:4], resume, *args[5:])
+        return args
 
-        @functools.wraps(fit)
-        def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
-            # fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path, ...)
-            if len(args) < 5 and kwargs.get("ckpt_path") is None:
-                kwargs["ckpt_path"] = resume
-            elif len(args) >= 5 and args[4] is None:
-                args = (*args[:4], resume, *args[5:])
-            return fit(self, *args, **kwargs)
+    return lambda module: _adjust_calls(module.Trainer, "fit", ckpt_path)
 
-        cls.fit = patched
 
-    return patch
+Adjust = Callable[[Any, tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]
+
+
+def _adjust_calls(cls: Any, name: str, adjust: Adjust) -> None:
+    """Make ``cls.name`` call the original with the arguments ``adjust(self, args, kwargs)``
+    leaves (it returns the positional ones and may change the keywords, or ``self``)."""
+    original = getattr(cls, name)
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args = adjust(self, args, kwargs)
+        return original(self, *args, **kwargs)
+
+    setattr(cls, name, method)
 
 
 def _deepspeed_from(resume: str, checkpoint_dir: str | None) -> Any:

@@ -1,8 +1,9 @@
 """A job's hyper-parameters, captured at submit so its record keeps them even if the script never
 calls ``em``: the keys the script reads of the notebook's dict named like hyper-parameters, and
 the ``--name value`` arguments after ``--``. A value whose key looks like a credential
-(``password``, ``secret``, ``token``, ``api_key``, ``*_key``...) is never recorded: its key is
-kept, its value masked.
+(``password``, ``secret``, ``token``, ``api_key``, ``db_pass``, ``*_key``...), at any depth, is
+never recorded: its key is kept, its value masked; so is a URL's password
+(``runtime/secrets.py``, the one rule ``em.create_run(hparams=...)`` follows too).
 
 They are kept in the job's spec (``JobSpec.hparams``, in ``job.json``; ``specs.check_hparams``
 bounds them) and handed to every rank as JSON in ``$DISTTRAIN_HPARAMS``, where
@@ -11,16 +12,13 @@ bounds them) and handed to every rank as JSON in ``$DISTTRAIN_HPARAMS``, where
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import functools
 import json
 import math
-import re
-import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..runtime.secrets import MASKED, as_mapping, looks_like_credential, mask_repr, mask_text, masked
 from ..specs import HPARAMS_MAX_BYTES as MAX_JSON_BYTES
 from ..specs import HPARAMS_MAX_KEYS as MAX_KEYS
 
@@ -30,29 +28,16 @@ HPARAM_NAMES = ("hparams", "hyperparams", "hyper_params", "config", "cfg", "para
 _TEXT = 200  # a value shown as text (a list, an object) is cut to this many characters
 
 Scalar = bool | int | float | str | None
-MASKED = "<masked>"  # what a credential-like key's value is recorded as
-# Words of a key's last part that make it a credential: anywhere in it, or as its last word.
-_SECRET_WORDS = frozenset(
-    {"password", "passwd", "passphrase", "secret", "credential", "credentials", "apikey"}
-)
-_SECRET_LAST = frozenset({"token", "key", "auth"})
-
-
-def looks_like_credential(key: str) -> bool:
-    """``password``, ``db.secret_name``, ``hf_token``, ``api_key``, ``awsSecretKey``, ``*_key``..."""
-    last = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key.rsplit(".", 1)[-1]).lower()
-    words = re.findall(r"[a-z0-9]+", last)
-    return bool(words) and (words[-1] in _SECRET_LAST or not _SECRET_WORDS.isdisjoint(words))
 
 
 def masked_keys(values: Mapping[str, Scalar]) -> list[str]:
-    """The keys of ``values`` whose value was masked."""
-    return [k for k, v in values.items() if v == MASKED and looks_like_credential(k)]
+    """The keys of ``values`` whose value was masked (whole, or a part of it: a URL's password)."""
+    return [k for k, v in values.items() if isinstance(v, str) and MASKED in v]
 
 
 def _scalar(value: Any) -> Scalar:
     if value is None or isinstance(value, bool | int | str):
-        return value if not isinstance(value, str) else value[:_TEXT]
+        return value if not isinstance(value, str) else mask_text(value)[:_TEXT]
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if hasattr(value, "item") and getattr(value, "size", 2) == 1:  # a NumPy scalar, a 1-element tensor
@@ -60,30 +45,25 @@ def _scalar(value: Any) -> Scalar:
             return _scalar(value.item())
         except (TypeError, ValueError, RuntimeError):
             pass
-    return repr(value)[:_TEXT]
-
-
-def _as_mapping(value: Any) -> Mapping[str, Any] | None:
-    if isinstance(value, Mapping):
-        return value
-    if isinstance(value, argparse.Namespace | types.SimpleNamespace):
-        return vars(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return None
+    # Deeper than flattened (or not a mapping): its text, credentials masked at every depth.
+    return mask_repr(repr(masked(value)))[:_TEXT]
 
 
 def flatten(
     values: Mapping[Any, Any], prefix: str = "", depth: int = 0, keep: Callable[[str], bool] | None = None
 ) -> dict[str, Scalar]:
     """Name to scalar; a nested dict's keys become ``outer.inner`` (two levels), anything else text.
-    ``keep``: which names (and the dicts above them) to take; all by default."""
+    ``keep``: which names (and the dicts above them) to take; all by default. A credential-named
+    key's value is masked whole, at any level."""
     out: dict[str, Scalar] = {}
     for key, value in values.items():
         name = f"{prefix}{key}"
         if keep is not None and not keep(name):
             continue
-        inner = _as_mapping(value) if depth < 2 else None
+        if looks_like_credential(str(key)):
+            out[name] = MASKED
+            continue
+        inner = as_mapping(value) if depth < 2 else None
         if inner is not None:
             out.update(flatten(inner, f"{name}.", depth + 1, keep))
         else:
@@ -102,7 +82,7 @@ def from_namespace(
     used = set(names)
     out: dict[str, Scalar] = {}
     for name in reversed(HPARAM_NAMES):  # reversed: the first name's keys are written last, and win
-        mapping = _as_mapping(namespace.get(name)) if name in used else None
+        mapping = as_mapping(namespace.get(name)) if name in used else None
         if mapping is not None:
             out.update(flatten(mapping, keep=None if read is None else functools.partial(read, name)))
     return fit(out)
@@ -149,7 +129,9 @@ def fit(values: Mapping[str, Scalar]) -> dict[str, Scalar]:
     out: dict[str, Scalar] = {}
     size = 0
     for key, given in list(values.items())[:MAX_KEYS]:
-        value = MASKED if looks_like_credential(key) else given
+        value = (
+            MASKED if looks_like_credential(key) else mask_text(given) if isinstance(given, str) else given
+        )
         item = len(json.dumps({key: value}))  # the braces pay for the ", " between items
         if size + item > MAX_JSON_BYTES:
             break

@@ -1,5 +1,6 @@
 """A Slurm job over REST: the server submits it, lists it and reads its logs; a bad Slurm
-option is a 400 naming the flag, with nothing submitted."""
+option, or a working dir with a control character, is a 400 naming the flag or the field, with
+nothing submitted."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ async def test_a_slurm_job_over_rest(jp_fetch: Any, job_root: Path, slurm_cluste
     bad = submit_body({"backend": "slurm", "options": {"time": "soon"}})
     code, reply = await answer(jp_fetch, "jobs", method="POST", body=bad)
     assert code == 400 and reply["message"].startswith("--time 'soon' is not a Slurm time limit"), reply
+    # A newline would inject lines into slurm/batch.sh; an abbreviated option is the option itself.
+    for spec, message in (
+        ({"backend": "slurm", "working_dir": "/tmp/exp\ntouch X #"}, "working_dir: the job's working dir"),
+        ({"backend": "slurm", "options": {"sbatch_options": ["--outp=/tmp/x"]}}, "is sbatch's --output"),
+    ):
+        code, reply = await answer(jp_fetch, "jobs", method="POST", body=submit_body(spec))
+        assert code == 400 and message in reply["message"] and "\n" not in reply["message"], reply
     assert not job_root.exists() or not any(job_root.glob("*/job.json"))
 
     body = json.dumps({"script": "print('hello over rest')\n", "spec": {"name": "rest", "backend": "slurm"}})

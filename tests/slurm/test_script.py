@@ -65,14 +65,60 @@ def test_gpus_per_node_or_gres_whichever_the_cluster_takes() -> None:
     assert sbatch_argv(SPEC, "mnist-abcde", JOB_DIR, SlurmOptions(), gres, "/w")[5] == "--gres=gpu:4"
 
 
-def test_the_batch_script_execs_the_launcher_with_quoted_words() -> None:
-    sbatch = ["sbatch", "--parsable", "/a b/slurm/batch.sh"]
+def test_the_batch_script_has_the_options_as_sbatch_lines_then_execs_the_launcher() -> None:
+    options = ["--nodes=2", "--chdir=/a b", '--comment=it\'s "x" #1']
+    sbatch = ["sbatch", "--parsable", *options, "/a b/slurm/batch.sh"]
     script = batch_script("/opt/py env/bin/python", "/a b", sbatch)
-    assert script.splitlines()[0] == "#!/bin/bash"
-    assert script.splitlines()[2] == "#   sbatch --parsable '/a b/slurm/batch.sh'"
-    assert script.splitlines()[-1] == (
-        "exec '/opt/py env/bin/python' -m jupyter_disttrain.backends.slurm.launch '/a b'"
-    )
+    lines = script.splitlines()
+    assert lines[:4] == [
+        "#!/bin/bash",
+        "#SBATCH --nodes=2",
+        '#SBATCH "--chdir=/a b"',  # read back by sbatch as one word (tests/slurm/test_jobs.py)
+        '#SBATCH "--comment=it\'s \\"x\\" #1"',
+    ]
+    assert lines[-1] == "exec '/opt/py env/bin/python' -m jupyter_disttrain.backends.slurm.launch '/a b'"
+    # No submitted value in a comment of the script's own: only in its #SBATCH lines.
+    assert not any("/a b" in line for line in lines if line.startswith("# "))
+    with pytest.raises(InvalidSpecError, match="control character"):
+        batch_script("/py", "/a\nb", ["sbatch", "--parsable", "/x/batch.sh"])
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        # sbatch takes any prefix of an option's name no other option shares: as the option
+        ("--outp=/tmp/x", "--sbatch-option --outp=/tmp/x is sbatch's --output, which the backend sets"),
+        ("--arr=0-3", "is sbatch's --array, which the backend sets itself"),
+        ("--chd=/", "is sbatch's --chdir, which the backend sets itself"),
+        ("--tasks-per-node=4", "is sbatch's --ntasks-per-node: the backend sets it from --gpus and --nodes"),
+        ("--part=debug", "is sbatch's --partition: use --partition"),
+        ("-N3", "is sbatch's --nodes: use --nodes"),
+        ("--n=2", "sbatch reads --n as any of --network, --nice, --no-kill"),
+        # short options cluster: -sN9 is -s -N 9, -vo/x is -v -o /x
+        ("-sN9", "sbatch reads it as several options (-s then -N...)"),
+        ("-vo/x", "sbatch reads it as several options (-v then -o...)"),
+        # a value in the next word would be the next option, or the batch script
+        ("--mail-user", "--mail-user takes a value: write --mail-user=VALUE in one word"),
+        ("-d", "-d: --dependency takes a value: write --dependency=VALUE in one word"),
+        ("--hold=1", "--hold takes no value"),
+        ("--test-only", "sbatch then only tests the job, and submits nothing"),
+        ("-M other", "the job would run on another cluster"),
+        ("--brand-new", "not an option of sbatch 22.05; if your cluster's sbatch has it"),
+        ("-Z", "-Z is not an option of sbatch 22.05"),
+    ],
+)
+def test_an_sbatch_option_is_judged_as_sbatch_reads_it(option: str, message: str) -> None:
+    with pytest.raises(InvalidSpecError) as info:
+        check_sbatch_option(option)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_allowed_sbatch_option_is_written_in_full() -> None:
+    assert check_sbatch_option("--mail-t=END") == "--mail-type=END"
+    assert check_sbatch_option("-dafterok:12") == "--dependency=afterok:12"
+    assert check_sbatch_option("-H") == "--hold"
+    assert check_sbatch_option("--signal=B:TERM@50") == "--signal=B:TERM@50"
+    assert check_sbatch_option("--brand-new=1") == "--brand-new=1"  # newer than the table, value attached
 
 
 @pytest.mark.parametrize(
@@ -176,12 +222,12 @@ def test_a_slurm_request_is_never_warm() -> None:
         ({"cpus_per_gpu": 0}, "--cpus-per-gpu takes a whole number of at least 1"),
         ({"exclusive": "yes"}, "--exclusive is a switch"),
         ({"namespace": "x"}, "the slurm backend has no option --namespace"),
-        ({"sbatch_options": ["--nodes=3"]}, "--sbatch-option --nodes=3: use --nodes"),
-        ({"sbatch_options": ["-p", "x"]}, "--sbatch-option -p: use --partition"),
+        ({"sbatch_options": ["--nodes=3"]}, "--sbatch-option --nodes=3 is sbatch's --nodes: use --nodes"),
+        ({"sbatch_options": ["-p", "x"]}, "--sbatch-option -p is sbatch's --partition: use --partition"),
         ({"sbatch_options": ["--ntasks=8"]}, "the backend sets it from --gpus and --nodes"),
-        ({"sbatch_options": ["--output=/tmp/x"]}, "the backend sets --output itself"),
+        ({"sbatch_options": ["--output=/tmp/x"]}, "is sbatch's --output, which the backend sets itself"),
         ({"sbatch_options": ["--comment=a\n#SBATCH --x"]}, "give one sbatch option on one line"),
-        ({"sbatch_options": ["mail-type=END"]}, "give one sbatch option on one line"),
+        ({"sbatch_options": ["mail-type=END"]}, "give one sbatch option as one word"),
     ],
 )
 def test_bad_options_are_refused_in_one_line_naming_the_flag(

@@ -32,7 +32,7 @@ from ..base import Backend
 from . import client as slurm
 from ._local import LAUNCHER_FILE, AgentCommand, request_roles, spawn_launcher
 from .allocation import Allocation, default_here
-from .checks import check_batch, check_step
+from .checks import check_batch, check_paths, check_step
 from .checks import place as place_of
 from .launch import CANCEL_FILE, STOPPED_FILE
 from .node import node_file
@@ -82,6 +82,7 @@ class SlurmBackend(Backend):
         for key, word in _KUBE_WORDS.items():
             if getattr(spec, key):
                 raise InvalidSpecError(f"{word} is a Kubernetes flag{_SLURM_WORDS.get(key, '')}")
+        check_paths(spec.working_dir or os.getcwd(), str(self.store.root), sys.executable)
         if problem := slurm.missing_commands():
             raise InvalidSpecError(problem)
         allocation = None if opts.batch else Allocation.here()

@@ -10,10 +10,25 @@ from ...errors import InvalidSpecError
 from ...specs import JobSpec
 from .allocation import Allocation
 from .client import Partition, SlurmClient
-from .options import BATCH_ONLY, SlurmOptions, flag, time_seconds
+from .options import BATCH_ONLY, CONTROL, SlurmOptions, flag, time_seconds
 from .parse import parse_time
 from .request import BATCH, STEP
 from .script import Place
+
+
+def check_paths(working_dir: str, job_root: str, python: str) -> None:
+    """Refuse a path the batch script and the steps' command lines cannot hold: one with a control
+    character (a newline would end a line of ``slurm/batch.sh`` and start a command)."""
+    for field, path, what in (
+        ("working_dir", working_dir, "the job's working dir"),
+        ("job root", job_root, "the job root (where job dirs are made)"),
+        ("python", python, "this kernel's Python"),
+    ):
+        if CONTROL.search(path):
+            raise InvalidSpecError(
+                f"{field}: {what} {path!r} has a control character, which a Slurm batch script cannot "
+                "hold; use a directory whose name has none"
+            )
 
 
 def check_step(client: SlurmClient, spec: JobSpec, opts: SlurmOptions, allocation: Allocation) -> None:

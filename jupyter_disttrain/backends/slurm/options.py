@@ -20,6 +20,7 @@ from typing import Any
 from ...errors import InvalidSpecError
 from ...flags import check_values, option
 from ..local.options import SupervisorOptions
+from .sbatchargs import check_value, read_option
 
 # Slurm names: partitions, accounts, QOS, reservations (letters, digits, '_', '-', '.').
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
@@ -28,58 +29,41 @@ _TIME = re.compile(r"(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+
 _MEM = re.compile(r"\d+[KMGT]?", re.IGNORECASE)
 # sbatch --constraint: features joined by & | , and grouped by brackets; counts after '*'.
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,()\[\]*:!-]{1,512}")
-_OPTION_NAME = re.compile(r"^(--[A-Za-z][A-Za-z0-9-]*|-[A-Za-z])")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # never in a word of the batch script: a newline ends its line
 
-# sbatch options the backend sets itself from a job's words, or that have flags of their own.
+# sbatch options (by their full names: sbatchargs.py reads prefixes and short forms as sbatch
+# does) the backend sets itself from a job's words, or that have flags of their own.
 _OWN = {
-    "--nodes": "--nodes",
-    "-N": "--nodes",
-    "--ntasks": "--gpus and --nodes",
-    "-n": "--gpus and --nodes",
-    "--ntasks-per-node": "--gpus and --nodes",
-    "--cpus-per-task": "--gpus (one CPU per process; more with --cpus-per-gpu)",
-    "-c": "--gpus (one CPU per process; more with --cpus-per-gpu)",
-    "--gpus": "--gpus",
-    "-G": "--gpus",
-    "--gpus-per-node": "--gpus",
-    "--gres": "--gpus",
-    "--job-name": "--name",
-    "-J": "--name",
-    "--partition": "--partition",
-    "-p": "--partition",
-    "--account": "--account",
-    "-A": "--account",
-    "--qos": "--qos",
-    "-q": "--qos",
-    "--time": "--time",
-    "-t": "--time",
-    "--constraint": "--constraint",
-    "-C": "--constraint",
-    "--reservation": "--reservation",
-    "--mem": "--mem",
-    "--cpus-per-gpu": "--cpus-per-gpu",
-    "--exclusive": "--exclusive",
-    "--requeue": "--requeue",
-    "--no-requeue": "--requeue",
+    "nodes": "--nodes",
+    "ntasks": "--gpus and --nodes",
+    "ntasks-per-node": "--gpus and --nodes",
+    "cpus-per-task": "--gpus (one CPU per process; more with --cpus-per-gpu)",
+    "gpus": "--gpus",
+    "gpus-per-node": "--gpus",
+    "gres": "--gpus",
+    "job-name": "--name",
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "time": "--time",
+    "constraint": "--constraint",
+    "reservation": "--reservation",
+    "mem": "--mem",
+    "cpus-per-gpu": "--cpus-per-gpu",
+    "exclusive": "--exclusive",
+    "requeue": "--requeue",
+    "no-requeue": "--requeue",
 }
 # What the job's own bookkeeping needs as it is: its output file, working dir and environment.
-_FIXED = (
-    "--output",
-    "-o",
-    "--error",
-    "-e",
-    "--open-mode",
-    "--chdir",
-    "-D",
-    "--export",
-    "--wrap",
-    "--parsable",
-    "--array",
-    "-a",
-    "--wait",
-    "-W",
-)
+_FIXED = ("output", "error", "open-mode", "chdir", "export", "wrap", "parsable", "array", "wait")
+# Options after which there is no job here for the backend to follow.
+_NO_JOB = {
+    "test-only": "sbatch then only tests the job, and submits nothing",
+    "help": "sbatch then prints its help, and submits nothing",
+    "usage": "sbatch then prints its usage, and submits nothing",
+    "version": "sbatch then prints its version, and submits nothing",
+    "clusters": "the job would run on another cluster, where the backend cannot follow it",
+}
 
 
 def _cpus_per_gpu(text: str) -> int:
@@ -190,24 +174,28 @@ def time_seconds(text: str) -> int | None:
 
 
 def check_sbatch_option(text: str) -> str:
-    """One pass-through sbatch option, as it goes into the batch script's ``#SBATCH`` lines."""
-    m = _OPTION_NAME.match(text)  # the name only: the value follows
-    if not m or _CONTROL.search(text):
+    """One pass-through sbatch option as sbatch reads it, written ``--name=value`` (its form on
+    the command line and in the batch script's ``#SBATCH`` lines), or a one-line refusal."""
+    if CONTROL.search(text):
         raise InvalidSpecError(
             f"--sbatch-option {text!r}: give one sbatch option on one line, e.g. "
             "--sbatch-option=--mail-type=END"
         )
-    name = m.group(1)
+    option = read_option(text)
+    name = option.name
     if name in _OWN:
         own = _OWN[name]
         how = f"use {own}" if own.startswith("--") and " " not in own else f"the backend sets it from {own}"
-        raise InvalidSpecError(f"--sbatch-option {text}: {how}")
+        raise InvalidSpecError(f"--sbatch-option {text} is sbatch's --{name}: {how}")
     if name in _FIXED:
         raise InvalidSpecError(
-            f"--sbatch-option {text}: the backend sets {name} itself (the job's output, working dir "
-            "and environment live in its job dir)"
+            f"--sbatch-option {text} is sbatch's --{name}, which the backend sets itself (the job's "
+            "output, working dir and environment live in its job dir)"
         )
-    return text
+    if name in _NO_JOB:
+        raise InvalidSpecError(f"--sbatch-option {text}: {_NO_JOB[name]}")
+    check_value(text, option)
+    return option.text
 
 
 def _text(value: Any, key: str) -> str | None:

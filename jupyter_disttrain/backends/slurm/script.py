@@ -11,19 +11,25 @@ rank wrapper and samples its ranks' resources; the agents meet through torchrun'
 rendezvous, hosted by node 0's agent on a port it picks and writes into the job dir.
 
 Every value goes into argv, never into a shell string; the batch script's one command line is
-made of quoted words. No process is started here.
+made of quoted words. The batch script repeats the submission's options as ``#SBATCH`` lines (so
+``sbatch batch.sh`` alone submits the same job), each written as sbatch reads such a line; no
+value is ever echoed in a shell comment of its own. A value with a control character never
+gets here (``checks.check_paths``, ``options.check_sbatch_option``): a newline would end the
+line. No process is started here.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
+from ...errors import InvalidSpecError
 from ...launchers.base import Role
 from ...runtime import contract
 from ...specs import JobSpec
 from ._local import WORKER_MODULE
-from .options import SlurmOptions
+from .options import CONTROL, SlurmOptions
 from .request import BATCH, SlurmRequest
 
 LAUNCH_MODULE = "jupyter_disttrain.backends.slurm.launch"
@@ -91,17 +97,33 @@ def _resources(spec: JobSpec, opts: SlurmOptions, place: Place) -> list[str]:
 
 
 def batch_script(python: str, job_dir: str, sbatch: list[str]) -> str:
-    """``slurm/batch.sh``: the launcher, run as the batch step on the job's first node."""
+    """``slurm/batch.sh``: the options of ``sbatch`` (its argv, ``sbatch_argv``) as ``#SBATCH``
+    lines, then the launcher, run as the batch step on the job's first node."""
+    options = [word for word in sbatch[1:-1] if word != "--parsable"]  # not the program, nor the script
+    if any(CONTROL.search(word) for word in [python, job_dir, *options]):  # checks.py refused it already
+        raise InvalidSpecError("a word of the batch script has a control character: it cannot be one line")
     return "\n".join(
         [
             "#!/bin/bash",
-            "# jupyter_disttrain: this job's launcher, run by Slurm on the job's first node. Submitted as",
-            f"#   {shlex.join(sbatch)}",
+            *(f"#SBATCH {_sbatch_word(word)}" for word in options),
+            "# jupyter_disttrain: this job's launcher, run by Slurm on the job's first node. The #SBATCH",
+            "# lines are the options it was submitted with: `sbatch batch.sh` alone submits it again.",
             "# It starts one srun step per node and keeps the job dir's status.json true.",
             shlex.join(["exec", python, "-m", LAUNCH_MODULE, job_dir]),
             "",
         ]
     )
+
+
+_SBATCH_SPECIAL = re.compile(r"""[\s'"\\#]""")
+
+
+def _sbatch_word(word: str) -> str:
+    """One word as sbatch reads a ``#SBATCH`` line: words end at white space, quotes group, a
+    backslash takes the next character as it is, an unquoted ``#`` starts a comment."""
+    if not _SBATCH_SPECIAL.search(word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def srun_argv(spec: JobSpec, job_id: str, place: Place, node: int) -> list[str]:
