@@ -4,8 +4,10 @@ the DDP pitfall checks where a GPU is visible."""
 
 from __future__ import annotations
 
+import os
 import re
 
+from jupyter_disttrain.backends.local.backend import visible_gpus
 from jupyter_disttrain.payloads import JobSummary
 
 from .report import Check
@@ -68,9 +70,10 @@ def distrun_cell(s: Session, c: Check) -> None:
         "the dry run prints the launch request", dry.error is None and found is not None, dry.error or ""
     )
     c.expect("the dry run says the job runs on the GPU (device: cuda)", device == "cuda", device, gpu=True)
+    first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]  # the machine's first GPU
     c.expect(
-        "the dry run gives the rank GPU 0",
-        "CUDA_VISIBLE_DEVICES=0 " in dry.text,
+        f"the dry run gives the rank the first GPU (CUDA_VISIBLE_DEVICES={first})",
+        f"CUDA_VISIBLE_DEVICES={first} " in dry.text,
         re.findall(r"CUDA_VISIBLE_DEVICES=\S*", dry.text)[:1],
         gpu=True,
     )
@@ -99,7 +102,13 @@ def distrun_cell(s: Session, c: Check) -> None:
     c.expect(
         "the all-reduce ran on a CUDA tensor", mark["device"].startswith("cuda"), mark["device"], gpu=True
     )
-    gpus = _gpu_count() if s.gpu else 0
+    gpus = _gpu_count()
+    product = visible_gpus()
+    c.expect(
+        "the local backend sees the GPUs torch sees",
+        len(product) == gpus,
+        {"backend": product, "torch": gpus},
+    )
     too_many = s.cell(f"%%distrun --gpus {gpus + 1} --name gc-too-many --dry-run\n{CELL}")
     c.expect(
         f"--gpus {gpus + 1} on a machine with {gpus} GPU(s) is refused, naming them",

@@ -22,8 +22,8 @@ width, batch = GC_TRAIN["width"], GC_TRAIN["batch"]
 torch.manual_seed(0)
 layers = []
 for _ in range(4):
-    layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
-net = torch.nn.Sequential(*layers).to(device=device, dtype=torch.bfloat16)
+    layers += [torch.nn.Linear(width, width, device=device, dtype=torch.bfloat16), torch.nn.GELU()]
+net = torch.nn.Sequential(*layers)
 model = DDP(net, device_ids=[device.index] if device.type == "cuda" else None)
 opt = torch.optim.SGD(model.parameters(), lr=1e-4)
 x = torch.randn(batch, width, device=device, dtype=torch.bfloat16)
