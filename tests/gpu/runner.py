@@ -129,31 +129,54 @@ def run_check(definition: Definition, session: Session, log: Log) -> Result:
 
 
 class Watchdog:
-    """Ends a run that outlives its budget: the report says where it was cut, the run's
-    processes are stopped, and the process exits 2."""
+    """Ends a run that outlives its budget: the report says where it was cut (no result of a
+    check after that), the run's processes are stopped, and the process exits 2."""
 
     def __init__(self, seconds: float, report: Report, path: Path, log: Log) -> None:
         self.report, self.path, self.log = report, path, log
         self.session: Session | None = None
         self.current = "setup"
+        self._lock = threading.Lock()
+        self._fired = self._stopped = False
         self._timer = threading.Timer(seconds, self._fire, args=(seconds,))
         self._timer.daemon = True
         self._timer.start()
 
     def _fire(self, seconds: float) -> None:
-        self.report.aborted = f"the run passed its budget of {seconds:.0f} s during {self.current}"
+        with self._lock:
+            if self._stopped:
+                return
+            self._fired = True
+            self.report.aborted = f"the run passed its budget of {seconds:.0f} s during {self.current}"
+            self.report.finished = now_iso()
+            self.report.write(self.path)
         self.log.line(f"!! {self.report.aborted}: stopping")
-        self.report.write(self.path)
         if self.session is not None:
             with contextlib.suppress(Exception):
                 self.session.close()
         os._exit(2)
 
-    def cancel(self) -> None:
-        self._timer.cancel()
+    def record(self, result: Result) -> None:
+        """Add a check's result to the report and write it; once the run was cut, the watchdog
+        is ending the process: this thread waits for that."""
+        with self._lock:
+            if not self._fired:
+                self.report.checks.append(result)
+                self.report.write(self.path)
+                return
+        threading.Event().wait()
+
+    def stop(self) -> None:
+        """The run ends by itself: no more watching (or, if it was cut meanwhile, wait for the end)."""
+        with self._lock:
+            self._timer.cancel()
+            self._stopped = not self._fired
+        if not self._stopped:
+            threading.Event().wait()
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[Definition]]:
+    """The options, and the checks they choose (all, in order, unless ``--only``)."""
     ap = argparse.ArgumentParser(prog="gpu-check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cpu", action="store_true", help="CPU mode: GPU items skipped and named")
     ap.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "build" / "gpu-check"))
@@ -161,13 +184,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, help="seconds the whole run may take")
     ap.add_argument("--keep", action="store_true", help="keep the run's directory (jobs, logs)")
     args = ap.parse_args(argv)
-    mode = "cpu" if args.cpu else "gpu"
-    chosen = [d for d in checks_in_order() if not args.only or d.name in args.only.split(",")]
-    unknown = set(filter(None, args.only.split(","))) - {d.name for d in CHECKS}
+    every = checks_in_order()
+    named = set(filter(None, args.only.split(",")))
+    unknown = named - {d.name for d in every}
     if unknown:
         ap.error(
-            f"no check named {', '.join(sorted(unknown))}; the checks: {', '.join(d.name for d in CHECKS)}"
+            f"no check named {', '.join(sorted(unknown))}; the checks: {', '.join(d.name for d in every)}"
         )
+    return args, [d for d in every if not named or d.name in named]
+
+
+def run_all(session: Session, chosen: list[Definition], report: Report, watchdog: Watchdog) -> None:
+    """Start the session, then each chosen check in turn; a failure to start ends the run."""
+    try:
+        times = {key: round(seconds, 2) for key, seconds in session.start().items()}
+        report.setup = {**times, "wrote_package_metadata": session.wrote_metadata}
+        session.log.line(f"setup: {report.setup}")
+        for definition in chosen:
+            watchdog.current = definition.name
+            watchdog.record(run_check(definition, session, session.log))
+    except Exception:
+        report.aborted = traceback.format_exc(limit=8)
+        session.log.line(f"!! the run stopped: {report.aborted}")
+
+
+def summarise(report: Report, log: Log, path: Path) -> None:
+    """The closing lines: each check's status and its skipped items, then the counts."""
+    for result in report.checks:
+        skipped = [i.what for i in result.items if i.status == "SKIP"]
+        note = f"; skipped: {skipped}" if skipped else ""
+        log.line(f"{result.status:4} {result.name} ({result.seconds:.1f} s){note}")
+    log.line(f"summary: {report.summary()} in {report.seconds:.0f} s; report: {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, chosen = parse(argv)
+    mode = "cpu" if args.cpu else "gpu"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / LOG_FILE).unlink(missing_ok=True)
@@ -182,35 +234,19 @@ def main(argv: list[str] | None = None) -> int:
     if mode == "gpu" and not report.environment["cuda_available"]:
         report.aborted = "GPU mode, but torch sees no GPU here: run with --cpu, or on a GPU machine"
         log.line(f"!! {report.aborted}")
-        report.write(path)
-        return 2
-    session = Session(mode == "gpu", log, CELL_TIMEOUT[mode])
-    watchdog.session = session
-    try:
-        times = {key: round(seconds, 2) for key, seconds in session.start().items()}
-        report.setup = {**times, "wrote_package_metadata": session.wrote_metadata}
-        log.line(f"setup: {report.setup}")
-        for definition in chosen:
-            watchdog.current = definition.name
-            report.checks.append(run_check(definition, session, log))
-            report.write(path)
-    except Exception:
-        report.aborted = traceback.format_exc(limit=8)
-        log.line(f"!! the run stopped: {report.aborted}")
-    finally:
-        watchdog.current = "the clean-up"
-        session.close(keep=args.keep)
-        watchdog.cancel()
-        report.finished = now_iso()
-        report.seconds = round(time.monotonic() - start, 1)
-        report.write(path)
-    for result in report.checks:
-        skipped = [i.what for i in result.items if i.status == "SKIP"]
-        log.line(
-            f"{result.status:4} {result.name} ({result.seconds:.1f} s)"
-            + (f"; skipped: {skipped}" if skipped else "")
-        )
-    log.line(f"summary: {report.summary()} in {report.seconds:.0f} s; report: {path}")
+        watchdog.stop()
+    else:
+        session = Session(mode == "gpu", log, CELL_TIMEOUT[mode])
+        watchdog.session = session
+        try:
+            run_all(session, chosen, report, watchdog)
+        finally:
+            watchdog.stop()
+            session.close(keep=args.keep)
+    report.finished = now_iso()
+    report.seconds = round(time.monotonic() - start, 1)
+    report.write(path)
+    summarise(report, log, path)
     log.close()
     if report.aborted is not None:
         return 2
