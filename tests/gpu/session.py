@@ -102,6 +102,8 @@ class Session:
         self.env = {
             "DISTTRAIN_JOB_ROOT": str(self.root),
             "DISTTRAIN_VIEW": "text",  # the cell prints its view: no widget to read
+            "DISTTRAIN_BACKEND": "local",  # whatever the machine would pick by itself
+            "DISTTRAIN_WARM": "1",  # warm start is part of what is checked
             "DISTTRAIN_CACHE_DIR": str(self.base / "cache"),
             "XDG_RUNTIME_DIR": str(runtime),  # this run's own zygote, stopped at the end
             "JUPYTER_DATA_DIR": str(self.base / "data"),  # the index of job roots: not the user's
