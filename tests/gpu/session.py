@@ -24,6 +24,7 @@ from typing import Any
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local import warm
 from jupyter_disttrain.backends.local.torchrun import RDZV_BACKEND
+from jupyter_disttrain.procs import job_processes, stop_processes
 from jupyter_disttrain.specs import JobPhase, JobStatus
 from jupyter_disttrain.store import JobRecord, JobStore
 
@@ -252,23 +253,28 @@ class Session:
 
     # -- the end -----------------------------------------------------------------------------------
     def close(self, keep: bool = False) -> None:
-        """Stop what the run started: its kernel, jobs still running, its zygote; remove its
-        directory unless ``keep``."""
-        if self.kernel is not None:
-            try:
-                self.kernel.close()
-            except Exception as exc:  # a kernel already gone: nothing to stop
-                self.log.line(f"closing the kernel: {type(exc).__name__}: {exc}")
-            self.kernel = None
+        """Stop what the run started: its kernel, its jobs still running (and any process left of
+        its jobs: a run cut by the watchdog may leave one starting), its zygote; remove its
+        directory unless ``keep``. Each step is tried whatever the one before did."""
+        kernel, self.kernel = self.kernel, None
+        if kernel is not None:
+            self._try("closing the kernel", kernel.close)
         for record in self.store.records() if self.root.exists() else []:
             if not self.status(record.id).is_terminal:
                 self.log.line(f"cancelling {record.id}, still running at the end")
-                self.job(record.id).cancel()
-        warm.stop(warm.zygote_dir())
+                self._try(f"cancelling {record.id}", self.job(record.id).cancel)
+            self._try(f"stopping what is left of {record.id}", stop_processes, job_processes(record.id), 5.0)
+        self._try("stopping the zygote", warm.stop, warm.zygote_dir())
         if keep:
             self.log.line(f"kept the run's directory: {self.base}")
         else:
             shutil.rmtree(self.base, ignore_errors=True)
+
+    def _try(self, what: str, step: Callable[..., object], *args: object) -> None:
+        try:
+            step(*args)
+        except Exception as exc:  # the clean-up goes on: say what could not be done
+            self.log.line(f"{what}: {type(exc).__name__}: {exc}")
 
 
 def product_metadata(directory: Path) -> Path | None:
