@@ -255,12 +255,14 @@ class LogQuery:
 
 @dataclass
 class GpuSample:
-    """One GPU a rank uses, as NVML reports it: utilisation over the last sample period and memory."""
+    """One GPU a rank uses, as NVML reports it: utilisation over the last sample period, memory,
+    and the device's name (``NVIDIA H200``; absent where NVML cannot say, and in older samples)."""
 
     index: int
     util_percent: float
     mem_used_bytes: int
     mem_total_bytes: int
+    name: str | None = absent()
 
 
 @dataclass

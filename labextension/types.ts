@@ -287,12 +287,16 @@ export interface ILogRunsPage {
   more: boolean;
 }
 
-/** One GPU a rank uses, as NVML reports it: utilisation over the last sample period and memory. */
+/**
+ * One GPU a rank uses, as NVML reports it: utilisation over the last sample period, memory, and
+ * the device's name (`NVIDIA H200`; absent where NVML cannot say, and in older samples).
+ */
 export interface IGpuSample {
   index: number;
   util_percent: number;
   mem_used_bytes: number;
   mem_total_bytes: number;
+  name?: string;
 }
 
 /** One sample of a rank's process tree (the rank and its children, e.g. */

@@ -138,6 +138,9 @@ def test_gpu_fields_from_nvml_structures() -> None:
         "mem_used_bytes": 20 * 2**30,
         "mem_total_bytes": 80 * 2**30,
     }
+    # nvmlDeviceGetName's answer: str, or bytes from an older nvidia-ml-py.
+    assert sampler.gpu_entry(3, util, memory, "NVIDIA H200")["name"] == "NVIDIA H200"
+    assert sampler.gpu_entry(3, util, memory, b"NVIDIA H200")["name"] == "NVIDIA H200"
     # As nvmlDeviceGetComputeRunningProcesses returns them (usedGpuMemory None: not available).
     procs = []
     for pid, used in ((100, 5 * 2**30), (101, 2**30), (999, 7 * 2**30), (102, None)):
@@ -178,6 +181,9 @@ def test_without_nvml_gpu_fields_are_absent_and_said_once() -> None:
         | {"gpu_mem_bytes": 2}
     )
     assert to_json(with_gpu)["gpus"][0]["mem_total_bytes"] == 3
+    assert "name" not in to_json(with_gpu)["gpus"][0]  # a sample from before names were recorded
+    named = {"index": 0, "util_percent": 1, "mem_used_bytes": 2, "mem_total_bytes": 3, "name": "NVIDIA H200"}
+    assert to_json(resources.to_sample({"t": 1.0, "gpus": [named]}))["gpus"][0]["name"] == "NVIDIA H200"
 
 
 # -- liveness ----------------------------------------------------------------------------------

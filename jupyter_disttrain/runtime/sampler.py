@@ -31,15 +31,19 @@ DETAIL = 200  # after compaction, samples of age A are at least A / DETAIL secon
 
 
 # -- GPU: NVML's documented structures to our sample fields (pure, tested on their own) ---------
-def gpu_entry(index: int, utilization: Any, memory: Any) -> dict[str, Any]:
+def gpu_entry(index: int, utilization: Any, memory: Any, name: str | bytes | None = None) -> dict[str, Any]:
     """One GPU's fields from ``nvmlDeviceGetUtilizationRates`` (``.gpu``: percent of the last
-    sample period a kernel ran) and ``nvmlDeviceGetMemoryInfo`` (``.used``/``.total``: bytes)."""
-    return {
+    sample period a kernel ran), ``nvmlDeviceGetMemoryInfo`` (``.used``/``.total``: bytes) and
+    ``nvmlDeviceGetName`` (``str``; ``bytes`` from older nvidia-ml-py), left out when None."""
+    entry: dict[str, Any] = {
         "index": int(index),
         "util_percent": float(utilization.gpu),
         "mem_used_bytes": int(memory.used),
         "mem_total_bytes": int(memory.total),
     }
+    if name is not None:
+        entry["name"] = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+    return entry
 
 
 def tree_gpu_memory(processes: Iterable[Any], pids: set[int]) -> int:
@@ -66,6 +70,7 @@ class Gpus:
         self._say = say
         self._nvml: Any = None
         self._failed = False
+        self._names: dict[str, str | bytes | None] = {}
 
     def _load(self) -> Any:
         if self._nvml is None and not self._failed:
@@ -78,6 +83,15 @@ class Gpus:
                 self._failed = True
                 self._say(f"no GPU measures: NVML is not available ({type(exc).__name__}: {exc})")
         return self._nvml
+
+    def _name(self, nvml: Any, device: str, handle: Any) -> str | bytes | None:
+        """The device's name, asked once per device (it does not change); None where NVML cannot say."""
+        if device not in self._names:
+            try:
+                self._names[device] = nvml.nvmlDeviceGetName(handle)
+            except Exception:  # an old driver or a device that cannot say: the other fields stay
+                self._names[device] = None
+        return self._names[device]
 
     def sample(self, devices: list[str], pids: set[int]) -> tuple[list[dict[str, Any]] | None, int | None]:
         """The rank's devices' utilisation and memory, and the GPU memory of ``pids``."""
@@ -93,7 +107,8 @@ class Gpus:
                     handle = nvml.nvmlDeviceGetHandleByUUID(device)
                     index = int(nvml.nvmlDeviceGetIndex(handle))
                 util = nvml.nvmlDeviceGetUtilizationRates(handle)
-                gpus.append(gpu_entry(index, util, nvml.nvmlDeviceGetMemoryInfo(handle)))
+                memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+                gpus.append(gpu_entry(index, util, memory, self._name(nvml, device, handle)))
                 mem += tree_gpu_memory(nvml.nvmlDeviceGetComputeRunningProcesses(handle), pids)
             return gpus, mem
         except Exception as exc:  # a device that vanished, a driver error: GPU fields go, once said
