@@ -61,6 +61,7 @@ class Listed:
     record: JobRecord
     status: JobStatus
     summary: dict[str, Any]
+    progress: Progress | None = None  # while it runs (the summary's, typed)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ class JobManager:
             except (OSError, ValueError, KeyError, DistTrainError):
                 continue  # being written or removed right now: the next listing has it
         for record, status in self._statuses(changed):
-            listed = Listed(fingerprints[record.id], record, status, to_json(self._summary(record, status)))
+            summary = self._summary(record, status)
+            listed = Listed(fingerprints[record.id], record, status, to_json(summary), summary.progress)
             out.append(listed)
             if status.is_terminal:
                 self._ended[record.id] = listed
