@@ -185,3 +185,21 @@ def _until(read: Callable[[], str], wanted: str, timeout: float = 120.0) -> str:
         assert time.monotonic() < deadline, text
         time.sleep(0.2)
     return text
+
+
+def test_the_newest_bar_is_read_under_long_lines_within_the_budget(store: JobStore) -> None:
+    """The last 20 lines are 16 KiB each, the bar's last: a read bounded to 16 KiB reaches it."""
+    from jupyter_disttrain.jobprogress import progress_of
+    from jupyter_disttrain.manager import JobManager
+    from jupyter_disttrain.specs import JobSpec, ReplicaStatus
+    from jupyter_disttrain.store import JobRecord
+
+    record = JobRecord(id="long-abcde", spec=JobSpec(name="long"))
+    store.create(record, "print(1)\n")
+    logs = store.job_dir(record.id) / "logs"
+    logs.mkdir(exist_ok=True)
+    junk = ("x" * (16 * 1024) + "\n") * 25
+    (logs / "rank-0.log").write_text(junk + "\r 40%|####      | 4/10 [00:04<00:06,  1.00it/s]\r")
+    running = JobStatus(job_id=record.id, phase=JobPhase.RUNNING, replicas=[ReplicaStatus("rank-0")])
+    backend = JobManager(store, "local").backend("local")
+    assert progress_of(backend, record, running, []) == Progress(4, 10, 6.0, "tqdm")
