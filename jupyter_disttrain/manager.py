@@ -362,8 +362,9 @@ class JobManager:
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
         spec = self._prepared(spec)
-        jobcheckpoints.pin(self.store, spec)  # before it runs: no prune deletes it meanwhile
-        return self.backend(spec.backend).submit(spec, script, files)
+        job_id = self.backend(spec.backend).submit(spec, script, files)
+        jobcheckpoints.pin(self.store, spec, job_id)  # once accepted: a refused submit pins nothing
+        return job_id
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
         return self.backend(spec.backend).dryrun(self._prepared(spec), script=script, files=files)
@@ -380,8 +381,10 @@ class JobManager:
         if self.store.is_deleted(job_id):
             if purge:
                 self.store.purge(job_id)
-            return
-        self.backend(record.backend).delete(job_id, purge=purge)
+        else:
+            self.backend(record.backend).delete(job_id, purge=purge)
+        if purge:  # gone for good: the checkpoint it resumed from is no longer held for it
+            jobcheckpoints.unpin(self.store, record)
 
 
 def _wrote_tensorboard(store: JobStore, job_id: str) -> bool:
