@@ -27,20 +27,26 @@ SCAN_CHARS = 4096  # of a redraw looked at: a bar (with its description) starts 
 _COUNT_WINDOW = 64  # chars before the times holding "45/100" (or "45it")
 _DESC_WINDOW = 256  # chars of a description kept
 _CANDIDATES = 32  # places that look like a bar's times, tried in order
-# tqdm: ` [00:02<00:03,` (or ` [00:02,` with no total)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours, cursor moves: Rich's redraws have them
+
+# tqdm's redraw: `desc:  45%|████▌     | 45/100 [00:02<00:03, 17.9it/s, loss=0.5]`, found by its
+# times ` [00:02<00:03,` (` [00:02,` with no total), then read back: the count right before them
+# (`45/100`, `1.2k/1.2k`, `45it`), a bar `45%|...|` and a description ending in ":".
 _TQDM_TIMES = re.compile(r" \[(?P<elapsed>\d[\d:]*)(?:<(?P<left>[\d:?]+))?,")
-# Rich, Lightning's CustomTimeColumn: ` 0:00:02 • 0:00:03` (str(timedelta); -:--:-- unknown)
-_CLOCK = r"(?:\d{1,9} days?, )?\d{1,9}:\d\d:\d\d|-:--:--"
-_RICH_TIMES = re.compile(rf" (?P<elapsed>{_CLOCK}) \u2022 (?P<left>{_CLOCK})")
 _NUMBER = r"\d+(?:\.\d+)?[kMG]?"
 _TQDM_COUNT = re.compile(rf"(?P<n>{_NUMBER})(?:/(?P<total>{_NUMBER}))?(?:it)?\Z")
-_RICH_COUNT = re.compile(r"(?P<n>\d+)/(?P<total>\d+|--)\Z")
 _PERCENT = re.compile(r"\d+%\Z")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_RICH_BAR = " \u2501\u2578\u257a\u2500-"  # Rich's bar: heavy line, its half ends, light line
-_EPOCH = re.compile(r"^Epoch (\d+)$")
-_RICH_EPOCH = re.compile(r"^Epoch (\d+)(?:/(-?\d+))?$")
 _SCALE = {"k": 1e3, "M": 1e6, "G": 1e9}
+_EPOCH = re.compile(r"^Epoch (\d+)$")  # Lightning's description: its max_epochs is an hparam
+
+# Rich's (Lightning's RichProgressBar): `Epoch 3/19 ━━━━╸━━ 2/2 0:00:02 • 0:00:03 1.0it/s`, found
+# by its CustomTimeColumn (str(timedelta), `-:--:--` when unknown), then read back: `2/2`
+# (`2/--` with no total), the bar, and the description naming the last epoch itself.
+_CLOCK = r"(?:\d{1,9} days?, )?\d{1,9}:\d\d:\d\d|-:--:--"
+_RICH_TIMES = re.compile(rf" (?P<elapsed>{_CLOCK}) \u2022 (?P<left>{_CLOCK})")
+_RICH_COUNT = re.compile(r"(?P<n>\d+)/(?P<total>\d+|--)\Z")
+_RICH_BAR = " \u2501\u2578\u257a\u2500-"  # heavy line, its half ends, light line
+_RICH_EPOCH = re.compile(r"^Epoch (\d+)(?:/(-?\d+))?$")
 
 
 @dataclass

@@ -205,10 +205,23 @@ def _bundle(root: str, folder: str, entries: list[os.DirEntry[str]], budget: Bud
             except OSError:
                 one = None
             whole = one is None or one.complete  # a .bin that is no torch file: its time says
-    step, epoch = _named(root, folder, bare=False)
+    return _found(folder, "files", _named(root, folder, bare=False), (mtime, size), whole, settled)
+
+
+def _found(
+    path: str,
+    kind: str,
+    named: tuple[int | None, int | None],
+    stats: tuple[float, int],
+    whole: bool,
+    settled: float,
+) -> Found:
+    """A checkpoint whose step its name says (``named``), of ``stats`` (newest write, bytes):
+    complete when ``whole`` and settled."""
+    (step, epoch), (mtime, size) = named, stats
     return Found(
-        path=folder,
-        kind="files",
+        path=path,
+        kind=kind,
         step=step,
         epoch=epoch,
         step_source=_source(step, "name"),
@@ -250,20 +263,8 @@ def _stats(files: list[os.DirEntry[str]]) -> tuple[float, int]:
 
 def _dcp(root: str, folder: str, entries: list[os.DirEntry[str]], settled: float) -> Found:
     files = [entry for entry in entries if entry.is_file(follow_symlinks=False)]
-    mtime, size = _stats(files)
     has_metadata = any(entry.name == DCP_METADATA for entry in files)
-    step, epoch = _named(root, folder)
-    return Found(
-        path=folder,
-        kind="dcp",
-        step=step,
-        epoch=epoch,
-        step_source=_source(step, "name"),
-        mtime=mtime,
-        size=size,
-        complete=has_metadata and mtime <= settled,
-        world_size=None,
-    )
+    return _found(folder, "dcp", _named(root, folder), _stats(files), has_metadata, settled)
 
 
 def _latest_tag(folder: str) -> str | None:
@@ -359,18 +360,7 @@ def _file(root: str, path: str, st: os.stat_result, settled: float) -> Found | N
 
 
 def _file_found(root: str, path: str, kind: str, st: os.stat_result, whole: bool, settled: float) -> Found:
-    step, epoch = _named(root, path)
-    return Found(
-        path=path,
-        kind=kind,
-        step=step,
-        epoch=epoch,
-        step_source=_source(step, "name"),
-        mtime=st.st_mtime,
-        size=st.st_size,
-        complete=whole and st.st_mtime <= settled,
-        world_size=None,
-    )
+    return _found(path, kind, _named(root, path), (st.st_mtime, st.st_size), whole, settled)
 
 
 def _zip_state(path: str, size: int) -> tuple[bool | None, bool]:
