@@ -9,8 +9,14 @@
    wall second (budget: 1 % of a core) and its ratio to the budget.
 2. Listing the 1,000 (``JobManager.checkpoints``, then the JSON): the first (cold) listing and
    the median of the next ones, in ms.
+3. A listing's bound (issue 34): a job whose runs declared 50 directories that are one
+   directory of 2,000 checkpoints by other names (links above it) and its parent. Printed: the
+   checkpoints listed (each once) against the 102,000 an unbounded index listed, the answer's
+   bytes and the median listing time; then the same with 10x the files, where the one entry
+   budget (20,000 directory entries for the dir and every declared path together) stops the
+   listing (``usage.more``).
 
-    python bench/bench_checkpoints.py [--count 1000] [--seconds 30] [--poll 5]
+    python bench/bench_checkpoints.py [--count 1000] [--seconds 30] [--poll 5] [--declared-only]
 """
 
 from __future__ import annotations
@@ -118,14 +124,47 @@ def listing(count: int, repeat: int = 10) -> None:
     print(f"  = {per:.1f} us per checkpoint; ratio first/next {cold / warm:.2f}")
 
 
+def declared(files: int, views: int = 50, repeat: int = 5) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        manager, job_id, job_dir = make_job(Path(tmp) / "jobs")
+        real = Path(tmp) / "data" / "ckpts"
+        subprocess.run([sys.executable, "-c", WRITER, str(real), os.devnull, str(files), "0"], check=True)
+        old = time.time() - 60
+        for name in os.listdir(real):
+            os.utime(real / name, (old, old))
+        (Path(tmp) / "links").mkdir()
+        paths = [real.parent, real]
+        for index in range(views):
+            os.symlink(real.parent, Path(tmp) / "links" / f"l{index}")
+            paths.append(Path(tmp) / "links" / f"l{index}" / "ckpts")
+        lines = "".join(json.dumps({"path": str(p)}) + "\n" for p in paths)
+        (job_dir / contract.RUNS_DIR / "train" / contract.CHECKPOINTS_FILE).write_text(lines)
+        times, answer = [], ""
+        for _ in range(repeat):
+            t = time.perf_counter()
+            answer = json.dumps(to_json(manager.checkpoints(job_id)))
+            times.append((time.perf_counter() - t) * 1000)
+    listed = json.loads(answer)
+    count, unbounded = len(listed["checkpoints"]), files * len(paths)
+    print(
+        f"{len(paths)} declared paths over {files} checkpoints: {count} listed (unbounded: {unbounded}; "
+        f"ratio {count / unbounded:.3f}), more={listed['usage']['more']}, {len(answer) / 1e6:.2f} MB, "
+        f"median {statistics.median(times):.0f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--poll", type=float, default=5.0, help="seconds between listings (the lab's poll)")
+    parser.add_argument("--declared-only", action="store_true", help="only the listing's bound (3.)")
     args = parser.parse_args()
-    while_writing(args.count, args.seconds, args.poll)
-    listing(args.count)
+    if not args.declared_only:
+        while_writing(args.count, args.seconds, args.poll)
+        listing(args.count)
+    declared(2000)
+    declared(30000, repeat=2)
 
 
 if __name__ == "__main__":

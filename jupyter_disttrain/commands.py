@@ -17,11 +17,13 @@ from .failure import first_line
 from .flags import add_flags
 from .intake import choose_launcher, job_flag_classes, spec_from_flags
 from .monitoring.stacks import METHODS
+from .progress import Progress, progress_text
 from .specs import JobStatus, LogLine, iso_seconds, name_from
 from .tracebacks import plain
 
 if TYPE_CHECKING:
     from .api import CheckpointList, Failure, Job
+    from .manager import Listed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,9 +92,11 @@ def run_subcommand(
     from . import api
 
     if args.command == "list":
-        statuses = api.list_jobs(store)
-        if statuses:
-            out(format_table(statuses, store))
+        from .manager import manager_for
+
+        jobs = manager_for(store).list_jobs()
+        if jobs:
+            out(format_table(jobs))
         else:
             where = " or ".join(str(r) for r in store.roots())
             out(f"no jobs in {where}; submit one with `{command} run FILE` or %%distrun in a notebook")
@@ -108,7 +112,7 @@ def run_subcommand(
         raise
     if args.command == "status":
         status = job.status()
-        out(format_status(status, job.failure(status)))
+        out(format_status(status, job.failure(status), progress=job.progress(status)))
     elif args.command == "logs":
         prefix = args.replica is None
         for line in _lines(job, args.replica, args.tail, args.follow):
@@ -229,13 +233,14 @@ def _age(iso: str | None) -> str:
     return f"{secs}s"
 
 
-def format_table(statuses: list[JobStatus], store: Any) -> str:
-    rows = [("ID", "BACKEND", "PHASE", "REPLICAS", "AGE")]
-    for st in statuses:
-        backend = store.read_record(st.job_id).backend
+def format_table(jobs: list[Listed]) -> str:
+    rows = [("ID", "BACKEND", "PHASE", "REPLICAS", "AGE", "PROGRESS")]
+    for job in jobs:
+        st = job.status
         # ready/total while it runs; once it has ended, how many replicas it had
         replicas = str(len(st.replicas)) if st.is_terminal else f"{st.replicas_ready}/{len(st.replicas)}"
-        rows.append((st.job_id, backend, st.phase.value, replicas, _age(st.created)))
+        progress = progress_text(job.progress) if job.progress else ""
+        rows.append((st.job_id, job.record.backend, st.phase.value, replicas, _age(st.created), progress))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
@@ -269,16 +274,19 @@ def format_checkpoints(listing: CheckpointList, command: str) -> str:
     return "\n".join(table)
 
 
-def format_status(st: JobStatus, story: Failure | None = None) -> str:
-    """The job's phase, replicas and last events; of a failed one (``story``: the job layer's
-    ``Failure``), the peers the root cause stopped and its traceback mapped to the cells, else
-    what the status message holds after its headline (the root cause's log tail)."""
+def format_status(st: JobStatus, story: Failure | None = None, *, progress: Progress | None = None) -> str:
+    """The job's phase, its progress while it runs, replicas and last events; of a failed one
+    (``story``: the job layer's ``Failure``), the peers the root cause stopped and its traceback
+    mapped to the cells, else what the status message holds after its headline (the root
+    cause's log tail)."""
     headline, _, detail = (st.message or "").partition("\n")
     if story is not None and story.traceback:
         detail = plain(story.traceback)
     lines = [
         f"{st.job_id}: {st.phase.value}" + (f" ({st.reason}: {headline})" if st.reason and headline else "")
     ]
+    if progress is not None:
+        lines.append(f"  progress: {progress_text(progress)} (from {progress.source})")
     for r in st.replicas:
         if story and (cause := story.stopped_by(r.name)):
             lines.append(f"  {r.name:<12} stopped by {cause}")

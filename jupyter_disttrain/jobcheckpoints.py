@@ -9,13 +9,16 @@ checkpoint of another world size) is one line saying what to do, and nothing is 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import os
 import re
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import InvalidSpecError, UnknownCheckpointError, UnknownJobError
+from .errors import DistTrainError, InvalidSpecError, UnknownCheckpointError, UnknownJobError
 from .packaging.loadcell import load_cell
 from .packaging.origins import ORIGINS_FILE
 from .packaging.values import ARRAY_FILE, TENSOR_FILE
@@ -33,28 +36,31 @@ from .runtime.atomic import write_json
 from .runtime.contract import CHECKPOINT_PINS_FILE
 from .safefiles import is_real_file, open_regular
 from .specs import LATEST, JobSpec, ResumedFrom, parse_resume
-from .tracking.checkpoints import checkpoint_dir
+from .tracking.checkpoints import SCAN_LIMIT, checkpoint_dir
 
 if TYPE_CHECKING:
     from .manager import JobManager
-    from .store import JobStore
+    from .store import JobRecord, JobStore
 
 log = logging.getLogger(__name__)
 SIDE_FILES = (TENSOR_FILE, ARRAY_FILE, ORIGINS_FILE)  # what packaging ships beside the script
 _ID = re.compile(r"c[0-9a-f]{12}")
+DETAIL_SCAN_LIMIT = 5_000  # directory entries a job's details look at for its checkpoints' usage
+USAGE_SECONDS = 5.0  # a job's details wait this long for its checkpoints' usage
+USAGE_THREADS = 2
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
 
 
-def pin(store: JobStore, spec: JobSpec) -> None:
-    """Record in the resumed job's dir that ``spec`` resumes from its checkpoint (retention and
-    the list read it: a pinned checkpoint is never deleted)."""
+def pin(store: JobStore, spec: JobSpec, job_id: str) -> None:
+    """Record in the resumed job's dir that job ``job_id`` (accepted by its backend) resumes from
+    its checkpoint (retention and the list read it: a pinned checkpoint is never deleted)."""
     resumed = spec.resumed_from
     if resumed is None:
         return
-    job_dir = store.existing_dir(resumed.job)
-    paths = sorted(retention.pinned(str(job_dir)) | {resumed.path})
     try:
-        write_json(job_dir / CHECKPOINT_PINS_FILE, {"paths": paths})
-    except OSError as exc:  # another user's job dir, a full disk: resume anyway, unpinned
+        _set_pin(store.existing_dir(resumed.job), job_id, resumed.path)
+    except (OSError, UnknownJobError) as exc:  # another user's job dir, a full disk: resume anyway, unpinned
         log.warning(
             "could not pin %s in job %s (its --keep-checkpoints may delete it): %s",
             resumed.path,
@@ -63,7 +69,37 @@ def pin(store: JobStore, spec: JobSpec) -> None:
         )
 
 
-def checkpoint_list(manager: JobManager, job_id: str) -> CheckpointList:
+def unpin(store: JobStore, record: JobRecord) -> None:
+    """Drop the pin job ``record`` holds on the checkpoint it resumed from (it is being purged)."""
+    resumed = record.spec.resumed_from
+    if resumed is None:
+        return
+    try:
+        _set_pin(store.existing_dir(resumed.job), record.id, None)
+    except (OSError, UnknownJobError) as exc:  # that job is gone, or not ours to write
+        log.debug("could not unpin %s in job %s: %s", resumed.path, resumed.job, exc)
+
+
+def _set_pin(job_dir: Path, holder: str, path: str | None) -> None:
+    """Pin ``path`` for the job ``holder`` in the pins file of ``job_dir`` (None: drop its pin).
+    Paths pinned before pins named their job stay pinned."""
+    paths, by = retention.pins(str(job_dir))
+    unnamed = paths - set(by.values())
+    if path is None and holder not in by:
+        return
+    if path is None:
+        del by[holder]
+    else:
+        by[holder] = path
+    write_json(
+        job_dir / CHECKPOINT_PINS_FILE,
+        {"paths": sorted(unnamed | set(by.values())), "by": dict(sorted(by.items()))},
+    )
+
+
+def checkpoint_list(manager: JobManager, job_id: str, limit: int = SCAN_LIMIT) -> CheckpointList:
+    """The job's checkpoints; at most ``limit`` directory entries are looked at (its checkpoint
+    dir and the paths its runs declared together: ``usage.more`` says when there were more)."""
     job_dir = manager.store.existing_dir(job_id)
     record = manager.store.read_record(job_id)
     spec = record.spec
@@ -74,18 +110,33 @@ def checkpoint_list(manager: JobManager, job_id: str) -> CheckpointList:
     ended = manager.stored_status(record).is_terminal
     settle = 0.0 if ended else ckptscan.SETTLE_SECONDS
     checkpoints, usage = manager.checkpoint_index.index(
-        job_dir, pinned=pinned, keep=spec.keep_checkpoints, settle=settle
+        job_dir, pinned=pinned, keep=spec.keep_checkpoints, settle=settle, limit=limit
     )
     return CheckpointList(job_id, str(checkpoint_dir(job_dir)), checkpoints, usage, spec.resumed_from)
 
 
 def usage_of(manager: JobManager, job_id: str) -> CheckpointUsage | None:
-    """The disk the job's checkpoints use, for its details (None where they cannot be read)."""
+    """The disk the job's checkpoints use, for its details (None where they cannot be read).
+
+    Bounded twice, as every poll of a job's details pays it: a smaller entry budget than a
+    listing's, and ``USAGE_SECONDS`` of waiting (a scan stuck on a hung file system stays in
+    the index's own threads; the details answer without it)."""
+    future = _usage_pool().submit(checkpoint_list, manager, job_id, DETAIL_SCAN_LIMIT)
     try:
-        return checkpoint_list(manager, job_id).usage
-    except OSError as exc:  # a detail, not the job: never fail it
+        return future.result(timeout=USAGE_SECONDS).usage
+    except concurrent.futures.TimeoutError:
+        log.warning("job %s's checkpoints took over %g s to index: left out", job_id, USAGE_SECONDS)
+    except (OSError, DistTrainError) as exc:  # a detail, not the job: never fail it
         log.debug("could not index job %s's checkpoints: %s", job_id, exc)
-        return None
+    return None
+
+
+def _usage_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(USAGE_THREADS, thread_name_prefix="disttrain-ckpt")
+        return _POOL
 
 
 def which_of(value: object) -> str:
@@ -167,16 +218,22 @@ def resubmit_job(manager: JobManager, job_id: str, resume: str | None = None) ->
     script = manager.store.read_script(job_id)
     spec = dataclasses.replace(record.spec, resume=resume, resumed_from=None)
     new_id = manager.submit(spec, script, _side_files(manager.store, job_id))
-    new = manager.store.read_record(new_id)
-    return SubmitAnswer(new_id, JobSummary.of(new, manager.stored_status(new)))
+    try:  # launched: whatever fails now is no fault of the request
+        new = manager.store.read_record(new_id)
+        return SubmitAnswer(new_id, JobSummary.of(new, manager.stored_status(new)))
+    except (OSError, DistTrainError) as exc:
+        raise DistTrainError(f"job {new_id} was launched, but its record could not be read: {exc}") from exc
 
 
 def resume_job(manager: JobManager, job_id: str, which: str) -> ResumeAnswer:
-    """Submit job ``job_id``'s own spec and script again, from its checkpoint ``which``."""
-    new = resubmit_job(manager, job_id, f"{job_id}:{which}")
-    resumed = manager.store.read_record(new.id).spec.resumed_from
-    checkpoint = find(checkpoint_list(manager, job_id), resumed.checkpoint)  # type: ignore[union-attr]
-    return ResumeAnswer(new.id, new.job, checkpoint)
+    """Submit job ``job_id``'s own spec and script again, from its checkpoint ``which``.
+
+    ``which`` is chosen once, before the launch, and submitted by its id: the answer names the
+    checkpoint the new job got (``spec.resumed_from``), with nothing listed again after the launch
+    (a checkpoint deleted meanwhile would turn a launched job into a "no checkpoint" error)."""
+    chosen = find(checkpoint_list(manager, job_id), which)
+    new = resubmit_job(manager, job_id, f"{job_id}:{chosen.id}")
+    return ResumeAnswer(new.id, new.job, chosen)
 
 
 def _side_files(store: JobStore, job_id: str) -> dict[str, bytes]:

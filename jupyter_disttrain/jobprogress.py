@@ -1,6 +1,10 @@
 """How far a running job is, for the list, the details and the cell: em's run with a total
-(``create_run(total_steps=)``, an hparam ``total_steps``/``max_steps``), else the last tqdm
-redraw in its first replica's log (``progress.py``), read through its backend and bounded."""
+(``create_run(total_steps=)``, an hparam ``total_steps``/``max_steps``), else the last tqdm or
+Rich redraw in its first replica's log (``progress.py``), read through its backend.
+
+Every poll of the list reads this for each running job, so the read is bounded: the last
+``BAR_LINES`` lines within ``BAR_BYTES``; where those lines are too long for that (the budget
+is spent before the newest), the last line alone (a piece of at most ``logfiles.MAX_LINE``)."""
 
 from __future__ import annotations
 
@@ -38,12 +42,17 @@ def progress_of(
     if found is not None:
         return found
     try:
-        lines = take_lines(
-            backend.logs(
-                record.id, status.replicas[0].name, follow=False, tail=BAR_LINES, budget=Budget(BAR_BYTES)
-            ),
-            BAR_LINES,
-        )
+        lines, cut = _tail(backend, record.id, status.replicas[0].name, BAR_LINES)
+        if cut:  # long lines: the newest were not reached; the last one alone
+            lines, _ = _tail(backend, record.id, status.replicas[0].name, 1)
     except (OSError, DistTrainError):
         return None
-    return last_bar([line.text for line in lines], record.spec.hparams)
+    return last_bar(lines, record.spec.hparams)
+
+
+def _tail(backend: Backend, job_id: str, replica: str, count: int) -> tuple[list[str], bool]:
+    """The texts of the replica's last ``count`` lines within ``BAR_BYTES``, and whether that
+    budget cut them short."""
+    budget = Budget(BAR_BYTES)
+    lines = take_lines(backend.logs(job_id, replica, follow=False, tail=count, budget=budget), count)
+    return [line.text for line in lines], budget.hit

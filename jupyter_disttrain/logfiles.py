@@ -41,7 +41,6 @@ ANSWER_BYTES = 512 * 1024
 _LINE_COST = 24  # what a line costs an answer besides its text (quotes, keys, commas)
 _RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:")
 _RANK_PREFIXES = re.compile(r"^(?:\[rank\d+\]:\s*)+")
-_SEPARATOR = re.compile(rb"\r\n|\r|\n")
 
 
 class Budget:
@@ -174,8 +173,7 @@ def tail_start(path: Path, lines: int) -> int:
                 f.seek(pos - 1)
                 if f.read(1) == b"\r":
                     pos, block = pos - 1, b"\r" + block
-            seps = [(m.start(), m.end()) for m in _SEPARATOR.finditer(block)]
-            for sep_start, sep_end in [*reversed(seps), (-1, -1)]:
+            for sep_start, sep_end in itertools.chain(_separators_back(block), [(-1, -1)]):
                 # A line longer than a piece: its last pieces count as lines of their own.
                 at = pos + sep_end if sep_start >= 0 else None
                 while line_end - MAX_LINE > (at if at is not None else pos):
@@ -190,6 +188,24 @@ def tail_start(path: Path, lines: int) -> int:
                     return at
                 line_end = pos + sep_start
     return 0
+
+
+def _separators_back(block: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line separator of ``block`` (``\\r\\n``, ``\\r`` or ``\\n``), the
+    last first. Found with ``rfind`` (memrchr), each search going on from the last: a block with
+    no separator (a runaway line) costs microseconds, where a regular expression took 1.4 ms."""
+    nl, cr = block.rfind(b"\n"), block.rfind(b"\r")
+    while nl >= 0 or cr >= 0:
+        if nl > cr:
+            if cr >= 0 and cr == nl - 1:  # "\r\n" ends one line
+                yield cr, nl + 1
+                cr = block.rfind(b"\r", 0, cr)
+            else:
+                yield nl, nl + 1
+            nl = block.rfind(b"\n", 0, nl)
+        else:
+            yield cr, cr + 1
+            cr = block.rfind(b"\r", 0, cr)
 
 
 def last_lines(path: Path, lines: int, max_bytes: int) -> list[str]:

@@ -61,6 +61,7 @@ class Listed:
     record: JobRecord
     status: JobStatus
     summary: dict[str, Any]
+    progress: Progress | None = None  # while it runs (the summary's, typed)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ class JobManager:
             except (OSError, ValueError, KeyError, DistTrainError):
                 continue  # being written or removed right now: the next listing has it
         for record, status in self._statuses(changed):
-            listed = Listed(fingerprints[record.id], record, status, to_json(self._summary(record, status)))
+            summary = self._summary(record, status)
+            listed = Listed(fingerprints[record.id], record, status, to_json(summary), summary.progress)
             out.append(listed)
             if status.is_terminal:
                 self._ended[record.id] = listed
@@ -360,8 +362,9 @@ class JobManager:
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
         spec = self._prepared(spec)
-        jobcheckpoints.pin(self.store, spec)  # before it runs: no prune deletes it meanwhile
-        return self.backend(spec.backend).submit(spec, script, files)
+        job_id = self.backend(spec.backend).submit(spec, script, files)
+        jobcheckpoints.pin(self.store, spec, job_id)  # once accepted: a refused submit pins nothing
+        return job_id
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
         return self.backend(spec.backend).dryrun(self._prepared(spec), script=script, files=files)
@@ -378,8 +381,10 @@ class JobManager:
         if self.store.is_deleted(job_id):
             if purge:
                 self.store.purge(job_id)
-            return
-        self.backend(record.backend).delete(job_id, purge=purge)
+        else:
+            self.backend(record.backend).delete(job_id, purge=purge)
+        if purge:  # gone for good: the checkpoint it resumed from is no longer held for it
+            jobcheckpoints.unpin(self.store, record)
 
 
 def _wrote_tensorboard(store: JobStore, job_id: str) -> bool:

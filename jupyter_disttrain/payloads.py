@@ -432,15 +432,16 @@ class Checkpoint:
 
     ``id`` is stable (the same checkpoint keeps it across listings) and names it in the
     download, load and resume routes. ``kind`` is ``torch`` (a ``torch.save`` file),
-    ``lightning`` (a ``.ckpt``), ``deepspeed`` (a tag directory of a save dir with ``latest``) or
-    ``dcp`` (a ``torch.distributed.checkpoint`` directory). ``complete`` is false while its files
-    are still being written (a DCP dir without ``.metadata``, a DeepSpeed tag newer than ``latest``,
-    a zip without its end record). ``step_source`` says where ``step`` came from: ``name`` (the
-    file name), ``metadata`` (what the file records), ``declared`` (``run.checkpoint``), ``em``
-    (the step the run logged last before it was written). ``metrics``: the run's last value of
-    each ``<type>/<name>`` at or before ``step``. ``world_size``: the ranks that wrote it where
-    the format says (DeepSpeed ZeRO shards). ``pinned``: a resume points at it, so retention
-    keeps it.
+    ``lightning`` (a ``.ckpt``), ``deepspeed`` (a tag directory of a save dir with ``latest``),
+    ``dcp`` (a ``torch.distributed.checkpoint`` directory) or ``files`` (a directory of files saved
+    together: ``step_300/{model,optim}.pt``, an HF Trainer ``checkpoint-300/``). ``complete`` is
+    false while its files are still being written (a DCP dir without ``.metadata``, a DeepSpeed tag
+    newer than ``latest``, a zip without its end record). ``step_source`` says where ``step``
+    came from: ``name`` (the file name), ``metadata`` (what the file records), ``declared``
+    (``run.checkpoint``), ``em`` (the step the run logged last before it was written).
+    ``metrics``: the run's last value of each ``<type>/<name>`` at or before ``step``.
+    ``world_size``: the ranks that wrote it where the format says (DeepSpeed ZeRO shards).
+    ``pinned``: a resume points at it, so retention keeps it.
     """
 
     id: str
@@ -462,13 +463,16 @@ class Checkpoint:
 @dataclass
 class CheckpointUsage:
     """How many checkpoints a job has, the disk they use (bytes), what ``--keep-checkpoints``
-    keeps (0: all), and the id of the newest complete one (what ``latest`` resumes from)."""
+    keeps (0: all), and the id of the newest complete one (what ``latest`` resumes from).
+    ``more``: the listing stopped at its budget of directory entries, so there are more
+    checkpoints (and bytes) than counted."""
 
     count: int
     complete: int
     bytes: int
     keep: int
     latest: str | None
+    more: bool = False
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Progress in the cell's widget: a bar with step/total and ETA, and a sparkline of the run's
 first metric (its loss, most often), fed by the job layer no more than once a second.
 
-The bar comes from ``Job.progress`` (em's total, else the tqdm bar in the rank-0 log, with
-Lightning's ``max_epochs``); the sparkline from the last value of the first metric of the job's
+The bar comes from ``Job.progress`` (em's total, else the tqdm or Rich bar in the rank-0 log,
+with Lightning's epochs); the sparkline from the last value of the first metric of the job's
 first run, one point per new step the widget sees.
 """
 
@@ -16,30 +16,13 @@ from dataclasses import dataclass, field
 
 from .errors import DistTrainError
 from .payloads import RunSummary
-from .progress import Progress
+from .progress import Progress, progress_text
 from .specs import JobStatus
 
 POLL_SECONDS = 1.0  # a bar redrawn more often would not be read; each read opens a log
 SPARK_POINTS = 200  # kept for the sparkline (older ones are dropped)
 SPARK_WIDTH, SPARK_HEIGHT = 140, 28
 PROGRESS_CLASS = "jp-DistTrain-progress"  # the browser tests and the lab's styles find it by this
-
-
-def eta_text(seconds: float | None) -> str:
-    """``ETA 1:05:00``, ``ETA 0:03``; empty when not known."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return ""
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"
-
-
-def progress_text(p: Progress) -> str:
-    """``45/100 (45%) · ETA 0:03 · train``: what the bar says in words."""
-    parts = [f"{p.step}/{p.total} ({100 * p.step // p.total}%)" if p.total else f"step {p.step}"]
-    parts += [x for x in (eta_text(p.eta_seconds), p.label or "") if x]
-    return " · ".join(parts)
 
 
 def progress_html(p: Progress | None) -> str:

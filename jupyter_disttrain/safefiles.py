@@ -4,7 +4,8 @@ Anyone who can write to the job root could plant ``logs/x.log -> ~/.ssh/id_rsa``
 that links into another root; readers would then serve, and delete would write to, whatever
 the link names. The job directories and everything in them are therefore taken as they are:
 a symbolic link is never followed (``O_NOFOLLOW`` on the last component, ``lstat`` on the
-directories above it up to the job root).
+directories above it up to the job root), and only a regular file is read: the open does not
+block, so a FIFO planted in a job dir is refused rather than waited on.
 """
 
 from __future__ import annotations
@@ -15,16 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from .runtime.regularfile import open_fd
+
 
 def _opener(path: str, flags: int) -> int:
-    fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a fifo or a device would block or never end
-            raise IsADirectoryError(f"{path} is not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    # Non-blocking until the check: a FIFO would block the open itself, before any check.
+    return open_fd(path, flags)
 
 
 def open_regular(path: str | os.PathLike[str], mode: str = "rb", **kwargs: Any) -> IO[Any]:
@@ -50,17 +47,9 @@ def fd_beneath(root: str | os.PathLike[str], parts: Sequence[str], flags: int) -
             child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | cloexec, dir_fd=fd)
             os.close(fd)
             fd = child
-        file_fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | cloexec, dir_fd=fd)
+        return open_fd(parts[-1], flags, dir_fd=fd)
     finally:
         os.close(fd)
-    try:
-        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-            raise IsADirectoryError(f"{'/'.join(parts)} is not a regular file")
-        os.set_blocking(file_fd, True)
-    except BaseException:
-        os.close(file_fd)
-        raise
-    return file_fd
 
 
 def is_real_dir(path: str | os.PathLike[str]) -> bool:

@@ -91,15 +91,19 @@ export function checkpointActionStates(c: ICheckpoint): ICheckpointActionStates 
   };
 }
 
-/** "3 checkpoints (2 complete) use 12.3 MB · keeps the newest 2" */
+/**
+ * "3 checkpoints (2 complete) use 12.3 MB · keeps the newest 2"; "at least ..." and "more not
+ * listed" when the listing stopped at its budget of directory entries (`usage.more`).
+ */
 export function usageText(usage: ICheckpointUsage): string {
-  const { count, complete, bytes, keep } = usage;
+  const { count, complete, bytes, keep, more } = usage;
   const what =
     count === complete
       ? `${count} checkpoint${count === 1 ? '' : 's'}`
       : `${count} checkpoints (${complete} complete)`;
   const kept = keep > 0 ? ` · --keep-checkpoints ${keep}: keeps the newest ${keep}` : '';
-  return `${what} use ${formatBytes(bytes)}${kept}`;
+  const rest = more ? ' · more not listed (too many files to look at)' : '';
+  return `${more ? 'at least ' : ''}${what} use ${formatBytes(bytes)}${kept}${rest}`;
 }
 
 /** "resumed from <job>:<step>" (the checkpoint's id when it had no step). */

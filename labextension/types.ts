@@ -198,6 +198,7 @@ export interface ICheckpointUsage {
   bytes: number;
   keep: number;
   latest: string | null;
+  more: boolean;
 }
 
 /**

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 from jupyter_disttrain import api, jobcheckpoints, launch
 from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.manager import JobManager
-from jupyter_disttrain.runtime import contract
+from jupyter_disttrain.runtime import contract, retention
+from jupyter_disttrain.server.jobs import JobService
 from jupyter_disttrain.specs import JobSpec
 from jupyter_disttrain.store import JobRecord, JobStore
 
@@ -31,7 +33,8 @@ def saved(path: Path, at: float) -> Path:
 
 
 def make_job(store: JobStore, job_id: str, **spec: object) -> Path:
-    store.create(JobRecord(id=job_id, spec=JobSpec(name="train", nproc_per_node=2, **spec)), "print(1)\n")  # type: ignore[arg-type]
+    fields: dict[str, object] = {"nproc_per_node": 2, **spec}
+    store.create(JobRecord(id=job_id, spec=JobSpec(name="train", **fields)), "print(1)\n")  # type: ignore[arg-type]
     return store.job_dir(job_id)
 
 
@@ -173,3 +176,87 @@ def test_a_pin_that_cannot_be_written_does_not_stop_the_resume(setup: tuple[JobM
     job_id = manager.submit(JobSpec(name="again", resume="train-a1:10"), "print(1)\n")
     assert api.Job(job_id, manager.store).wait(timeout=120).phase.value == "Succeeded"
     assert (job_dir / contract.CHECKPOINT_PINS_FILE).is_dir()
+
+
+def test_declared_paths_share_one_budget_and_each_checkpoint_is_listed_once(tmp_path: Path) -> None:
+    """50 declared directories that are one directory of 200 checkpoints by other names (links
+    above it), and its parent: listed once each, within one entry budget, ``more`` past it."""
+    store = JobStore(tmp_path / "jobs")
+    manager = JobManager(store, "local")
+    job_dir = make_job(store, "decl-a1")
+    real = tmp_path / "data" / "ckpts"
+    data = saved(real / "step_0.pt", T0).read_bytes()
+    for step in range(1, 200):
+        (real / f"step_{step}.pt").write_bytes(data)
+        os.utime(real / f"step_{step}.pt", (T0, T0))
+    (tmp_path / "links").mkdir()
+    paths = [real.parent, real]
+    for index in range(50):
+        os.symlink(tmp_path / "data", tmp_path / "links" / f"l{index}")
+        paths.append(tmp_path / "links" / f"l{index}" / "ckpts")
+    run = job_dir / contract.RUNS_DIR / "r1"
+    run.mkdir(parents=True)
+    (run / contract.RUN_FILE).write_text(json.dumps({"name": "r1"}))
+    (run / contract.CHECKPOINTS_FILE).write_text("".join(json.dumps({"path": str(p)}) + "\n" for p in paths))
+    listing = manager.checkpoints("decl-a1")
+    assert len(listing.checkpoints) == 200 and not listing.usage.more
+    assert {os.path.realpath(c.path) for c in listing.checkpoints} == {str(p) for p in real.iterdir()}
+    small = jobcheckpoints.checkpoint_list(manager, "decl-a1", limit=120)
+    assert small.usage.more and 0 < len(small.checkpoints) <= 120
+    assert manager.detail("decl-a1").checkpoints == listing.usage
+
+
+def test_a_jobs_details_wait_for_its_checkpoints_a_bounded_time(
+    setup: tuple[JobManager, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager, _, _ = setup
+    monkeypatch.setattr(jobcheckpoints, "DETAIL_SCAN_LIMIT", 3)
+    usage = manager.detail("train-a1").checkpoints
+    assert usage is not None and usage.more and usage.count <= 3  # fewer entries than a listing's
+    assert not manager.checkpoints("train-a1").usage.more
+    # A scan that never returns (a hung file system, stood in for by an index that waits):
+    # the details come without it after USAGE_SECONDS.
+    monkeypatch.setattr(jobcheckpoints, "USAGE_SECONDS", 0.5)
+    release = threading.Event()
+    monkeypatch.setattr(manager.checkpoint_index, "index", lambda *a, **k: release.wait(60))
+    try:
+        detail = manager.detail("train-a1")
+        assert detail.checkpoints is None and detail.summary.id == "train-a1"
+    finally:
+        release.set()
+
+
+def test_a_resume_answers_what_it_launched_and_pins_once_accepted(
+    setup: tuple[JobManager, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, job_dir, _ = setup
+    service = JobService(JobStore(job_dir.parent), "local")
+    manager = service.manager
+    step_20 = job_dir / contract.CHECKPOINTS_DIR / "step_20.pt"
+    # Refused by its backend (more processes than CPUs): launched nothing, pinned nothing.
+    big = make_job(manager.store, "big-a1", nproc_per_node=4096)
+    saved(big / contract.CHECKPOINTS_DIR / "step_5.pt", T0)
+    before = manager.store.ids()
+    with pytest.raises(InvalidSpecError, match="4096 processes"):
+        service.resume("big-a1", {"checkpoint": 5})
+    assert manager.store.ids() == before and retention.pins(str(big)) == (set(), {})
+    # The checkpoint removed as the job launches (by its own script, a prune, a user): the
+    # answer still names the checkpoint the job got, as a success.
+    backend = manager.backend("local")
+    submit = backend.submit
+
+    def submit_then_remove(*args: object, **kwargs: object) -> str:
+        job_id = submit(*args, **kwargs)  # type: ignore[arg-type]
+        step_20.unlink()
+        return job_id
+
+    monkeypatch.setattr(backend, "submit", submit_then_remove)
+    answer = service.resume("train-a1", {"checkpoint": 20})
+    resumed = manager.store.read_record(answer["id"]).spec.resumed_from
+    assert resumed is not None and answer["checkpoint"]["id"] == resumed.checkpoint
+    assert (answer["checkpoint"]["path"], resumed.path, resumed.step) == (str(step_20), str(step_20), 20)
+    assert retention.pins(str(job_dir)) == ({str(step_20)}, {answer["id"]: str(step_20)})
+    assert api.Job(answer["id"], manager.store).wait(timeout=120).phase.value == "Succeeded"
+    # Purged, the job no longer holds the checkpoint it resumed from.
+    manager.delete(answer["id"], purge=True)
+    assert retention.pins(str(job_dir)) == (set(), {})

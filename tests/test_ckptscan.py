@@ -3,17 +3,22 @@ DeepSpeed write (their files are torch.save zips: made here with torch.save in t
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
-from jupyter_disttrain.runtime import ckptscan
+from jupyter_disttrain.runtime import ckptscan, contract
 
 torch = pytest.importorskip("torch")
 
 OLD = time.time() - 60  # settled: no longer growing
+T = TypeVar("T")
 
 
 def settle(*paths: Path) -> None:
@@ -45,17 +50,13 @@ def test_torch_files_steps_from_names_oldest_first(tmp_path: Path) -> None:
     settle(tmp_path)
     found = ckptscan.scan(str(tmp_path))
     names = [os.path.relpath(f.path, tmp_path) for f in found]
-    assert {n for n, f in zip(names, found, strict=True) if f.step is None} == {
-        "model.pt",
-        os.path.join("run_3", "weights.pt"),
-    }
-    assert names[-4:] == [
-        os.path.join("sub", "step_50", "weights.pt"),
-        "ckpt-100.pt",
-        "step=200.pth",
-        "step_300.pt",
+    # A directory holding a checkpoint's file is that checkpoint (step_50/, run_3/).
+    assert {n for n, f in zip(names, found, strict=True) if f.step is None} == {"model.pt", "run_3"}
+    assert names[-4:] == [os.path.join("sub", "step_50"), "ckpt-100.pt", "step=200.pth", "step_300.pt"]
+    assert [f.kind for f in found] == [
+        "files" if f.path.endswith(("run_3", "step_50")) else "torch" for f in found
     ]
-    assert all(f.kind == "torch" and f.complete and os.path.isabs(f.path) for f in found)
+    assert all(f.complete and os.path.isabs(f.path) for f in found)
     assert found[-1].size == (tmp_path / "step_300.pt").stat().st_size
     assert found[-1].step_source == "name"
     assert ckptscan.newest_complete(str(tmp_path)) == found[-1]
@@ -192,3 +193,110 @@ def test_a_file_read_before_is_read_again_once_it_changes(tmp_path: Path) -> Non
     path.write_bytes(data)
     settle(path)
     assert [f.complete for f in ckptscan.scan(str(tmp_path))] == [True]
+
+
+def step_dirs(root: Path, steps: tuple[int, ...] = (100, 200, 300)) -> list[Path]:
+    """A script that saves each step as a directory of files: step_N/{model,optim}.pt."""
+    for step in steps:
+        save(root / f"step_{step}" / "model.pt")
+        save(root / f"step_{step}" / "optim.pt", {"m": torch.zeros(3)})
+    return [root / f"step_{step}" for step in steps]
+
+
+def hf_trainer_dirs(root: Path, steps: tuple[int, ...] = (100, 200, 300)) -> list[Path]:
+    """HF Trainer's checkpoint-N/ layout (Trainer._save_checkpoint: the model's safetensors, its
+    config, the optimizer, scheduler and RNG states, the trainer's state and arguments)."""
+    from safetensors.torch import save_file
+
+    out = []
+    for step in steps:
+        folder = root / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        save_file({"w": torch.ones(4)}, str(folder / "model.safetensors"))
+        (folder / "config.json").write_text('{"model_type": "bert"}')
+        for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
+            save(folder / name, {"state": torch.ones(2)})
+        (folder / "trainer_state.json").write_text(f'{{"global_step": {step}}}')
+        out.append(folder)
+    return out
+
+
+@pytest.mark.parametrize("layout", [step_dirs, hf_trainer_dirs])
+def test_a_directory_of_files_is_one_checkpoint(tmp_path: Path, layout: Callable[[Path], list[Path]]) -> None:
+    folders = layout(tmp_path)
+    settle(tmp_path)
+    found = ckptscan.scan(str(tmp_path))
+    steps = (100, 200, 300)
+    assert [(f.path, f.kind, f.step, f.step_source, f.complete) for f in found] == [
+        (str(folder), "files", step, "name", True) for folder, step in zip(folders, steps, strict=True)
+    ]
+    assert found[-1].size == sum(p.stat().st_size for p in folders[-1].iterdir())
+    assert ckptscan.scan_path(str(folders[1])) == [found[1]]  # declared, it is the same one
+    # Not complete while one of its files is still growing, or one is cut off.
+    save(folders[-1] / "late.pt")
+    assert [f.complete for f in ckptscan.scan(str(tmp_path))] == [True, True, False]
+    settle(tmp_path)
+    (folders[0] / "late.pt").write_bytes((folders[-1] / "late.pt").read_bytes()[:50])
+    settle(tmp_path)
+    assert [f.complete for f in ckptscan.scan(str(tmp_path))] == [False, True, True]
+
+
+def test_files_that_name_steps_of_their_own_stay_apart(tmp_path: Path) -> None:
+    save(tmp_path / "run_a" / "step_1.pt")
+    save(tmp_path / "run_a" / "step_2.pt")
+    save(tmp_path / "run_b" / "model_7.pt")
+    save(tmp_path / "run_b" / "optim_7.pt")  # one step between them: one checkpoint
+    save(tmp_path / "logs" / "version_0" / "checkpoints" / "epoch=0-step=5.ckpt")
+    save(tmp_path / "logs" / "version_0" / "checkpoints" / "last.ckpt")  # Lightning's: each its own
+    settle(tmp_path)
+    rows = {(os.path.relpath(f.path, tmp_path), f.kind, f.step) for f in ckptscan.scan(str(tmp_path))}
+    assert rows == {
+        (os.path.join("run_a", "step_1.pt"), "torch", 1),
+        (os.path.join("run_a", "step_2.pt"), "torch", 2),
+        ("run_b", "files", None),
+        (os.path.join("logs", "version_0", "checkpoints", "epoch=0-step=5.ckpt"), "lightning", 5),
+        (os.path.join("logs", "version_0", "checkpoints", "last.ckpt"), "lightning", None),
+    }
+
+
+def test_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
+    """Another user's FIFO where a scan reads a file: DeepSpeed's latest (beside a tag, and in the
+    parent of a declared directory), a pins file, a declarations file, a checkpoint's name."""
+    from jupyter_disttrain.runtime import restarts, retention
+
+    tag = deepspeed_tag(tmp_path / "ds", "global_step1", shards=1)
+    declared = tmp_path / "shared" / "x"
+    save(declared / "step_4.pt")
+    run = tmp_path / "job" / contract.RUNS_DIR / "r"
+    run.mkdir(parents=True)
+    fifos = [
+        tmp_path / "ds" / "latest",
+        tmp_path / "shared" / "latest",
+        tmp_path / "job" / contract.CHECKPOINT_PINS_FILE,
+        run / contract.CHECKPOINTS_FILE,
+        tmp_path / "ds" / "step_9.pt",
+    ]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    settle(tmp_path)
+    found = returns(fifos, ckptscan.scan, str(tmp_path))
+    assert [(f.kind, f.complete) for f in found] == [("deepspeed", False), ("torch", True)]  # latest unread
+    assert [f.step for f in returns(fifos, ckptscan.scan_path, str(declared))] == [4]
+    assert returns(fifos, ckptscan.scan_path, str(tag))[0].complete is False
+    assert returns(fifos, retention.pinned, str(tmp_path / "job")) == set()
+    assert returns(fifos, restarts.declared, run) == []
+
+
+def returns(fifos: list[Path], fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)``'s answer; fails (after letting a blocked open of a FIFO go) if it waits."""
+    answer: list[T] = []
+    worker = threading.Thread(target=lambda: answer.append(fn(*args)), daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():
+        for fifo in fifos:  # a writer's open releases a reader blocked in open()
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+        pytest.fail(f"{fn.__name__} waited on a FIFO")
+    return answer[0]

@@ -36,7 +36,9 @@ def test_a_trainer_without_an_output_dir_saves_into_the_jobs_checkpoint_dir(tmp_
     assert status.phase is JobPhase.SUCCEEDED, [line.text for line in job.logs()][-20:]
     listed = job.checkpoints().checkpoints
     saved = job.dir / "checkpoints"
-    assert {Path(c.path).relative_to(saved).parts[0] for c in listed} == {"checkpoint-1"}, listed
-    assert {c.step for c in listed} == {1}
+    # One checkpoint: the whole directory (issue 34 item 2), resumed and pruned as one.
+    assert [(c.path, c.kind, c.step, c.complete) for c in listed] == [
+        (str(saved / "checkpoint-1"), "files", 1, True)
+    ], listed
     assert "own mine" in [line.text for line in job.logs()]  # an output_dir of the script's stays
     assert not (tmp_path / "trainer_output").exists()  # transformers' own default, in the working dir

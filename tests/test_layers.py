@@ -35,6 +35,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.restarts",
         "runtime.rendezvous",
         "runtime.retention",
+        "runtime.regularfile",
         "runtime.sampler",
         "runtime.secrets",
         "runtime.worker",

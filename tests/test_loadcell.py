@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from jupyter_disttrain.packaging.loadcell import load_cell, model_call, model_classes
 
 SCRIPT = """
@@ -54,3 +58,29 @@ def test_cells_per_kind() -> None:
     bare = load_cell("print(1)\n", "dcp", "/j/checkpoints/step_6")
     assert bare.model_class is None and "load_state_dict" not in bare.code
     assert "no nn.Module subclass" in (bare.note or "") and "dcp_to_torch_save" in bare.code
+
+
+def test_a_directory_of_files_loads_its_models_file(tmp_path: Path) -> None:
+    """Run for real: the model's file among optimizer and scheduler states (step_N/), and an HF
+    Trainer checkpoint's model.safetensors."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    net = "from torch import nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    net += "        self.layer = nn.Linear(2, 2)\nmodel = Net()\n"
+    weights = {"layer.weight": torch.full((2, 2), 3.0), "layer.bias": torch.ones(2)}
+    step = tmp_path / "step_3"
+    step.mkdir()
+    torch.save({"model": weights}, step / "model.pt")
+    torch.save({"m": torch.zeros(100)}, step / "optim.pt")  # the larger: not the model's
+    hf = tmp_path / "checkpoint-3"
+    hf.mkdir()
+    save_file(weights, str(hf / "model.safetensors"))
+    torch.save({"lr": 1}, hf / "optimizer.pt")
+    for folder in (step, hf):
+        cell = load_cell(net, "files", str(folder))
+        assert cell.model_class == "Net" and "model.*" in (cell.note or "")
+        namespace: dict[str, object] = {}
+        exec(net, namespace)
+        exec(cell.code, namespace)
+        assert torch.equal(namespace["model"].state_dict()["layer.weight"], weights["layer.weight"])  # type: ignore[attr-defined]

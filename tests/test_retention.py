@@ -1,18 +1,21 @@
 """``--keep-checkpoints N`` (runtime/retention.py): the newest N complete checkpoints stay, never
-one being written or one a resume points at; and a real 2-rank job writing 6 keeps 2."""
+one being written or one a resume points at, a directory of files (step_N/, HF Trainer's
+checkpoint-N/) kept or deleted whole; and a real 2-rank job writing 6 keeps 2."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.runtime import contract, retention
+from jupyter_disttrain.runtime import contract, restarts, retention
 from jupyter_disttrain.store import JobStore
+from tests.test_ckptscan import hf_trainer_dirs, settle, step_dirs
 
 torch = pytest.importorskip("torch")
 
@@ -64,3 +67,23 @@ def test_a_job_writing_six_keeps_two(store: JobStore, start_path: str) -> None:
     assert job.wait(timeout=300).phase.value == "Succeeded", [ln.text for ln in job.logs()][-20:]
     assert sorted(p.name for p in (job.dir / "checkpoints").iterdir()) == ["step_5.pt", "step_6.pt"]
     assert job.checkpoints().usage.keep == 2
+
+
+@pytest.mark.parametrize("keep", [1, 2])
+@pytest.mark.parametrize("layout", [step_dirs, hf_trainer_dirs])
+def test_a_directory_of_files_is_kept_deleted_and_resumed_whole(
+    tmp_path: Path, layout: Callable[[Path], list[Path]], keep: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "checkpoints"
+    folders = layout(root)
+    settle(root)
+    files = {folder: sorted(p.name for p in folder.iterdir()) for folder in folders}
+    deleted = retention.prune(str(root), keep=keep, pins=set())
+    assert sorted(deleted) == [str(folder) for folder in folders[:-keep]]
+    assert sorted(root.iterdir()) == folders[-keep:]
+    assert all(sorted(p.name for p in folder.iterdir()) == files[folder] for folder in folders[-keep:])
+    # A restarted rank resumes from the newest directory, as a whole.
+    monkeypatch.setenv(contract.CHECKPOINT_DIR_ENV, str(root))
+    monkeypatch.setenv(contract.RESUME_FROM_ENV, "")  # the rank's own env: restored after the test
+    assert restarts.resume_from_newest(None) == str(folders[-1])
+    assert os.environ[contract.RESUME_FROM_ENV] == str(folders[-1])

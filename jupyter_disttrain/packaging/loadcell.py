@@ -4,7 +4,8 @@ The packaged script knows the model: the ``nn.Module`` (or ``LightningModule``) 
 defines, and how it built one (``model = Net(128)``). The cell rebuilds that model (the kernel
 has the class where the notebook defined it) and loads the weights, found under the usual keys
 of a ``torch.save`` file: the state dict itself, ``model``, ``state_dict`` or ``module`` (DDP's
-``module.`` prefix taken off). DCP and DeepSpeed directories need their own loaders.
+``module.`` prefix taken off). DCP and DeepSpeed directories need their own loaders; of a
+directory of files saved together, the model's file is loaded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,21 @@ for key in ("model", "state_dict", "module"):
         state = state[key]
         break
 state = {k.removeprefix("module."): v for k, v in state.items()}
+"""
+
+# A directory of files saved together (step_300/{model,optim}.pt, an HF Trainer checkpoint-300/):
+# the model's file among them, else the largest.
+_PICK_WEIGHTS = """\
+folder = {folder!r}
+names = sorted(n for n in os.listdir(folder) if n.endswith((".safetensors", ".pt", ".pth", ".bin")))
+sizes = {{n: os.path.getsize(os.path.join(folder, n)) for n in names}}
+name = next((n for n in names if n.startswith(("model", "pytorch_model"))), None) or max(names, key=sizes.get)
+if name.endswith(".safetensors"):
+    from safetensors.torch import load_file
+
+    state = load_file(os.path.join(folder, name))
+else:
+    state = torch.load(os.path.join(folder, name), map_location="cpu", weights_only=False)
 """
 
 
@@ -100,6 +116,9 @@ def load_cell(script: str, kind: str, path: str) -> LoadCell:
         note = (
             "DeepSpeed checkpoint: its ZeRO shards are merged into one fp32 state dict by DeepSpeed's loader"
         )
+    elif kind == "files":
+        code = f"import os\nimport torch\n\n{_PICK_WEIGHTS.format(folder=path)}{_FIND_WEIGHTS}{build}{load}"
+        note = "a directory of files: the model's weights among them are loaded (model.* first)"
     else:
         code = (
             f"import torch\n\nstate = torch.load({path!r}, map_location='cpu', weights_only=False)\n"

@@ -3,24 +3,34 @@
 A plain ``torch.save`` file (``.pt``, ``.pth``, ``.bin``, ``.tar``), a Lightning ``.ckpt`` (a
 ``torch.save`` zip too), a DeepSpeed tag directory (``<save dir>/<tag>/*_model_states.pt``
 beside the ``latest`` file naming the newest tag) and a ``torch.distributed.checkpoint`` (DCP)
-directory (``*.distcp`` shards and the ``.metadata`` written last). Each is listed once with its
-step, whether it is complete (every file in, none still growing) and the disk it uses.
+directory (``*.distcp`` shards and the ``.metadata`` written last), and a directory of files saved
+together (``step_300/{model,optim}.pt``, an HF Trainer ``checkpoint-300/``): one checkpoint, not
+one per file. Each is listed once with its step, whether it is complete (every file in, none
+still growing) and the disk it uses.
 
 Standard library only, and cheap: the rank wrapper and the retention thread call it inside the
 training processes, the server on every listing. Nothing is unpickled; steps come from names
 (``step=1200``, ``epoch=3-step=1200``, ``global_step1200``, ``checkpoint-1200``, ``ckpt_1200``)
-and DeepSpeed's ``latest``. The walk is bounded (entries and depth) and follows no symlink: a
-link names a checkpoint listed under its own path, or lies outside the directory.
+and DeepSpeed's ``latest``. The walk is bounded (entries and depth, one ``Budget`` a whole
+listing can share) and follows no symlink: a link names a checkpoint listed under its own path,
+or lies outside the directory. Every file it reads is opened without following a link and
+without blocking (a FIFO planted as ``latest`` or ``step_1.pt`` is not read: not a regular file),
+and DeepSpeed's ``latest`` is read only beside a directory that looks like one of its tags.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass, replace
 
+from .regularfile import open_binary, read_head
+
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".tar")
+# Files that make a directory holding them one checkpoint (its other files are part of it).
+BUNDLE_SUFFIXES = (*TORCH_SUFFIXES, ".safetensors")
 LIGHTNING_SUFFIX = ".ckpt"
 DCP_METADATA = ".metadata"
 DCP_SUFFIX = ".distcp"
@@ -59,20 +69,26 @@ class Found:
     world_size: int | None  # DeepSpeed ZeRO: the number of optimizer shards
 
 
-@dataclass
-class _Budget:
-    left: int
+class Budget:
+    """Directory entries a scan may still look at: one budget can bound a whole listing (the
+    checkpoint dir and every declared path); ``hit`` says entries were left out for want of it."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.hit = False
 
 
-def scan(root: str, *, limit: int = 10_000, settle: float = SETTLE_SECONDS) -> list[Found]:
+def scan(
+    root: str, *, limit: int = 10_000, settle: float = SETTLE_SECONDS, budget: Budget | None = None
+) -> list[Found]:
     """The checkpoints under ``root``, oldest first (by step, then time; those without a step
-    first). At most ``limit`` directory entries are looked at; a missing root is empty. A file
-    written to in the last ``settle`` seconds may still be growing: not complete."""
+    first). At most ``limit`` directory entries are looked at (or what ``budget`` has left); a
+    missing root is empty. A file written to in the last ``settle`` seconds may still be growing:
+    not complete."""
     root = os.path.abspath(root)
     found: list[Found] = []
-    budget = _Budget(limit)
     if os.path.isdir(root) and not os.path.islink(root):
-        _walk(root, root, 0, budget, found, time.time() - settle)
+        _walk(root, root, 0, budget or Budget(limit), found, time.time() - settle)
     return sorted(found, key=_order)
 
 
@@ -82,39 +98,47 @@ def newest_complete(root: str) -> Found | None:
     return complete[-1] if complete else None
 
 
-def scan_path(path: str, *, limit: int = 10_000, settle: float = SETTLE_SECONDS) -> list[Found]:
+def scan_path(
+    path: str, *, limit: int = 10_000, settle: float = SETTLE_SECONDS, budget: Budget | None = None
+) -> list[Found]:
     """What one path is or holds: the checkpoint a file or a checkpoint directory is (a DeepSpeed
     tag judged by its save dir's ``latest``), else the checkpoints under the directory (what a
     script declared with ``run.checkpoint(path)``). A link or a missing path is empty."""
     path = os.path.abspath(path)
-    parent, name = os.path.split(path)
-    if os.path.islink(path):
+    parent = os.path.dirname(path)
+    budget, settled = budget or Budget(limit), time.time() - settle
+    try:
+        st = os.lstat(path)
+    except OSError:
         return []
-    budget, settled = _Budget(limit), time.time() - settle
-    if os.path.isfile(path):
-        one = [_file(parent, e, settled) for e in _entries(parent, budget) if e.name == name]
-        return [found for found in one if found is not None]
-    if not os.path.isdir(path):
+    if stat.S_ISREG(st.st_mode):
+        one = _file(parent, path, st, settled)
+        return [one] if one is not None else []
+    if not stat.S_ISDIR(st.st_mode):
         return []
-    entries = _entries(path, _Budget(limit))
-    if any(e.name == DCP_METADATA or e.name.endswith(DCP_SUFFIX) for e in entries):
+    entries = _entries(path, budget)
+    if _is_dcp(entries):
         return [_dcp(parent, path, entries, settled)]
-    latest = os.path.join(parent, DEEPSPEED_LATEST)
-    tag = _deepspeed_tag(parent, path, _latest_tag(parent), os.path.isfile(latest), budget, settled)
-    return [tag] if tag is not None else scan(path, limit=limit, settle=settle)
+    if _is_tag(path):  # its save dir's ``latest`` says whether it is whole
+        latest = _latest_tag(parent)
+        return [_deepspeed_tag(parent, path, latest, latest is not None, budget, settled)]
+    if _is_bundle(path, entries):
+        return [_bundle(parent, path, entries, budget, settled)]
+    return scan(path, settle=settle, budget=budget)
 
 
 def _order(found: Found) -> tuple[int, float, str]:
     return (-1 if found.step is None else found.step, found.mtime, found.path)
 
 
-def _entries(folder: str, budget: _Budget) -> list[os.DirEntry[str]]:
+def _entries(folder: str, budget: Budget) -> list[os.DirEntry[str]]:
     """The directory's entries, symlinks left out, within the budget."""
     out: list[os.DirEntry[str]] = []
     try:
         with os.scandir(folder) as it:
             for entry in it:
                 if budget.left <= 0:
+                    budget.hit = True
                     break
                 budget.left -= 1
                 if not entry.is_symlink():
@@ -124,36 +148,106 @@ def _entries(folder: str, budget: _Budget) -> list[os.DirEntry[str]]:
     return out
 
 
-def _walk(root: str, folder: str, depth: int, budget: _Budget, found: list[Found], settled: float) -> None:
+def _walk(root: str, folder: str, depth: int, budget: Budget, found: list[Found], settled: float) -> None:
     entries = _entries(folder, budget)
-    names = {entry.name for entry in entries}
-    if DCP_METADATA in names or any(name.endswith(DCP_SUFFIX) for name in names):
+    if _is_dcp(entries):
         found.append(_dcp(root, folder, entries, settled))
         return
-    latest = _latest_tag(folder) if DEEPSPEED_LATEST in names else None
+    if depth and _is_bundle(folder, entries):
+        found.append(_bundle(root, folder, entries, budget, settled))
+        return
+    has_latest = any(entry.name == DEEPSPEED_LATEST for entry in entries)
+    latest: list[str | None] = []  # read once, beside the first directory that looks like a tag
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
-            tag = _deepspeed_tag(root, entry.path, latest, DEEPSPEED_LATEST in names, budget, settled)
-            if tag is not None:
-                found.append(tag)
+            if _is_tag(entry.path):
+                if not latest:
+                    latest.append(_latest_tag(folder) if has_latest else None)
+                found.append(_deepspeed_tag(root, entry.path, latest[0], has_latest, budget, settled))
             elif depth < MAX_DEPTH:
                 _walk(root, entry.path, depth + 1, budget, found, settled)
         elif entry.is_file(follow_symlinks=False):
-            one = _file(root, entry, settled)
+            try:
+                one = _file(root, entry.path, entry.stat(follow_symlinks=False), settled)
+            except OSError:
+                continue
             if one is not None:
                 found.append(one)
 
 
-def _files(folder: str, budget: _Budget) -> list[os.DirEntry[str]]:
+def _is_dcp(entries: list[os.DirEntry[str]]) -> bool:
+    return any(e.name == DCP_METADATA or e.name.endswith(DCP_SUFFIX) for e in entries)
+
+
+def _is_bundle(folder: str, entries: list[os.DirEntry[str]]) -> bool:
+    """Whether ``folder`` is one checkpoint of several files (``step_300/{model,optim}.pt``, an
+    HF Trainer ``checkpoint-300/``): it holds torch or safetensors files, and its name says a
+    step, or its files name none of their own (or all the same one)."""
+    files = [e for e in entries if e.is_file(follow_symlinks=False)]
+    members = [e.name for e in files if e.name.endswith(BUNDLE_SUFFIXES)]
+    if not members:
+        return False
+    if _named_step(os.path.basename(folder), bare=False) is not None:
+        return True
+    steps = {_named_step(name) for name in members}
+    return len(steps) == 1 and (None in steps or len(members) > 1)
+
+
+def _bundle(root: str, folder: str, entries: list[os.DirEntry[str]], budget: Budget, settled: float) -> Found:
+    """A directory of files saved together: complete once every file has settled, each torch
+    file is whole and each DCP directory in it has its ``.metadata``."""
+    files, whole = _files(folder, budget, entries)
+    mtime, size = _stats(files)
+    for entry in files:
+        if whole and entry.name.endswith((*TORCH_SUFFIXES, LIGHTNING_SUFFIX)):
+            try:
+                one = _file(root, entry.path, entry.stat(follow_symlinks=False), settled)
+            except OSError:
+                one = None
+            whole = one is None or one.complete  # a .bin that is no torch file: its time says
+    return _found(folder, "files", _named(root, folder, bare=False), (mtime, size), whole, settled)
+
+
+def _found(
+    path: str,
+    kind: str,
+    named: tuple[int | None, int | None],
+    stats: tuple[float, int],
+    whole: bool,
+    settled: float,
+) -> Found:
+    """A checkpoint whose step its name says (``named``), of ``stats`` (newest write, bytes):
+    complete when ``whole`` and settled."""
+    (step, epoch), (mtime, size) = named, stats
+    return Found(
+        path=path,
+        kind=kind,
+        step=step,
+        epoch=epoch,
+        step_source=_source(step, "name"),
+        mtime=mtime,
+        size=size,
+        complete=whole and mtime <= settled,
+        world_size=None,
+    )
+
+
+def _files(
+    folder: str, budget: Budget, entries: list[os.DirEntry[str]] | None = None
+) -> tuple[list[os.DirEntry[str]], bool]:
     """A checkpoint directory's regular files, one level of subdirectories included (DCP and
-    DeepSpeed write flat directories)."""
+    DeepSpeed write flat directories), and whether each DCP subdirectory has its ``.metadata``."""
     out: list[os.DirEntry[str]] = []
-    for entry in _entries(folder, budget):
+    whole = True
+    for entry in _entries(folder, budget) if entries is None else entries:
         if entry.is_file(follow_symlinks=False):
             out.append(entry)
         elif entry.is_dir(follow_symlinks=False):
-            out.extend(e for e in _entries(entry.path, budget) if e.is_file(follow_symlinks=False))
-    return out
+            inner = [e for e in _entries(entry.path, budget) if e.is_file(follow_symlinks=False)]
+            names = {e.name for e in inner}
+            whole = whole and (DCP_METADATA in names or not any(n.endswith(DCP_SUFFIX) for n in names))
+            out.extend(inner)
+    return out, whole
 
 
 def _stats(files: list[os.DirEntry[str]]) -> tuple[float, int]:
@@ -169,30 +263,27 @@ def _stats(files: list[os.DirEntry[str]]) -> tuple[float, int]:
 
 def _dcp(root: str, folder: str, entries: list[os.DirEntry[str]], settled: float) -> Found:
     files = [entry for entry in entries if entry.is_file(follow_symlinks=False)]
-    mtime, size = _stats(files)
     has_metadata = any(entry.name == DCP_METADATA for entry in files)
-    step, epoch = _named(root, folder)
-    return Found(
-        path=folder,
-        kind="dcp",
-        step=step,
-        epoch=epoch,
-        step_source=_source(step, "name"),
-        mtime=mtime,
-        size=size,
-        complete=has_metadata and mtime <= settled,
-        world_size=None,
-    )
+    return _found(folder, "dcp", _named(root, folder), _stats(files), has_metadata, settled)
 
 
 def _latest_tag(folder: str) -> str | None:
     """The tag DeepSpeed's ``latest`` file names (it writes it after every file of the tag)."""
     try:
-        with open(os.path.join(folder, DEEPSPEED_LATEST), "rb") as fh:
-            tag = fh.read(256).decode("utf-8", "replace").strip()
+        tag = read_head(os.path.join(folder, DEEPSPEED_LATEST), 256).decode("utf-8", "replace").strip()
     except OSError:
         return None
     return tag or None
+
+
+def _is_tag(folder: str) -> bool:
+    """Whether the directory looks like a DeepSpeed tag (a ``*_model_states.pt`` among its first
+    entries)."""
+    try:
+        with os.scandir(folder) as it:
+            return any(entry.name.endswith(DEEPSPEED_MODEL) for _, entry in zip(range(64), it, strict=False))
+    except OSError:
+        return False
 
 
 def _deepspeed_tag(
@@ -200,20 +291,11 @@ def _deepspeed_tag(
     folder: str,
     latest: str | None,
     has_latest: bool,
-    budget: _Budget,
+    budget: Budget,
     settled: float,
-) -> Found | None:
-    """A DeepSpeed tag directory (its ``*_model_states.pt``), or None for any other directory."""
-    try:
-        with os.scandir(folder) as it:
-            is_tag = any(
-                entry.name.endswith(DEEPSPEED_MODEL) for _, entry in zip(range(64), it, strict=False)
-            )
-    except OSError:
-        return None
-    if not is_tag:
-        return None
-    files = _files(folder, budget)
+) -> Found:
+    """A DeepSpeed tag directory (one ``_is_tag`` says is one)."""
+    files, _ = _files(folder, budget)
     mtime, size = _stats(files)
     shards = sum(1 for entry in files if entry.name.endswith(DEEPSPEED_OPTIM))
     tag = os.path.basename(folder)
@@ -253,27 +335,24 @@ def _not_after(tag: str, latest: str, folder: str) -> bool:
         return False
 
 
-def _file(root: str, entry: os.DirEntry[str], settled: float) -> Found | None:
-    name = entry.name
+def _file(root: str, path: str, st: os.stat_result, settled: float) -> Found | None:
+    name = os.path.basename(path)
     if name.endswith(LIGHTNING_SUFFIX):
         kind = "lightning"
     elif name.endswith(TORCH_SUFFIXES):
         kind = "torch"
     else:
         return None
+    key = (root, path)
+    ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+    known = _FILES.get(key)
+    if known is not None and known[0] == ident and (known[1] is None or known[1].complete):
+        return known[1]  # unchanged since it was whole (or not a checkpoint): not read again
     try:
-        st = entry.stat(follow_symlinks=False)
-        key = (root, entry.path)
-        ident = (st.st_ino, st.st_size, st.st_mtime_ns)
-        known = _FILES.get(key)
-        if known is not None and known[0] == ident and (known[1] is None or known[1].complete):
-            return known[1]  # unchanged since it was whole (or not a checkpoint): not read again
-        zipped, ends = _zip_state(entry.path, st.st_size)
+        zipped, ends = _zip_state(path, st.st_size)
     except OSError:
         return None
-    found = (
-        None if zipped is None else _file_found(root, entry.path, kind, st, bool(ends or not zipped), settled)
-    )
+    found = None if zipped is None else _file_found(root, path, kind, st, bool(ends or not zipped), settled)
     if len(_FILES) >= MAX_REMEMBERED:
         _FILES.clear()
     _FILES[key] = (ident, found)
@@ -281,23 +360,12 @@ def _file(root: str, entry: os.DirEntry[str], settled: float) -> Found | None:
 
 
 def _file_found(root: str, path: str, kind: str, st: os.stat_result, whole: bool, settled: float) -> Found:
-    step, epoch = _named(root, path)
-    return Found(
-        path=path,
-        kind=kind,
-        step=step,
-        epoch=epoch,
-        step_source=_source(step, "name"),
-        mtime=st.st_mtime,
-        size=st.st_size,
-        complete=whole and st.st_mtime <= settled,
-        world_size=None,
-    )
+    return _found(path, kind, _named(root, path), (st.st_mtime, st.st_size), whole, settled)
 
 
 def _zip_state(path: str, size: int) -> tuple[bool | None, bool]:
     """(zip, legacy pickle or neither: None; whether a zip's end record is in yet)."""
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:  # a FIFO swapped in since the scan saw a file is not waited on
         head = fh.read(4)
         if head.startswith(_ZIP_MAGIC):
             fh.seek(max(0, size - 22))  # where the record is when the zip has no comment (torch's)
@@ -343,14 +411,15 @@ def _stem(name: str) -> str:
     return name
 
 
-def _named(root: str, path: str) -> tuple[int | None, int | None]:
+def _named(root: str, path: str, *, bare: bool = True) -> tuple[int | None, int | None]:
     """(step, epoch) from the entry's name, else from the directories between it and ``root``,
-    nearest first (``step_100/model.pt``), by keyword only there (not ``run_3/model.pt``)."""
+    nearest first (``step_100/model.pt``), by keyword only there (not ``run_3/model.pt``); a
+    directory of files is named by keyword only (``bare`` False: not ``run_3/``)."""
     top = root.rstrip(os.sep) + os.sep
     rel = path[len(top) :] if path.startswith(top) else ""  # paths made under root
     parts = rel.split(os.sep) if rel else []
     for index, part in enumerate(reversed(parts)):
-        step = _named_step(part, bare=index == 0)
+        step = _named_step(part, bare=bare and index == 0)
         epoch_match = _EPOCH.search(_stem(part))
         epoch = int(epoch_match.group(1)) if epoch_match else None
         if step is not None or epoch is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from . import ckptscan, contract
 from .importhook import after_import
+from .regularfile import read_head
 
 MAX_DECLARED_BYTES = 4 << 20  # of each run's checkpoints.jsonl
 MAX_RUNS = 100
@@ -64,8 +65,7 @@ def _declared(job_dir: str | None) -> list[tuple[str, int | None]]:
 def declared(run_dir: str | os.PathLike[str]) -> list[tuple[str, int | None]]:
     """(path, step) of each checkpoint a run declared (``run.checkpoint``), in order; bounded."""
     try:
-        with open(os.path.join(run_dir, contract.CHECKPOINTS_FILE), "rb") as f:
-            lines = f.read(MAX_DECLARED_BYTES).splitlines()
+        lines = read_head(os.path.join(run_dir, contract.CHECKPOINTS_FILE), MAX_DECLARED_BYTES).splitlines()
     except OSError:
         return []
     out: list[tuple[str, int | None]] = []

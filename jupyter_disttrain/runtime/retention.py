@@ -5,8 +5,9 @@ Rank 0's wrapper (``worker.py``: local and Slurm jobs) or the pod wrapper of ran
 a daemon thread that prunes every INTERVAL seconds where rank 0 writes, and once more as the
 process exits. A checkpoint still being written (not complete in ``ckptscan``'s terms) is never
 deleted nor counted, nor is one a resume points at (``<job dir>/checkpoint-pins.json``, written
-by the job layer when a job resumes from it). Standard library only: it runs inside the
-training process.
+by the job layer once a job resuming from it is accepted, its pin dropped when that job is
+purged). A directory of files saved together (``step_300/{model,optim}.pt``) is one checkpoint,
+kept or deleted whole. Standard library only: it runs inside the training process.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 from collections.abc import Mapping
 
 from . import ckptscan, contract
+from .regularfile import read_head
 
 INTERVAL = 10.0  # seconds between prunes (a scan of the dir: see bench/bench_checkpoints.py)
 MAX_PINS_BYTES = 1 << 20
@@ -26,13 +28,21 @@ MAX_PINS_BYTES = 1 << 20
 
 def pinned(job_dir: str) -> set[str]:
     """The checkpoint paths resumes point at (the job layer's pins file; empty when none)."""
+    return pins(job_dir)[0]
+
+
+def pins(job_dir: str) -> tuple[set[str], dict[str, str]]:
+    """(every pinned path, the path each resuming job holds by its id) of the job's pins file
+    ``{"paths": [...], "by": {job: path}}``; empty when there is none (or it is no regular file)."""
     try:
-        with open(os.path.join(job_dir, contract.CHECKPOINT_PINS_FILE), "rb") as f:
-            data = json.loads(f.read(MAX_PINS_BYTES))
+        data = json.loads(read_head(os.path.join(job_dir, contract.CHECKPOINT_PINS_FILE), MAX_PINS_BYTES))
     except (OSError, ValueError):
-        return set()
-    paths = data.get("paths") if isinstance(data, dict) else None
-    return {p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()
+        return set(), {}
+    if not isinstance(data, dict):
+        return set(), {}
+    paths, by = data.get("paths"), data.get("by")
+    held = {k: v for k, v in by.items() if isinstance(v, str)} if isinstance(by, dict) else {}
+    return ({p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()), held
 
 
 def prune(root: str, keep: int, pins: set[str], *, settle: float = ckptscan.SETTLE_SECONDS) -> list[str]:

@@ -4,12 +4,16 @@ loads one, and resuming the job from one.
 
 A directory's tar is written by ``tarfile`` in a thread of its own into a bounded queue of
 chunks that the handler sends as they come: memory stays at a few chunks whatever the size,
-and a client that goes away stops the writer.
+and a client that goes away stops the writer. The handler waits for chunks on the event loop
+(no thread of any pool is held by a download), and ends the stream short when the writer has
+sent nothing for ``STALL_SECONDS``. Only regular files and directories go into the tar, each
+file opened without blocking (a FIFO in the directory is left out, never waited on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import logging
 import os
@@ -23,12 +27,14 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from .. import jobcheckpoints
-from ..safefiles import open_regular
+from ..safefiles import is_real_file, open_regular
 from .handlers import ArtifactHandler, DistTrainHandler
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20  # bytes per chunk of a streamed tar
 QUEUED = 4  # chunks the writer may be ahead of the client
+STALL_SECONDS = 60.0  # without a chunk from the writer, the stream is ended short
+_POLL = (0.005, 0.1)  # the first and the longest wait between looks at the queue
 _DONE = object()
 
 
@@ -82,11 +88,10 @@ class CheckpointDownloadHandler(ArtifactHandler):
         self.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{quote(name)}.tar")
         self.set_header("X-Content-Type-Options", "nosniff")
         chunks: queue.Queue[object] = queue.Queue(QUEUED)
-        stop = threading.Event()
-        writer = threading.Thread(target=write_tar, args=(found.path, chunks, stop), daemon=True)
+        writer = threading.Thread(target=write_tar, args=(found.path, chunks, self._stop), daemon=True)
         writer.start()
         try:
-            while (chunk := await asyncio.to_thread(chunks.get)) is not _DONE:
+            while (chunk := await self._next(chunks)) is not _DONE:
                 if isinstance(chunk, BaseException):  # the headers are sent: end the stream short
                     raise chunk
                 self.write(chunk)  # type: ignore[arg-type]
@@ -94,8 +99,32 @@ class CheckpointDownloadHandler(ArtifactHandler):
         except StreamClosedError:
             return
         finally:
-            stop.set()
+            self._stop.set()
         self.finish()
+
+    def on_connection_close(self) -> None:
+        self._stop.set()  # the client left: the writer stops at its next chunk
+        super().on_connection_close()
+
+    @functools.cached_property
+    def _stop(self) -> threading.Event:
+        return threading.Event()
+
+    async def _next(self, chunks: queue.Queue[object]) -> object:
+        """The writer's next chunk, waited for on the event loop (growing pauses up to 0.1 s)."""
+        delay, waited = _POLL[0], 0.0
+        while True:
+            try:
+                return chunks.get_nowait()
+            except queue.Empty:
+                pass
+            if self._stop.is_set():
+                raise StreamClosedError()
+            if waited >= STALL_SECONDS:
+                raise TimeoutError(f"the checkpoint's tar writer sent nothing for {STALL_SECONDS:g} s")
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, _POLL[1])
 
 
 class _Pipe(io.RawIOBase):
@@ -126,7 +155,8 @@ class _Pipe(io.RawIOBase):
 
 
 def write_tar(path: str, chunks: queue.Queue[object], stop: threading.Event) -> None:
-    """Write the directory ``path`` as a tar (regular files and directories; no link followed)."""
+    """Write the directory ``path`` as a tar (regular files and directories; no link followed,
+    nothing else: a FIFO, a socket or a device is left out)."""
     pipe = _Pipe(chunks, stop)
     try:
         with tarfile.open(fileobj=pipe, mode="w|") as tar:
@@ -134,7 +164,12 @@ def write_tar(path: str, chunks: queue.Queue[object], stop: threading.Event) -> 
                 if os.path.isdir(full):
                     tar.add(full, arcname=arcname, recursive=False)
                     continue
-                with open_regular(full) as f:
+                try:
+                    f = open_regular(full)  # a FIFO swapped in since the listing is refused, not waited on
+                except OSError as exc:
+                    log.info("checkpoint download of %s: %s left out: %s", path, arcname, exc)
+                    continue
+                with f:
                     tar.addfile(tar.gettarinfo(arcname=arcname, fileobj=f), f)
         if pipe.buffer:
             pipe.put(bytes(pipe.buffer))
@@ -154,5 +189,5 @@ def _members(path: str) -> Iterator[tuple[str, str]]:
         yield folder, top if rel == "." else os.path.join(top, rel)
         for name in sorted(files):
             full = os.path.join(folder, name)
-            if not os.path.islink(full):
+            if is_real_file(full):  # no link, FIFO, socket or device
                 yield full, os.path.join(top, os.path.relpath(full, path))

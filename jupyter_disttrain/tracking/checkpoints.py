@@ -6,8 +6,9 @@ step=...)`` (``runs/<run>/checkpoints.jsonl``, anywhere on disk). A checkpoint w
 no step gets the step the run logged last before it was written; each gets the run's metrics at
 its step. Ids are stable: a hash of the path (relative to the job dir when inside it).
 
-Every read is bounded: the scan (entries and depth), the last MiB of each declarations file, and
-the run's metrics, read on from where the last listing stopped and thinned past MAX_HISTORY points.
+Every read is bounded: the scan (entries and depth: one budget for the checkpoint dir and every
+declared path together), the last MiB of each declarations file, and the run's metrics, read on
+from where the last listing stopped and thinned past MAX_HISTORY points.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..runtime.contract import CHECKPOINTS_DIR, CHECKPOINTS_FILE, METRICS_FILE, 
 from ..safefiles import open_beneath
 from .runs import RunsReader, parse_lines
 
-SCAN_LIMIT = 20_000  # directory entries looked at per listing
+SCAN_LIMIT = 20_000  # directory entries looked at per listing (checkpoint dir and declared paths)
 MAX_DECLARED_BYTES = 1 << 20  # of each run's checkpoints.jsonl: the newest part
 MAX_DECLARED = 1000  # declared paths looked at per run (the newest)
 MAX_HISTORY = 50_000  # points of a run kept to tell the metrics at a checkpoint's step
@@ -103,17 +104,22 @@ class CheckpointIndex:
         self._lock = threading.Lock()
 
     def index(
-        self, job_dir: Path, *, pinned: set[str], keep: int, settle: float = ckptscan.SETTLE_SECONDS
+        self,
+        job_dir: Path,
+        *,
+        pinned: set[str],
+        keep: int,
+        settle: float = ckptscan.SETTLE_SECONDS,
+        limit: int = SCAN_LIMIT,
     ) -> tuple[list[Checkpoint], CheckpointUsage]:
         """The job's checkpoints oldest first (by step, then time) and their usage. A file written
-        in the last ``settle`` seconds may still be growing (0 once no process of the job is left)."""
+        in the last ``settle`` seconds may still be growing (0 once no process of the job is left).
+        At most ``limit`` directory entries are looked at, the checkpoint dir's and every declared
+        path's together (``usage.more`` says some were left); a checkpoint is listed once however
+        many declared paths reach it."""
         runs = [run for run in self.runs.run_names(job_dir) if self.runs.record(job_dir, run) is not None]
         declared = {path: d for run in runs for path, d in _declarations(job_dir, run).items()}
-        at = str(checkpoint_dir(job_dir))
-        found = {f.path: f for f in ckptscan.scan(at, limit=SCAN_LIMIT, settle=settle)}
-        for path in declared:
-            if path not in found:
-                found.update((f.path, f) for f in ckptscan.scan_path(path, limit=SCAN_LIMIT, settle=settle))
+        found, budget = _found(str(checkpoint_dir(job_dir)), sorted(declared), settle, limit)
         history = self._history(job_dir, runs[-1]) if runs else None
         out = [
             self._entry(job_dir, f, declared.get(f.path), history, runs, f.path in pinned)
@@ -127,6 +133,7 @@ class CheckpointIndex:
             bytes=sum(c.size for c in out),
             keep=keep,
             latest=complete[-1].id if complete else None,
+            more=budget.hit,
         )
         return out, usage
 
@@ -185,6 +192,51 @@ class CheckpointIndex:
             history.offset += end
             self._histories[key] = history
             return history
+
+
+def _found(
+    at: str, declared: list[str], settle: float, limit: int
+) -> tuple[dict[str, ckptscan.Found], ckptscan.Budget]:
+    """What the checkpoint dir ``at`` and the ``declared`` paths hold, by path, within one budget
+    of ``limit`` entries (each declared path costs one too). Each is kept once by its real path:
+    declared paths that are the same directory by other names, or lie in a tree already scanned,
+    are not scanned again."""
+    budget = ckptscan.Budget(limit)
+    found: dict[str, ckptscan.Found] = {}
+    real_seen: set[str] = set()
+    scanned: set[str] = set()  # real paths of the trees walked
+
+    def add(top: str, items: list[ckptscan.Found]) -> None:
+        real_top = os.path.realpath(top)  # below it the walk follows no link: the rest maps as is
+        scanned.add(real_top)
+        for item in items:
+            inside = item.path.startswith(top)
+            real = real_top + item.path[len(top) :] if inside else os.path.realpath(item.path)
+            if real not in real_seen:
+                real_seen.add(real)
+                found[item.path] = item
+
+    add(at, ckptscan.scan(at, settle=settle, budget=budget))
+    for path in declared:
+        if budget.left <= 0:
+            budget.hit = True
+            break
+        budget.left -= 1
+        if path in found or _within(os.path.realpath(path), scanned):
+            continue
+        add(path, ckptscan.scan_path(path, settle=settle, budget=budget))
+    return found, budget
+
+
+def _within(real: str, trees: set[str]) -> bool:
+    """Whether the real path ``real`` is one of ``trees`` or lies in one."""
+    while True:
+        if real in trees:
+            return True
+        parent = os.path.dirname(real)
+        if parent == real:
+            return False
+        real = parent
 
 
 def _declarations(job_dir: Path, run: str) -> dict[str, _Declared]:

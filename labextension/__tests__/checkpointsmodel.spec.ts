@@ -36,7 +36,7 @@ function listing(checkpoints: ICheckpoint[]): ICheckpointList {
     job_id: 'j-aaaaa',
     dir: '/jobs/j-aaaaa/checkpoints',
     checkpoints,
-    usage: { count: checkpoints.length, complete: 0, bytes: 0, keep: 0, latest: null },
+    usage: { count: checkpoints.length, complete: 0, bytes: 0, keep: 0, latest: null, more: false },
     resumed_from: null
   };
 }
@@ -73,11 +73,25 @@ describe('checkpoint formatting', () => {
   });
 
   it('says the disk used, how many are complete, and --keep-checkpoints when set', () => {
-    const usage = { count: 3, complete: 3, bytes: 3 * 1024 * 1024, keep: 0, latest: 'c1' };
+    const usage = {
+      count: 3,
+      complete: 3,
+      bytes: 3 * 1024 * 1024,
+      keep: 0,
+      latest: 'c1',
+      more: false
+    };
     expect(usageText(usage)).toBe('3 checkpoints use 3.00 MB');
     expect(usageText({ ...usage, count: 1, complete: 1 })).toBe('1 checkpoint use 3.00 MB');
     expect(usageText({ ...usage, complete: 2, keep: 2 })).toBe(
       '3 checkpoints (2 complete) use 3.00 MB · --keep-checkpoints 2: keeps the newest 2'
+    );
+  });
+
+  it('says when the listing stopped before the end of what there is', () => {
+    const usage = { count: 5000, complete: 5000, bytes: 1024, keep: 0, latest: 'c1', more: true };
+    expect(usageText(usage)).toBe(
+      'at least 5000 checkpoints use 1.00 KB · more not listed (too many files to look at)'
     );
   });
 

@@ -233,3 +233,34 @@ async def test_a_directory_larger_than_the_queue_streams_whole(jp_fetch: Any, sh
     with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
     assert files == {f"step_9/{name}": data for name, data in {**shards, ".metadata": b"meta"}.items()}
+
+
+async def test_a_fifo_in_a_directory_checkpoint_is_left_out_of_its_download(
+    jp_fetch: Any, shared_root: Path
+) -> None:
+    """Another user's FIFO in a checkpoint dir: the download ends whole without it (it used to
+    wait for a writer forever, holding a thread of the server's default pool)."""
+    from jupyter_disttrain.runtime.contract import CHECKPOINTS_DIR
+    from jupyter_disttrain.specs import JobSpec
+    from jupyter_disttrain.store import JobRecord
+
+    store = JobStore(shared_root)
+    store.create(JobRecord(id="fifo-abcde", spec=JobSpec(name="fifo")), "print(1)\n")
+    folder = store.job_dir("fifo-abcde") / CHECKPOINTS_DIR / "step_3"
+    folder.mkdir(parents=True)
+    torch.save({"w": torch.ones(2)}, folder / "model.pt")
+    (folder / "config.json").write_text("{}")
+    os.mkfifo(folder / "zz_pipe")
+    back = time.time() - 60
+    for path in [folder, *folder.iterdir()]:
+        os.utime(path, (back, back), follow_symlinks=False)
+    (ckpt,) = (await listing_of(jp_fetch, "fifo-abcde"))["checkpoints"]
+    assert (ckpt["kind"], ckpt["step"]) == ("files", 3)
+    for _ in range(2):
+        got = await call(
+            jp_fetch, "jobs", "fifo-abcde", "checkpoints", ckpt["id"], "download", request_timeout=30
+        )
+        with tarfile.open(fileobj=io.BytesIO(got.body)) as tar:
+            names = sorted(m.name for m in tar.getmembers())
+        assert names == ["step_3", "step_3/config.json", "step_3/model.pt"]
+    assert (await jp_fetch("api", "kernelspecs", request_timeout=30)).code == 200
