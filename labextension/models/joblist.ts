@@ -3,8 +3,8 @@
  * name, phase or backend), and, with no filter, the ended jobs older than a threshold folded
  * behind an "N older jobs" toggle. Pure: the sidebar and the tests share it.
  */
-import { TERMINAL_PHASES } from './api';
-import type { IJobSummary } from './types';
+import { TERMINAL_PHASES } from '../rest/client';
+import type { IJobSummary } from '../rest/types';
 
 /** Jobs whose id, name, phase or backend hold every word of `query` (any case). */
 export function filterJobs(jobs: readonly IJobSummary[], query: string): IJobSummary[] {

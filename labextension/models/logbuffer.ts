@@ -6,8 +6,8 @@
  * Lines are kept as plain strings (no DOM, no parsed ANSI) so a million of them stay cheap;
  * the view renders only the rows on screen.
  */
-import type { ILogLine } from './types';
-import { stripAnsi } from './ansi';
+import type { ILogLine } from '../rest/types';
+import { stripAnsi } from '../render/ansi';
 
 /** The text a chunk shows: line ending removed and, after `\r` redraws, the last drawing. */
 export function displayText(raw: string): string {

@@ -2,8 +2,8 @@
  * The log viewer's control bar: replica, tail, follow, filter, download and the status line.
  * It holds no state of the log: it reports what the user picks and shows what it is told.
  */
-import { ALL } from './logselection';
-import { FollowState } from './virtual';
+import { ALL } from '../models/logselection';
+import { FollowState } from '../render/virtual';
 
 const TAILS = [100, 1000, 10000, 100000, ALL];
 /** Milliseconds the filter waits for the user to stop typing. */

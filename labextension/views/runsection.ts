@@ -5,14 +5,14 @@
 import { downloadIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { artifactUrl } from './api';
-import { CHART_SIZE, renderChart } from './chart';
-import { keyValues, section, table } from './dom';
-import { formatBytes, formatProgress, formatTime, formatValue } from './format';
-import { chartIcon } from './icons';
-import { JobRunsModel, RunSeries } from './jobrunsmodel';
-import { tensorboardRunFilter } from './runsmodel';
-import { IArtifactFile, IRunProgress, IRunSummary, JOB_RUN } from './types';
+import { artifactUrl } from '../rest/client';
+import { CHART_SIZE, renderChart } from '../render/chart';
+import { keyValues, section, table } from '../render/dom';
+import { formatBytes, formatProgress, formatTime, formatValue } from '../render/format';
+import { chartIcon } from '../icons';
+import { JobRunsModel, RunSeries } from '../models/jobrunsmodel';
+import { tensorboardRunFilter } from '../models/runsmodel';
+import { IArtifactFile, IRunProgress, IRunSummary, JOB_RUN } from '../rest/types';
 
 /** A run's status as a badge coloured like the job phase it corresponds to. */
 export function runStatusBadge(status: string): HTMLSpanElement {

@@ -8,7 +8,7 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { nameRows, section, table } from './dom';
+import { nameRows, section, table } from '../render/dom';
 import {
   CHECKPOINT_COLUMNS,
   checkpointActionStates,
@@ -17,8 +17,8 @@ import {
   IActionState,
   resumedFromText,
   usageText
-} from './checkpointsmodel';
-import type { ICheckpoint, IResumedFrom } from './types';
+} from '../models/checkpointsmodel';
+import type { ICheckpoint, IResumedFrom } from '../rest/types';
 
 /** What the buttons do; each returns when done (the button is disabled meanwhile). */
 export interface ICheckpointHandlers {

@@ -11,8 +11,8 @@ import { MainAreaWidget, Toolbar, ToolbarButton } from '@jupyterlab/apputils';
 import { IFrame, refreshIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { ALL_JOBS, startTensorBoard, tensorboardUrl } from './api';
-import { chartIcon } from './icons';
+import { ALL_JOBS, startTensorBoard, tensorboardUrl } from '../rest/client';
+import { chartIcon } from '../icons';
 import { setTensorBoardLook } from './tblook';
 
 /** TensorBoard's reload button (Angular component `app-header-reload`). */

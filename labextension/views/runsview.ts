@@ -7,16 +7,16 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { ALL_JOBS } from './api';
-import { ComparePoints } from './comparepoints';
-import { formatMetric, formatTime, formatValue } from './format';
-import { CommandIDs } from './ids';
+import { ALL_JOBS } from '../rest/client';
+import { ComparePoints } from '../models/comparepoints';
+import { formatMetric, formatTime, formatValue } from '../render/format';
+import { CommandIDs } from '../ids';
 import { phaseBadge } from './panel';
-import { showMoreLabel } from './paging';
+import { showMoreLabel } from '../render/paging';
 import { RunsCompare } from './runscompareview';
 import { runStatusBadge } from './runsection';
-import { IRunColumn, runKey, runLabel, RunsTableModel } from './runsmodel';
-import type { IRunSummary } from './types';
+import { IRunColumn, runKey, runLabel, RunsTableModel } from '../models/runsmodel';
+import type { IRunSummary } from '../rest/types';
 
 /** The id of the Runs tab (one for the page). */
 export const RUNS_VIEW_ID = 'jp-disttrain-runs';

@@ -1,6 +1,12 @@
-import { formatBytes, formatPercent } from '../format';
-import { measureMax, MEASURES, mergeSamples, nextSince, ResourcesModel } from '../resources';
-import type { IResources, IReplicaResources, IResourceSample } from '../types';
+import { formatBytes, formatPercent } from '../render/format';
+import {
+  measureMax,
+  MEASURES,
+  mergeSamples,
+  nextSince,
+  ResourcesModel
+} from '../models/resourcesmodel';
+import type { IResources, IReplicaResources, IResourceSample } from '../rest/types';
 
 function sample(t: number, extra: Partial<IResourceSample> = {}): IResourceSample {
   return {

@@ -4,8 +4,8 @@
  * hparam against a final metric, and where each lands in a chart (shared scales). The Runs
  * view (`runscompareview.ts`) draws them.
  */
-import { metricNumber } from './format';
-import type { IRunPoint, IRunSummary } from './types';
+import { metricNumber } from '../render/format';
+import type { IRunPoint, IRunSummary } from '../rest/types';
 
 /** The id of a run across jobs. */
 export function runKey(run: IRunSummary): string {

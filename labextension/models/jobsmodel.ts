@@ -7,7 +7,7 @@ import { Token } from '@lumino/coreutils';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { IJobSummary, TERMINAL_PHASES } from './types';
+import { IJobSummary, TERMINAL_PHASES } from '../rest/types';
 
 export interface IPhaseChange {
   job: IJobSummary;

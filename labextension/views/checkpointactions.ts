@@ -8,11 +8,11 @@ import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Notification } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 
-import { checkpointUrl, getCheckpointCode, resumeJob } from './api';
-import { checkpointName, errorLine } from './checkpointsmodel';
+import { checkpointUrl, getCheckpointCode, resumeJob } from '../rest/client';
+import { checkpointName, errorLine } from '../models/checkpointsmodel';
 import { ICheckpointHandlers } from './checkpointsview';
-import { CommandIDs } from './ids';
-import type { ICheckpoint } from './types';
+import { CommandIDs } from '../ids';
+import type { ICheckpoint } from '../rest/types';
 
 /** Click a link to the checkpoint's download (the browser saves it; a directory as a tar). */
 function download(jobId: string, c: ICheckpoint): void {

@@ -9,7 +9,7 @@
  * checkpoint (`IRunDetail.resumed_at`) is one line with a vertical marker at each resume step.
  */
 import { formatMetric, metricNumber } from './format';
-import type { IRunPoint } from './types';
+import type { IRunPoint } from '../rest/types';
 
 export type MarkKind = 'backwards' | 'nan' | 'inf' | '-inf';
 

@@ -9,15 +9,15 @@ import { CodeEditor, CodeEditorWrapper, IEditorServices } from '@jupyterlab/code
 import { Message } from '@lumino/messaging';
 import { BoxPanel, Panel, TabPanel, Widget } from '@lumino/widgets';
 
-import { IJobDetail } from './api';
+import { IJobDetail } from '../rest/client';
 import { DETAILS_SECTIONS, IDetailsContext } from './detailsections';
-import { JobDetailsModel } from './detailsmodel';
-import { section, table } from './dom';
-import { formatMetric } from './format';
+import { JobDetailsModel } from '../models/detailsmodel';
+import { section, table } from '../render/dom';
+import { formatMetric } from '../render/format';
 import { LogViewer } from './logviewer';
-import { ResourcesModel } from './resources';
+import { ResourcesModel } from '../models/resourcesmodel';
 import { progressBar, RunsSection, runStatusBadge } from './runsection';
-import { runLabel } from './runsmodel';
+import { runLabel } from '../models/runsmodel';
 
 /**
  * The tabs, in order, and which sections each draws (Runs and Checkpoints show their own

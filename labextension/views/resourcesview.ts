@@ -3,11 +3,11 @@
  * replica per measure, the latest value beside it), the replica table's extra columns and
  * the "quiet" badge. Plain DOM from `ResourcesModel`, redrawn with the details.
  */
-import { nameRows, table } from './dom';
-import { formatDuration } from './format';
-import { IMeasure, measureMax, ResourcesModel } from './resources';
-import { sparkline } from './sparkline';
-import type { IReplicaResources } from './types';
+import { nameRows, table } from '../render/dom';
+import { formatDuration } from '../render/format';
+import { IMeasure, measureMax, ResourcesModel } from '../models/resourcesmodel';
+import { sparkline } from '../render/sparkline';
+import type { IReplicaResources } from '../rest/types';
 
 const SPARK = { width: 140, height: 28 };
 

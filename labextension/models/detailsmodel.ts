@@ -7,7 +7,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
-import { IJobDetail, TERMINAL_PHASES } from './types';
+import { IJobDetail, TERMINAL_PHASES } from '../rest/types';
 
 export interface IPackagedScript {
   /** File name of the entry point (e.g. `train.py`). */

@@ -9,11 +9,11 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { parseAnsi, renderAnsi } from './ansi';
+import { parseAnsi, renderAnsi } from '../render/ansi';
 import { LogControls } from './logcontrols';
-import { LogChange, LogFeed } from './logfeed';
-import { FilteredView } from './logbuffer';
-import { FollowState, isAtBottom, visibleRange } from './virtual';
+import { LogChange, LogFeed } from '../models/logfeed';
+import { FilteredView } from '../models/logbuffer';
+import { FollowState, isAtBottom, visibleRange } from '../render/virtual';
 
 /** Row height until one is measured (a row of the theme's code font). */
 const DEFAULT_ROW_HEIGHT = 17;

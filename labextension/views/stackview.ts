@@ -7,7 +7,7 @@
 import { Clipboard } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import type { IStackDump } from './types';
+import type { IStackDump } from '../rest/types';
 
 export class StackView extends Widget {
   constructor(replica: string) {

@@ -10,8 +10,8 @@
 import { Poll } from '@lumino/polling';
 
 import { LogBuffer } from './logbuffer';
-import { ILogStreamHandlers } from './logstream';
-import { ILogPage, ILogQuery } from './types';
+import { ILogStreamHandlers } from '../rest/logstream';
+import { ILogPage, ILogQuery } from '../rest/types';
 
 /** Lines per request when paging through a log (the server's cap per request). */
 export const PAGE = 10000;

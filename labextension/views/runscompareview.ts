@@ -4,8 +4,8 @@
  * chart of a chosen hparam against a chosen final metric, a dot per run. A run keeps its
  * colour (a theme-following `jp-mod-color-N` class) in both charts and in the legend.
  */
-import { ComparePoints } from './comparepoints';
-import { formatMetric } from './format';
+import { ComparePoints } from '../models/comparepoints';
+import { formatMetric } from '../render/format';
 import {
   dotPlot,
   hparamDots,
@@ -17,9 +17,9 @@ import {
   ISeries,
   seriesPoints,
   XAxis
-} from './runcompare';
-import { RunsTableModel } from './runsmodel';
-import type { IRunSummary } from './types';
+} from '../models/runcompare';
+import { RunsTableModel } from '../models/runsmodel';
+import type { IRunSummary } from '../rest/types';
 
 /** How many colours the stylesheet has (`jp-mod-color-0` …). */
 const COLOURS = 8;

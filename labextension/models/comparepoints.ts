@@ -7,7 +7,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { RunSeries } from './jobrunsmodel';
 import { runKey } from './runcompare';
-import { IRunDetail, IRunQuery, IRunSummary, TERMINAL_PHASES } from './types';
+import { IRunDetail, IRunQuery, IRunSummary, TERMINAL_PHASES } from '../rest/types';
 
 /** Pages read per run and load, so one huge run does not hold the others up. */
 const PAGES_PER_LOAD = 10;

@@ -9,8 +9,8 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
-import { metricNumber } from './format';
-import { IRunDetail, IRunPoint, IRunQuery, IRunSummary, TERMINAL_PHASES } from './types';
+import { metricNumber } from '../render/format';
+import { IRunDetail, IRunPoint, IRunQuery, IRunSummary, TERMINAL_PHASES } from '../rest/types';
 
 /** Points kept per series (a chart is a few hundred pixels wide). */
 export const MAX_SERIES_POINTS = 2000;

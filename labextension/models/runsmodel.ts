@@ -8,10 +8,10 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
-import { metricNumber } from './format';
-import { ROWS_PAGE } from './paging';
+import { metricNumber } from '../render/format';
+import { ROWS_PAGE } from '../render/paging';
 import { differingHparams, runKey } from './runcompare';
-import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from './types';
+import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from '../rest/types';
 
 export type ColumnKind = 'run' | 'hparam' | 'metric';
 

@@ -1,5 +1,5 @@
-import { JobsModel } from '../model';
-import type { IJobSummary, Phase } from '../types';
+import { JobsModel } from '../models/jobsmodel';
+import type { IJobSummary, Phase } from '../rest/types';
 import { jobSummary } from './jobfixture';
 
 function job(id: string, phase: Phase, created: string): IJobSummary {

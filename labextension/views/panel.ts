@@ -17,13 +17,13 @@ import {
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from './api';
-import { CommandIDs, SIDEBAR_ID } from './ids';
-import { jobShape, jobTiming, quietNote } from './format';
-import { chartIcon, disttrainIcon } from './icons';
-import { filterJobs, foldJobs } from './joblist';
-import { JobsModel } from './model';
-import { ROWS_PAGE, showMoreLabel } from './paging';
+import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from '../rest/client';
+import { CommandIDs, SIDEBAR_ID } from '../ids';
+import { jobShape, jobTiming, quietNote } from '../render/format';
+import { chartIcon, disttrainIcon } from '../icons';
+import { filterJobs, foldJobs } from '../models/joblist';
+import { JobsModel } from '../models/jobsmodel';
+import { ROWS_PAGE, showMoreLabel } from '../render/paging';
 import { quietBadge } from './resourcesview';
 import { progressBar } from './runsection';
 

@@ -1,6 +1,6 @@
 /** Small pure helpers for how jobs read on screen. */
-import { TERMINAL_PHASES } from './types';
-import type { IJobSummary, IReplicaStatus, IRoleSummary } from './types';
+import { TERMINAL_PHASES } from '../rest/types';
+import type { IJobSummary, IReplicaStatus, IRoleSummary } from '../rest/types';
 
 /** `45s`, `3m 12s`, `2h 05m`, `3d 4h`. */
 export function formatDuration(ms: number): string {

@@ -4,12 +4,12 @@
  * their latest resource values and the Stack action), the resources, the conditions and the
  * events. `JobDetails` shows them in order; a view in tabs picks them by `id`.
  */
-import { parseAnsi, renderAnsi } from './ansi';
-import { IJobDetail, TERMINAL_PHASES } from './api';
-import { keyValues, nameRows, section, table } from './dom';
-import { formatTime, jobShape, rolesText } from './format';
+import { parseAnsi, renderAnsi } from '../render/ansi';
+import { IJobDetail, TERMINAL_PHASES } from '../rest/client';
+import { keyValues, nameRows, section, table } from '../render/dom';
+import { formatTime, jobShape, rolesText } from '../render/format';
 import { phaseBadge } from './panel';
-import { ResourcesModel } from './resources';
+import { ResourcesModel } from '../models/resourcesmodel';
 import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
 import { progressBar } from './runsection';
 

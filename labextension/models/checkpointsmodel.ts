@@ -6,8 +6,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { formatBytes, formatMetric, formatTime } from './format';
-import type { ICheckpoint, ICheckpointList, ICheckpointUsage, IResumedFrom } from './types';
+import { formatBytes, formatMetric, formatTime } from '../render/format';
+import type { ICheckpoint, ICheckpointList, ICheckpointUsage, IResumedFrom } from '../rest/types';
 import { IViewPollOptions, viewPoll } from './viewpoll';
 
 /** A checkpoint's step (or epoch, or its id when it has neither) as people say it. */

@@ -6,8 +6,8 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { formatBytes, formatPercent } from './format';
-import type { IResources, IReplicaResources, IResourceSample } from './types';
+import { formatBytes, formatPercent } from '../render/format';
+import type { IResources, IReplicaResources, IResourceSample } from '../rest/types';
 
 /** Samples kept per replica: 20 minutes at the sampler's default 2 s. */
 export const DEFAULT_WINDOW = 600;
