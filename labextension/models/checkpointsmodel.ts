@@ -3,12 +3,9 @@
  * job runs (one last read once it has ended), and the pure parts the view draws: each
  * checkpoint's cells, which of its actions it allows, the disk line and the job it resumed from.
  */
-import { Poll } from '@lumino/polling';
-import { ISignal, Signal } from '@lumino/signaling';
-
 import { formatBytes, formatMetric, formatTime } from '../render/format';
 import type { ICheckpoint, ICheckpointList, ICheckpointUsage, IResumedFrom } from '../rest/types';
-import { IViewPollOptions, viewPoll } from './viewpoll';
+import { errorMessage, IViewPollOptions, PollingModel } from './pollingmodel';
 
 /** A checkpoint's step (or epoch, or its id when it has neither) as people say it. */
 export function checkpointName(c: Pick<ICheckpoint, 'id' | 'step' | 'epoch'>): string {
@@ -113,8 +110,7 @@ export function resumedFromText(from: IResumedFrom): string {
 
 /** The first line of an error's message (the server's one-line reason). */
 export function errorLine(err: unknown): string {
-  const text = err instanceof Error ? err.message : String(err);
-  return text.split('\n', 1)[0];
+  return errorMessage(err).split('\n', 1)[0];
 }
 
 /**
@@ -141,69 +137,54 @@ export interface ICheckpointsModelOptions extends IViewPollOptions {
   ended?: () => boolean;
 }
 
-export class CheckpointsModel {
+/** One read: the listing, and whether the job had ended before it began. */
+interface ICheckpointsRead {
+  list: ICheckpointList;
+  last: boolean;
+}
+
+export class CheckpointsModel extends PollingModel<ICheckpointsRead> {
   constructor(options: ICheckpointsModelOptions) {
+    super(`jupyter_disttrain:checkpoints:${options.jobId}`, options, 30000);
     this.jobId = options.jobId;
     this._fetch = options.fetchCheckpoints;
     this._ended = options.ended ?? (() => false);
-    this.poll = viewPoll(
-      `jupyter_disttrain:checkpoints:${this.jobId}`,
-      () => this.refresh(),
-      options,
-      30000
-    );
   }
 
   readonly jobId: string;
-  readonly poll: Poll;
 
-  /** What the section shows; replaced (not changed in place) by each read. */
+  /** What the section shows (a new object each time it is asked). */
   get state(): Readonly<ICheckpointsState> {
-    return this._state;
-  }
-
-  get changed(): ISignal<this, void> {
-    return this._changed;
-  }
-
-  start(): Promise<void> {
-    return this._state.done ? Promise.resolve() : this.poll.start();
+    return { list: this._list, error: this.error, done: this._done };
   }
 
   /**
-   * List the checkpoints (rejects on error so the poll backs off); stops after the job's end,
-   * once none is being written (or after `READS_AFTER_END` reads).
+   * Whether the reads are over: after the job's end, once none is being written (or after
+   * `READS_AFTER_END` reads).
    */
-  async refresh(): Promise<void> {
-    const last = this._ended();
-    let list: ICheckpointList;
-    try {
-      list = await this._fetch(this.jobId);
-    } catch (err) {
-      this._state = { ...this._state, error: errorLine(err) };
-      this._changed.emit();
-      throw err;
-    }
-    if (this.poll.isDisposed) {
-      return;
-    }
-    const settled = list.checkpoints.every(c => c.complete);
-    const done = last && (settled || ++this._readsAfterEnd >= READS_AFTER_END);
-    this._state = { list, error: null, done };
-    if (done) {
-      void this.poll.stop();
-    }
-    this._changed.emit();
+  get done(): boolean {
+    return this._done;
   }
 
-  dispose(): void {
-    this.poll.dispose();
-    Signal.clearData(this);
+  protected async fetch(): Promise<ICheckpointsRead> {
+    const last = this._ended();
+    return { list: await this._fetch(this.jobId), last };
+  }
+
+  protected apply({ list, last }: ICheckpointsRead): void {
+    const settled = list.checkpoints.every(c => c.complete);
+    this._list = list;
+    this._done = last && (settled || ++this._readsAfterEnd >= READS_AFTER_END);
+  }
+
+  /** The server's one-line reason, without the lines after it. */
+  protected errorText(err: unknown): string {
+    return errorLine(err);
   }
 
   private _fetch: ICheckpointsModelOptions['fetchCheckpoints'];
   private _ended: () => boolean;
-  private _state: ICheckpointsState = { list: null, error: null, done: false };
+  private _list: ICheckpointList | null = null;
+  private _done = false;
   private _readsAfterEnd = 0;
-  private _changed = new Signal<this, void>(this);
 }

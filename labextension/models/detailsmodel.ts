@@ -2,12 +2,8 @@
  * The job details view's model: one job's detail, polled until it ends, and its packaged
  * script, loaded once. Like `JobsModel`, it owns the fetching and the view only renders.
  */
-import { Poll } from '@lumino/polling';
-import { ISignal, Signal } from '@lumino/signaling';
-
-import { IViewPollOptions, viewPoll } from './viewpoll';
-
 import { IJobDetail, TERMINAL_PHASES } from '../rest/types';
+import { errorMessage, IViewPollOptions, PollingModel } from './pollingmodel';
 
 export interface IPackagedScript {
   /** File name of the entry point (e.g. `train.py`). */
@@ -23,30 +19,19 @@ export interface IJobDetailsModelOptions extends IViewPollOptions {
   fetchScript: (id: string) => Promise<{ entrypoint: string; script: string }>;
 }
 
-export class JobDetailsModel {
+export class JobDetailsModel extends PollingModel<IJobDetail> {
   constructor(options: IJobDetailsModelOptions) {
+    super(`jupyter_disttrain:details:${options.jobId}`, options, 30000);
     this.jobId = options.jobId;
     this._fetchJob = options.fetchJob;
     this._fetchScript = options.fetchScript;
-    this.poll = viewPoll(
-      `jupyter_disttrain:details:${this.jobId}`,
-      () => this.refresh(),
-      options,
-      30000
-    );
   }
 
   readonly jobId: string;
-  readonly poll: Poll;
 
   /** The job as last fetched (null before the first answer). */
   get job(): IJobDetail | null {
     return this._job;
-  }
-
-  /** The last error, cleared by the next success. */
-  get error(): string | null {
-    return this._error;
   }
 
   /** The packaged script, once loaded (or the reason it is not available, as a comment). */
@@ -59,37 +44,20 @@ export class JobDetailsModel {
     return !!this._job && TERMINAL_PHASES.has(this._job.status.phase);
   }
 
-  get changed(): ISignal<this, void> {
-    return this._changed;
+  get done(): boolean {
+    return this.ended;
   }
 
-  /** Start polling (a no-op once the job has ended). */
-  start(): Promise<void> {
-    return this.ended ? Promise.resolve() : this.poll.start();
+  protected fetch(): Promise<IJobDetail> {
+    return this._fetchJob(this.jobId);
   }
 
-  /** Fetch the job now (rejects on error so the poll backs off); stops polling once it ended. */
-  async refresh(): Promise<void> {
-    try {
-      this._job = await this._fetchJob(this.jobId);
-      this._error = null;
-    } catch (err) {
-      this._error = err instanceof Error ? err.message : String(err);
-      this._changed.emit();
-      throw err;
-    }
-    this._changed.emit();
+  /** The job as fetched; the script is loaded once, after the first answer. */
+  protected apply(job: IJobDetail): void {
+    this._job = job;
     if (!this._script && !this._scriptLoading) {
       void this._loadScript();
     }
-    if (this.ended) {
-      void this.poll.stop();
-    }
-  }
-
-  dispose(): void {
-    this.poll.dispose();
-    Signal.clearData(this);
   }
 
   private async _loadScript(): Promise<void> {
@@ -99,23 +67,23 @@ export class JobDetailsModel {
       const reply = await this._fetchScript(this.jobId);
       script = { name: reply.entrypoint || DEFAULT_SCRIPT, text: reply.script };
     } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
-      script = { name: DEFAULT_SCRIPT, text: `# the packaged script is not available: ${why}` };
+      script = {
+        name: DEFAULT_SCRIPT,
+        text: `# the packaged script is not available: ${errorMessage(err)}`
+      };
     }
     if (this.poll.isDisposed) {
       return;
     }
     this._script = script;
-    this._changed.emit();
+    this.emitChanged();
   }
 
   private _fetchJob: IJobDetailsModelOptions['fetchJob'];
   private _fetchScript: IJobDetailsModelOptions['fetchScript'];
   private _job: IJobDetail | null = null;
-  private _error: string | null = null;
   private _script: IPackagedScript | null = null;
   private _scriptLoading = false;
-  private _changed = new Signal<this, void>(this);
 }
 
 const DEFAULT_SCRIPT = 'train.py';

@@ -4,13 +4,9 @@
  * while the job runs; once it has ended, each run is read to its end and the poll stops.
  * Each series keeps a bounded number of points (halved, keeping its marked points, when full).
  */
-import { Poll } from '@lumino/polling';
-import { ISignal, Signal } from '@lumino/signaling';
-
-import { IViewPollOptions, viewPoll } from './viewpoll';
-
 import { metricNumber } from '../render/format';
 import { IRunDetail, IRunPoint, IRunQuery, IRunSummary, TERMINAL_PHASES } from '../rest/types';
+import { IViewPollOptions, PollingModel } from './pollingmodel';
 
 /** Points kept per series (a chart is a few hundred pixels wide). */
 export const MAX_SERIES_POINTS = 2000;
@@ -83,21 +79,21 @@ export interface IJobRunsModelOptions extends IViewPollOptions {
   fetchRun: (job: string, run: string, query: IRunQuery) => Promise<IRunDetail>;
 }
 
-export class JobRunsModel {
+/** One read: the runs as listed, and whether their job had ended before their points were read. */
+interface IRunsRead {
+  runs: IRunSummary[];
+  jobEnded: boolean;
+}
+
+export class JobRunsModel extends PollingModel<IRunsRead> {
   constructor(options: IJobRunsModelOptions) {
+    super(`jupyter_disttrain:runs:${options.jobId}`, options, 30000);
     this.jobId = options.jobId;
     this._fetchRuns = options.fetchRuns;
     this._fetchRun = options.fetchRun;
-    this.poll = viewPoll(
-      `jupyter_disttrain:runs:${this.jobId}`,
-      () => this.refresh(),
-      options,
-      30000
-    );
   }
 
   readonly jobId: string;
-  readonly poll: Poll;
 
   /** The job's runs as last listed (their summary), in the server's order. */
   get runs(): readonly IRunSummary[] {
@@ -109,59 +105,13 @@ export class JobRunsModel {
     return this._series.get(run);
   }
 
-  get error(): string | null {
-    return this._error;
-  }
-
-  get loaded(): boolean {
-    return this._loaded;
-  }
-
   /** Whether the job has ended and every run was read to its end (nothing more to poll). */
   get ended(): boolean {
     return this._ended;
   }
 
-  get changed(): ISignal<this, void> {
-    return this._changed;
-  }
-
-  start(): Promise<void> {
-    return this._ended ? Promise.resolve() : this.poll.start();
-  }
-
-  /** List the runs and read on in each (rejects on error so the poll backs off). */
-  async refresh(): Promise<void> {
-    try {
-      const runs = await this._fetchRuns(this.jobId);
-      // the phase before the reads: a run is done only if read to its end after the job ended
-      const jobEnded = runs.length ? TERMINAL_PHASES.has(runs[0].job_phase) : this._jobEndedSeen;
-      this._runs = runs;
-      for (const summary of runs) {
-        let series = this._series.get(summary.run);
-        if (!series) {
-          series = new RunSeries(this.jobId, summary.run);
-          this._series.set(summary.run, series);
-        }
-        if (series.done && !jobEnded && summary.status === 'running') {
-          series.done = false; // a run continued under its name (a torchrun restart)
-        }
-        if (!series.done) {
-          await this._readOn(series, jobEnded);
-        }
-      }
-      this._error = null;
-      this._loaded = true;
-      this._ended = jobEnded && runs.every(r => this._series.get(r.run)?.done);
-    } catch (err) {
-      this._error = err instanceof Error ? err.message : String(err);
-      this._changed.emit();
-      throw err;
-    }
-    this._changed.emit();
-    if (this._ended) {
-      void this.poll.stop();
-    }
+  get done(): boolean {
+    return this._ended;
   }
 
   /**
@@ -172,9 +122,30 @@ export class JobRunsModel {
     this._jobEndedSeen = true;
   }
 
-  dispose(): void {
-    this.poll.dispose();
-    Signal.clearData(this);
+  /** List the runs and read on in each (their points go straight into their series). */
+  protected async fetch(): Promise<IRunsRead> {
+    const runs = await this._fetchRuns(this.jobId);
+    // the phase before the reads: a run is done only if read to its end after the job ended
+    const jobEnded = runs.length ? TERMINAL_PHASES.has(runs[0].job_phase) : this._jobEndedSeen;
+    for (const summary of runs) {
+      let series = this._series.get(summary.run);
+      if (!series) {
+        series = new RunSeries(this.jobId, summary.run);
+        this._series.set(summary.run, series);
+      }
+      if (series.done && !jobEnded && summary.status === 'running') {
+        series.done = false; // a run continued under its name (a torchrun restart)
+      }
+      if (!series.done) {
+        await this._readOn(series, jobEnded);
+      }
+    }
+    return { runs, jobEnded };
+  }
+
+  protected apply({ runs, jobEnded }: IRunsRead): void {
+    this._runs = runs;
+    this._ended = jobEnded && runs.every(r => this._series.get(r.run)?.done);
   }
 
   private async _readOn(series: RunSeries, jobEnded: boolean): Promise<void> {
@@ -193,9 +164,6 @@ export class JobRunsModel {
   private _fetchRun: IJobRunsModelOptions['fetchRun'];
   private _runs: IRunSummary[] = [];
   private _series = new Map<string, RunSeries>();
-  private _error: string | null = null;
-  private _loaded = false;
   private _ended = false;
   private _jobEndedSeen = false;
-  private _changed = new Signal<this, void>(this);
 }

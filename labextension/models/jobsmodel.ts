@@ -4,10 +4,10 @@
  * standby while the browser tab is hidden.
  */
 import { Token } from '@lumino/coreutils';
-import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { IJobSummary, TERMINAL_PHASES } from '../rest/types';
+import { PollingModel } from './pollingmodel';
 
 export interface IPhaseChange {
   job: IJobSummary;
@@ -36,8 +36,10 @@ export interface IJobsModelOptions {
  */
 export const RECENT_END_MS = 10 * 60 * 1000;
 
-export class JobsModel {
+export class JobsModel extends PollingModel<IJobSummary[]> {
   constructor(options: IJobsModelOptions) {
+    // standby only while the browser tab is hidden: a cell may start a job any time
+    super('jupyter_disttrain:jobs', { interval: options.interval }, 60 * 1000);
     this._fetch = options.fetchJobs;
     this._now = options.now ?? Date.now;
     this._interval = options.interval ?? 2000;
@@ -45,35 +47,11 @@ export class JobsModel {
     this._unwatched =
       options.unwatched ??
       (() => this._watchers.length > 0 && !this._watchers.some(visible => visible()));
-    this.poll = new Poll({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: { interval: this._interval, backoff: true, max: 60 * 1000 },
-      name: 'jupyter_disttrain:jobs',
-      // pause while the browser tab is hidden; refreshes when it is shown again
-      standby: 'when-hidden'
-    });
   }
-
-  readonly poll: Poll;
 
   /** Jobs, newest first. */
   get jobs(): readonly IJobSummary[] {
     return this._jobs;
-  }
-
-  /** The last refresh error, cleared by the next success. */
-  get error(): string | null {
-    return this._error;
-  }
-
-  /** Whether at least one refresh has completed. */
-  get loaded(): boolean {
-    return this._loaded;
-  }
-
-  get changed(): ISignal<this, void> {
-    return this._changed;
   }
 
   /** A job went from a non-terminal phase to a terminal one while we watched. */
@@ -123,44 +101,29 @@ export class JobsModel {
   }
 
   private _pace(): void {
-    const interval = this.idle ? this._idleInterval : this._interval;
-    if (this.poll.frequency.interval !== interval) {
-      this.poll.frequency = { ...this.poll.frequency, interval };
-    }
-  }
-
-  /** Start polling. */
-  start(): Promise<void> {
-    return this.poll.start();
-  }
-
-  /** Refresh now (rejects on error so the poll backs off). */
-  async refresh(): Promise<void> {
-    let jobs: IJobSummary[];
-    try {
-      jobs = await this._fetch();
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      if (message !== this._error) {
-        this._error = message;
-        this._changed.emit();
-      }
-      throw err;
-    }
-    this.set(jobs);
-    this._pace();
+    this.pace(this.idle ? this._idleInterval : this._interval);
   }
 
   /** Replace the list, emitting `finished` for each job that just reached its end. */
   set(jobs: IJobSummary[]): void {
+    this.take(jobs);
+  }
+
+  protected fetch(): Promise<IJobSummary[]> {
+    return this._fetch();
+  }
+
+  protected apply(jobs: IJobSummary[]): void {
+    this._jobs = [...jobs].sort((a, b) => (b.created ?? '').localeCompare(a.created ?? ''));
+    this._pace();
+  }
+
+  /** After the views were told of the new list, the news: the jobs that just ended. */
+  protected take(jobs: IJobSummary[]): void {
     const before = new Map(this._jobs.map(j => [j.id, j.phase as string]));
-    const sorted = [...jobs].sort((a, b) => (b.created ?? '').localeCompare(a.created ?? ''));
-    const wasLoaded = this._loaded;
-    this._jobs = sorted;
-    this._error = null;
-    this._loaded = true;
-    this._changed.emit();
-    for (const job of sorted) {
+    const wasLoaded = this.loaded;
+    super.take(jobs);
+    for (const job of this._jobs) {
       const previous = before.get(job.id);
       const knownRunning = previous !== undefined && !TERMINAL_PHASES.has(previous);
       // a job first seen already finished (page load) is not news; one submitted and finished
@@ -177,11 +140,6 @@ export class JobsModel {
     return Number.isNaN(at) || this._now() - at < RECENT_END_MS;
   }
 
-  dispose(): void {
-    this.poll.dispose();
-    Signal.clearData(this);
-  }
-
   private _fetch: () => Promise<IJobSummary[]>;
   private _now: () => number;
   private _interval: number;
@@ -189,9 +147,6 @@ export class JobsModel {
   private _unwatched: () => boolean;
   private _watchers: (() => boolean)[] = [];
   private _jobs: IJobSummary[] = [];
-  private _error: string | null = null;
-  private _loaded = false;
-  private _changed = new Signal<this, void>(this);
   private _finished = new Signal<this, IPhaseChange>(this);
   private _selected: string | null = null;
   private _selectionChanged = new Signal<this, string | null>(this);

@@ -12,7 +12,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { rawText } from './logbuffer';
 import { eachPage, ILogSelectionState, ILogTransport, LogSelection } from './logselection';
 import { IJobDetail, TERMINAL_PHASES } from '../rest/types';
-import { IViewPollOptions, viewPoll } from './viewpoll';
+import { IViewPollOptions, viewPoll } from './pollingmodel';
 
 export { ALL, PAGE } from './logselection';
 

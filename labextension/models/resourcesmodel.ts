@@ -3,11 +3,9 @@
  * incrementally while the job runs, a bounded window of samples kept per replica, and the
  * measures (CPU, memory, GPU util, GPU memory) read out of them. Pure logic, no DOM.
  */
-import { Poll } from '@lumino/polling';
-import { ISignal, Signal } from '@lumino/signaling';
-
 import { formatBytes, formatPercent } from '../render/format';
 import type { IResources, IReplicaResources, IResourceSample } from '../rest/types';
+import { IViewPollOptions, PollingModel } from './pollingmodel';
 
 /** Samples kept per replica: 20 minutes at the sampler's default 2 s. */
 export const DEFAULT_WINDOW = 600;
@@ -134,7 +132,7 @@ export function nextSince(replicas: ReadonlyMap<string, IReplicaResources>): num
   return since;
 }
 
-export interface IResourcesModelOptions {
+export interface IResourcesModelOptions extends IViewPollOptions {
   jobId: string;
   /** Loads samples newer than `since` (all when undefined); `getResources` in the extension. */
   fetchResources: (id: string, since?: number) => Promise<IResources>;
@@ -142,31 +140,27 @@ export interface IResourcesModelOptions {
   interval?: number;
   /** Samples kept per replica. */
   window?: number;
-  /** Whether someone looks; the poll stands by while not. */
-  visible?: () => boolean;
   /** Whether the job has ended: the first read begun after it ended is the last one. */
   ended?: () => boolean;
 }
 
-export class ResourcesModel {
+/** One read: the samples, and whether the job had ended before it began (then it is the last). */
+interface IResourcesRead {
+  answer: IResources;
+  last: boolean;
+}
+
+export class ResourcesModel extends PollingModel<IResourcesRead> {
   constructor(options: IResourcesModelOptions) {
+    super(`jupyter_disttrain:resources:${options.jobId}`, options, 30000);
     this.jobId = options.jobId;
     this._fetch = options.fetchResources;
     this._window = options.window ?? DEFAULT_WINDOW;
     this._ended = options.ended ?? (() => false);
     this._minInterval = options.interval ?? 2000;
-    const visible = options.visible ?? (() => true);
-    this.poll = new Poll({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: { interval: this._minInterval, backoff: true, max: 30000 },
-      name: `jupyter_disttrain:resources:${this.jobId}`,
-      standby: () => !visible() || 'when-hidden'
-    });
   }
 
   readonly jobId: string;
-  readonly poll: Poll;
 
   /** Replicas in rank order, with their windows of samples. */
   get replicas(): ReadonlyMap<string, IReplicaResources> {
@@ -193,17 +187,9 @@ export class ResourcesModel {
     return this._now;
   }
 
-  get error(): string | null {
-    return this._error;
-  }
-
   /** Whether the reads are over (the job ended and its last samples were read). */
   get done(): boolean {
     return this._done;
-  }
-
-  get changed(): ISignal<this, void> {
-    return this._changed;
   }
 
   /** The measures some sample of the job has (the GPU ones only where there is a GPU). */
@@ -229,39 +215,13 @@ export class ResourcesModel {
     return [...this._replicas.entries()].filter(([, r]) => r.quiet).map(([name]) => name);
   }
 
-  start(): Promise<void> {
-    return this._done ? Promise.resolve() : this.poll.start();
-  }
-
-  /** Read what is new (rejects on error so the poll backs off); stops after the job's end. */
-  async refresh(): Promise<void> {
+  /** Read what is new since the replica furthest behind. */
+  protected async fetch(): Promise<IResourcesRead> {
     const last = this._ended();
-    let answer: IResources;
-    try {
-      answer = await this._fetch(this.jobId, nextSince(this._replicas));
-    } catch (err) {
-      this._error = err instanceof Error ? err.message : String(err);
-      this._changed.emit();
-      throw err;
-    }
-    if (this.poll.isDisposed) {
-      return;
-    }
-    this._apply(answer);
-    if (last) {
-      this._done = true;
-      void this.poll.stop();
-    }
-    this._changed.emit();
+    return { answer: await this._fetch(this.jobId, nextSince(this._replicas)), last };
   }
 
-  dispose(): void {
-    this.poll.dispose();
-    Signal.clearData(this);
-  }
-
-  private _apply(answer: IResources): void {
-    this._error = null;
+  protected apply({ answer, last }: IResourcesRead): void {
     this._source = answer.source ?? null;
     this._message = answer.message ?? null;
     this._now = answer.now;
@@ -279,10 +239,8 @@ export class ResourcesModel {
     );
     this._replicas = new Map(names.map(n => [n, merged.get(n)!]));
     // no faster than the sampler writes
-    const pace = Math.max(this._minInterval, (answer.interval || 0) * 1000);
-    if (this.poll.frequency.interval !== pace) {
-      this.poll.frequency = { ...this.poll.frequency, interval: pace };
-    }
+    this.pace(Math.max(this._minInterval, (answer.interval || 0) * 1000));
+    this._done = this._done || last;
   }
 
   private _fetch: IResourcesModelOptions['fetchResources'];
@@ -294,7 +252,5 @@ export class ResourcesModel {
   private _message: string | null = null;
   private _interval: number | null = null;
   private _now: number | null = null;
-  private _error: string | null = null;
   private _done = false;
-  private _changed = new Signal<this, void>(this);
 }

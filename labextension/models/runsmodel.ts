@@ -3,15 +3,11 @@
  * ones, then one per hparam and one per final metric), the filter, the sort and the selection.
  * The view only renders `rows` and `columns` and calls the setters.
  */
-import { Poll } from '@lumino/polling';
-import { ISignal, Signal } from '@lumino/signaling';
-
-import { IViewPollOptions, viewPoll } from './viewpoll';
-
 import { metricNumber } from '../render/format';
 import { ROWS_PAGE } from '../render/paging';
-import { differingHparams, runKey } from './runcompare';
 import { IRunSummary, JOB_RUN, TERMINAL_PHASES } from '../rest/types';
+import { IViewPollOptions, PollingModel } from './pollingmodel';
+import { differingHparams, runKey } from './runcompare';
 
 export type ColumnKind = 'run' | 'hparam' | 'metric';
 
@@ -163,16 +159,14 @@ export interface IRunsTableModelOptions extends IViewPollOptions {
   fetchRuns: () => Promise<IRunSummary[]>;
 }
 
-export class RunsTableModel {
+export class RunsTableModel extends PollingModel<IRunSummary[]> {
   constructor(options: IRunsTableModelOptions) {
+    super('jupyter_disttrain:runs', options, 60 * 1000);
     this._fetch = options.fetchRuns;
     this._interval = options.interval ?? 2000;
-    this.poll = viewPoll('jupyter_disttrain:runs', () => this.refresh(), options, 60 * 1000);
     // first of the slots, so every view reads what changed
-    this._changed.connect(() => (this._hidden = null));
+    this.changed.connect(() => (this._hidden = null));
   }
-
-  readonly poll: Poll;
 
   /** Every run, in the server's order (newest job first). */
   get runs(): readonly IRunSummary[] {
@@ -245,7 +239,7 @@ export class RunsTableModel {
   /** Draw `ROWS_PAGE` more rows. */
   showMore(): void {
     this._limit += ROWS_PAGE;
-    this._changed.emit();
+    this.emitChanged();
   }
 
   get filter(): string {
@@ -260,7 +254,7 @@ export class RunsTableModel {
   private _setView<K extends keyof IRunsTableView>(key: K, value: IRunsTableView[K]): void {
     if (value !== this._view[key]) {
       this._view[key] = value;
-      this._changed.emit();
+      this.emitChanged();
     }
   }
 
@@ -272,7 +266,7 @@ export class RunsTableModel {
   sortBy(key: string): void {
     const same = this._sort?.key === key;
     this._sort = { key, ascending: same ? !this._sort!.ascending : true };
-    this._changed.emit();
+    this.emitChanged();
   }
 
   isSelected(run: IRunSummary): boolean {
@@ -283,7 +277,7 @@ export class RunsTableModel {
     const key = runKey(run);
     if (on !== this._selected.has(key)) {
       this._mark(key, on);
-      this._changed.emit();
+      this.emitChanged();
     }
   }
 
@@ -292,7 +286,7 @@ export class RunsTableModel {
     for (const run of this.rows) {
       this._mark(runKey(run), on);
     }
-    this._changed.emit();
+    this.emitChanged();
   }
 
   private _mark(key: string, on: boolean): void {
@@ -317,58 +311,27 @@ export class RunsTableModel {
     return shown.length ? tensorboardRunFilter(paths, dirs) : null;
   }
 
-  /** The last refresh error, cleared by the next success. */
-  get error(): string | null {
-    return this._error;
-  }
-
-  get loaded(): boolean {
-    return this._loaded;
-  }
-
   /** Whether a job is still running (its runs may still change). */
   get active(): boolean {
     return this._runs.some(r => !TERMINAL_PHASES.has(r.job_phase));
   }
 
-  get changed(): ISignal<this, void> {
-    return this._changed;
-  }
-
-  start(): Promise<void> {
-    return this.poll.start();
-  }
-
-  /** Fetch the runs now (rejects on error so the poll backs off). */
-  async refresh(): Promise<void> {
-    try {
-      this.set(await this._fetch());
-    } catch (err) {
-      this._error = err instanceof Error ? err.message : String(err);
-      this._changed.emit();
-      throw err;
-    }
-  }
-
   /** Replace the runs; a selected run that is gone is unselected. */
   set(runs: IRunSummary[]): void {
+    this.take(runs);
+  }
+
+  protected fetch(): Promise<IRunSummary[]> {
+    return this._fetch();
+  }
+
+  protected apply(runs: IRunSummary[]): void {
     this._runs = runs;
     this._columns = runColumns(runs);
     const keys = new Set(runs.map(runKey));
     this._selected = new Set([...this._selected].filter(k => keys.has(k)));
-    this._error = null;
-    this._loaded = true;
-    this._changed.emit();
     // with every job ended only a new job changes the table: look for one less often
-    const interval = this.active ? this._interval : this._interval * IDLE_FACTOR;
-    if (this.poll.frequency.interval !== interval) {
-      this.poll.frequency = { ...this.poll.frequency, interval };
-    }
-  }
-
-  dispose(): void {
-    this.poll.dispose();
-    Signal.clearData(this);
+    this.pace(this.active ? this._interval : this._interval * IDLE_FACTOR);
   }
 
   private _fetch: () => Promise<IRunSummary[]>;
@@ -380,7 +343,4 @@ export class RunsTableModel {
   private _sort: ISort | null = null;
   private _limit = ROWS_PAGE;
   private _selected = new Set<string>();
-  private _error: string | null = null;
-  private _loaded = false;
-  private _changed = new Signal<this, void>(this);
 }
