@@ -1,4 +1,4 @@
-/** Small DOM builders the details views share: a section heading, a key/value list, a table. */
+/** Small DOM builders the views share: a heading, a key/value list, a table, a phase badge. */
 
 export function section(text: string): HTMLElement {
   const h = document.createElement('h3');
@@ -64,4 +64,12 @@ export function nameRows(t: HTMLElement, attribute: string, names: string[]): vo
   t.querySelectorAll('tbody tr').forEach((tr, i) => {
     (tr as HTMLElement).dataset[attribute] = names[i];
   });
+}
+
+/** A coloured phase badge (colours from the theme, see base.css). */
+export function phaseBadge(phase: string): HTMLSpanElement {
+  const badge = document.createElement('span');
+  badge.className = `jp-DistTrain-badge jp-DistTrain-phase-${phase.toLowerCase()}`;
+  badge.textContent = phase;
+  return badge;
 }

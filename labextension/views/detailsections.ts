@@ -8,7 +8,7 @@ import { parseAnsi, renderAnsi } from '../render/ansi';
 import { IJobDetail, TERMINAL_PHASES } from '../rest/client';
 import { keyValues, nameRows, section, table } from '../render/dom';
 import { formatTime, jobShape, rolesText } from '../render/format';
-import { phaseBadge } from './panel';
+import { phaseBadge } from '../render/dom';
 import { ResourcesModel } from '../models/resourcesmodel';
 import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
 import { progressBar } from './runsection';

@@ -6,51 +6,16 @@
  * keyboard focus is kept across redraws by job id and action.
  */
 import { CommandRegistry } from '@lumino/commands';
-import {
-  deleteIcon,
-  listIcon,
-  refreshIcon,
-  stopIcon,
-  LabIcon,
-  tableRowsIcon,
-  textEditorIcon
-} from '@jupyterlab/ui-components';
+import { refreshIcon, tableRowsIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { ALL_JOBS, IJobSummary, searchedRoots, TERMINAL_PHASES } from '../rest/client';
+import { ALL_JOBS, IJobSummary, searchedRoots } from '../rest/client';
 import { CommandIDs, SIDEBAR_ID } from '../ids';
-import { jobShape, jobTiming, quietNote } from '../render/format';
 import { chartIcon, disttrainIcon } from '../icons';
 import { filterJobs, foldJobs } from '../models/joblist';
 import { JobsModel } from '../models/jobsmodel';
 import { ROWS_PAGE, showMoreLabel } from '../render/paging';
-import { quietBadge } from './resourcesview';
-import { progressBar } from './runsection';
-
-interface IAction {
-  command: string;
-  label: string;
-  icon: LabIcon;
-  when?: (job: IJobSummary) => boolean;
-}
-
-const ACTIONS: IAction[] = [
-  { command: CommandIDs.details, label: 'Details', icon: listIcon },
-  { command: CommandIDs.logs, label: 'Logs', icon: textEditorIcon },
-  {
-    command: CommandIDs.tensorboard,
-    label: 'TensorBoard',
-    icon: chartIcon,
-    when: job => job.tensorboard // only where it wrote event files
-  },
-  {
-    command: CommandIDs.cancel,
-    label: 'Cancel',
-    icon: stopIcon,
-    when: job => !TERMINAL_PHASES.has(job.phase)
-  },
-  { command: CommandIDs.remove, label: 'Delete', icon: deleteIcon }
-];
+import { iconButton, jobRow } from './jobrow';
 
 export class JobsPanel extends Widget {
   /**
@@ -71,14 +36,14 @@ export class JobsPanel extends Widget {
     header.className = 'jp-DistTrainPanel-header';
     const h = document.createElement('h2');
     h.textContent = 'Distributed training';
-    const refresh = this._button(refreshIcon, 'Refresh the job list', () => {
+    const refresh = iconButton(refreshIcon, 'Refresh the job list', () => {
       void this.model.poll.refresh();
     });
     refresh.classList.add('jp-DistTrainPanel-refresh');
-    const tbAll = this._button(chartIcon, 'TensorBoard for all jobs', () => {
+    const tbAll = iconButton(chartIcon, 'TensorBoard for all jobs', () => {
       void this._commands.execute(CommandIDs.tensorboard, { id: ALL_JOBS });
     });
-    const runs = this._button(tableRowsIcon, 'Runs of every job', () => {
+    const runs = iconButton(tableRowsIcon, 'Runs of every job', () => {
       void this._commands.execute(CommandIDs.runs);
     });
     runs.classList.add('jp-DistTrainPanel-runs');
@@ -132,32 +97,6 @@ export class JobsPanel extends Widget {
     super.dispose();
   }
 
-  /** A button with an icon; `text` is shown beside it where the panel is wide enough. */
-  private _button(
-    icon: LabIcon,
-    label: string,
-    onClick: () => void,
-    text?: string
-  ): HTMLButtonElement {
-    const b = document.createElement('button');
-    b.type = 'button';
-    b.className = 'jp-DistTrainPanel-iconButton jp-Button jp-mod-minimal';
-    b.title = label;
-    b.setAttribute('aria-label', label);
-    icon.element({ container: b, elementPosition: 'center', tag: 'span' });
-    if (text) {
-      const span = document.createElement('span');
-      span.className = 'jp-DistTrainPanel-actionLabel';
-      span.textContent = text;
-      b.append(span);
-    }
-    b.addEventListener('click', event => {
-      event.stopPropagation();
-      onClick();
-    });
-    return b;
-  }
-
   private _render(): void {
     if (!this.isVisible && this._list.childElementCount > 0) {
       return; // redrawn when shown (onAfterShow)
@@ -207,79 +146,11 @@ export class JobsPanel extends Widget {
   }
 
   private _row(job: IJobSummary, now: number): HTMLLIElement {
-    const li = document.createElement('li');
-    li.className = 'jp-DistTrainPanel-job';
-    li.tabIndex = 0;
-    li.dataset.jobId = job.id;
-    li.dataset.focusKey = `${job.id}/row`;
-    li.setAttribute('aria-label', `${job.name} ${job.phase}`);
-    li.title = job.id;
-    const selected = this.model.selected?.id === job.id;
-    li.classList.toggle('jp-mod-selected', selected);
-    li.setAttribute('aria-current', String(selected));
-
-    const top = document.createElement('div');
-    top.className = 'jp-DistTrainPanel-jobTop';
-    const name = document.createElement('span');
-    name.className = 'jp-DistTrainPanel-name';
-    name.textContent = job.name;
-    top.append(name, phaseBadge(job.phase));
-    const quiet = quietNote(job);
-    if (quiet) {
-      top.append(quietBadge(quiet));
-      li.setAttribute('aria-label', `${job.name} ${job.phase}, quiet: ${quiet}`);
-    }
-
-    const meta = document.createElement('div');
-    meta.className = 'jp-DistTrainPanel-meta';
-    const parts = [
-      job.backend,
-      TERMINAL_PHASES.has(job.phase)
-        ? `${job.replicas_total} replica${job.replicas_total === 1 ? '' : 's'}`
-        : `${job.replicas_ready}/${job.replicas_total} ready`,
-      job.gpus > 0 ? `${job.gpus} GPU${job.gpus === 1 ? '' : 's'}` : jobShape(job),
-      jobTiming(job, now)
-    ];
-    meta.textContent = parts.filter(Boolean).join(' · ');
-    li.append(top, meta);
-    if (job.progress && job.phase === 'Running') {
-      // em's run with a total, else the job's own tqdm bar (the server reads it off its log)
-      const { step, total, eta_seconds } = job.progress;
-      const bar = progressBar({ step, total_steps: total, eta_seconds });
-      bar.classList.add('jp-DistTrainPanel-progress');
-      bar.title = `from ${job.progress.source}${job.progress.label ? `: ${job.progress.label}` : ''}`;
-      li.append(bar);
-    }
-
-    if (job.reason || job.message) {
-      const why = document.createElement('div');
-      why.className = 'jp-DistTrainPanel-reason';
-      why.classList.toggle('jp-mod-failed', job.phase === 'Failed');
-      why.textContent = [job.reason, job.message].filter(Boolean).join(': ');
-      li.append(why);
-    }
-
-    const actions = document.createElement('div');
-    actions.className = 'jp-DistTrainPanel-actions';
-    for (const action of ACTIONS) {
-      if (action.when && !action.when(job)) {
-        continue;
-      }
-      const b = this._button(
-        action.icon,
-        `${action.label} (${job.name})`,
-        () => void this._commands.execute(action.command, { id: job.id }),
-        action.label
-      );
-      b.dataset.action = action.label.toLowerCase();
-      b.dataset.focusKey = `${job.id}/${action.command}`;
-      actions.append(b);
-    }
-    li.append(actions);
-    li.addEventListener('dblclick', () => {
-      void this._commands.execute(CommandIDs.details, { id: job.id });
+    return jobRow(job, {
+      now,
+      selected: this.model.selected?.id === job.id,
+      execute: (command, id) => void this._commands.execute(command, { id })
     });
-    return li;
   }
 
   /**
@@ -345,14 +216,6 @@ export class JobsPanel extends Widget {
   private _limit = ROWS_PAGE;
   private _showFolded = false;
   private _clock: number;
-}
-
-/** A coloured phase badge (colours from the theme, see base.css). */
-export function phaseBadge(phase: string): HTMLSpanElement {
-  const badge = document.createElement('span');
-  badge.className = `jp-DistTrain-badge jp-DistTrain-phase-${phase.toLowerCase()}`;
-  badge.textContent = phase;
-  return badge;
 }
 
 /** " in /a or /b": where an empty listing looked (nothing when the server did not say). */

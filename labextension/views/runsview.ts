@@ -11,7 +11,7 @@ import { ALL_JOBS } from '../rest/client';
 import { ComparePoints } from '../models/comparepoints';
 import { formatMetric, formatTime, formatValue } from '../render/format';
 import { CommandIDs } from '../ids';
-import { phaseBadge } from './panel';
+import { phaseBadge } from '../render/dom';
 import { showMoreLabel } from '../render/paging';
 import { RunsCompare } from './runscompareview';
 import { runStatusBadge } from './runsection';
