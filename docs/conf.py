@@ -35,5 +35,12 @@ html_theme_options = {
     "footer_end": [],
 }
 html_show_sourcelink = False
+# Pages with no pages under them need no section navigation.
+html_sidebars = {
+    page: []
+    for page in ("index", "getting-started", "architecture", "performance", "development", "gpu-check")
+}
+# A code block without a language (a job's output, a directory tree) is shown as it is.
+highlight_language = "none"
 # Flags and options are written as typed (`--gpus`, not an en dash), in prose as in code.
 smartquotes = False
