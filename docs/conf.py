@@ -36,7 +36,7 @@ html_theme_options = {
 }
 html_show_sourcelink = False
 # Pages with no pages under them need no section navigation.
-html_sidebars = {
+html_sidebars: dict[str, list[str]] = {
     page: []
     for page in ("index", "getting-started", "architecture", "performance", "development", "gpu-check")
 }
