@@ -4,13 +4,16 @@ import { PollingModel } from '../models/pollingmodel';
 class Counter extends PollingModel<number> {
   constructor(
     private _answers: (number | Error | Promise<number>)[],
-    interval = 5
+    interval = 5,
+    ended?: () => boolean
   ) {
-    super('test:counter', { interval }, 60000);
+    super('test:counter', { interval, ended }, 60000);
   }
 
   value: number | null = null;
   reads = 0;
+  /** Each answer's `final`. */
+  finals: boolean[] = [];
 
   /** Done once the answer 0 was read. */
   get done(): boolean {
@@ -29,8 +32,9 @@ class Counter extends PollingModel<number> {
     return answer;
   }
 
-  protected apply(answer: number): void {
+  protected apply(answer: number, final: boolean): void {
     this.value = answer;
+    this.finals.push(final);
   }
 }
 
@@ -76,6 +80,21 @@ describe('PollingModel', () => {
     answer(7);
     await reading;
     expect([model.value, model.loaded, changes]).toEqual([null, false, 0]);
+  });
+
+  it('calls final the answer of a read begun after the source ended, not one during which it did', async () => {
+    let ended = false;
+    let answer: (value: number) => void = () => undefined;
+    const during = new Promise<number>(resolve => (answer = resolve));
+    const model = new Counter([1, during, 3], 5, () => ended);
+    await model.refresh();
+    const reading = model.refresh();
+    ended = true; // while the second read is on its way
+    answer(2);
+    await reading;
+    await model.refresh();
+    expect(model.finals).toEqual([false, false, true]);
+    model.dispose();
   });
 
   it('changes the pace without touching the backoff', () => {

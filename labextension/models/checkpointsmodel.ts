@@ -5,7 +5,7 @@
  */
 import { formatBytes, formatMetric, formatTime } from '../render/format';
 import type { ICheckpoint, ICheckpointList, ICheckpointUsage, IResumedFrom } from '../rest/types';
-import { errorMessage, IViewPollOptions, PollingModel } from './pollingmodel';
+import { errorMessage, IJobPollingModelOptions, JobPollingModel } from './pollingmodel';
 
 /** A checkpoint's step (or epoch, or its id when it has neither) as people say it. */
 export function checkpointName(c: Pick<ICheckpoint, 'id' | 'step' | 'epoch'>): string {
@@ -129,29 +129,15 @@ export interface ICheckpointsState {
   done: boolean;
 }
 
-export interface ICheckpointsModelOptions extends IViewPollOptions {
-  jobId: string;
+export interface ICheckpointsModelOptions extends IJobPollingModelOptions {
   /** Lists the job's checkpoints; `listCheckpoints` in the extension. */
   fetchCheckpoints: (id: string) => Promise<ICheckpointList>;
-  /** Whether the job has ended: the first read begun after it ended is the last one. */
-  ended?: () => boolean;
 }
 
-/** One read: the listing, and whether the job had ended before it began. */
-interface ICheckpointsRead {
-  list: ICheckpointList;
-  last: boolean;
-}
-
-export class CheckpointsModel extends PollingModel<ICheckpointsRead> {
-  constructor(options: ICheckpointsModelOptions) {
-    super(`jupyter_disttrain:checkpoints:${options.jobId}`, options, 30000);
-    this.jobId = options.jobId;
-    this._fetch = options.fetchCheckpoints;
-    this._ended = options.ended ?? (() => false);
+export class CheckpointsModel extends JobPollingModel<ICheckpointList> {
+  constructor(private _options: ICheckpointsModelOptions) {
+    super('checkpoints', _options);
   }
-
-  readonly jobId: string;
 
   /** What the section shows (a new object each time it is asked). */
   get state(): Readonly<ICheckpointsState> {
@@ -166,15 +152,14 @@ export class CheckpointsModel extends PollingModel<ICheckpointsRead> {
     return this._done;
   }
 
-  protected async fetch(): Promise<ICheckpointsRead> {
-    const last = this._ended();
-    return { list: await this._fetch(this.jobId), last };
+  protected fetch(): Promise<ICheckpointList> {
+    return this._options.fetchCheckpoints(this.jobId);
   }
 
-  protected apply({ list, last }: ICheckpointsRead): void {
+  protected apply(list: ICheckpointList, final: boolean): void {
     const settled = list.checkpoints.every(c => c.complete);
     this._list = list;
-    this._done = last && (settled || ++this._readsAfterEnd >= READS_AFTER_END);
+    this._done = final && (settled || ++this._readsAfterEnd >= READS_AFTER_END);
   }
 
   /** The server's one-line reason, without the lines after it. */
@@ -182,8 +167,6 @@ export class CheckpointsModel extends PollingModel<ICheckpointsRead> {
     return errorLine(err);
   }
 
-  private _fetch: ICheckpointsModelOptions['fetchCheckpoints'];
-  private _ended: () => boolean;
   private _list: ICheckpointList | null = null;
   private _done = false;
   private _readsAfterEnd = 0;

@@ -3,7 +3,7 @@
  * script, loaded once. Like `JobsModel`, it owns the fetching and the view only renders.
  */
 import { IJobDetail, TERMINAL_PHASES } from '../rest/types';
-import { errorMessage, IViewPollOptions, PollingModel } from './pollingmodel';
+import { errorMessage, IJobPollingModelOptions, JobPollingModel } from './pollingmodel';
 
 export interface IPackagedScript {
   /** File name of the entry point (e.g. `train.py`). */
@@ -11,23 +11,17 @@ export interface IPackagedScript {
   text: string;
 }
 
-export interface IJobDetailsModelOptions extends IViewPollOptions {
-  jobId: string;
+export interface IJobDetailsModelOptions extends IJobPollingModelOptions {
   /** Loads the job's detail; `getJob` in the extension. */
   fetchJob: (id: string) => Promise<IJobDetail>;
   /** Loads the packaged script; `getScript` in the extension. */
   fetchScript: (id: string) => Promise<{ entrypoint: string; script: string }>;
 }
 
-export class JobDetailsModel extends PollingModel<IJobDetail> {
-  constructor(options: IJobDetailsModelOptions) {
-    super(`jupyter_disttrain:details:${options.jobId}`, options, 30000);
-    this.jobId = options.jobId;
-    this._fetchJob = options.fetchJob;
-    this._fetchScript = options.fetchScript;
+export class JobDetailsModel extends JobPollingModel<IJobDetail> {
+  constructor(private _options: IJobDetailsModelOptions) {
+    super('details', _options);
   }
-
-  readonly jobId: string;
 
   /** The job as last fetched (null before the first answer). */
   get job(): IJobDetail | null {
@@ -49,7 +43,7 @@ export class JobDetailsModel extends PollingModel<IJobDetail> {
   }
 
   protected fetch(): Promise<IJobDetail> {
-    return this._fetchJob(this.jobId);
+    return this._options.fetchJob(this.jobId);
   }
 
   /** The job as fetched; the script is loaded once, after the first answer. */
@@ -64,7 +58,7 @@ export class JobDetailsModel extends PollingModel<IJobDetail> {
     this._scriptLoading = true;
     let script: IPackagedScript;
     try {
-      const reply = await this._fetchScript(this.jobId);
+      const reply = await this._options.fetchScript(this.jobId);
       script = { name: reply.entrypoint || DEFAULT_SCRIPT, text: reply.script };
     } catch (err) {
       script = {
@@ -79,8 +73,6 @@ export class JobDetailsModel extends PollingModel<IJobDetail> {
     this.emitChanged();
   }
 
-  private _fetchJob: IJobDetailsModelOptions['fetchJob'];
-  private _fetchScript: IJobDetailsModelOptions['fetchScript'];
   private _job: IJobDetail | null = null;
   private _script: IPackagedScript | null = null;
   private _scriptLoading = false;

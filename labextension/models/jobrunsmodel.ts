@@ -6,7 +6,7 @@
  */
 import { metricNumber } from '../render/format';
 import { IRunDetail, IRunPoint, IRunQuery, IRunSummary, TERMINAL_PHASES } from '../rest/types';
-import { IViewPollOptions, PollingModel } from './pollingmodel';
+import { IJobPollingModelOptions, JobPollingModel } from './pollingmodel';
 
 /** Points kept per series (a chart is a few hundred pixels wide). */
 export const MAX_SERIES_POINTS = 2000;
@@ -71,8 +71,7 @@ export class RunSeries {
   }
 }
 
-export interface IJobRunsModelOptions extends IViewPollOptions {
-  jobId: string;
+export interface IJobRunsModelOptions extends IJobPollingModelOptions {
   /** Lists the job's runs; `listRuns` in the extension. */
   fetchRuns: (job: string) => Promise<IRunSummary[]>;
   /** A page of a run; `getRun` in the extension. */
@@ -85,15 +84,10 @@ interface IRunsRead {
   jobEnded: boolean;
 }
 
-export class JobRunsModel extends PollingModel<IRunsRead> {
-  constructor(options: IJobRunsModelOptions) {
-    super(`jupyter_disttrain:runs:${options.jobId}`, options, 30000);
-    this.jobId = options.jobId;
-    this._fetchRuns = options.fetchRuns;
-    this._fetchRun = options.fetchRun;
+export class JobRunsModel extends JobPollingModel<IRunsRead> {
+  constructor(private _options: IJobRunsModelOptions) {
+    super('runs', _options);
   }
-
-  readonly jobId: string;
 
   /** The job's runs as last listed (their summary), in the server's order. */
   get runs(): readonly IRunSummary[] {
@@ -124,7 +118,7 @@ export class JobRunsModel extends PollingModel<IRunsRead> {
 
   /** List the runs and read on in each (their points go straight into their series). */
   protected async fetch(): Promise<IRunsRead> {
-    const runs = await this._fetchRuns(this.jobId);
+    const runs = await this._options.fetchRuns(this.jobId);
     // the phase before the reads: a run is done only if read to its end after the job ended
     const jobEnded = runs.length ? TERMINAL_PHASES.has(runs[0].job_phase) : this._jobEndedSeen;
     for (const summary of runs) {
@@ -150,7 +144,9 @@ export class JobRunsModel extends PollingModel<IRunsRead> {
 
   private async _readOn(series: RunSeries, jobEnded: boolean): Promise<void> {
     for (let page = 0; page < PAGES_PER_REFRESH; page++) {
-      const answer = await this._fetchRun(this.jobId, series.run, { since: series.next });
+      const answer = await this._options.fetchRun(this.jobId, series.run, {
+        since: series.next
+      });
       series.add(answer);
       if (!answer.more) {
         // read to its end: nothing more comes once the job or the run itself has ended
@@ -160,8 +156,6 @@ export class JobRunsModel extends PollingModel<IRunsRead> {
     }
   }
 
-  private _fetchRuns: IJobRunsModelOptions['fetchRuns'];
-  private _fetchRun: IJobRunsModelOptions['fetchRun'];
   private _runs: IRunSummary[] = [];
   private _series = new Map<string, RunSeries>();
   private _ended = false;

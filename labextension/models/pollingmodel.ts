@@ -36,6 +36,14 @@ export function viewPoll(
   });
 }
 
+export interface IPollingModelOptions extends IViewPollOptions {
+  /**
+   * Whether what the model reads has stopped changing (its job has ended): the first read begun
+   * after that is the final one (a model may still read on, e.g. while a file settles).
+   */
+  ended?: () => boolean;
+}
+
 /** What an error says: its message, or the thing thrown as text. */
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -43,8 +51,9 @@ export function errorMessage(err: unknown): string {
 
 export abstract class PollingModel<T> {
   /** A model whose poll is called `name` (Lumino's name) and backs off up to `max` ms. */
-  constructor(name: string, options: IViewPollOptions, max: number) {
+  constructor(name: string, options: IPollingModelOptions, max: number) {
     this.poll = viewPoll(name, () => this.refresh(), options, max);
+    this._sourceEnded = options.ended ?? (() => false);
   }
 
   readonly poll: Poll;
@@ -78,6 +87,7 @@ export abstract class PollingModel<T> {
    * the views when it says something new (the same error again changes nothing on screen).
    */
   async refresh(): Promise<void> {
+    const final = this._sourceEnded();
     let answer: T;
     try {
       answer = await this.fetch();
@@ -90,7 +100,7 @@ export abstract class PollingModel<T> {
       throw err;
     }
     if (!this.poll.isDisposed) {
-      this.take(answer);
+      this.take(answer, final);
     }
   }
 
@@ -102,14 +112,14 @@ export abstract class PollingModel<T> {
   /** One read of the server. */
   protected abstract fetch(): Promise<T>;
 
-  /** What an answer changes in the model. */
-  protected abstract apply(answer: T): void;
+  /** What an answer changes in the model; `final`: its read began once nothing could change. */
+  protected abstract apply(answer: T, final: boolean): void;
 
   /** An answer becomes the model's state: applied, the error cleared, the views told. */
-  protected take(answer: T): void {
+  protected take(answer: T, final = false): void {
     this._error = null;
     this._loaded = true;
-    this.apply(answer);
+    this.apply(answer, final);
     if (this.done) {
       void this.poll.stop();
     }
@@ -133,7 +143,23 @@ export abstract class PollingModel<T> {
     this._changed.emit();
   }
 
+  private _sourceEnded: () => boolean;
   private _error: string | null = null;
   private _loaded = false;
   private _changed = new Signal<this, void>(this);
+}
+
+export interface IJobPollingModelOptions extends IPollingModelOptions {
+  jobId: string;
+}
+
+/** A model of one job's details (its status, runs, resources or checkpoints): one poll each. */
+export abstract class JobPollingModel<T> extends PollingModel<T> {
+  /** `what` names the poll (`jupyter_disttrain:<what>:<job id>`). */
+  constructor(what: string, options: IJobPollingModelOptions) {
+    super(`jupyter_disttrain:${what}:${options.jobId}`, options, 30000);
+    this.jobId = options.jobId;
+  }
+
+  readonly jobId: string;
 }

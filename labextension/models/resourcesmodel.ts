@@ -5,7 +5,7 @@
  */
 import { formatBytes, formatPercent } from '../render/format';
 import type { IResources, IReplicaResources, IResourceSample } from '../rest/types';
-import { IViewPollOptions, PollingModel } from './pollingmodel';
+import { IJobPollingModelOptions, JobPollingModel } from './pollingmodel';
 
 /** Samples kept per replica: 20 minutes at the sampler's default 2 s. */
 export const DEFAULT_WINDOW = 600;
@@ -132,35 +132,20 @@ export function nextSince(replicas: ReadonlyMap<string, IReplicaResources>): num
   return since;
 }
 
-export interface IResourcesModelOptions extends IViewPollOptions {
-  jobId: string;
+export interface IResourcesModelOptions extends IJobPollingModelOptions {
   /** Loads samples newer than `since` (all when undefined); `getResources` in the extension. */
   fetchResources: (id: string, since?: number) => Promise<IResources>;
   /** Milliseconds between reads at least (the sampler's own interval sets the pace above it). */
   interval?: number;
   /** Samples kept per replica. */
   window?: number;
-  /** Whether the job has ended: the first read begun after it ended is the last one. */
-  ended?: () => boolean;
 }
 
-/** One read: the samples, and whether the job had ended before it began (then it is the last). */
-interface IResourcesRead {
-  answer: IResources;
-  last: boolean;
-}
-
-export class ResourcesModel extends PollingModel<IResourcesRead> {
-  constructor(options: IResourcesModelOptions) {
-    super(`jupyter_disttrain:resources:${options.jobId}`, options, 30000);
-    this.jobId = options.jobId;
-    this._fetch = options.fetchResources;
-    this._window = options.window ?? DEFAULT_WINDOW;
-    this._ended = options.ended ?? (() => false);
-    this._minInterval = options.interval ?? 2000;
+/** Read until the job has ended: the first read begun after its end is the last. */
+export class ResourcesModel extends JobPollingModel<IResources> {
+  constructor(private _options: IResourcesModelOptions) {
+    super('resources', _options);
   }
-
-  readonly jobId: string;
 
   /** Replicas in rank order, with their windows of samples. */
   get replicas(): ReadonlyMap<string, IReplicaResources> {
@@ -216,12 +201,11 @@ export class ResourcesModel extends PollingModel<IResourcesRead> {
   }
 
   /** Read what is new since the replica furthest behind. */
-  protected async fetch(): Promise<IResourcesRead> {
-    const last = this._ended();
-    return { answer: await this._fetch(this.jobId, nextSince(this._replicas)), last };
+  protected fetch(): Promise<IResources> {
+    return this._options.fetchResources(this.jobId, nextSince(this._replicas));
   }
 
-  protected apply({ answer, last }: IResourcesRead): void {
+  protected apply(answer: IResources, final: boolean): void {
     this._source = answer.source ?? null;
     this._message = answer.message ?? null;
     this._now = answer.now;
@@ -231,7 +215,7 @@ export class ResourcesModel extends PollingModel<IResourcesRead> {
       const kept = merged.get(name)?.samples ?? [];
       merged.set(name, {
         ...incoming,
-        samples: mergeSamples(kept, incoming.samples, this._window)
+        samples: mergeSamples(kept, incoming.samples, this._options.window ?? DEFAULT_WINDOW)
       });
     }
     const names = [...merged.keys()].sort((a, b) =>
@@ -239,14 +223,10 @@ export class ResourcesModel extends PollingModel<IResourcesRead> {
     );
     this._replicas = new Map(names.map(n => [n, merged.get(n)!]));
     // no faster than the sampler writes
-    this.pace(Math.max(this._minInterval, (answer.interval || 0) * 1000));
-    this._done = this._done || last;
+    this.pace(Math.max(this._options.interval ?? 2000, (answer.interval || 0) * 1000));
+    this._done = this._done || final;
   }
 
-  private _fetch: IResourcesModelOptions['fetchResources'];
-  private _window: number;
-  private _ended: () => boolean;
-  private _minInterval: number;
   private _replicas = new Map<string, IReplicaResources>();
   private _source: string | null = null;
   private _message: string | null = null;
