@@ -1,6 +1,6 @@
 """What the REST API answers, typed once.
 
-The server builds these and sends ``to_json(...)`` of them; ``labextension/types.ts`` is
+The server builds these and sends ``to_json(...)`` of them; ``labextension/rest/types.ts`` is
 generated from them and the types of ``specs.py`` by ``scripts/gen_types.py`` (a test fails
 when the checked-in file is stale), so the lab extension cannot drift from the server.
 """

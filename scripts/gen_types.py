@@ -1,6 +1,6 @@
-"""Generate ``labextension/types.ts`` from the Python types of the REST API.
+"""Generate ``labextension/rest/types.ts`` from the Python types of the REST API.
 
-    python scripts/gen_types.py           # rewrite labextension/types.ts
+    python scripts/gen_types.py           # rewrite labextension/rest/types.ts
     python scripts/gen_types.py --check   # exit 1 when the checked-in file is stale
 
 The shapes are the dataclasses of ``jupyter_disttrain/payloads.py``, ``specs.py`` and ``progress.py``; each
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from jupyter_disttrain import payloads, progress, specs  # noqa: E402 (the checkout's, not an installed copy)
 
-OUT = ROOT / "labextension" / "types.ts"
+OUT = ROOT / "labextension" / "rest" / "types.ts"
 # In dependency order, as a reader meets them.
 SHAPES: list[type] = [
     payloads.ServerInfo,
@@ -157,7 +157,7 @@ def render() -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when labextension/types.ts is stale")
+    parser.add_argument("--check", action="store_true", help="fail when labextension/rest/types.ts is stale")
     args = parser.parse_args(argv)
     text = render()
     if args.check:

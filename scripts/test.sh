@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install jupyter_disttrain with its test tools and run every check and test:
-# ruff and mypy; prettier, ESLint, tsc and Jest for the lab extension; the browser tests (Galata in
-# Debian's Chromium, installed with apt-get if missing); then pytest (real torchrun, kernels, servers,
-# and a private Slurm cluster: Debian's slurm-wlm and munge, installed with apt-get if missing).
+# ruff and mypy; prettier, ESLint, tsc and Jest for the lab extension; the documentation site
+# (Sphinx, warnings are errors); the browser tests (Galata in Debian's Chromium, installed with
+# apt-get if missing); then pytest (real torchrun, kernels, servers, and a private Slurm cluster:
+# Debian's slurm-wlm and munge, installed with apt-get if missing).
 # Every stage runs even when an earlier one failed; a table of the stages' results closes the run,
 # then pytest's own summary line, and the exit status is non-zero if any stage failed.
 # Arguments go to pytest. TEST_STAGES="ruff pytest" runs only the stages named (ruff, mypy, lab,
-# browser, pytest).
+# docs, browser, pytest).
 source "$(dirname "$0")/env.sh"
 step "installing jupyter_disttrain and its test tools (first run: ~8 min, then ~1 min)"
 # A stale build would be reused by the build hook: always build the lab extension afresh.
@@ -52,6 +53,12 @@ lab_stage() {
   jlpm lint:check
   jlpm test --silent
 }
+docs_stage() {
+  # Warnings are errors (-W): a broken link, reference or heading anchor, a page in no table of
+  # contents. -E reads every page afresh, so a warning is never hidden by the last build's cache
+  # (the flag reference is generated from the code, which Sphinx does not watch).
+  python -m sphinx -W --keep-going -n -E -q -b html docs build/docs
+}
 pytest_stage() {
   # The slurm tests run real jobs on a cluster of their own: Debian's Slurm must be installed
   # (apt-get when missing). Its slurmd needs root: as root (CI) the tests fail rather than skip
@@ -67,6 +74,7 @@ rm -f "$LOG_DIR/pytest.log"
 stage ruff "lint and format of the project's Python files" ruff_stage
 stage mypy "types" mypy
 stage lab "the lab extension: prettier, ESLint, tsc, Jest" lab_stage
+stage docs "the documentation site (Sphinx, warnings are errors) into build/docs" docs_stage
 stage browser "browser tests (Galata in Chromium; first run installs them, ~3 min)" bash tests/ui/run.sh
 stage pytest "real torchrun, kernels, servers and Slurm (~26 min)" pytest_stage "$@"
 

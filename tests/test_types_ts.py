@@ -1,4 +1,4 @@
-"""labextension/types.ts is generated from the Python payload types and must be current."""
+"""labextension/rest/types.ts is generated from the Python payload types and must be current."""
 
 from __future__ import annotations
 

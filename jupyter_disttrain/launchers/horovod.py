@@ -29,7 +29,7 @@ ENTRY_FILE = "horovod_entry.py"
 
 MISSING = (
     "--launcher horovod needs horovod, which is not importable here: install a horovod built with "
-    "PyTorch and gloo (0.28.1, its last release, does not build against torch 2.x: see the README)"
+    "PyTorch and gloo (0.28.1, its last release, does not build against torch 2.x: see docs/launchers.md)"
 )
 
 

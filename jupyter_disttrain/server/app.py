@@ -53,8 +53,8 @@ class DistTrainApp(ExtensionApp):
 
     warm_start = Bool(
         True,
-        help="""Fork local jobs' ranks from a warm zygote that has torch imported (the README's
-        Warm start): one is started with the server, in the background, and ends with it. False
+        help="""Fork local jobs' ranks from a warm zygote that has torch imported
+        (docs/warm-start.md): one is started with the server, in the background, and ends with it. False
         runs every local job's torchrun afresh, for kernels started by this server too (it
         exports $DISTTRAIN_WARM=0 to them, as a user may in any environment).""",
     ).tag(config=True)

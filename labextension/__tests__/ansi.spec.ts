@@ -1,4 +1,4 @@
-import { applySgr, parseAnsi, stripAnsi } from '../ansi';
+import { applySgr, parseAnsi, stripAnsi } from '../render/ansi';
 
 describe('parseAnsi', () => {
   it('returns plain text as one unstyled segment', () => {

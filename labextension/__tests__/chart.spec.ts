@@ -1,5 +1,5 @@
-import { chartGeometry } from '../chart';
-import type { IRunPoint } from '../types';
+import { chartGeometry } from '../render/chart';
+import type { IRunPoint } from '../rest/types';
 
 const size = { width: 108, height: 58, pad: 4 };
 

@@ -8,8 +8,8 @@ import {
   formatCheckpointMetrics,
   resumedFromText,
   usageText
-} from '../checkpointsmodel';
-import type { ICheckpoint, ICheckpointList } from '../types';
+} from '../models/checkpointsmodel';
+import type { ICheckpoint, ICheckpointList } from '../rest/types';
 
 function checkpoint(overrides: Partial<ICheckpoint> = {}): ICheckpoint {
   return {

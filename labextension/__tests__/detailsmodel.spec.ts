@@ -1,5 +1,5 @@
-import { JobDetailsModel } from '../detailsmodel';
-import type { IJobDetail, Phase } from '../types';
+import { JobDetailsModel } from '../models/detailsmodel';
+import type { IJobDetail, Phase } from '../rest/types';
 
 function detail(phase: Phase): IJobDetail {
   return { id: 'd-ddddd', status: { phase } } as unknown as IJobDetail;

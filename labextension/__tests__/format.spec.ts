@@ -1,5 +1,5 @@
-import { formatDuration, jobShape, jobTiming, quietNote, rolesText } from '../format';
-import type { IJobSummary } from '../types';
+import { formatDuration, jobShape, jobTiming, quietNote, rolesText } from '../render/format';
+import type { IJobSummary } from '../rest/types';
 
 const base: IJobSummary = {
   id: 'a-aaaaa',

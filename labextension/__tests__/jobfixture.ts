@@ -1,5 +1,5 @@
 /** A job summary for the tests: an ended two-rank local job, `extra` overriding its fields. */
-import type { IJobSummary } from '../types';
+import type { IJobSummary } from '../rest/types';
 
 export function jobSummary(id: string, extra: Partial<IJobSummary> = {}): IJobSummary {
   return {

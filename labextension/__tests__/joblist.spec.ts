@@ -1,5 +1,5 @@
-import { filterJobs, foldJobs } from '../joblist';
-import type { IJobSummary } from '../types';
+import { filterJobs, foldJobs } from '../models/joblist';
+import type { IJobSummary } from '../rest/types';
 import { jobSummary } from './jobfixture';
 
 const NOW = Date.parse('2026-11-27T12:00:00Z');

@@ -1,5 +1,5 @@
-import { JobRunsModel, MAX_SERIES_POINTS, RunSeries, thin } from '../jobrunsmodel';
-import type { IRunDetail, IRunPoint, IRunQuery, IRunSummary, Phase } from '../types';
+import { JobRunsModel, MAX_SERIES_POINTS, RunSeries, thin } from '../models/jobrunsmodel';
+import type { IRunDetail, IRunPoint, IRunQuery, IRunSummary, Phase } from '../rest/types';
 
 function point(step: number, value: number | string = step, flags: string[] = []): IRunPoint {
   return { type: 'train', name: 'loss', value, step, epoch: null, time: step, flags };

@@ -1,5 +1,5 @@
-import { displayText, FilteredView, linePrefix, LogBuffer, rawText } from '../logbuffer';
-import type { ILogLine } from '../types';
+import { displayText, FilteredView, linePrefix, LogBuffer, rawText } from '../models/logbuffer';
+import type { ILogLine } from '../rest/types';
 
 let off = 0;
 function line(text: string, rank: number | null = 0, replica = `rank${rank}`): ILogLine {

@@ -1,6 +1,6 @@
-import { ALL, ILogFeedOptions, LogFeed, PAGE } from '../logfeed';
-import type { ILogStreamHandlers } from '../logstream';
-import type { IJobDetail, ILogLine, ILogPage, ILogQuery } from '../types';
+import { ALL, ILogFeedOptions, LogFeed, PAGE } from '../models/logfeed';
+import type { ILogStreamHandlers } from '../rest/logstream';
+import type { IJobDetail, ILogLine, ILogPage, ILogQuery } from '../rest/types';
 
 interface IOpenStream {
   query: { replica?: string; offset?: string };

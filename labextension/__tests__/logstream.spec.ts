@@ -1,6 +1,6 @@
-import { dispatchLogEvent, ILogStreamHandlers, runLines } from '../logstream';
-import { SseParser } from '../sse';
-import type { ILogLine } from '../types';
+import { dispatchLogEvent, ILogStreamHandlers, runLines } from '../rest/logstream';
+import { SseParser } from '../rest/sse';
+import type { ILogLine } from '../rest/types';
 
 /** What the server writes (jupyter_disttrain/server/handlers.py `_sse`). */
 function sse(event: string, data: object, id?: string): string {

@@ -1,4 +1,4 @@
-import { ComparePoints } from '../comparepoints';
+import { ComparePoints } from '../models/comparepoints';
 import {
   differingHparams,
   dotPlot,
@@ -7,9 +7,9 @@ import {
   linePlot,
   runLabels,
   seriesPoints
-} from '../runcompare';
-import { RunsTableModel } from '../runsmodel';
-import type { IRunDetail, IRunPoint } from '../types';
+} from '../models/runcompare';
+import { RunsTableModel } from '../models/runsmodel';
+import type { IRunDetail, IRunPoint } from '../rest/types';
 import { run } from './runfixture';
 
 function point(

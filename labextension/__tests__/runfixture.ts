@@ -1,5 +1,5 @@
 /** A run's summary as `GET runs` lists it, for the tests of the Runs view's models. */
-import type { IRunSummary, Phase } from '../types';
+import type { IRunSummary, Phase } from '../rest/types';
 
 export function run(
   job: string,

@@ -1,4 +1,10 @@
-import { formatBytes, formatMetric, formatProgress, formatValue, metricNumber } from '../format';
+import {
+  formatBytes,
+  formatMetric,
+  formatProgress,
+  formatValue,
+  metricNumber
+} from '../render/format';
 
 describe('metric values', () => {
   it('reads the strings JSON uses for NaN and the infinities', () => {

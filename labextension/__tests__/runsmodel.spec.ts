@@ -4,9 +4,9 @@ import {
   runLabel,
   RunsTableModel,
   tensorboardRunFilter
-} from '../runsmodel';
-import { ROWS_PAGE } from '../paging';
-import type { IRunSummary } from '../types';
+} from '../models/runsmodel';
+import { ROWS_PAGE } from '../render/paging';
+import type { IRunSummary } from '../rest/types';
 import { run } from './runfixture';
 
 const RUNS = [

@@ -1,4 +1,4 @@
-import { sparklineGeometry } from '../sparkline';
+import { sparklineGeometry } from '../render/sparkline';
 
 describe('sparklineGeometry', () => {
   it('spreads the points over the width, 0 at the bottom and the top at the top', () => {

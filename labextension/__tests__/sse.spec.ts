@@ -1,4 +1,4 @@
-import { readEvents, SseParser } from '../sse';
+import { readEvents, SseParser } from '../rest/sse';
 
 /** A response whose body arrives in the given pieces, as a server's stream would. */
 function streamed(pieces: string[], type = 'text/event-stream; charset=utf-8'): Response {

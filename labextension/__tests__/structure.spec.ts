@@ -1,6 +1,7 @@
 /**
- * The lab extension's size rules, like tests/test_complexity.py for the Python side: no class
- * over 300 lines, and the views that have a model stay thin (their logic belongs there).
+ * The lab extension's structure rules, like tests/test_complexity.py and tests/test_layers.py for
+ * the Python side: no class over 300 lines, the views that have a model stay thin (their logic
+ * belongs there), and the folders import one way: rest ← render ← models ← views ← plugins.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -22,6 +23,38 @@ function sourceFiles(dir: string): string[] {
     }
   }
   return files;
+}
+
+/**
+ * The folders (the root is '.') each folder's modules may import besides their own. The root's
+ * modules other than `index.ts` (ids, icons, settings, the cell contract) import only the root;
+ * `index.ts` lists the plugins and may import anything.
+ */
+const MAY_IMPORT: Record<string, string[]> = {
+  rest: [],
+  render: ['rest'],
+  models: ['rest', 'render'],
+  views: ['rest', 'render', 'models', '.'],
+  plugins: ['rest', 'render', 'models', 'views', '.'],
+  '.': ['schema']
+};
+
+/** `file → imported file` for each relative import of `file` that `MAY_IMPORT` forbids. */
+function forbiddenImports(file: string): string[] {
+  const from = path.relative(SOURCES, file);
+  const folder = path.dirname(from);
+  if (from === 'index.ts') {
+    return [];
+  }
+  const text = fs.readFileSync(file, 'utf-8');
+  const specs = [...text.matchAll(/from '(\.{1,2}\/[^']+)'/g)].map(m => m[1]);
+  return specs
+    .map(spec => path.relative(SOURCES, path.resolve(path.dirname(file), spec)))
+    .filter(target => {
+      const to = path.dirname(target).split(path.sep)[0];
+      return to !== folder && !(MAY_IMPORT[folder] ?? []).includes(to);
+    })
+    .map(target => `${from} → ${target}`);
 }
 
 /** `[file:Class, lines]` of every class declared in `file`, nested ones included. */
@@ -52,6 +85,14 @@ describe('the lab extension sources', () => {
 
   it('have no class over 300 lines', () => {
     expect(sizes.filter(([, lines]) => lines > MAX_CLASS_LINES)).toEqual([]);
+  });
+
+  it('import one way: rest, render, models, views, plugins', () => {
+    const files = sourceFiles(SOURCES);
+    expect(new Set(files.map(f => path.dirname(path.relative(SOURCES, f))))).toEqual(
+      new Set(Object.keys(MAY_IMPORT))
+    );
+    expect(files.flatMap(forbiddenImports)).toEqual([]);
   });
 
   it('keep the views with a model thin', () => {

@@ -1,4 +1,4 @@
-import { setTensorBoardLook, TB_SETTINGS_KEY } from '../tblook';
+import { setTensorBoardLook, TB_SETTINGS_KEY } from '../views/tblook';
 
 /** A Storage over a Map, as the browser's localStorage behaves for these calls. */
 function storage(initial: Record<string, string> = {}): Storage {

@@ -1,4 +1,4 @@
-import { FollowState, isAtBottom, visibleRange } from '../virtual';
+import { FollowState, isAtBottom, visibleRange } from '../render/virtual';
 
 describe('visibleRange', () => {
   it('draws only the rows in view plus overscan, whatever the total', () => {

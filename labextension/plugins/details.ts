@@ -18,20 +18,20 @@ import {
   listCheckpoints,
   listRuns,
   streamLogs
-} from '../api';
-import { checkpointHandlers } from '../checkpointactions';
-import { CheckpointsModel } from '../checkpointsmodel';
-import { CheckpointsSection, ICheckpointHandlers } from '../checkpointsview';
+} from '../rest/client';
+import { checkpointHandlers } from '../views/checkpointactions';
+import { CheckpointsModel } from '../models/checkpointsmodel';
+import { CheckpointsSection, ICheckpointHandlers } from '../views/checkpointsview';
 import { CommandIDs, jobIdArg } from '../ids';
-import { isDetailsTab, JobDetails } from '../details';
-import { JobDetailsModel } from '../detailsmodel';
-import { JobRunsModel } from '../jobrunsmodel';
-import { LogFeed } from '../logfeed';
-import { LogViewer } from '../logviewer';
-import { ResourcesModel } from '../resources';
-import { RunsSection } from '../runsection';
+import { isDetailsTab, JobDetails } from '../views/details';
+import { JobDetailsModel } from '../models/detailsmodel';
+import { JobRunsModel } from '../models/jobrunsmodel';
+import { LogFeed } from '../models/logfeed';
+import { LogViewer } from '../views/logviewer';
+import { ResourcesModel } from '../models/resourcesmodel';
+import { RunsSection } from '../views/runsection';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
-import { openTab } from '../tabs';
+import { openTab } from '../views/tabs';
 
 /** The job's panel: its models, and the log viewer made when the Logs tab is first shown. */
 function createDetails(

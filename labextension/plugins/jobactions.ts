@@ -5,9 +5,9 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 
-import { cancelJob, deleteJob, resubmitJob, TERMINAL_PHASES } from '../api';
+import { cancelJob, deleteJob, resubmitJob, TERMINAL_PHASES } from '../rest/client';
 import { CommandIDs, jobIdArg } from '../ids';
-import { IJobsModel, JobsModel } from '../model';
+import { IJobsModel, JobsModel } from '../models/jobsmodel';
 
 export const jobActionsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:job-actions',

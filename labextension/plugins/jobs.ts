@@ -1,8 +1,8 @@
 /** The jobs-model plugin: the one polled job list of the page, shared through `IJobsModel`. */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
-import { listJobs } from '../api';
-import { IJobsModel, JobsModel } from '../model';
+import { listJobs } from '../rest/client';
+import { IJobsModel, JobsModel } from '../models/jobsmodel';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 
 export const jobsPlugin: JupyterFrontEndPlugin<JobsModel> = {

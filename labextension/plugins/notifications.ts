@@ -3,7 +3,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { Notification } from '@jupyterlab/apputils';
 
 import { CommandIDs } from '../ids';
-import { IJobsModel, JobsModel } from '../model';
+import { IJobsModel, JobsModel } from '../models/jobsmodel';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 
 export const notificationsPlugin: JupyterFrontEndPlugin<void> = {

@@ -6,10 +6,10 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Clipboard, ICommandPalette, Notification } from '@jupyterlab/apputils';
 
-import { ALL_JOBS, TERMINAL_PHASES } from '../api';
+import { ALL_JOBS, TERMINAL_PHASES } from '../rest/client';
 import { CommandIDs } from '../ids';
-import { IJobsModel, JobsModel } from '../model';
-import type { IJobSummary } from '../types';
+import { IJobsModel, JobsModel } from '../models/jobsmodel';
+import type { IJobSummary } from '../rest/types';
 
 const CATEGORY = 'Distributed Training';
 

@@ -3,13 +3,13 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { tableRowsIcon } from '@jupyterlab/ui-components';
 
-import { getRun, listRuns } from '../api';
-import { ComparePoints } from '../comparepoints';
+import { getRun, listRuns } from '../rest/client';
+import { ComparePoints } from '../models/comparepoints';
 import { CommandIDs } from '../ids';
-import { RunsTableModel } from '../runsmodel';
-import { RUNS_VIEW_ID, RunsView } from '../runsview';
+import { RunsTableModel } from '../models/runsmodel';
+import { RUNS_VIEW_ID, RunsView } from '../views/runsview';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
-import { openTab } from '../tabs';
+import { openTab } from '../views/tabs';
 
 export const runsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:runs',

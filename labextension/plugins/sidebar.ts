@@ -3,8 +3,8 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 
 import { CommandIDs } from '../ids';
 import { disttrainIcon } from '../icons';
-import { IJobsModel, JobsModel } from '../model';
-import { JobsPanel } from '../panel';
+import { IJobsModel, JobsModel } from '../models/jobsmodel';
+import { JobsPanel } from '../views/panel';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 
 export const sidebarPlugin: JupyterFrontEndPlugin<void> = {

@@ -7,9 +7,9 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 
 import { Panel } from '@lumino/widgets';
 
-import { dumpStack, getJob } from '../api';
+import { dumpStack, getJob } from '../rest/client';
 import { CommandIDs, jobIdArg } from '../ids';
-import { StackView } from '../stackview';
+import { StackView } from '../views/stackview';
 
 export const stackPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:stack',

@@ -2,12 +2,12 @@
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { IThemeManager, WidgetTracker } from '@jupyterlab/apputils';
 
-import { ALL_JOBS } from '../api';
+import { ALL_JOBS } from '../rest/client';
 import { CommandIDs } from '../ids';
 import { chartIcon } from '../icons';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
-import { openTab } from '../tabs';
-import { TensorBoardPanel, tensorboardTabId } from '../tensorboard';
+import { openTab } from '../views/tabs';
+import { TensorBoardPanel, tensorboardTabId } from '../views/tensorboard';
 
 export const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_disttrain:tensorboard',

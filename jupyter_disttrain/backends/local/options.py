@@ -124,7 +124,7 @@ class LocalOptions(SupervisorOptions):
         switch=True,
         check=validate_switch,
         help="local backend: start torchrun afresh instead of forking the ranks from the warm "
-        "zygote (which holds torch imported; see the README's Warm start)",
+        "zygote (which holds torch imported; see docs/warm-start.md)",
     )
     group_access: bool = group_access_option(check=validate_switch)
 
