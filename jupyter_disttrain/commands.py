@@ -24,6 +24,7 @@ from .tracebacks import plain
 if TYPE_CHECKING:
     from .api import CheckpointList, Failure, Job
     from .manager import Listed
+    from .payloads import KeptValue
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,14 +106,10 @@ def run_subcommand(
         return _run_file(args, store, out)
     if args.command == "cancel" and (args.orphans or not args.job_id):
         return _cancel_orphans(args, out, command)
-    try:
-        job = api.get_job(args.job_id, store)
-    except UnknownJobError as exc:
-        exc.list_command = f"{command} list"
-        raise
+    job = job_of(args.job_id, command, store)
     if args.command == "status":
         status = job.status()
-        out(format_status(status, job.failure(status), progress=job.progress(status)))
+        out(format_status(status, job.failure(status), job.values(), progress=job.progress(status)))
     elif args.command == "logs":
         prefix = args.replica is None
         for line in _lines(job, args.replica, args.tail, args.follow):
@@ -129,6 +126,19 @@ def run_subcommand(
         kept = "" if args.purge else f" (files kept in {job.dir})"
         out(f"{job.id}: deleted{kept}")
     return 0
+
+
+def job_of(job_id: str, command: str, store: Any = None) -> Job:
+    """The job ``job_id`` where the subcommands look (``store``, else every root), or an error
+    saying how to list the jobs there are."""
+    from . import api
+    from .roots import open_store
+
+    try:
+        return api.get_job(job_id, store or open_store(None))
+    except UnknownJobError as exc:
+        exc.list_command = f"{command} list"
+        raise
 
 
 def _print_stacks(job: Any, replica: str | None, method: str, out: Callable[[str], Any]) -> int:
@@ -174,7 +184,7 @@ def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command
 
 
 def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -> int:
-    from . import api
+    from . import api, jobvalues
     from .packaging.pitfalls import check_pitfalls
 
     path = Path(args.file)
@@ -189,6 +199,8 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
         out(f"warning: {path.name}:{pit.line}: {pit.message}  [silence: --no-check {pit.code}]")
     if args.dry_run:
         info = api.dryrun(source, spec, store=store)
+        for said in jobvalues.describe(spec):
+            out(f"# {said}")
         out(f"# ---- launch request ({info.backend} backend, job {info.job_id}, not launched) ----")
         out(info.text)
         return 0
@@ -207,7 +219,9 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
             raise
         out(f"{job.id}: {job.cancel().phase.value}")
         return 130
-    out(format_status(page.status, job.failure(page.status)))  # the last page's: the job's end
+    out(format_status(page.status, job.failure(page.status), job.values()))  # the last page's: the job's end
+    if job.values() and page.status.phase.value == "Succeeded":
+        out(f"load the values with jupyter_disttrain.get_job({job.id!r}).result() or %distrun load {job.id}")
     return 0 if page.status.phase.value == "Succeeded" else 1
 
 
@@ -274,11 +288,17 @@ def format_checkpoints(listing: CheckpointList, command: str) -> str:
     return "\n".join(table)
 
 
-def format_status(st: JobStatus, story: Failure | None = None, *, progress: Progress | None = None) -> str:
+def format_status(
+    st: JobStatus,
+    story: Failure | None = None,
+    values: Sequence[KeptValue] = (),
+    *,
+    progress: Progress | None = None,
+) -> str:
     """The job's phase, its progress while it runs, replicas and last events; of a failed one
     (``story``: the job layer's ``Failure``), the peers the root cause stopped and its traceback
     mapped to the cells, else what the status message holds after its headline (the root
-    cause's log tail)."""
+    cause's log tail); the values ``--out`` kept."""
     headline, _, detail = (st.message or "").partition("\n")
     if story is not None and story.traceback:
         detail = plain(story.traceback)
@@ -298,4 +318,17 @@ def format_status(st: JobStatus, story: Failure | None = None, *, progress: Prog
     for e in st.events[-5:]:
         lines.append(f"  {e.time} {e.type:<7} {e.reason}: {first_line(e.message)}")
     lines.extend(f"  | {ln}" for ln in detail.splitlines())
+    lines.extend(format_values(values))
     return "\n".join(lines)
+
+
+def format_values(values: Sequence[KeptValue]) -> list[str]:
+    """The values ``--out`` kept, one line each: name, rank, kind and type, size; or why not."""
+    if not values:
+        return []
+    width = max(len(v.name) for v in values)
+    lines = ["  kept values:"]
+    for v in values:
+        what = f"{v.kind} {v.type}, {_size(v.bytes)}" if v.refused is None else f"not kept: {v.refused}"
+        lines.append(f"    {v.name:<{width}}  rank {v.rank}  {what}")
+    return lines

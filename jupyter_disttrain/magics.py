@@ -17,6 +17,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from .errors import DistTrainError
+from .joberrors import JobCancelledError, JobFailedError, job_error
 from .specs import JobPhase
 
 if TYPE_CHECKING:
@@ -25,32 +26,8 @@ if TYPE_CHECKING:
     from .payloads import Failure
     from .specs import JobSpec, JobStatus
 
-
-class JobFailedError(Exception):
-    """A followed job ended Failed: the cell fails, so Run All and nbclient stop.
-
-    IPython shows ``_render_traceback_``: the root-cause rank's traceback as the notebook's own
-    error (``Cell In[3], line 9``, the product's frames left out; ``failures.py``), then one line
-    naming the job and the rank. Without a traceback in the rank's log, that line alone.
-    """
-
-    def __init__(self, message: str, story: Failure | None = None) -> None:
-        super().__init__(message)
-        self.story = story
-
-    def _render_traceback_(self) -> list[str]:
-        line = f"{type(self).__name__}: {self}"
-        if self.story is None or not self.story.traceback:
-            return [line]
-        return [*self.story.traceback.split("\n"), "", f"\x1b[2m{line}\x1b[0m"]
-
-
-class JobCancelledError(JobFailedError):
-    """A followed job was cancelled: the cell still stops Run All, with one plain line (a cancel
-    someone asked for is no error of the job's)."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [str(self)]
+# The errors a cell raises live with the job layer (``Job.result()`` raises them too).
+__all__ = ["DistTrainMagics", "JobCancelledError", "JobFailedError", "warm_up"]
 
 
 def _split_script_args(line: str) -> tuple[list[str], list[str]]:
@@ -116,6 +93,8 @@ class DistTrainMagics(Magics):
             %%distrun --gpus 4 --nodes 2 --backend kubernetes --shm-size 16Gi
             %%distrun --gpus 2 --dry-run -- --epochs 3
             %%distrun --gpus 2 --resume JOB_ID:latest --keep-checkpoints 3
+            %%distrun --gpus 2 --out model,losses --out-all preds
+            %%distrun --gpus 2 --pdb
 
         As a line magic::
 
@@ -124,6 +103,7 @@ class DistTrainMagics(Magics):
             %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
             %distrun stack JOB_ID [--replica rank-1]
             %distrun checkpoints JOB_ID
+            %distrun load JOB_ID            (its --out values, into this kernel)
             %distrun cancel JOB_ID
             %distrun delete JOB_ID [--purge]
         """
@@ -152,6 +132,7 @@ class DistTrainMagics(Magics):
         spec.hparams = packaged.hparams
         from . import api
         from .intake import choose_launcher
+        from .jobvalues import describe as describe_values
 
         chosen = choose_launcher(spec, bool(args.launcher), packaged.source)
 
@@ -163,6 +144,7 @@ class DistTrainMagics(Magics):
                 print(f"# {chosen}")
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")
+            print("\n".join(f"# {line}" for line in describe_values(spec)))
             print("\n".join(f"# capture: {line}" for line in packaged.explanation))
             print(packaged.source)
             for name in sorted(packaged.files):
@@ -186,7 +168,14 @@ class DistTrainMagics(Magics):
         if status is not None and status.phase is JobPhase.FAILED:
             from .failure import failure_line
 
-            raise JobFailedError(f"%%distrun: {failure_line(status)}", story)
+            # the rank's own exception type where the kernel has it (joberrors.py)
+            raise job_error(
+                f"%%distrun: {failure_line(status)}", story, self.shell.user_ns if self.shell else None
+            )
+        if status is not None and status.phase is JobPhase.SUCCEEDED and (spec.out or spec.out_all):
+            from .kernelvalues import bring_back
+
+            bring_back(job, status, self.shell.user_ns if self.shell else {}, print)
 
     def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
         """The cell and what it uses as a script, checked before launch (warnings printed)."""
@@ -276,7 +265,12 @@ class DistTrainMagics(Magics):
     # -- the line magic --------------------------------------------------------------------
     def _line(self, line: str) -> None:
         try:
-            _run_command(shlex.split(line), print)
+            argv = shlex.split(line)
+            if argv[:1] == ["load"]:  # into this kernel: not a subcommand of the CLI
+                from .kernelvalues import load_command
+
+                return load_command(argv[1:], self.shell.user_ns if self.shell else {}, print)
+            _run_command(argv, print)
         except DistTrainError as exc:
             raise UsageError(f"%distrun: {exc}") from None
         except SystemExit:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from . import jobcheckpoints
+from . import jobcheckpoints, jobvalues
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
@@ -208,6 +208,7 @@ class JobManager:
             roles,
             failure,
             usage,
+            jobvalues.kept(self.store, record),
         )
 
     def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:
@@ -361,12 +362,14 @@ class JobManager:
 
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
+        jobvalues.check(spec, script)
         spec = self._prepared(spec)
         job_id = self.backend(spec.backend).submit(spec, script, files)
         jobcheckpoints.pin(self.store, spec, job_id)  # once accepted: a refused submit pins nothing
         return job_id
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
+        jobvalues.check(spec, script)
         return self.backend(spec.backend).dryrun(self._prepared(spec), script=script, files=files)
 
     def _prepared(self, spec: JobSpec) -> JobSpec:

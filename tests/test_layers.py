@@ -29,9 +29,12 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.atomic",
         "runtime.ckptscan",
         "runtime.contract",
+        "runtime.debugger",
+        "runtime.debugrelay",
         "runtime.importhook",
         "runtime.joined",
         "runtime.libresume",
+        "runtime.outvalues",
         "runtime.restarts",
         "runtime.rendezvous",
         "runtime.retention",
@@ -94,6 +97,7 @@ MODULES_OF: dict[str, list[str]] = {
         "packaging.loadcell",
         "packaging.lightning_pitfalls",
         "packaging.origins",
+        "packaging.outnames",
         "packaging.pitfalls",
         "packaging.replay",
         "packaging.resolve",
@@ -179,7 +183,16 @@ MODULES_OF: dict[str, list[str]] = {
     # A spec from words, flags or JSON; the flags from every registered backend and launcher.
     "intake": ["intake"],
     # Job operations, and the Python API over them.
-    "job layer": ["manager", "api", "warmup", "failures", "jobprogress", "jobcheckpoints"],
+    "job layer": [
+        "manager",
+        "api",
+        "warmup",
+        "failures",
+        "jobprogress",
+        "jobcheckpoints",
+        "joberrors",
+        "jobvalues",
+    ],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
     "front:magic": ["magics", "widgets", "progressview", "kernelenv"],
