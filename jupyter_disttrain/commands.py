@@ -22,9 +22,8 @@ from .specs import JobStatus, LogLine, iso_seconds, name_from
 from .tracebacks import plain
 
 if TYPE_CHECKING:
-    from .api import CheckpointList, Failure, Job
+    from .api import CheckpointList, Failure, Job, KeptValue
     from .manager import Listed
-    from .payloads import KeptValue
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -163,19 +163,24 @@ class DistTrainMagics(Magics):
             print(f"job {job.id} submitted ({spec.backend}); follow it with: %distrun logs {job.id} --follow")
             return
         status, story = self._follow(job, args.cancel_on_interrupt)
-        if status is not None and status.phase is JobPhase.CANCELLED:
+        if status is not None:
+            self._end(job, status, story)
+
+    def _end(self, job: Job, status: JobStatus, story: Failure | None) -> None:
+        """The cell ends as its job did: a cancelled or failed job raises (a failed one the root
+        cause's own exception type where the kernel has it: ``joberrors.py``); a job that
+        succeeded brings its ``--out`` values into the kernel."""
+        user_ns = self.shell.user_ns if self.shell else {}
+        if status.phase is JobPhase.CANCELLED:
             raise JobCancelledError(f"%%distrun: job {job.id} cancelled")
-        if status is not None and status.phase is JobPhase.FAILED:
+        if status.phase is JobPhase.FAILED:
             from .failure import failure_line
 
-            # the rank's own exception type where the kernel has it (joberrors.py)
-            raise job_error(
-                f"%%distrun: {failure_line(status)}", story, self.shell.user_ns if self.shell else None
-            )
-        if status is not None and status.phase is JobPhase.SUCCEEDED and (spec.out or spec.out_all):
+            raise job_error(f"%%distrun: {failure_line(status)}", story, user_ns)
+        if status.phase is JobPhase.SUCCEEDED and (job.spec.out or job.spec.out_all):
             from .kernelvalues import bring_back
 
-            bring_back(job, status, self.shell.user_ns if self.shell else {}, print)
+            bring_back(job, status, user_ns, print)
 
     def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
         """The cell and what it uses as a script, checked before launch (warnings printed)."""

@@ -210,6 +210,18 @@ class KeptValue:
 
 
 @dataclass
+class DebugAnswer:
+    """A rank's debugger after one exchange (``POST jobs/<id>/debug/<replica>``): pdb's output
+    up to its next prompt; ``open`` false once pdb went on; ``quit`` when the job is being
+    cancelled from it."""
+
+    replica: str
+    output: str
+    open: bool
+    quit: bool
+
+
+@dataclass
 class JobDetail:
     """Spec, launch request and status of one job; ``backend_error`` says why the status is the
     stored one (the backend could not be reached or loaded); ``failure``: why it failed (absent

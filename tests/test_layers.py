@@ -121,6 +121,7 @@ MODULES_OF: dict[str, list[str]] = {
     # Where jobs run: the Backend base, this machine, a Kubernetes cluster, a Slurm cluster.
     "backends": [
         "backends.base",
+        "backends.debugaccess",
         "backends.local",
         "backends.local.backend",
         "backends.local.launch",
@@ -153,6 +154,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.kubernetes.podlogs",
         "backends.kubernetes.podmetrics",
         "backends.kubernetes.podruntime",
+        "backends.kubernetes.podrelay",
         "backends.kubernetes.podscript",
         "backends.kubernetes.podsecurity",
         "backends.kubernetes.reconcile",
@@ -170,6 +172,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.slurm.client",
         "backends.slurm.launch",
         "backends.slurm.node",
+        "backends.slurm.onnode",
         "backends.slurm.options",
         "backends.slurm.parse",
         "backends.slurm.request",
@@ -192,10 +195,11 @@ MODULES_OF: dict[str, list[str]] = {
         "jobcheckpoints",
         "joberrors",
         "jobvalues",
+        "debugging",
     ],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
-    "front:magic": ["magics", "widgets", "progressview", "kernelenv"],
+    "front:magic": ["magics", "widgets", "progressview", "kernelenv", "kernelvalues"],
     "front:cli": ["cli"],
     "front:server": [
         "server",

@@ -27,39 +27,46 @@ def assigned(source: str) -> dict[str, set[str]]:
     except SyntaxError:
         return {}
     found: dict[str, set[str]] = {}
-
-    def bind(target: ast.AST, kind: str) -> None:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                found.setdefault(node.id, set()).add(kind)
-
     for node in _module_level(tree.body):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                bind(target, _kind(node.value))
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-            bind(node.target, _kind(node.value))
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            bind(node.target, "value")
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if item.optional_vars is not None:
-                    bind(item.optional_vars, _FILE if _is_open(item.context_expr) else "value")
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                name = alias.asname or alias.name.split(".")[0]
-                found.setdefault(name, set()).add(_MODULE if isinstance(node, ast.Import) else "value")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found.setdefault(node.name, set()).add(_FUNCTION)
-        elif isinstance(node, ast.ClassDef):
-            found.setdefault(node.name, set()).add(_CLASS)
+        for name, kind in _bindings(node):
+            found.setdefault(name, set()).add(kind)
     for inner in ast.walk(tree):
         if isinstance(inner, ast.NamedExpr):
-            bind(inner.target, _kind(inner.value))
+            found.setdefault(inner.target.id, set()).add(_kind(inner.value))
         elif isinstance(inner, ast.Global):
             for name in inner.names:
                 found.setdefault(name, set()).add("value")
     return found
+
+
+def _bindings(node: ast.stmt) -> list[tuple[str, str]]:
+    """(name, what it surely is) of each name one module-level statement binds."""
+    if isinstance(node, ast.Assign):
+        return [b for target in node.targets for b in _names(target, _kind(node.value))]
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+        return _names(node.target, _kind(node.value))
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return _names(node.target, "value")
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [
+            b
+            for item in node.items
+            if item.optional_vars is not None
+            for b in _names(item.optional_vars, _FILE if _is_open(item.context_expr) else "value")
+        ]
+    if isinstance(node, ast.Import):
+        return [(alias.asname or alias.name.split(".")[0], _MODULE) for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [(alias.asname or alias.name, "value") for alias in node.names]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [(node.name, _FUNCTION)]
+    if isinstance(node, ast.ClassDef):
+        return [(node.name, _CLASS)]
+    return []
+
+
+def _names(target: ast.AST, kind: str) -> list[tuple[str, str]]:
+    return [(n.id, kind) for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
 def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:

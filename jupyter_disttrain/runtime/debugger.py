@@ -43,6 +43,7 @@ QUIT_WAIT = 30.0  # after ``q``: how long the rank waits for the cancel before i
 # The lines the front ends watch for (``debugging.py`` reads them with the same words).
 STOPPED = "[disttrain] {replica} waits in the debugger at {where}"
 LEFT = "[disttrain] {replica} left the debugger"
+PROMPT = "(Pdb) "
 _LEAVE = ("c", "cont", "continue")
 _QUIT = ("q", "quit", "exit")
 _lock = threading.Lock()  # one prompt per rank at a time
@@ -150,7 +151,7 @@ def _make_pdb() -> type:
         def __init__(self, channel: Channel) -> None:
             super().__init__(stdin=channel, stdout=channel, nosigint=True, readrc=False)  # type: ignore[arg-type]
             self.channel = channel
-            self.prompt = "(Pdb) "
+            self.prompt = PROMPT
 
         def interaction(self, frame: Any, tb: Any) -> None:
             with _lock:

@@ -27,7 +27,11 @@ _SUN_PATH = 100
 
 
 class RelayError(Exception):
-    """No answer: no such socket (the prompt closed), refused, or a broken answer."""
+    """No answer: the rank took too long, or its answer was broken."""
+
+
+class NoDebugger(RelayError):
+    """No prompt listens there (the rank went on, ended, or never stopped)."""
 
 
 @contextlib.contextmanager
@@ -56,10 +60,10 @@ def exchange(path: str, request: dict[str, Any], timeout: float) -> dict[str, An
         with short_path(path) as where:
             try:
                 sock.connect(where)
-            except FileNotFoundError:
-                raise RelayError("no debugger is waiting there (the rank went on or ended)") from None
+            except (FileNotFoundError, ConnectionRefusedError):
+                raise NoDebugger("no debugger prompt waits there (the rank went on, or ended)") from None
             except OSError as exc:
-                raise RelayError(f"cannot reach the rank's debugger: {exc.strerror or exc}") from None
+                raise NoDebugger(f"cannot reach the rank's debugger: {exc.strerror or exc}") from None
         sock.sendall(data)
         chunks, size = [], 0
         while size <= MAX_ANSWER:
@@ -103,8 +107,9 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         request = json.loads(argv[1])
+        path = os.path.expandvars(argv[0])  # in a pod: $DISTTRAIN_JOB_DIR/debug/<replica>.sock
         answer = exchange(
-            argv[0], request if isinstance(request, dict) else {}, float(argv[2]) if len(argv) == 3 else 60.0
+            path, request if isinstance(request, dict) else {}, float(argv[2]) if len(argv) == 3 else 60.0
         )
     except (RelayError, ValueError) as exc:
         print(str(exc), file=sys.stderr)

@@ -226,28 +226,42 @@ def _plain(value: Any, path: list[Any], arrays: list[list[Any]], depth: int) -> 
     if kind in _PLAIN:
         return value
     torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
-    if torch is not None and (kind is torch.Tensor or kind is torch.nn.Parameter):
-        if value.is_sparse or value.layout != torch.strided:
-            raise Refused(f"{_where(path)}a sparse tensor cannot come back; pass .to_dense()")
-        return _cpu(torch, value)
-    if torch is not None and kind in (torch.Size, torch.dtype, torch.device):
-        return value
+    if torch is not None and kind in (
+        torch.Tensor,
+        torch.nn.Parameter,
+        torch.Size,
+        torch.dtype,
+        torch.device,
+    ):
+        return _tensor(torch, value, path)
     if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)) and kind.__module__ == "numpy":
         return _array(torch, numpy, value, path, arrays)
     if kind in (list, tuple, set):
         out = [_plain(v, [*path, i], arrays, depth + 1) for i, v in enumerate(value)]
         return out if kind is list else kind(out)
     if kind is dict or (kind.__qualname__ in ("OrderedDict", "Counter") and kind.__module__ == "collections"):
-        out_dict = kind()
-        for k, v in value.items():
-            if type(k) not in _PLAIN:
-                raise Refused(f"{_where(path)}a dict key of type {type(k).__name__} cannot come back")
-            out_dict[k] = _plain(v, [*path, k], arrays, depth + 1)
-        return out_dict
-    raise Refused(
-        f"{_where(path)}{_what(value)} cannot come back (modules, optimizers, tensors, "
-        "arrays, numbers, strings and lists, tuples, dicts and sets of them can)"
-    )
+        return _mapping(value, path, arrays, depth)
+    raise Refused(f"{_where(path)}{_what(value)} cannot come back ({CAN})")
+
+
+CAN = "modules, optimizers, tensors, arrays, numbers, strings, and lists, tuples, dicts and sets of them can"
+
+
+def _tensor(torch: Any, value: Any, path: list[Any]) -> Any:
+    if not isinstance(value, torch.Tensor):  # a size, dtype or device
+        return value
+    if value.layout != torch.strided:
+        raise Refused(f"{_where(path)}a sparse tensor cannot come back; pass .to_dense()")
+    return _cpu(torch, value)
+
+
+def _mapping(value: Any, path: list[Any], arrays: list[list[Any]], depth: int) -> Any:
+    out = type(value)()
+    for k, v in value.items():
+        if type(k) not in _PLAIN:
+            raise Refused(f"{_where(path)}a dict key of type {type(k).__name__} cannot come back")
+        out[k] = _plain(v, [*path, k], arrays, depth + 1)
+    return out
 
 
 def _array(torch: Any, numpy: Any, value: Any, path: list[Any], arrays: list[list[Any]]) -> Any:

@@ -102,17 +102,13 @@ def main(argv: list[str]) -> None:
     try:
         with open(script, "rb") as f:
             source = f.read()
-        if job_dir:  # breakpoint() and --pdb: a prompt in the notebook (debugger.py)
-            from . import debugger
-
-            debugger.install(replica, job_dir, source)
+        _debugger(replica, job_dir, source)
         exec(compile(source, script, "exec"), namespace)
-        _write_out(namespace, rank, job_dir)
+        _write_out(namespace, rank, job_dir, 0)
         code = 0
     except SystemExit as exc:
         code, ended = _exit_code(exc), exc
-        if code == 0:
-            _write_out(namespace, rank, job_dir)
+        _write_out(namespace, rank, job_dir, code)
     except BaseException as exc:
         _end_open_runs(exc)
         _print_uncaught(exc)
@@ -147,9 +143,18 @@ def _print_uncaught(exc: BaseException) -> None:
         sys.__excepthook__(type(exc), exc, tb)
 
 
-def _write_out(namespace: dict[str, Any], rank: int, job_dir: str | None) -> None:
-    """``--out``: the values the cell named, written once its body ended (outvalues.py)."""
-    if not job_dir or not os.environ.get(contract.OUT_ENV):
+def _debugger(replica: str, job_dir: str | None, source: bytes) -> None:
+    """``breakpoint()`` and ``--pdb``: a prompt in the notebook (debugger.py)."""
+    if job_dir:
+        from . import debugger
+
+        debugger.install(replica, job_dir, source)
+
+
+def _write_out(namespace: dict[str, Any], rank: int, job_dir: str | None, code: int) -> None:
+    """``--out``: the values the cell named, written once its body ended without an error
+    (``sys.exit(0)`` included; outvalues.py)."""
+    if code != 0 or not job_dir or not os.environ.get(contract.OUT_ENV):
         return
     from . import outvalues
 
