@@ -1,6 +1,6 @@
 """The subcommands of ``jupyter disttrain`` and of the ``%distrun`` line magic.
 
-list, status, logs, stack, checkpoints, cancel, delete and run: words in, lines of text out,
+list, status, logs, stack, checkpoints, debug, cancel, delete and run: words in, lines of text out,
 over the job layer (``api``). The two front ends (``cli.py``, ``magics.py``) only say how the user typed them.
 """
 
@@ -24,6 +24,9 @@ from .tracebacks import plain
 if TYPE_CHECKING:
     from .api import CheckpointList, Failure, Job, KeptValue
     from .manager import Listed
+
+
+PROMPT_TAIL = 200  # lines of each rank's log searched for an open debugger prompt
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     ck = sub.add_parser("checkpoints", help="a job's checkpoints: step, kind, time, size, complete, path")
     ck.add_argument("job_id")
+    db = sub.add_parser("debug", help="answer a rank's pdb prompt (breakpoint(), --pdb) from here")
+    db.add_argument("job_id")
+    db.add_argument("--replica", help="the rank at the prompt (default: the one whose prompt is open)")
     d = sub.add_parser("delete", help="remove a job from the list (files are kept unless --purge)")
     d.add_argument("job_id")
     d.add_argument("--purge", action="store_true", help="also remove its script, logs and TensorBoard data")
@@ -115,6 +121,8 @@ def run_subcommand(
             out(format_line(line) if prefix else line.text)
     elif args.command == "stack":
         return _print_stacks(job, args.replica, args.method, out)
+    elif args.command == "debug":
+        return _debug(job, args.replica, out)
     elif args.command == "checkpoints":
         out(format_checkpoints(job.checkpoints(), command))
     elif args.command == "cancel":
@@ -167,6 +175,19 @@ def _print_stacks(job: Any, replica: str | None, method: str, out: Callable[[str
     return code
 
 
+def _debug(job: Job, replica: str | None, out: Callable[[str], Any]) -> int:
+    """Answer the job's open prompt (``replica``'s, else the one its ranks' logs say is open)."""
+    from .debugging import Prompt, Prompts, answer_in_text
+
+    prompts = Prompts()
+    prompts.feed(list(job.logs(tail=PROMPT_TAIL)))
+    found = prompts.open.get(replica) if replica else next(iter(prompts.open.values()), None)
+    if found is None and replica is None:
+        raise DistTrainError(f"no rank of job {job.id} waits in the debugger now")
+    answer_in_text(job.manager, job.id, found or Prompt(replica or "", "?", replica or ""), input, out)
+    return 0
+
+
 def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command: str) -> int:
     if not args.orphans or args.job_id:
         raise DistTrainError(
@@ -184,6 +205,7 @@ def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command
 
 def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -> int:
     from . import api, jobvalues
+    from .debugging import Prompts, answer_in_text
     from .packaging.pitfalls import check_pitfalls
 
     path = Path(args.file)
@@ -207,11 +229,14 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
     out(f"job {job.id} submitted")
     if args.detach:
         return 0
+    prompts = Prompts()  # breakpoint() in a rank: answered from this terminal
     try:
         for page in job.follow():
             for line in page.lines():
                 if line.rank is not None:
                     out(format_line(line))
+            for prompt in prompts.feed(page.lines())[0]:
+                answer_in_text(job.manager, job.id, prompt, input, out)
     except KeyboardInterrupt:
         if not args.cancel_on_interrupt:
             out(f"stopped following; the job runs on (cancel it with: jupyter disttrain cancel {job.id})")

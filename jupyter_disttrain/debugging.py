@@ -26,7 +26,7 @@ from .payloads import DebugAnswer
 from .runtime import contract
 from .runtime.debugger import LEFT, PROMPT, STOPPED
 from .specs import LogLine
-from .tracebacks import clean
+from .tracebacks import Frame, clean
 
 if TYPE_CHECKING:
     from .manager import JobManager
@@ -97,11 +97,33 @@ def exchange(manager: JobManager, job_id: str, replica: str, line: str | None) -
         raise InvalidSpecError(f"a debugger command is one line of at most {MAX_LINE} characters")
     request: dict[str, Any] = {"peek": True} if line is None else {"line": line.rstrip("\n")}
     said = manager.backend_of(job_id).debug(job_id, name, request, EXCHANGE_TIMEOUT)
-    answer = DebugAnswer(name, str(said.get("output", "")), bool(said.get("open")), bool(said.get("quit")))
+    output = _in_cells(manager, job_id, str(said.get("output", "")))
+    answer = DebugAnswer(name, output, bool(said.get("open")), bool(said.get("quit")))
     _transcribe(manager, job_id, name, line, answer)
     if answer.quit:
         manager.cancel(job_id)
     return answer
+
+
+# pdb's "where it stopped" line: ``> /path/train.py(12)<module>()``.
+_STOPPED_AT = re.compile(r"^> (?P<file>\S.*)\((?P<line>\d+)\)(?P<rest>.*)$", re.MULTILINE)
+
+
+def _in_cells(manager: JobManager, job_id: str, output: str) -> str:
+    """pdb's lines naming the packaged script, named by the notebook's cell and line instead
+    (``> In [3], line 5 <module>()``), as a failure's traceback is (``failures.py``)."""
+    if "> " not in output:
+        return output
+    from .failures import line_map
+
+    lines = line_map(manager.store, manager.store.read_record(job_id))
+
+    def named(m: re.Match[str]) -> str:
+        frame = Frame(m["file"], int(m["line"]), m["rest"])
+        lines.place(frame, known_source=False)
+        return f"> {frame.cell}, line {frame.cell_line} {m['rest']}" if frame.cell else m[0]
+
+    return _STOPPED_AT.sub(named, output)
 
 
 def _transcribe(

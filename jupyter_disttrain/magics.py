@@ -225,8 +225,9 @@ class DistTrainMagics(Magics):
 
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
+        from .debugview import PromptFeed
         from .progressview import ProgressFeed
-        from .widgets import SUMMARY_LINES, UsageFeed, make_view
+        from .widgets import SUMMARY_LINES, TextView, UsageFeed, make_view
 
         def cancel() -> None:
             job.cancel()
@@ -234,6 +235,7 @@ class DistTrainMagics(Magics):
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
         bar = ProgressFeed(job.progress, job.runs)
+        prompts = PromptFeed(job, view, text=isinstance(view, TextView))  # breakpoint() in a rank
         running = False
         own = _process_replicas(job.spec)
         try:
@@ -243,6 +245,7 @@ class DistTrainMagics(Magics):
                 rank_lines = [ln for ln in page.lines() if ln.rank is not None or ln.replica in own]
                 if rank_lines:
                     view.append(rank_lines)
+                prompts.poll(rank_lines, status)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
                 if status.phase is JobPhase.RUNNING and (shown := bar.poll(status)) is not None:

@@ -199,7 +199,7 @@ MODULES_OF: dict[str, list[str]] = {
     ],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
-    "front:magic": ["magics", "widgets", "progressview", "kernelenv", "kernelvalues"],
+    "front:magic": ["magics", "widgets", "progressview", "kernelenv", "kernelvalues", "debugview"],
     "front:cli": ["cli"],
     "front:server": [
         "server",
@@ -207,6 +207,7 @@ MODULES_OF: dict[str, list[str]] = {
         "server.caching_store",
         "server.checkpoints",
         "server.context",
+        "server.debug",
         "server.handlers",
         "server.jobs",
         "server.proxy",

@@ -271,7 +271,9 @@ class Channel:
             line = request.get("line")
             if not isinstance(line, str):  # a look: what pdb said, the prompt still open
                 text = "".join(self._out) or self._last
-                _send(conn, {"output": text, "open": True, "quit": False})
+                if _send(conn, {"output": text, "open": True, "quit": False}):
+                    self._out.clear()
+                    self._last = text
                 continue
             line = line.split("\n", 1)[0]
             if line.strip() in _QUIT:
