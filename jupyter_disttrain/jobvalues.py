@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import DistTrainError
+from .packaging.loadcell import definitions, rebuild_call
 from .payloads import KeptValue
 from .runtime import contract
 from .runtime.outvalues import human
@@ -204,6 +205,8 @@ def _take(
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, DistTrainError):
+        return str(exc)
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")[:300]
 
@@ -246,24 +249,36 @@ class _Rebuild:
         self.script = script
         self.user = namespace
         self._ns: dict[str, Any] | None = None
+        self._made: dict[str, Any] = {}
 
     def make(self, entry: _Entry, state: dict[str, Any]) -> Any:
         value = _arrays(state["value"], state.get("arrays") or [])
         if entry.kind in ("module", "optimizer"):
             value = self._rebuilt(entry, value)
         if entry.rank == 0:
-            self.ns()[entry.name] = value  # an optimizer's call names its module: model.parameters()
+            self._made[entry.name] = value  # an optimizer's call names its module: model.parameters()
         return value
 
     def ns(self) -> dict[str, Any]:
-        """Where calls run: the notebook's names, then the script's imports and definitions."""
+        """Where calls run: the notebook's names, the script's imports, the values made so far."""
         if self._ns is None:
             self._ns = dict(self.user)
+            self._exec(definitions(self.script, set()))
+        self._ns.update(self._made)
         return self._ns
 
-    def _rebuilt(self, entry: _Entry, state: Any) -> Any:
-        from .packaging.loadcell import rebuild_call
+    def _exec(self, code: str) -> None:
+        """Run the script's imports and definitions in ``ns``, one statement at a time."""
+        assert self._ns is not None
+        try:
+            body = ast.parse(code).body
+        except SyntaxError:
+            return
+        for node in body:
+            with contextlib.suppress(Exception):  # an import the kernel lacks: a call may not need it
+                exec(compile(ast.Module([node], []), "<the job's script>", "exec"), self._ns)
 
+    def _rebuilt(self, entry: _Entry, state: Any) -> Any:
         cls: Any = self._class(entry)
         call = rebuild_call(self.script, cls.__name__) or f"{cls.__name__}()"
         try:  # the script's own call, as the load cell runs it
@@ -298,13 +313,19 @@ class _Rebuild:
         return found
 
     def _define(self, name: str) -> None:
-        """Define the script's class ``name`` (and its functions) with its imports, in ``ns``."""
-        from .packaging.loadcell import definitions
-
+        """Define the script's class ``name`` (and the functions and classes it may use) in ``ns``."""
         missing = {name} | {n for n in _defined(self.script) if n not in self.user}
-        for node in ast.parse(definitions(self.script, missing)).body:
-            with contextlib.suppress(Exception):  # an import the kernel lacks: the class may not need it
-                exec(compile(ast.Module([node], []), "<the job's script>", "exec"), self.ns())
+        self.ns()
+        self._exec("\n".join(_only_definitions(definitions(self.script, missing))))
+
+
+def _only_definitions(code: str) -> list[str]:
+    """The definitions of ``code`` (its imports ran when the namespace was made)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    return [ast.unparse(n) for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
 def _defined(script: str) -> set[str]:

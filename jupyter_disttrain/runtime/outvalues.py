@@ -244,7 +244,10 @@ def _plain(value: Any, path: list[Any], arrays: list[list[Any]], depth: int) -> 
     raise Refused(f"{_where(path)}{_what(value)} cannot come back ({CAN})")
 
 
-CAN = "modules, optimizers, tensors, arrays, numbers, strings, and lists, tuples, dicts and sets of them can"
+CAN = (
+    "nn.Modules, optimizers, tensors, numpy arrays, numbers, strings, and lists, tuples, dicts and sets "
+    "of them can"
+)
 
 
 def _tensor(torch: Any, value: Any, path: list[Any]) -> Any:
@@ -296,7 +299,7 @@ def _what(value: Any) -> str:
     names = {
         "function": "a function",
         "generator": "a generator",
-        "module": "a module",
+        "module": "a Python module",
         "type": "a class",
         "socket": "a socket",
         "lambda": "a function",
