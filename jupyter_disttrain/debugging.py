@@ -109,6 +109,18 @@ def exchange(manager: JobManager, job_id: str, replica: str, line: str | None) -
 _STOPPED_AT = re.compile(r"^> (?P<file>\S.*)\((?P<line>\d+)\)(?P<rest>.*)$", re.MULTILINE)
 
 
+def where_in_cells(manager: JobManager, job_id: str, where: str) -> str:
+    """``train.py:30`` (where a prompt opened) as the notebook names it: ``In [8], line 10``."""
+    file, _, line = where.rpartition(":")
+    if not line.isdigit():
+        return where
+    from .failures import line_map
+
+    frame = Frame(file, int(line), "")
+    line_map(manager.store, manager.store.read_record(job_id)).place(frame, known_source=False)
+    return f"{frame.cell}, line {frame.cell_line}" if frame.cell else where
+
+
 def _in_cells(manager: JobManager, job_id: str, output: str) -> str:
     """pdb's lines naming the packaged script, named by the notebook's cell and line instead
     (``> In [3], line 5 <module>()``), as a failure's traceback is (``failures.py``)."""

@@ -20,7 +20,7 @@ import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .debugging import Prompt, Prompts, answer_in_text, exchange, transcript
+from .debugging import Prompt, Prompts, answer_in_text, exchange, transcript, where_in_cells
 from .errors import DistTrainError
 
 if TYPE_CHECKING:
@@ -64,8 +64,9 @@ class PromptFeed:
                 self._refresh(prompt)
 
     def _open(self, prompt: Prompt) -> None:
-        self.view.prompt(prompt.replica, prompt, "")
         manager = self.job.manager
+        prompt.where = where_in_cells(manager, self.job.id, prompt.where)
+        self.view.prompt(prompt.replica, prompt, "")
         if self.text:
             answer_in_text(manager, self.job.id, prompt, self.ask, print)
             return

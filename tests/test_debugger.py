@@ -122,7 +122,8 @@ def test_post_mortem_on_the_first_failing_rank_shows_its_locals(tmp_path: Path) 
         assert proc.wait(30) == 1
     finally:
         proc.kill()
-    assert "KeyError: 'lr'" in _log(job_dir)  # the traceback, printed before the prompt opened
+    log = _log(job_dir)  # the traceback comes after the prompt: the log still ends with it
+    assert log.rstrip().endswith("KeyError: 'lr'") and log.index("left the debugger") < log.index("Traceback")
     # Another rank failing in the same job opens no second prompt: it fails as it would.
     second = _rank(job_dir, script, DISTTRAIN_PDB="1")
     assert second.wait(30) == 1
@@ -157,6 +158,7 @@ def test_prompts_are_read_from_the_ranks_lines() -> None:
         LogLine("print('[disttrain] rank-2 waits in the debugger at x:1')", "rank-2", "0", 2),
     ]
     opened, closed = prompts.feed(lines)
+    assert closed == []
     assert [(p.replica, p.where, p.source) for p in opened] == [
         ("rank-1", "train.py:7", "node-0"),
         ("rank-0", "In:3", "rank-0"),

@@ -139,7 +139,7 @@ def test_what_cannot_come_back_is_named_with_why_and_the_rest_still_comes(tmp_pa
     assert values == {"small": [1, 2]}
     notes = "\n".join(values.notes)
     assert "gen did not come back: ['k']: a generator cannot come back" in notes
-    assert "big did not come back: 4.0 MiB is over what --out-limit leaves it" in notes
+    assert "big did not come back: 4.0 MiB is over --out-limit (64.0 KiB per rank" in notes
     assert "gone did not come back: the cell did not assign it" in notes
     assert "odd did not come back: a numpy array of dtype <U1 cannot come back" in notes
     assert not (store.job_dir(record.id) / "out" / "rank-0" / "big.pt").exists()  # nothing left behind

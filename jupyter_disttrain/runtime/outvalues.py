@@ -79,7 +79,7 @@ def write(namespace: dict[str, Any], rank: int, job_dir: str, asked: dict[str, A
             kind, state, typed = _state(namespace[name], keep)
             if not keep:
                 continue
-            size = _saved(state, folder, name, limit - used if limit else 0)
+            size = _saved(state, folder, name, limit - used if limit else 0, limit)
             used += size
             manifest["values"].append(
                 {
@@ -106,14 +106,14 @@ def write(namespace: dict[str, Any], rank: int, job_dir: str, asked: dict[str, A
             print(f"disttrain: could not record the values of --out: {exc}", file=sys.stderr)
 
 
-def _saved(state: dict[str, Any], folder: str, name: str, room: int) -> int:
+def _saved(state: dict[str, Any], folder: str, name: str, room: int, limit: int) -> int:
     """Save ``state`` as ``folder/name.pt`` (renamed into place); its size. Past ``room`` bytes
     (0: no cap) nothing is left behind and the value is refused with its size."""
     import torch
 
     estimate = _tensor_bytes(state["value"])
     if room and estimate > room:
-        raise Refused(f"{human(estimate)} is over what --out-limit leaves it ({human(room)})")
+        raise Refused(_over(estimate, room, limit))
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, f"{name}.pt")
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
@@ -123,13 +123,18 @@ def _saved(state: dict[str, Any], folder: str, name: str, room: int) -> int:
             torch.save(state, f)
         size = os.path.getsize(tmp)
         if room and size > room:
-            raise Refused(f"{human(size)} is over what --out-limit leaves it ({human(room)})")
+            raise Refused(_over(size, room, limit))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return size
+
+
+def _over(size: int, room: int, limit: int) -> str:
+    left = "" if room == limit else f", {human(room)} of it left"
+    return f"{human(size)} is over --out-limit ({human(limit)} per rank{left})"
 
 
 def human(size: float) -> str:

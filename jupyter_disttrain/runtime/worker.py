@@ -111,8 +111,8 @@ def main(argv: list[str]) -> None:
         _write_out(namespace, rank, job_dir, code)
     except BaseException as exc:
         _end_open_runs(exc)
+        _post_mortem(exc)  # before the traceback: the log still ends with it (the failure's story)
         _print_uncaught(exc)
-        _post_mortem(exc)
         if not os.environ.get(_PS_ROLE_ENV):
             sys.excepthook = _already_printed
             raise  # Python ends the process as for any uncaught error: exit 1 (SIGINT's death)
