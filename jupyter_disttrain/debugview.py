@@ -20,7 +20,15 @@ import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .debugging import Prompt, Prompts, answer_in_text, exchange, transcript, where_in_cells
+from .debugging import (
+    Prompt,
+    Prompts,
+    answer_in_text,
+    exchange,
+    is_prompt_line,
+    transcript,
+    where_in_cells,
+)
 from .errors import DistTrainError
 
 if TYPE_CHECKING:
@@ -49,6 +57,11 @@ class PromptFeed:
         self.ask = ask
         self.prompts = Prompts()
         self._shown: dict[str, str] = {}  # replica -> the transcript the view has
+
+    @staticmethod
+    def shown(lines: list[LogLine]) -> list[LogLine]:
+        """The lines a view shows: not the debugger's own (the prompt says it better)."""
+        return [line for line in lines if not is_prompt_line(line.text)]
 
     def poll(self, lines: list[LogLine], status: JobStatus) -> None:
         opened, closed = self.prompts.feed(lines)

@@ -243,8 +243,8 @@ class DistTrainMagics(Magics):
                 status = page.status
                 view.update(status)
                 rank_lines = [ln for ln in page.lines() if ln.rank is not None or ln.replica in own]
-                if rank_lines:
-                    view.append(rank_lines)
+                if visible := prompts.shown(rank_lines):  # the debugger's own lines open its prompt
+                    view.append(visible)
                 prompts.poll(rank_lines, status)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
