@@ -281,8 +281,11 @@ class _Rebuild:
     def _rebuilt(self, entry: _Entry, state: Any) -> Any:
         cls: Any = self._class(entry)
         call = rebuild_call(self.script, cls.__name__) or f"{cls.__name__}()"
+        code = compile(call, f"<{entry.name} rebuilt>", "eval")
+        if entry.kind == "module" and (obj := _on_meta(code, self.ns(), cls, state)) is not None:
+            return obj
         try:  # the script's own call, as the load cell runs it
-            obj = eval(compile(call, f"<{entry.name} rebuilt>", "eval"), self.ns())
+            obj = eval(code, self.ns())
         except Exception as exc:
             raise DistTrainError(f"{call} fails in the kernel ({_reason(exc)})") from None
         if not isinstance(obj, cls):
@@ -317,6 +320,25 @@ class _Rebuild:
         missing = {name} | {n for n in _defined(self.script) if n not in self.user}
         self.ns()
         self._exec("\n".join(_only_definitions(definitions(self.script, missing))))
+
+
+def _on_meta(code: Any, ns: dict[str, Any], cls: Any, state: Any) -> Any:
+    """The module built without memory (torch's ``meta`` device) and given the loaded tensors
+    themselves (``assign``): no initialisation, no copy. None when its class does not allow it
+    (its constructor computes with tensors, or a tensor is not in its state): built for real then."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            obj = eval(code, ns)
+        if not isinstance(obj, cls):
+            return None
+        obj.load_state_dict(state, assign=True)
+    except Exception:
+        return None
+    if any(t.is_meta for t in (*obj.parameters(), *obj.buffers())):
+        return None
+    return obj
 
 
 def _only_definitions(code: str) -> list[str]:
