@@ -140,7 +140,7 @@ class Job:
 
     def values(self) -> list[KeptValue]:
         """What ``--out``/``--out-all`` kept of the job: names, ranks, kinds, types, sizes, and
-        what did not come back and why (README "Values back in the kernel")."""
+        what did not come back and why (docs/notebook.md, "Values back in the kernel")."""
         return jobvalues.kept(self.store, self.record)
 
     def result(self, timeout: float | None = None, namespace: Mapping[str, Any] | None = None) -> Values:

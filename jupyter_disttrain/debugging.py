@@ -1,4 +1,4 @@
-"""A rank's debugger from the front ends (README "Debugging a rank"): which prompts are open, one
+"""A rank's debugger from the front ends (docs/notebook.md, "Debugging a rank"): which prompts are open, one
 exchange with a prompt, its transcript, and ``q``: the whole job cancelled.
 
 A rank that stops in ``breakpoint()`` (or fails under ``--pdb``) says so in its log, and again

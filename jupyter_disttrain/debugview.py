@@ -1,4 +1,4 @@
-"""A rank's pdb prompt under its ``%%distrun`` cell (README "Debugging a rank").
+"""A rank's pdb prompt under its ``%%distrun`` cell (docs/notebook.md, "Debugging a rank").
 
 While the cell follows its job, ``PromptFeed`` watches the ranks' lines for a prompt opening
 and closing (``debugging.Prompts``). Then:

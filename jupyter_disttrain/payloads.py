@@ -237,7 +237,7 @@ class JobDetail:
     roles: list[RoleSummary] = field(default_factory=list)
     failure: Failure | None = absent()  # noqa: RUF009 (a field() with metadata)
     checkpoints: CheckpointUsage | None = None  # None where the job's checkpoints cannot be read here
-    values: list[KeptValue] = field(default_factory=list)  # --out: what came back (README "Values back")
+    values: list[KeptValue] = field(default_factory=list)  # --out: what came back (docs/notebook.md)
 
 
 @dataclass

@@ -260,7 +260,7 @@ class JobSpec:
     keep_checkpoints: int = 0
     resume: str | None = None
     resumed_from: ResumedFrom | None = None
-    # Back into the kernel (README "Values back in the kernel", "Debugging a rank"): the variables
+    # Back into the kernel (docs/notebook.md, "Values back in the kernel", "Debugging a rank"): the variables
     # rank 0 (``out``) and every rank (``out_all``) leave, at most ``out_limit`` bytes per rank;
     # ``pdb``: a post-mortem prompt on the first rank to fail; ``debug_timeout``: how long a
     # rank's prompt waits for an answer before it goes on.

@@ -1,4 +1,4 @@
-"""Reaching a rank's debugger prompt (README "Debugging a rank"), a part of every backend.
+"""Reaching a rank's debugger prompt (docs/notebook.md, "Debugging a rank"), a part of every backend.
 
 A rank that stops in ``breakpoint()`` listens on ``debug/<replica>.sock`` in its job dir
 (``runtime/debugger.py``). By default that job dir is on this machine and the socket is used

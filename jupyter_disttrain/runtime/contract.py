@@ -23,10 +23,10 @@ RESUME_FROM_ENV = "DISTTRAIN_RESUME_FROM"
 KEEP_CHECKPOINTS_ENV = "DISTTRAIN_KEEP_CHECKPOINTS"
 # The job's hyper-parameters as a JSON object (set when it has any): em.create_run's default.
 HPARAMS_ENV = "DISTTRAIN_HPARAMS"
-# ``--out``/``--out-all`` (README "Values back in the kernel"): JSON {"rank0": [names], "all":
+# ``--out``/``--out-all`` (docs/notebook.md, "Values back in the kernel"): JSON {"rank0": [names], "all":
 # [names], "limit": bytes per rank}; the rank wrapper writes them into OUT_DIR (runtime/outvalues.py).
 OUT_ENV = "DISTTRAIN_OUT"
-# The debugger (README "Debugging a rank"): DEBUG_ENV "1" when breakpoint() may open a prompt in
+# The debugger (docs/notebook.md, "Debugging a rank"): DEBUG_ENV "1" when breakpoint() may open a prompt in
 # the notebook (set unless the job turns it off), PDB_ENV "1" for --pdb's post-mortem prompt,
 # DEBUG_TIMEOUT_ENV the seconds a prompt waits for an answer before the rank goes on.
 DEBUG_ENV = "DISTTRAIN_DEBUG"
