@@ -59,6 +59,19 @@ if rank == 0:
 dist.destroy_process_group()
 """
 
+FSDP_CELL = """\
+%%distrun --gpus 2 --name fsdp --out sharded
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+dist.init_process_group("gloo")
+torch.manual_seed(1)
+sharded = nn.Sequential(Net(8), nn.Linear(8, 2))
+for layer in sharded:
+    fully_shard(layer)
+fully_shard(sharded)
+sharded(torch.ones(2, 4)).sum().backward()
+"""
+
 FAILING_CELL = """\
 from jupyter_disttrain.magics import JobFailedError
 body = '''
@@ -216,6 +229,18 @@ print(json.dumps({
         "print(all(torch.equal(saved[k], v) for k, v in model.state_dict().items()), len(losses))"
     )[0]
     assert again.strip().splitlines()[-1] == "True 3", again
+
+
+def test_an_fsdp_module_is_gathered_and_comes_back_as_its_own_class(kernel: tuple[Kernel, Path]) -> None:
+    k, _ = kernel
+    said, reply, _ = k.run(FSDP_CELL)
+    assert reply["status"] == "ok" and "back in the kernel: sharded (Sequential)" in said, said
+    check = (
+        "torch.manual_seed(1)\nref = nn.Sequential(Net(8), nn.Linear(8, 2))\n"
+        "print(type(sharded[0]).__name__, all(torch.equal(a, b) for a, b in "
+        "zip(ref.state_dict().values(), sharded.state_dict().values())), sorted(sharded.state_dict()))"
+    )
+    assert k.run(check)[0].strip() == "Net True ['0.fc.bias', '0.fc.weight', '1.bias', '1.weight']"
 
 
 def test_the_ranks_zero_division_error_is_raised_in_the_cell(kernel: tuple[Kernel, Path]) -> None:

@@ -152,7 +152,7 @@ def _state(value: Any, keep: bool) -> tuple[str, dict[str, Any], tuple[str, str]
     if torch is not None and isinstance(value, torch.nn.Module):
         arrays: list[list[Any]] = []
         model, state = _module_state(torch, value, keep, arrays)
-        return "module", {"value": state, "arrays": arrays}, _type_names(type(model))
+        return "module", {"value": state, "arrays": arrays}, _type_names(_own_class(model))
     if not keep:
         return "value", {}, ("", "")
     if torch is not None and isinstance(value, torch.optim.Optimizer):
@@ -193,6 +193,16 @@ def _module_state(torch: Any, model: Any, keep: bool, arrays: list[list[Any]]) -
     if not keep:
         return model, {}
     return model, _plain(model.state_dict(), [], arrays, 0)
+
+
+def _own_class(model: Any) -> type:
+    """The model's own class: FSDP2's ``fully_shard`` swaps it for a subclass of its making
+    (``FSDPNet``), which the kernel does not have."""
+    fsdp = getattr(sys.modules.get("torch.distributed.fsdp"), "FSDPModule", None)
+    cls = type(model)
+    if fsdp is not None and issubclass(cls, fsdp):
+        cls = next((c for c in cls.__mro__[1:] if not issubclass(c, fsdp)), cls)
+    return cls
 
 
 def _zero3(engine: Any) -> bool:
