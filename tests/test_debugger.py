@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.debugging import Prompts
+from jupyter_disttrain.errors import DistTrainError
 from jupyter_disttrain.runtime.debugrelay import NoDebugger, exchange
 from jupyter_disttrain.specs import LogLine
 
@@ -168,3 +169,40 @@ def test_prompts_are_read_from_the_ranks_lines() -> None:
         ["rank-1"],
     )
     assert prompts.ended({"rank-0"}) == ["rank-0"] and prompts.open == {}
+
+
+def test_a_terminal_answers_a_jobs_prompt_and_a_front_end_without_stdin_says_how(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real local job: ``jupyter disttrain debug`` answers its prompt from the terminal; a front
+    end whose ``input()`` cannot ask (nbclient's kernel) names that command instead of hanging."""
+    from jupyter_disttrain import api
+    from jupyter_disttrain.commands import run_subcommand
+    from jupyter_disttrain.debugging import answer_in_text
+    from jupyter_disttrain.store import JobStore
+
+    store = JobStore(tmp_path / "jobs")
+    job = api.submit(SCRIPT, store=store, name="cli", gpus=1, accelerator="cpu")
+    try:
+        prompts = Prompts()
+        deadline = time.monotonic() + 120
+        while not prompts.open:
+            assert time.monotonic() < deadline and not job.status().is_terminal
+            prompts.feed(list(job.logs("rank-0")))
+            time.sleep(0.1)
+
+        def no_stdin(_: str) -> str:
+            raise RuntimeError("stdin is not allowed here")  # as IPython's StdinNotImplementedError
+
+        said: list[str] = []
+        assert answer_in_text(job.manager, job.id, prompts.open["rank-0"], no_stdin, said.append) is False
+        assert f"`jupyter disttrain debug {job.id} --replica rank-0` in a terminal" in said[-1]
+        answers = iter(["p x", "c"])
+        monkeypatch.setattr("builtins.input", lambda _prompt="": next(answers))
+        out: list[str] = []
+        assert run_subcommand(["--root", str(store.root), "debug", job.id], out.append) == 0
+        assert "41" in out and job.wait(timeout=120).phase.value == "Succeeded"
+        with pytest.raises(DistTrainError, match=r"no rank of job .* waits in the debugger now"):
+            run_subcommand(["--root", str(store.root), "debug", job.id], out.append)
+    finally:
+        job.cancel()
