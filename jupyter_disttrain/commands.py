@@ -95,7 +95,6 @@ def run_subcommand(
     args = _parser().parse_args(argv)
     args.script_args = script_args
     store = open_store(args.root)
-    from . import api
 
     if args.command == "list":
         from .manager import manager_for

@@ -6,7 +6,7 @@
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
-import { debugRank } from '../api';
+import { debugRank } from '../rest/client';
 import { cellAction, CELL_SELECTOR, debugTarget } from '../cellcontract';
 import { CommandIDs, SIDEBAR_ID } from '../ids';
 

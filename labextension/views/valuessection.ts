@@ -2,9 +2,9 @@
  * The details' "Values" section: what `--out`/`--out-all` kept of the job (name, rank, kind and
  * type, size), what did not come back and why, and how to load them into a kernel.
  */
-import { IJobDetail } from './api';
-import { section, table } from './dom';
-import { formatBytes } from './format';
+import { section, table } from '../render/dom';
+import { formatBytes } from '../render/format';
+import { IJobDetail } from '../rest/client';
 
 export function keptValues(job: IJobDetail): HTMLElement[] {
   if (!job.values?.length) {
