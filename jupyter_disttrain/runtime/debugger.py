@@ -223,13 +223,16 @@ class Channel:
         if os.path.lexists(self.path):
             os.unlink(self.path)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Bound under another name, renamed once it listens: the socket's name says it answers.
+        bound = os.path.join(folder, f".{os.path.basename(self.path)}.{os.getpid()}")
         old = os.umask(0o177)  # the socket is made 0600: only the job's user may talk to pdb
         try:
-            with short_path(self.path) as short:
+            with short_path(bound) as short:
                 listener.bind(short)
         finally:
             os.umask(old)
         listener.listen(4)
+        os.replace(bound, self.path)
         self._listener = listener
         _say(
             STOPPED.format(replica=self.replica, where=where)

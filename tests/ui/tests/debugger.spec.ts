@@ -3,12 +3,14 @@
  * stops in breakpoint(). The widget shows where it stopped (the cell's line), an input, and
  * rank-0 "waiting for rank-1's debugger"; what is typed goes through the lab extension and the
  * REST API (the kernel is busy following the job), and pdb's answer appears in the transcript.
- * `c` lets the job finish; its --out value comes back into the kernel. Light and dark theme.
+ * `c` lets the job finish; its --out value comes back into the kernel, and the job's details
+ * list it. Light and dark theme.
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
 import { runCells } from './notebook';
+import { openPanel } from './sidebar';
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 
@@ -65,5 +67,16 @@ test("a rank's breakpoint opens a pdb prompt in the cell's widget", async ({ pag
   await expect(cellView.locator('.jp-DistTrain-debug')).toContainText('rank-1 left the debugger');
   await expect(page.locator('.jp-OutputArea-output').last()).toContainText(
     'losses back: [0.9, 0.5, 0.25]'
+  );
+
+  // The details list the kept value and how to load it again
+  const panel = await openPanel(page);
+  const row = panel.locator('.jp-DistTrainPanel-job', { hasText: 'uipdb' });
+  await row.locator('button[data-action="details"]').click();
+  const values = page.locator('.jp-DistTrainDetails-values');
+  await expect(values).toContainText('losses');
+  await expect(values).toContainText('value list');
+  await expect(page.locator('.jp-DistTrainDetails-valuesLoad')).toContainText(
+    '%distrun load uipdb-'
   );
 });
