@@ -43,10 +43,6 @@ REPLICA_ATTRIBUTE = "data-disttrain-replica"
 TRANSCRIPT_LINES = 200  # of a prompt's transcript shown in the widget
 
 
-def waiting_note(prompt: Prompt) -> str:
-    return f"waiting for {prompt.replica}'s debugger"
-
-
 class PromptFeed:
     """Prompts of the followed job, shown in ``view`` (a text view answers them from stdin)."""
 
@@ -57,6 +53,7 @@ class PromptFeed:
         self.ask = ask
         self.prompts = Prompts()
         self._shown: dict[str, str] = {}  # replica -> the transcript the view has
+        self._current: str | None = None  # the prompt the widget shows
 
     @staticmethod
     def shown(lines: list[LogLine]) -> list[LogLine]:
@@ -69,29 +66,33 @@ class PromptFeed:
             closed += self.prompts.ended(set(self.prompts.open))
         for replica in closed:
             self._shown.pop(replica, None)
-            self.view.prompt(replica, None, "")
+            if replica == self._current:
+                self._current = None
+                self.view.prompt(replica, None, "")
         for prompt in opened:
             self._open(prompt)
-        if not self.text:
-            for prompt in self.prompts.open.values():
-                self._refresh(prompt)
+        # The widget shows one prompt at a time, the oldest open one (every rank may stop at an
+        # unguarded breakpoint()): when it goes on, the next one shows.
+        current = next(iter(self.prompts.open.values()), None)
+        if not self.text and current is not None:
+            self._refresh(current)
 
     def _open(self, prompt: Prompt) -> None:
         manager = self.job.manager
         prompt.where = where_in_cells(manager, self.job.id, prompt.where)
-        self.view.prompt(prompt.replica, prompt, "")
         if self.text:
+            self.view.prompt(prompt.replica, prompt, "")
             answer_in_text(manager, self.job.id, prompt, self.ask, print)
             return
         # what pdb said on stopping, into the transcript the widget shows (a prompt that went on
         # already has its closing line next)
         with contextlib.suppress(DistTrainError):
             exchange(manager, self.job.id, prompt.replica, None)
-        self._refresh(prompt)
 
     def _refresh(self, prompt: Prompt) -> None:
         text = transcript(self.job.manager, self.job.id, prompt.replica)
-        if text != self._shown.get(prompt.replica):
+        if prompt.replica != self._current or text != self._shown.get(prompt.replica):
+            self._current = prompt.replica
             self._shown[prompt.replica] = text
             self.view.prompt(prompt.replica, prompt, text)
 

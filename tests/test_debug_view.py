@@ -59,3 +59,35 @@ def test_the_input_and_the_lab_declare_the_same_contract() -> None:
     assert declared["CELL_DEBUG_INPUT_CLASS"] == debugview.DEBUG_INPUT_CLASS
     assert declared["CELL_REPLICA_ATTRIBUTE"] == debugview.REPLICA_ATTRIBUTE
     assert declared["CELL_JOB_ATTRIBUTE"] == widgets.JOB_ATTRIBUTE
+
+
+def test_the_widget_shows_one_prompt_at_a_time_then_the_next(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every rank stopped at an unguarded breakpoint(): the widget shows the oldest prompt, and
+    when it goes on, the next (a job recorded in a real store; its ranks are not running here, so
+    only the transcripts they left are read)."""
+    from jupyter_disttrain.api import Job
+    from jupyter_disttrain.specs import JobSpec, LogLine
+    from jupyter_disttrain.store import JobRecord, JobStore
+
+    store = JobStore(tmp_path / "jobs")
+    store.create(JobRecord(id="pdb-k3x9q", spec=JobSpec(nproc_per_node=2)), "breakpoint()\n")
+    for rank in (0, 1):
+        (store.job_dir("pdb-k3x9q") / "debug").mkdir(exist_ok=True)
+        (store.job_dir("pdb-k3x9q") / "debug" / f"rank-{rank}.txt").write_text(f"> rank {rank} here\n(Pdb) ")
+    monkeypatch.setenv(widgets.VIEW_ENV, "widget")
+    view = widgets.make_view("pdb-k3x9q", "/nonexistent", lambda: None)
+    assert isinstance(view, widgets.WidgetView)
+    feed = debugview.PromptFeed(Job("pdb-k3x9q", store), view, text=False)
+
+    def line(rank: int, text: str) -> LogLine:
+        return LogLine(text, f"rank-{rank}", "0", rank)
+
+    stopped = [line(r, f"[disttrain] rank-{r} waits in the debugger at train.py:1") for r in (0, 1)]
+    feed.poll(stopped, _running())
+    assert "rank 0 here" in view._debug.transcript.value and 'replica="rank-0"' in view._debug.input.value
+    feed.poll([line(0, "[disttrain] rank-0 left the debugger")], _running())
+    assert "rank 1 here" in view._debug.transcript.value and 'replica="rank-1"' in view._debug.input.value
+    feed.poll([line(1, "[disttrain] rank-1 left the debugger")], _running())
+    assert view._debug.input.value == "" and "rank-1 left the debugger" in view._debug.transcript.value
