@@ -12,23 +12,29 @@ thin layer over ``JobManager`` (the REST API's too)::
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import jobvalues
 from .backends.base import Backend
 from .intake import spec_from_words
+from .joberrors import JobCancelledError, job_error
 from .logfiles import Budget
 from .manager import FollowPage, JobManager, manager_for
-from .payloads import CheckpointList, Failure, Resources, RunSummary, StackDump
+from .payloads import CheckpointList, Failure, KeptValue, Resources, RunSummary, StackDump
 from .polling import Backoff
 from .progress import Progress
 from .runtime import contract
-from .specs import DryRun, JobSpec, JobStatus, LogLine
+from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
 from .store import JobRecord, JobStore
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .jobvalues import Values
     from .packaging.pitfalls import Target
 
 # A follower reads on at once while output flows; while the job is quiet it looks again after
@@ -131,6 +137,33 @@ class Job:
     def checkpoints(self) -> CheckpointList:
         """The job's checkpoints, oldest first, and the disk they use (README "Checkpoints")."""
         return self.manager.checkpoints(self.id)
+
+    def values(self) -> list[KeptValue]:
+        """What ``--out``/``--out-all`` kept of the job: names, ranks, kinds, types, sizes, and
+        what did not come back and why (docs/notebook.md, "Values back in the kernel")."""
+        return jobvalues.kept(self.store, self.record)
+
+    def result(self, timeout: float | None = None, namespace: Mapping[str, Any] | None = None) -> Values:
+        """Wait for the job to end; its ``--out`` values by name (``--out-all``'s a list by rank),
+        modules and optimizers rebuilt with the classes of ``namespace`` (default: ``__main__``'s,
+        a kernel's user namespace); ``.notes`` says what did not come back and why.
+
+        Raises the job's error when it did not succeed: ``JobCancelledError``, or
+        ``JobFailedError`` (as the root-cause rank's own exception type too, when this process
+        can import it: ``joberrors.py``); ``TimeoutError`` when ``timeout`` passed first."""
+        from .failure import failure_line
+
+        status = self.wait(timeout)
+        if not status.is_terminal:
+            raise TimeoutError(f"job {self.id} is still {status.phase.value} after {timeout} s")
+        where = namespace if namespace is not None else vars(sys.modules["__main__"])
+        if status.phase is JobPhase.CANCELLED:
+            raise JobCancelledError(f"job {self.id} cancelled")
+        if status.phase is JobPhase.FAILED:
+            raise job_error(failure_line(status), self.failure(status), where)
+        if not (self.spec.out or self.spec.out_all):
+            return jobvalues.Values()
+        return jobvalues.load(self.store, self.record, status, where)
 
     def delete(self, purge: bool = False) -> None:
         self.manager.delete(self.id, purge=purge)

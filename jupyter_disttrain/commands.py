@@ -1,6 +1,6 @@
 """The subcommands of ``jupyter disttrain`` and of the ``%distrun`` line magic.
 
-list, status, logs, stack, checkpoints, cancel, delete and run: words in, lines of text out,
+list, status, logs, stack, checkpoints, debug, cancel, delete and run: words in, lines of text out,
 over the job layer (``api``). The two front ends (``cli.py``, ``magics.py``) only say how the user typed them.
 """
 
@@ -22,8 +22,11 @@ from .specs import JobStatus, LogLine, iso_seconds, name_from
 from .tracebacks import plain
 
 if TYPE_CHECKING:
-    from .api import CheckpointList, Failure, Job
+    from .api import CheckpointList, Failure, Job, KeptValue
     from .manager import Listed
+
+
+PROMPT_TAIL = 200  # lines of each rank's log searched for an open debugger prompt
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     ck = sub.add_parser("checkpoints", help="a job's checkpoints: step, kind, time, size, complete, path")
     ck.add_argument("job_id")
+    db = sub.add_parser("debug", help="answer a rank's pdb prompt (breakpoint(), --pdb) from here")
+    db.add_argument("job_id")
+    db.add_argument("--replica", help="the rank at the prompt (default: the one whose prompt is open)")
     d = sub.add_parser("delete", help="remove a job from the list (files are kept unless --purge)")
     d.add_argument("job_id")
     d.add_argument("--purge", action="store_true", help="also remove its script, logs and TensorBoard data")
@@ -89,7 +95,6 @@ def run_subcommand(
     args = _parser().parse_args(argv)
     args.script_args = script_args
     store = open_store(args.root)
-    from . import api
 
     if args.command == "list":
         from .manager import manager_for
@@ -105,20 +110,18 @@ def run_subcommand(
         return _run_file(args, store, out)
     if args.command == "cancel" and (args.orphans or not args.job_id):
         return _cancel_orphans(args, out, command)
-    try:
-        job = api.get_job(args.job_id, store)
-    except UnknownJobError as exc:
-        exc.list_command = f"{command} list"
-        raise
+    job = job_of(args.job_id, command, store)
     if args.command == "status":
         status = job.status()
-        out(format_status(status, job.failure(status), progress=job.progress(status)))
+        out(format_status(status, job.failure(status), job.values(), progress=job.progress(status)))
     elif args.command == "logs":
         prefix = args.replica is None
         for line in _lines(job, args.replica, args.tail, args.follow):
             out(format_line(line) if prefix else line.text)
     elif args.command == "stack":
         return _print_stacks(job, args.replica, args.method, out)
+    elif args.command == "debug":
+        return _debug(job, args.replica, out)
     elif args.command == "checkpoints":
         out(format_checkpoints(job.checkpoints(), command))
     elif args.command == "cancel":
@@ -129,6 +132,19 @@ def run_subcommand(
         kept = "" if args.purge else f" (files kept in {job.dir})"
         out(f"{job.id}: deleted{kept}")
     return 0
+
+
+def job_of(job_id: str, command: str, store: Any = None) -> Job:
+    """The job ``job_id`` where the subcommands look (``store``, else every root), or an error
+    saying how to list the jobs there are."""
+    from . import api
+    from .roots import open_store
+
+    try:
+        return api.get_job(job_id, store or open_store(None))
+    except UnknownJobError as exc:
+        exc.list_command = f"{command} list"
+        raise
 
 
 def _print_stacks(job: Any, replica: str | None, method: str, out: Callable[[str], Any]) -> int:
@@ -158,6 +174,19 @@ def _print_stacks(job: Any, replica: str | None, method: str, out: Callable[[str
     return code
 
 
+def _debug(job: Job, replica: str | None, out: Callable[[str], Any]) -> int:
+    """Answer the job's open prompt (``replica``'s, else the one its ranks' logs say is open)."""
+    from .debugging import Prompt, Prompts, answer_in_text
+
+    prompts = Prompts()
+    prompts.feed(list(job.logs(tail=PROMPT_TAIL)))
+    found = prompts.open.get(replica) if replica else next(iter(prompts.open.values()), None)
+    if found is None and replica is None:
+        raise DistTrainError(f"no rank of job {job.id} waits in the debugger now")
+    answer_in_text(job.manager, job.id, found or Prompt(replica or "", "?", replica or ""), input, out)
+    return 0
+
+
 def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command: str) -> int:
     if not args.orphans or args.job_id:
         raise DistTrainError(
@@ -174,7 +203,8 @@ def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command
 
 
 def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -> int:
-    from . import api
+    from . import api, jobvalues
+    from .debugging import Prompts, answer_in_text
     from .packaging.pitfalls import check_pitfalls
 
     path = Path(args.file)
@@ -189,6 +219,8 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
         out(f"warning: {path.name}:{pit.line}: {pit.message}  [silence: --no-check {pit.code}]")
     if args.dry_run:
         info = api.dryrun(source, spec, store=store)
+        for said in jobvalues.describe(spec):
+            out(f"# {said}")
         out(f"# ---- launch request ({info.backend} backend, job {info.job_id}, not launched) ----")
         out(info.text)
         return 0
@@ -196,18 +228,23 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
     out(f"job {job.id} submitted")
     if args.detach:
         return 0
+    prompts = Prompts()  # breakpoint() in a rank: answered from this terminal
     try:
         for page in job.follow():
             for line in page.lines():
                 if line.rank is not None:
                     out(format_line(line))
+            for prompt in prompts.feed(page.lines())[0]:
+                answer_in_text(job.manager, job.id, prompt, input, out)
     except KeyboardInterrupt:
         if not args.cancel_on_interrupt:
             out(f"stopped following; the job runs on (cancel it with: jupyter disttrain cancel {job.id})")
             raise
         out(f"{job.id}: {job.cancel().phase.value}")
         return 130
-    out(format_status(page.status, job.failure(page.status)))  # the last page's: the job's end
+    out(format_status(page.status, job.failure(page.status), job.values()))  # the last page's: the job's end
+    if job.values() and page.status.phase.value == "Succeeded":
+        out(f"load the values with jupyter_disttrain.get_job({job.id!r}).result() or %distrun load {job.id}")
     return 0 if page.status.phase.value == "Succeeded" else 1
 
 
@@ -274,11 +311,17 @@ def format_checkpoints(listing: CheckpointList, command: str) -> str:
     return "\n".join(table)
 
 
-def format_status(st: JobStatus, story: Failure | None = None, *, progress: Progress | None = None) -> str:
+def format_status(
+    st: JobStatus,
+    story: Failure | None = None,
+    values: Sequence[KeptValue] = (),
+    *,
+    progress: Progress | None = None,
+) -> str:
     """The job's phase, its progress while it runs, replicas and last events; of a failed one
     (``story``: the job layer's ``Failure``), the peers the root cause stopped and its traceback
     mapped to the cells, else what the status message holds after its headline (the root
-    cause's log tail)."""
+    cause's log tail); the values ``--out`` kept."""
     headline, _, detail = (st.message or "").partition("\n")
     if story is not None and story.traceback:
         detail = plain(story.traceback)
@@ -298,4 +341,17 @@ def format_status(st: JobStatus, story: Failure | None = None, *, progress: Prog
     for e in st.events[-5:]:
         lines.append(f"  {e.time} {e.type:<7} {e.reason}: {first_line(e.message)}")
     lines.extend(f"  | {ln}" for ln in detail.splitlines())
+    lines.extend(format_values(values))
     return "\n".join(lines)
+
+
+def format_values(values: Sequence[KeptValue]) -> list[str]:
+    """The values ``--out`` kept, one line each: name, rank, kind and type, size; or why not."""
+    if not values:
+        return []
+    width = max(len(v.name) for v in values)
+    lines = ["  kept values:"]
+    for v in values:
+        what = f"{v.kind} {v.type}, {_size(v.bytes)}" if v.refused is None else f"not kept: {v.refused}"
+        lines.append(f"    {v.name:<{width}}  rank {v.rank}  {what}")
+    return lines

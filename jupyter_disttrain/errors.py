@@ -72,6 +72,10 @@ class UnknownReplicaError(DistTrainError, LookupError):
     """The job has no replica of that name (REST: 404)."""
 
 
+class NoPromptError(DistTrainError):
+    """No debugger prompt waits at that rank (it went on, or never stopped) (REST: 409)."""
+
+
 class JobEndedError(DistTrainError):
     """The request needs a running job and this one has ended (REST: 409)."""
 

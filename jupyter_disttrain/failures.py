@@ -80,6 +80,7 @@ def failure_of(store: JobStore, backend: Backend, record: JobRecord, status: Job
         traceback="\n".join(tracebacks.render(tb)),
         raw="\n".join(tb.raw),
         stopped_by_peer=peers,
+        message=tb.last.message if tb.last.exception else None,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,6 +223,72 @@ class JobWords:
     )
     cpu: str | None = option(help="CPU request and limit per pod, e.g. 8")
     memory: str | None = option(help="memory request and limit per pod, e.g. 64Gi")
+
+
+def _names(flag: str) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        bad = next((n for n in names if not n.isidentifier()), None)
+        if not names or bad is not None:
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes variable names, comma-separated (e.g. {flag} model,losses), not {text!r}"
+            )
+        return names
+
+    return parse
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``500MB``, ``2GiB``, ``500M``, ``4096``: a size in bytes, at least 1 (K, M, G: powers of
+    1024, as ``KiB``; ``KB``, ``MB``, ``GB``: of 1000)."""
+    m = _SIZE.fullmatch(text)
+    size = 0
+    if m is not None:
+        unit = (m.group(2) or "B").upper()
+        base = 1000 if unit.endswith("B") and "I" not in unit else 1024  # KB, MB, GB: decimal
+        scale = 1 if unit == "B" else base ** ("KMG".index(unit[0]) + 1)
+        size = int(float(m.group(1)) * scale)
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"--out-limit takes a size such as 500MB or 2GiB, not {text!r}")
+    return size
+
+
+@dataclass
+class KernelWords:
+    """What comes back into the kernel: the cell's values, and a rank's debugger (JobSpec fields)."""
+
+    out: list[list[str]] = option(
+        [],
+        repeat=True,
+        metavar="NAMES",
+        parse=_names("--out"),
+        help="variables to bring back into the kernel when the job succeeds, as rank 0 left them "
+        "(comma-separated; modules and optimizers come back as the cell's classes with their state)",
+    )
+    out_all: list[list[str]] = option(
+        [],
+        repeat=True,
+        metavar="NAMES",
+        parse=_names("--out-all"),
+        help="variables to bring back from every rank: each a list by rank",
+    )
+    out_limit: int | None = option(
+        parse=parse_size,
+        metavar="SIZE",
+        help="at most this much of --out values per rank (default 1GiB); a value past it is named, not kept",
+    )
+    pdb: bool = option(
+        switch=True,
+        help="a rank that fails opens a pdb prompt (post-mortem) below the cell: the first to fail",
+    )
+    debug_timeout: int | None = option(
+        parse=_count("--debug-timeout"),
+        metavar="SECONDS",
+        help="a rank's debugger prompt with no answer for this long goes on by itself (default 600)",
+    )
 
 
 @dataclass

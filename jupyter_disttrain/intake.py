@@ -26,7 +26,7 @@ from typing import Any
 from . import backends, launchers
 from .backends import default_backend_name, options_class
 from .errors import InvalidSpecError
-from .flags import JobWords, RunWords, check_values, given
+from .flags import JobWords, KernelWords, RunWords, check_values, given
 from .launchers.calls import detect
 from .specs import JobSpec, Volume
 
@@ -163,7 +163,7 @@ def backend_option_classes() -> tuple[type, ...]:
 
 def job_flag_classes() -> list[type]:
     """Every flag of ``%%distrun`` and ``jupyter disttrain run``, in the order help lists them."""
-    return [JobWords, *backend_option_classes(), *launchers.option_classes(), RunWords]
+    return [JobWords, *backend_option_classes(), *launchers.option_classes(), KernelWords, RunWords]
 
 
 def _launcher_words(args: argparse.Namespace) -> dict[str, Any]:
@@ -204,6 +204,12 @@ def spec_from_flags(args: argparse.Namespace, script_args: Sequence[str], defaul
             fields[key] = getattr(args, key)
     if args.pvc:
         fields["volumes"] = [Volume.parse(v) for v in args.pvc]
+    for key in ("out", "out_all"):  # each flag given once or more, each a comma-separated list
+        fields[key] = list(dict.fromkeys(name for names in getattr(args, key) for name in names))
+    for key in ("out_limit", "debug_timeout"):
+        if getattr(args, key) is not None:
+            fields[key] = getattr(args, key)
+    fields["pdb"] = args.pdb
     return spec_from_words(
         gpus=args.gpus,
         nodes=args.nodes,

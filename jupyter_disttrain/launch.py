@@ -11,6 +11,7 @@ torchrun agents and for the Kubernetes pods alike:
 - ``PYTHONUNBUFFERED=1`` so output reaches the logs as it is printed;
 - what training libraries need to see the job's layout (``launcher_env``);
 - what the job's launcher adds for a role (``role_env``: DeepSpeed's ``MPLBACKEND``...);
+- what comes back to the kernel: ``--out``'s names, ``--pdb``, the debugger's wait;
 - ``OMP_NUM_THREADS=1`` with several processes per node, torchrun's own default, said here
   instead of in a banner at the top of every log;
 - the user's ``--env`` over all of these (reserved names are refused before this).
@@ -24,7 +25,7 @@ import posixpath
 from collections.abc import Mapping
 
 from .runtime import contract
-from .specs import JobSpec
+from .specs import DEBUG_TIMEOUT, JobSpec
 
 
 def launcher_env(spec: JobSpec, *, cpu: bool) -> dict[str, str]:
@@ -85,6 +86,13 @@ def rank_env(
         env[contract.KEEP_CHECKPOINTS_ENV] = str(spec.keep_checkpoints)
     if spec.hparams:
         env[contract.HPARAMS_ENV] = json.dumps(spec.hparams, separators=(",", ":"))
+    if spec.out or spec.out_all:  # --out: what the rank wrapper writes (runtime/outvalues.py)
+        asked = {"rank0": spec.out, "all": spec.out_all, "limit": spec.out_limit}
+        env[contract.OUT_ENV] = json.dumps(asked, separators=(",", ":"))
+    if spec.pdb:
+        env[contract.PDB_ENV] = "1"
+    if spec.debug_timeout != DEBUG_TIMEOUT:  # the rank's own default is the same
+        env[contract.DEBUG_TIMEOUT_ENV] = str(spec.debug_timeout)
     if spec.nproc_per_node > 1 and "OMP_NUM_THREADS" not in inherited:
         env["OMP_NUM_THREADS"] = "1"
     env.update(spec.env)

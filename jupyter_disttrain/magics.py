@@ -17,6 +17,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from .errors import DistTrainError
+from .joberrors import JobCancelledError, JobFailedError, job_error
 from .specs import JobPhase
 
 if TYPE_CHECKING:
@@ -25,32 +26,8 @@ if TYPE_CHECKING:
     from .payloads import Failure
     from .specs import JobSpec, JobStatus
 
-
-class JobFailedError(Exception):
-    """A followed job ended Failed: the cell fails, so Run All and nbclient stop.
-
-    IPython shows ``_render_traceback_``: the root-cause rank's traceback as the notebook's own
-    error (``Cell In[3], line 9``, the product's frames left out; ``failures.py``), then one line
-    naming the job and the rank. Without a traceback in the rank's log, that line alone.
-    """
-
-    def __init__(self, message: str, story: Failure | None = None) -> None:
-        super().__init__(message)
-        self.story = story
-
-    def _render_traceback_(self) -> list[str]:
-        line = f"{type(self).__name__}: {self}"
-        if self.story is None or not self.story.traceback:
-            return [line]
-        return [*self.story.traceback.split("\n"), "", f"\x1b[2m{line}\x1b[0m"]
-
-
-class JobCancelledError(JobFailedError):
-    """A followed job was cancelled: the cell still stops Run All, with one plain line (a cancel
-    someone asked for is no error of the job's)."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [str(self)]
+# The errors a cell raises live with the job layer (``Job.result()`` raises them too).
+__all__ = ["DistTrainMagics", "JobCancelledError", "JobFailedError", "warm_up"]
 
 
 def _split_script_args(line: str) -> tuple[list[str], list[str]]:
@@ -116,6 +93,8 @@ class DistTrainMagics(Magics):
             %%distrun --gpus 4 --nodes 2 --backend kubernetes --shm-size 16Gi
             %%distrun --gpus 2 --dry-run -- --epochs 3
             %%distrun --gpus 2 --resume JOB_ID:latest --keep-checkpoints 3
+            %%distrun --gpus 2 --out model,losses --out-all preds
+            %%distrun --gpus 2 --pdb
 
         As a line magic::
 
@@ -124,6 +103,7 @@ class DistTrainMagics(Magics):
             %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
             %distrun stack JOB_ID [--replica rank-1]
             %distrun checkpoints JOB_ID
+            %distrun load JOB_ID            (its --out values, into this kernel)
             %distrun cancel JOB_ID
             %distrun delete JOB_ID [--purge]
         """
@@ -152,6 +132,7 @@ class DistTrainMagics(Magics):
         spec.hparams = packaged.hparams
         from . import api
         from .intake import choose_launcher
+        from .jobvalues import describe as describe_values
 
         chosen = choose_launcher(spec, bool(args.launcher), packaged.source)
 
@@ -163,6 +144,7 @@ class DistTrainMagics(Magics):
                 print(f"# {chosen}")
             if packaged.captured:
                 print(f"# from earlier cells: {', '.join(packaged.captured)}")
+            print("\n".join(f"# {line}" for line in describe_values(spec)))
             print("\n".join(f"# capture: {line}" for line in packaged.explanation))
             print(packaged.source)
             for name in sorted(packaged.files):
@@ -181,12 +163,24 @@ class DistTrainMagics(Magics):
             print(f"job {job.id} submitted ({spec.backend}); follow it with: %distrun logs {job.id} --follow")
             return
         status, story = self._follow(job, args.cancel_on_interrupt)
-        if status is not None and status.phase is JobPhase.CANCELLED:
+        if status is not None:
+            self._end(job, status, story)
+
+    def _end(self, job: Job, status: JobStatus, story: Failure | None) -> None:
+        """The cell ends as its job did: a cancelled or failed job raises (a failed one the root
+        cause's own exception type where the kernel has it: ``joberrors.py``); a job that
+        succeeded brings its ``--out`` values into the kernel."""
+        user_ns = self.shell.user_ns if self.shell else {}
+        if status.phase is JobPhase.CANCELLED:
             raise JobCancelledError(f"%%distrun: job {job.id} cancelled")
-        if status is not None and status.phase is JobPhase.FAILED:
+        if status.phase is JobPhase.FAILED:
             from .failure import failure_line
 
-            raise JobFailedError(f"%%distrun: {failure_line(status)}", story)
+            raise job_error(f"%%distrun: {failure_line(status)}", story, user_ns)
+        if status.phase is JobPhase.SUCCEEDED and (job.spec.out or job.spec.out_all):
+            from .kernelvalues import bring_back
+
+            bring_back(job, status, user_ns, print)
 
     def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
         """The cell and what it uses as a script, checked before launch (warnings printed)."""
@@ -231,8 +225,9 @@ class DistTrainMagics(Magics):
 
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
+        from .debugview import PromptFeed
         from .progressview import ProgressFeed
-        from .widgets import SUMMARY_LINES, UsageFeed, make_view
+        from .widgets import SUMMARY_LINES, TextView, UsageFeed, make_view
 
         def cancel() -> None:
             job.cancel()
@@ -240,6 +235,7 @@ class DistTrainMagics(Magics):
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
         bar = ProgressFeed(job.progress, job.runs)
+        prompts = PromptFeed(job, view, text=isinstance(view, TextView))  # breakpoint() in a rank
         running = False
         own = _process_replicas(job.spec)
         try:
@@ -247,8 +243,9 @@ class DistTrainMagics(Magics):
                 status = page.status
                 view.update(status)
                 rank_lines = [ln for ln in page.lines() if ln.rank is not None or ln.replica in own]
-                if rank_lines:
-                    view.append(rank_lines)
+                if visible := prompts.shown(rank_lines):  # the debugger's own lines open its prompt
+                    view.append(visible)
+                prompts.poll(rank_lines, status)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
                 if status.phase is JobPhase.RUNNING and (shown := bar.poll(status)) is not None:
@@ -276,7 +273,12 @@ class DistTrainMagics(Magics):
     # -- the line magic --------------------------------------------------------------------
     def _line(self, line: str) -> None:
         try:
-            _run_command(shlex.split(line), print)
+            argv = shlex.split(line)
+            if argv[:1] == ["load"]:  # into this kernel: not a subcommand of the CLI
+                from .kernelvalues import load_command
+
+                return load_command(argv[1:], self.shell.user_ns if self.shell else {}, print)
+            _run_command(argv, print)
         except DistTrainError as exc:
             raise UsageError(f"%distrun: {exc}") from None
         except SystemExit:

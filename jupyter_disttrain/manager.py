@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from . import jobcheckpoints
+from . import jobcheckpoints, jobvalues
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
@@ -208,6 +208,7 @@ class JobManager:
             roles,
             failure,
             usage,
+            jobvalues.kept(self.store, record),
         )
 
     def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:
@@ -361,16 +362,13 @@ class JobManager:
 
     # -- changing ------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
-        spec = self._prepared(spec)
+        spec = _prepared(self, spec, script)
         job_id = self.backend(spec.backend).submit(spec, script, files)
         jobcheckpoints.pin(self.store, spec, job_id)  # once accepted: a refused submit pins nothing
         return job_id
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
-        return self.backend(spec.backend).dryrun(self._prepared(spec), script=script, files=files)
-
-    def _prepared(self, spec: JobSpec) -> JobSpec:
-        return jobcheckpoints.resolve(self, _with_arg_hparams(spec))
+        return self.backend(spec.backend).dryrun(_prepared(self, spec, script), script=script, files=files)
 
     def cancel(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).cancel(job_id)
@@ -395,6 +393,13 @@ def _wrote_tensorboard(store: JobStore, job_id: str) -> bool:
         return wrote_tensorboard(store.job_dir(job_id))
     except (OSError, DistTrainError):  # a flag, not the listing: never fail it
         return False
+
+
+def _prepared(manager: JobManager, spec: JobSpec, script: str) -> JobSpec:
+    """The spec a submit or a dry run carries out: ``--out`` checked against the script, the
+    script arguments' hyper-parameters merged, ``--resume`` resolved."""
+    jobvalues.check(spec, script)
+    return jobcheckpoints.resolve(manager, _with_arg_hparams(spec))
 
 
 def _with_arg_hparams(spec: JobSpec) -> JobSpec:

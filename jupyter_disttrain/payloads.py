@@ -176,7 +176,8 @@ class Failure:
     cell and line it was raised from, its traceback as IPython renders a cell's error
     (``Cell In[3], line 9``, the product's frames dropped, ANSI colours; empty when its log has
     none) and as the log has it (``raw``), and the replicas that only stopped because it left
-    (``stopped_by_peer``)."""
+    (``stopped_by_peer``); ``message``: the exception's own message (the cell raises the rank's
+    type with it, ``joberrors.py``)."""
 
     replica: str
     headline: str
@@ -186,11 +187,38 @@ class Failure:
     traceback: str
     raw: str
     stopped_by_peer: list[str]
+    message: str | None = absent()  # the exception's message as the rank printed it
 
     def stopped_by(self, replica: str) -> str | None:
         """The root cause when ``replica`` only stopped because it left, else None (a failure of
         its own, or no failure): what every front end shows of ``replica``."""
         return self.replica if self.replica and replica in self.stopped_by_peer else None
+
+
+@dataclass
+class KeptValue:
+    """A value ``--out``/``--out-all`` brought back (``jobvalues.py``): its name, the rank it
+    came from, its kind (``module``, ``optimizer``, ``value``), type and size on disk; or, with
+    ``refused``, why it did not come back."""
+
+    name: str
+    rank: int
+    kind: str
+    type: str
+    bytes: int
+    refused: str | None = None
+
+
+@dataclass
+class DebugAnswer:
+    """A rank's debugger after one exchange (``POST jobs/<id>/debug/<replica>``): pdb's output
+    up to its next prompt; ``open`` false once pdb went on; ``quit`` when the job is being
+    cancelled from it."""
+
+    replica: str
+    output: str
+    open: bool
+    quit: bool
 
 
 @dataclass
@@ -209,6 +237,7 @@ class JobDetail:
     roles: list[RoleSummary] = field(default_factory=list)
     failure: Failure | None = absent()  # noqa: RUF009 (a field() with metadata)
     checkpoints: CheckpointUsage | None = None  # None where the job's checkpoints cannot be read here
+    values: list[KeptValue] = field(default_factory=list)  # --out: what came back (docs/notebook.md)
 
 
 @dataclass

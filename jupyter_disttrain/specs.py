@@ -11,6 +11,7 @@ import calendar
 import dataclasses
 import functools
 import json
+import keyword
 import re
 import time
 from dataclasses import dataclass, field
@@ -202,6 +203,28 @@ class ResumedFrom:
     job_dir: str
 
 
+OUT_LIMIT = 1024**3  # --out-limit's default: bytes of values per rank
+DEBUG_TIMEOUT = 600  # --debug-timeout's default: seconds
+
+
+def check_out(spec: JobSpec) -> None:
+    """``--out``, ``--out-all``, ``--out-limit`` and ``--debug-timeout`` as a spec has them."""
+    names = [*spec.out, *spec.out_all]
+    bad = next(
+        (n for n in names if not isinstance(n, str) or not n.isidentifier() or keyword.iskeyword(n)), None
+    )
+    if bad is not None:
+        raise InvalidSpecError(f"--out {bad!r} is not a variable name")
+    twice = next((n for n in spec.out_all if n in spec.out), None)
+    if twice is not None:
+        raise InvalidSpecError(
+            f"{twice} is in --out and --out-all: name it in one (--out-all: from every rank)"
+        )
+    for flag, value in (("--out-limit", spec.out_limit), ("--debug-timeout", spec.debug_timeout)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidSpecError(f"{flag} must be a whole number of at least 1, not {value!r}")
+
+
 @dataclass
 class JobSpec:
     """Everything needed to run one distributed training job.
@@ -237,6 +260,15 @@ class JobSpec:
     keep_checkpoints: int = 0
     resume: str | None = None
     resumed_from: ResumedFrom | None = None
+    # Back into the kernel (docs/notebook.md, "Values back in the kernel", "Debugging a rank"): the variables
+    # rank 0 (``out``) and every rank (``out_all``) leave, at most ``out_limit`` bytes per rank;
+    # ``pdb``: a post-mortem prompt on the first rank to fail; ``debug_timeout``: how long a
+    # rank's prompt waits for an answer before it goes on.
+    out: list[str] = field(default_factory=list)
+    out_all: list[str] = field(default_factory=list)
+    out_limit: int = OUT_LIMIT
+    pdb: bool = False
+    debug_timeout: int = DEBUG_TIMEOUT
 
     @property
     def world_size(self) -> int:
@@ -267,6 +299,7 @@ class JobSpec:
             raise InvalidSpecError("--keep-checkpoints must be 0 (keep all) or more")
         if self.resume is not None:
             parse_resume(self.resume)
+        check_out(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from .specs import JobPhase, JobStatus, LogLine, ReplicaStatus
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle
 
+    from .debugging import Prompt
     from .payloads import Failure, Resources, ResourceSample
     from .progress import Progress
 
@@ -78,6 +79,9 @@ class JobView(Protocol):
     def usage(self, resources: Resources) -> None: ...
 
     def progress(self, found: Progress | None, shown: str) -> None: ...
+
+    def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
+        """``replica``'s debugger prompt (None: it closed) and its transcript (``debugview.py``)."""
 
     def close(self) -> None: ...
 
@@ -320,6 +324,15 @@ class TextView:
     def progress(self, found: Progress | None, shown: str) -> None:
         """Not printed: the job's own bar (tqdm's) is in its output already."""
 
+    def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
+        """A prompt opening: the other ranks wait for it (its transcript is printed as it goes)."""
+        if prompt is not None and not transcript:
+            with self._lock:
+                self._write(
+                    ("\n" if self._pending else "") + f"{replica} waits in the debugger at {prompt.where}; "
+                    "the other ranks wait for it\n"
+                )
+
     def close(self) -> None:
         with self._lock:
             if self._pending:
@@ -349,6 +362,8 @@ class WidgetView:
         self._usage: dict[str, str] = {}  # replica -> chip_usage of its latest sample
         self._quiet: set[str] = set()
         self._story: Failure | None = None  # why it failed: the root cause, the peers it stopped
+        self._waiting: Prompt | None = None  # a rank at its debugger prompt: the others wait for it
+        self._debug: Any = None  # debugview.DebugPanel, made when a prompt first opens
         self._lock = threading.RLock()
         self._closed = False
 
@@ -429,6 +444,23 @@ class WidgetView:
         with self._lock:
             self.bar.value = shown
 
+    def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
+        """Show the prompt's transcript and input below the log; the other chips say they wait."""
+        from .debugview import DebugPanel
+
+        with self._lock:
+            if self._debug is None:
+                self._debug = DebugPanel(self.job_id)
+                self.widget.children = (
+                    *self.widget.children[:4],
+                    self._debug.widget,
+                    *self.widget.children[4:],
+                )
+            self._debug.show(replica, prompt, transcript)
+            self._waiting = prompt
+            self._render()
+            self._refresh_text()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -448,6 +480,8 @@ class WidgetView:
             for role, replicas in groups:
                 chips = " ".join(f"[{chip_text(r, self._story)}]" for r in replicas)
                 out.append("  " + " ".join(x for x in (_role_label(role, len(groups)), chips) if x))
+            if self._waiting is not None:
+                out.append(f"  {self._waiting.replica} waits in the debugger at {self._waiting.where}")
             out.extend("  " + line for line in (self._failure or self._text_tail.lines()))
             return "\n".join(out)
 
@@ -500,6 +534,9 @@ class WidgetView:
             )
         if live and replica.name in self._quiet:
             chip += _QUIET
+        waiting = self._waiting
+        if live and waiting is not None and replica.name not in (waiting.replica, waiting.source):
+            chip += _note(f"waiting for {waiting.replica}'s debugger")
         return f'<span style="display:inline-flex;gap:4px;align-items:center">{chip}</span>'
 
     def _bundle(self) -> dict[str, Any]:

@@ -7,6 +7,9 @@
  *   `data-disttrain-job` (the job id).
  * - The widget Cancel button carries the class `CELL_CANCEL_CLASS` and
  *   `CELL_JOB_CLASS_PREFIX + <job id>` (job ids are DNS labels, so valid class names).
+ * - A rank's debugger prompt is an input of class `CELL_DEBUG_INPUT_CLASS` carrying
+ *   `data-disttrain-job` and `CELL_REPLICA_ATTRIBUTE` (the rank): Enter sends its text as one
+ *   pdb command (jupyter_disttrain/debugview.py declares these two).
  */
 import { CommandIDs } from './ids';
 
@@ -14,6 +17,8 @@ export const CELL_COMMAND_ATTRIBUTE = 'data-disttrain-command';
 export const CELL_JOB_ATTRIBUTE = 'data-disttrain-job';
 export const CELL_CANCEL_CLASS = 'jp-DistTrain-cellCancel';
 export const CELL_JOB_CLASS_PREFIX = 'jp-DistTrain-job-';
+export const CELL_DEBUG_INPUT_CLASS = 'jp-DistTrain-debugInput';
+export const CELL_REPLICA_ATTRIBUTE = 'data-disttrain-replica';
 /** The commands a cell's HTML buttons may ask for. */
 export const CELL_COMMANDS: readonly string[] = [
   CommandIDs.logs,
@@ -34,4 +39,14 @@ export function cellAction(el: Element): { command: string; id: string } | null 
   const command = el.getAttribute(CELL_COMMAND_ATTRIBUTE) ?? '';
   const id = el.getAttribute(CELL_JOB_ATTRIBUTE) ?? '';
   return CELL_COMMANDS.includes(command) && id ? { command, id } : null;
+}
+
+/** The job and rank whose prompt a debugger input answers, if `el` is one of ours. */
+export function debugTarget(el: Element): { id: string; replica: string } | null {
+  if (!el.classList.contains(CELL_DEBUG_INPUT_CLASS)) {
+    return null;
+  }
+  const id = el.getAttribute(CELL_JOB_ATTRIBUTE) ?? '';
+  const replica = el.getAttribute(CELL_REPLICA_ATTRIBUTE) ?? '';
+  return id && replica ? { id, replica } : null;
 }

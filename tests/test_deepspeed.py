@@ -41,8 +41,12 @@ class Net(nn.Module):  # the CIFAR-10 tutorial's shape, smaller
     def forward(self, x):
         return self.fc(torch.flatten(self.pool(torch.relu(self.conv(x))), 1))
 """
-TRAIN = """%%distrun --gpus 2 --accelerator cpu --name ds-cifar -- --deepspeed --deepspeed_config ds.json
-parser = argparse.ArgumentParser()
+TRAIN = (
+    (
+        "%%distrun --gpus 2 --accelerator cpu --name ds-cifar --out engine"
+        " -- --deepspeed --deepspeed_config ds.json\n"
+    )
+    + """parser = argparse.ArgumentParser()
 parser = deepspeed.add_config_arguments(parser)
 args = parser.parse_args()
 torch.manual_seed(0)
@@ -61,6 +65,7 @@ for step, (x, y) in enumerate(loader):
 engine.save_checkpoint(os.path.join(os.environ["DISTTRAIN_JOB_DIR"], "ckpt"))
 print(f"rank {engine.global_rank} saved at step {engine.global_steps}")
 """
+)
 
 
 @pytest.mark.timeout(1200)  # the first DeepSpeed job on a machine compiles its ops
@@ -75,9 +80,11 @@ def test_a_deepspeed_zero2_cell_trains_and_checkpoints_on_two_cpu_ranks(
         SETUP,
         TRAIN.replace("--name ds-cifar", "--name ds-dry --dry-run"),
         TRAIN,
+        "print(type(engine).__name__, sorted(engine.state_dict()))",  # --out: the model, unwrapped
     ]
     # The first job on a machine compiles DeepSpeed's CPU collectives (minutes); later ones reuse them.
-    dry = run_cells(cells, tmp_path, timeout=900)[2]
+    dry, _, back = run_cells(cells, tmp_path, timeout=900)[2:]
+    assert back.strip().splitlines()[-1] == "Net ['conv.bias', 'conv.weight', 'fc.bias', 'fc.weight']", back
     assert "# launcher deepspeed: the script calls deepspeed.initialize" in dry
     assert "MPLBACKEND=Agg" in dry and "TORCH_EXTENSIONS_DIR=" in dry
     shipped = len(json.dumps(DS_CONFIG))

@@ -19,12 +19,13 @@ from ..monitoring.resources import ReplicaState, SeriesTails, quiet_replicas, re
 from ..payloads import Resources, StackDump
 from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..store import JobRecord, JobStore
+from .debugaccess import DebugAccess
 
 if TYPE_CHECKING:  # a protocol: each backend has its own request type
     from ..specs import LaunchRequest
 
 
-class Backend(abc.ABC):
+class Backend(DebugAccess, abc.ABC):
     """Runs jobs somewhere and reports on them through the job store."""
 
     #: The name users pass to ``--backend``.

@@ -66,21 +66,58 @@ def _base_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def model_call(script: str, classes: list[str]) -> tuple[str, str] | None:
-    """(class, the call that built it) of the last model the script made with literal arguments,
-    else (class, ``Class()``) of the last class it called; None when it made none."""
+def _class_calls(script: str, classes: list[str]) -> list[tuple[str, ast.Call]]:
+    """(class, call) of every call of one of ``classes`` (``Net(...)``, ``torch.optim.SGD(...)``)."""
     try:
         tree = ast.parse(script)
     except SyntaxError:
-        return None
+        return []
+    return [
+        (name, node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and (name := _base_name(node.func)) is not None and name in classes
+    ]
+
+
+def model_call(script: str, classes: list[str]) -> tuple[str, str] | None:
+    """(class, the call that built it) of the last model the script made with literal arguments,
+    else (class, ``Class()``) of the last class it called; None when it made none."""
     found: tuple[str, str] | None = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
-            literal = all(_is_literal(a) for a in [*node.args, *(k.value for k in node.keywords)])
-            text = ast.get_source_segment(script, node) if literal else None
-            # Arguments that are not literals (a variable): "Class(...)" says to fill them in.
-            found = (node.func.id, text or f"{node.func.id}({'' if literal else '...'})")
+    for name, node in _class_calls(script, classes):
+        literal = all(_is_literal(a) for a in [*node.args, *(k.value for k in node.keywords)])
+        text = ast.get_source_segment(script, node) if literal else None
+        # Arguments that are not literals (a variable): "Class(...)" says to fill them in.
+        found = (name, text or f"{name}({'' if literal else '...'})")
     return found
+
+
+def rebuild_call(script: str, cls: str) -> str | None:
+    """The call that built the script's ``cls`` object, as written (``Net(128)``,
+    ``torch.optim.SGD(model.parameters(), lr=0.1)``): its last one in the script, one with
+    literal arguments preferred. The kernel runs it to rebuild a value that came back
+    (``jobvalues.py``), as the load cell does to load a checkpoint."""
+    calls = sorted((c for _, c in _class_calls(script, [cls])), key=lambda c: (c.lineno, c.col_offset))
+    literal = [c for c in calls if all(_is_literal(a) for a in [*c.args, *(k.value for k in c.keywords)])]
+    chosen = (literal or calls)[-1:]
+    return ast.get_source_segment(script, chosen[0]) if chosen else None
+
+
+def definitions(script: str, names: set[str]) -> str:
+    """What rebuilding the script's objects elsewhere needs of it: its module-level imports, and
+    the functions and classes among ``names`` it defines (decorators included), in order; none
+    of its other statements."""
+    try:
+        tree = ast.parse(script)
+    except SyntaxError:
+        return ""
+    lines = script.splitlines()
+    out = []
+    for node in tree.body:
+        named = isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names
+        if named or isinstance(node, (ast.Import, ast.ImportFrom)):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            out.append("\n".join(lines[first - 1 : node.end_lineno]))
+    return "\n".join(out) + "\n" if out else ""
 
 
 def _is_literal(node: ast.expr) -> bool:

@@ -23,6 +23,15 @@ RESUME_FROM_ENV = "DISTTRAIN_RESUME_FROM"
 KEEP_CHECKPOINTS_ENV = "DISTTRAIN_KEEP_CHECKPOINTS"
 # The job's hyper-parameters as a JSON object (set when it has any): em.create_run's default.
 HPARAMS_ENV = "DISTTRAIN_HPARAMS"
+# ``--out``/``--out-all`` (docs/notebook.md, "Values back in the kernel"): JSON {"rank0": [names], "all":
+# [names], "limit": bytes per rank}; the rank wrapper writes them into OUT_DIR (runtime/outvalues.py).
+OUT_ENV = "DISTTRAIN_OUT"
+# The debugger (docs/notebook.md, "Debugging a rank"): DEBUG_ENV "1" when breakpoint() may open a prompt in
+# the notebook (set unless the job turns it off), PDB_ENV "1" for --pdb's post-mortem prompt,
+# DEBUG_TIMEOUT_ENV the seconds a prompt waits for an answer before the rank goes on.
+DEBUG_ENV = "DISTTRAIN_DEBUG"
+PDB_ENV = "DISTTRAIN_PDB"
+DEBUG_TIMEOUT_ENV = "DISTTRAIN_DEBUG_TIMEOUT"
 # The local backend's bookkeeping: where the rank wrapper writes, and which agent a rank is under.
 LOG_DIR_ENV = "DISTTRAIN_LOG_DIR"
 NODE_ENV = "DISTTRAIN_NODE"
@@ -55,6 +64,8 @@ CHECKPOINTS_DIR = "checkpoints"
 # {"paths": [absolute, ...]}: this job's checkpoints other jobs resumed from (the job layer writes
 # it at their submit): retention never deletes them.
 CHECKPOINT_PINS_FILE = "checkpoint-pins.json"
+OUT_DIR = "out"  # rank-N/<name>.pt, one per value; rank-N.json: the manifest, written last
+DEBUG_DIR = "debug"  # <replica>.sock: the rank's debugger while it waits; <replica>.txt: the transcript
 STACKS_DIR = "stacks"  # <replica>.txt: the faulthandler dumps the rank wrapper writes on STACK_SIGNAL
 # The signal on which the rank wrapper dumps every thread's Python stack (faulthandler). torchrun
 # neither uses nor forwards it by default (its agent handles TERM, INT, HUP and QUIT).
@@ -104,6 +115,41 @@ def stack_file(replica: str) -> str:
 
 def record_file(replica: str) -> str:
     return f"{replica}.json"
+
+
+def out_manifest(rank: int) -> str:
+    """``out/rank-N.json``: what rank N's ``--out`` values are (``OutManifest``)."""
+    return f"{rank_name(rank)}.json"
+
+
+def debug_socket(replica: str) -> str:
+    return f"{replica}.sock"
+
+
+class OutValue(TypedDict):
+    """One value that came back: its name, kind (``module``, ``optimizer``, ``value``), type
+    (``__qualname__`` and ``__module__``), its file's size and name (``<name>.pt``)."""
+
+    name: str
+    kind: str
+    type: str
+    module: str
+    bytes: int
+    file: str
+
+
+class OutRefusal(TypedDict):
+    name: str
+    why: str
+
+
+class OutManifest(TypedDict):
+    """``out/rank-N.json``: written by rank N's wrapper after its values, the commit point."""
+
+    rank: int
+    values: list[OutValue]
+    refused: list[OutRefusal]
+    time: float
 
 
 class RankRecord(TypedDict, total=False):

@@ -98,15 +98,20 @@ def main(argv: list[str]) -> None:
         from . import retention  # (with the scanner) only in the jobs that asked
 
         retention.start(rank)
+    job_dir = os.environ.get(contract.JOB_DIR_ENV)
     try:
         with open(script, "rb") as f:
             source = f.read()
+        _debugger(replica, job_dir, source)
         exec(compile(source, script, "exec"), namespace)
+        _write_out(namespace, rank, job_dir, 0)
         code = 0
     except SystemExit as exc:
         code, ended = _exit_code(exc), exc
+        _write_out(namespace, rank, job_dir, code)
     except BaseException as exc:
         _end_open_runs(exc)
+        _post_mortem(exc)  # before the traceback: the log still ends with it (the failure's story)
         _print_uncaught(exc)
         if not os.environ.get(_PS_ROLE_ENV):
             sys.excepthook = _already_printed
@@ -136,6 +141,36 @@ def _print_uncaught(exc: BaseException) -> None:
         sys.excepthook(type(exc), exc, tb)
     except Exception:  # the script's own hook failed: Python's prints it then
         sys.__excepthook__(type(exc), exc, tb)
+
+
+def _debugger(replica: str, job_dir: str | None, source: bytes) -> None:
+    """``breakpoint()`` and ``--pdb``: a prompt in the notebook (debugger.py)."""
+    if job_dir:
+        from . import debugger
+
+        debugger.install(replica, job_dir, source)
+
+
+def _write_out(namespace: dict[str, Any], rank: int, job_dir: str | None, code: int) -> None:
+    """``--out``: the values the cell named, written once its body ended without an error
+    (``sys.exit(0)`` included; outvalues.py)."""
+    if code != 0 or not job_dir or not os.environ.get(contract.OUT_ENV):
+        return
+    from . import outvalues
+
+    asked = outvalues.requested(os.environ)
+    if asked:
+        outvalues.write(namespace, rank, job_dir, asked)
+
+
+def _post_mortem(exc: BaseException) -> None:
+    """``--pdb``: the first failing rank's prompt in the frame that raised, before it ends."""
+    debugger = sys.modules.get("jupyter_disttrain.runtime.debugger")
+    if debugger is not None and os.environ.get(contract.PDB_ENV):
+        try:
+            debugger.post_mortem(exc)
+        except BaseException as error:  # the prompt, not the rank's own failure, went wrong
+            print(f"disttrain: the post-mortem prompt ended: {error!r}", file=sys.stderr)
 
 
 def _already_printed(*_: object) -> None:

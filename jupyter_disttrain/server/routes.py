@@ -14,6 +14,7 @@ from tornado.web import RequestHandler
 
 from . import checkpoints as c
 from . import handlers as h
+from .debug import DebugHandler
 from .proxy import TensorBoardProxyHandler
 
 NAMESPACE = "disttrain"
@@ -50,6 +51,11 @@ ROUTES: tuple[Route, ...] = (
         rf"disttrain/api/jobs/{_JOB}/replicas/(?P<replica>[^/]+)/stack",
         h.StackHandler,
         "disttrain/api/jobs/demo-abcde/replicas/rank-0/stack",
+    ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/debug/(?P<replica>[^/]+)",
+        DebugHandler,
+        "disttrain/api/jobs/demo-abcde/debug/rank-1",
     ),
     Route(rf"disttrain/api/jobs/{_JOB}/cancel", h.CancelHandler, "disttrain/api/jobs/demo-abcde/cancel"),
     Route(

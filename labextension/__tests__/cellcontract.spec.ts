@@ -2,8 +2,11 @@ import {
   cellAction,
   CELL_CANCEL_CLASS,
   CELL_COMMAND_ATTRIBUTE,
+  CELL_DEBUG_INPUT_CLASS,
   CELL_JOB_ATTRIBUTE,
-  CELL_JOB_CLASS_PREFIX
+  CELL_JOB_CLASS_PREFIX,
+  CELL_REPLICA_ATTRIBUTE,
+  debugTarget
 } from '../cellcontract';
 import { CommandIDs } from '../ids';
 
@@ -26,5 +29,20 @@ describe('the cell widget <-> lab click contract', () => {
       id: job
     });
     expect(cellAction(element([CELL_CANCEL_CLASS]))).toBeNull(); // no job class
+  });
+});
+
+// tests/test_debug_view.py checks that debugview.py declares the same names.
+describe('the debugger input of a cell', () => {
+  it('names the job and the rank whose prompt it answers', () => {
+    const attrs = { [CELL_JOB_ATTRIBUTE]: 'pdb-k3x9q', [CELL_REPLICA_ATTRIBUTE]: 'rank-1' };
+    expect(debugTarget(element([CELL_DEBUG_INPUT_CLASS], attrs))).toEqual({
+      id: 'pdb-k3x9q',
+      replica: 'rank-1'
+    });
+    expect(debugTarget(element([], attrs))).toBeNull(); // any other input
+    expect(
+      debugTarget(element([CELL_DEBUG_INPUT_CLASS], { [CELL_JOB_ATTRIBUTE]: 'x' }))
+    ).toBeNull();
   });
 });

@@ -13,6 +13,7 @@ import type {
   ICancelAnswer,
   ICheckpointCode,
   ICheckpointList,
+  IDebugAnswer,
   IJobDetail,
   IJobList,
   IJobScript,
@@ -179,6 +180,14 @@ export function getResources(id: string, since?: number): Promise<IResources> {
 export function dumpStack(id: string, replica: string): Promise<IStackDump> {
   return requestAPI<IStackDump>(`jobs/${enc(id)}/replicas/${enc(replica)}/stack`, {
     method: 'POST'
+  });
+}
+
+/** One pdb command at a rank's debugger prompt (`line` absent: only look); `q` cancels the job. */
+export function debugRank(id: string, replica: string, line?: string): Promise<IDebugAnswer> {
+  return requestAPI<IDebugAnswer>(`jobs/${enc(id)}/debug/${enc(replica)}`, {
+    method: 'POST',
+    body: JSON.stringify(line === undefined ? {} : { line })
   });
 }
 

@@ -111,6 +111,11 @@ export interface IJobSpec {
   keep_checkpoints: number;
   resume: string | null;
   resumed_from: IResumedFrom | null;
+  out: string[];
+  out_all: string[];
+  out_limit: number;
+  pdb: boolean;
+  debug_timeout: number;
 }
 
 /** One replica: a rank on the local backend, a pod on Kubernetes. */
@@ -175,7 +180,8 @@ export interface IRoleSummary {
  * `headline` (what the list, notifications and events show), the exception and the cell and line
  * it was raised from, its traceback as IPython renders a cell's error (`Cell In[3], line 9`, the
  * product's frames dropped, ANSI colours; empty when its log has none) and as the log has it
- * (`raw`), and the replicas that only stopped because it left (`stopped_by_peer`).
+ * (`raw`), and the replicas that only stopped because it left (`stopped_by_peer`); `message`: the
+ * exception's own message (the cell raises the rank's type with it, `joberrors.py`).
  */
 export interface IFailure {
   replica: string;
@@ -186,6 +192,7 @@ export interface IFailure {
   traceback: string;
   raw: string;
   stopped_by_peer: string[];
+  message?: string;
 }
 
 /**
@@ -199,6 +206,20 @@ export interface ICheckpointUsage {
   keep: number;
   latest: string | null;
   more: boolean;
+}
+
+/**
+ * A value `--out`/`--out-all` brought back (`jobvalues.py`): its name, the rank it came from, its
+ * kind (`module`, `optimizer`, `value`), type and size on disk; or, with `refused`, why it did not
+ * come back.
+ */
+export interface IKeptValue {
+  name: string;
+  rank: number;
+  kind: string;
+  type: string;
+  bytes: number;
+  refused: string | null;
 }
 
 /**
@@ -217,6 +238,18 @@ export interface IJobDetail {
   roles: IRoleSummary[];
   failure?: IFailure;
   checkpoints: ICheckpointUsage | null;
+  values: IKeptValue[];
+}
+
+/**
+ * A rank's debugger after one exchange (`POST jobs/<id>/debug/<replica>`): pdb's output up to its
+ * next prompt; `open` false once pdb went on; `quit` when the job is being cancelled from it.
+ */
+export interface IDebugAnswer {
+  replica: string;
+  output: string;
+  open: boolean;
+  quit: boolean;
 }
 
 /** The job's packaged script. */

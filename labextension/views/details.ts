@@ -24,7 +24,7 @@ import { runLabel } from '../models/runsmodel';
  * widget, given to `JobDetails`).
  */
 export const DETAILS_TABS = [
-  { id: 'overview', label: 'Overview', sections: ['summary', 'progress', 'replicas'] },
+  { id: 'overview', label: 'Overview', sections: ['summary', 'progress', 'replicas', 'values'] },
   { id: 'logs', label: 'Logs', sections: [] },
   { id: 'resources', label: 'Resources', sections: ['resources'] },
   { id: 'runs', label: 'Runs', sections: [] },

@@ -12,6 +12,7 @@ import { phaseBadge } from '../render/dom';
 import { ResourcesModel } from '../models/resourcesmodel';
 import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
 import { progressBar } from './runsection';
+import { keptValues } from './valuessection';
 
 /** What the sections draw besides the job. */
 export interface IDetailsContext {
@@ -23,7 +24,7 @@ export interface IDetailsContext {
 
 /** One section of the details; it draws nothing when the job has nothing for it. */
 export interface IDetailsSection {
-  /** `summary`, `progress`, `spec`, `replicas`, `resources`, `conditions`, `events`. */
+  /** `summary`, `progress`, `spec`, `replicas`, `values`, `resources`, `conditions`, `events`. */
   readonly id: string;
   render(job: IJobDetail, context: IDetailsContext): HTMLElement[];
 }
@@ -260,6 +261,7 @@ export const DETAILS_SECTIONS: readonly IDetailsSection[] = [
   { id: 'progress', render: progress },
   { id: 'spec', render: spec },
   { id: 'replicas', render: replicas },
+  { id: 'values', render: keptValues },
   {
     id: 'resources',
     render: (_, { resources }) =>

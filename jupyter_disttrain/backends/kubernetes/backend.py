@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ...errors import BackendError, InvalidSpecError
 from ...logfiles import Budget
@@ -209,6 +210,14 @@ class KubernetesBackend(Backend):
         argv = ["python3", "-c", POD_STACKS, record.id]
         text = exec_in_pod(client, ns, pod["metadata"]["name"], flavor.container, argv)
         return StackDump(replica, "py-spy", text, None)
+
+    def _debug(
+        self, record: JobRecord, replica: str, request: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
+        """The relay in the rank's pod through ``pods/exec`` (``podrelay.py``)."""
+        from .podrelay import debug_in_pod
+
+        return debug_in_pod(self.cluster.required(), record, replica, request, timeout)
 
     # -- stop ------------------------------------------------------------------------------
     def _cancel_existing(self, record: JobRecord) -> None:

@@ -138,6 +138,7 @@ class Planner:
         place = self.placement(spec, job_id, opts, "job" if per_replica else None, process)
         _check_resume(spec, place)
         flavor = flavor_named(place.flavor)
+        _check_out(spec, place, flavor)
         ctx = _launch_context(spec, job_id, place, flavor, per_replica)
         roles = get_launcher(spec.launcher).roles(spec, ctx)
         if not per_replica and (len(roles) != 1 or roles[0].via != TORCHRUN):
@@ -190,6 +191,23 @@ def _check_resume(spec: JobSpec, place: mf.Placement) -> None:
         "cannot read it; mount the claim that holds it at the same path (--pvc CLAIM:PATH, PATH a "
         "directory above it)"
     )
+
+
+def _check_out(spec: JobSpec, place: mf.Placement, flavor: Flavor) -> None:
+    """``--out``: the ranks write the values into the job dir, so the kernel reads them only
+    from a job dir the pods share (on a PVC), written by our rank wrapper."""
+    if not (spec.out or spec.out_all):
+        return
+    if place.pvc_for_job_dir is None:
+        raise InvalidSpecError(
+            f"--out: the values come back through the job dir ({place.job_dir}), which is on no PVC the "
+            "pods mount; run the notebook from a mounted PVC or mount the one holding it (--pvc CLAIM:PATH)"
+        )
+    if not flavor.runs_wrapper:
+        raise InvalidSpecError(
+            f"--out: the {flavor.name} flavour runs torchrun without jupyter_disttrain's rank wrapper, which "
+            "writes the values; use --flavor job or pytorchjob"
+        )
 
 
 def _launch_context(

@@ -14,9 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sys
-from pathlib import Path
+from typing import Any
 
 from ... import procs, specs
 from ...errors import BackendError, InvalidSpecError
@@ -35,7 +34,7 @@ from .allocation import Allocation, default_here
 from .checks import check_batch, check_paths, check_step
 from .checks import place as place_of
 from .launch import CANCEL_FILE, STOPPED_FILE
-from .node import node_file
+from .onnode import node_of, step_argv
 from .options import NAMES, SlurmOptions, parse_options
 from .request import BATCH, STEP, SlurmRequest
 from .script import (
@@ -241,32 +240,24 @@ class SlurmBackend(Backend):
         from ...monitoring.stacks import dump_replica
 
         job_dir = self.store.job_dir(record.id)
-        rank = read_dict(job_dir / "ranks" / f"{replica}.json")
-        node = read_dict(Path(node_file(str(job_dir), int(rank.get("node", 0))))) if rank else None
-        here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-        if node is None or not node.get("slurm_node") or node.get("slurm_node") == here:
+        node = node_of(job_dir, replica)
+        if node is None:
             return dump_replica(job_dir, record.id, replica, method)
-        argv = [
-            "srun",
-            f"--jobid={node['job']}",
-            "--overlap",
-            "--nodes=1",
-            "--ntasks=1",
-            f"--nodelist={node['slurm_node']}",
-            f"--job-name={record.id}-stacks",
-            sys.executable,
-            "-m",
-            "jupyter_disttrain.backends.slurm.stacks",
-            str(job_dir),
-            record.id,
-            replica,
-            method,
-        ]
+        module = "jupyter_disttrain.backends.slurm.stacks"
+        argv = step_argv(node, record.id, "stacks", module, str(job_dir), record.id, replica, method)
         try:
             data = json.loads(slurm.run(argv, timeout=90).strip().splitlines()[-1])
         except (slurm.SlurmCommandError, ValueError, IndexError) as exc:
             raise BackendError(f"could not read {replica}'s stacks on {node['slurm_node']}: {exc}") from None
         return StackDump(**data)
+
+    def _debug(
+        self, record: JobRecord, replica: str, request: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
+        """Through the rank's socket, on its node (an ``srun`` step when that is not this one)."""
+        from .onnode import debug
+
+        return debug(self.store.job_dir(record.id), record.id, replica, request, timeout)
 
     # -- stop ----------------------------------------------------------------------------------
     def _cancel_existing(self, record: JobRecord) -> None:

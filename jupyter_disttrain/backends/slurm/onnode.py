@@ -1,0 +1,78 @@
+"""Reaching a rank on its Slurm node: its stacks, its debugger prompt.
+
+A rank's record names its node (``ranks/<replica>.json``, ``slurm/nodes/``). On this machine,
+the job dir is enough; on another node, a one-task ``srun --overlap`` step of the job runs the
+reader there (``stacks.py``, ``runtime/debugrelay.py``) and prints its answer as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from ...errors import BackendError, NoPromptError
+from ...runtime import contract
+from ..debugaccess import debug_here
+from . import client as slurm
+from .node import node_file
+from .status import read_dict
+
+
+def node_of(job_dir: Path, replica: str) -> dict[str, Any] | None:
+    """The Slurm node ``replica`` runs on (its record), or None when it is this machine or unknown."""
+    rank = read_dict(job_dir / contract.RANKS_DIR / contract.record_file(replica))
+    node = read_dict(Path(node_file(str(job_dir), int(rank.get("node", 0))))) if rank else None
+    here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    if node is None or not node.get("slurm_node") or node.get("slurm_node") == here:
+        return None
+    return node
+
+
+def step_argv(node: dict[str, Any], job_id: str, what: str, module: str, *args: str) -> list[str]:
+    """A one-task step on ``node`` of the job's allocation, running ``python -m module args``."""
+    return [
+        "srun",
+        f"--jobid={node['job']}",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--nodelist={node['slurm_node']}",
+        f"--job-name={job_id}-{what}",
+        sys.executable,
+        "-m",
+        module,
+        *args,
+    ]
+
+
+def debug(
+    job_dir: Path, job_id: str, replica: str, request: dict[str, Any], timeout: float
+) -> dict[str, Any]:
+    """One exchange with ``replica``'s prompt: through its socket here, else a step on its node."""
+    node = node_of(job_dir, replica)
+    if node is None:
+        return debug_here(str(job_dir), replica, request, timeout)
+    socket_path = str(job_dir / contract.DEBUG_DIR / contract.debug_socket(replica))
+    argv = step_argv(
+        node,
+        job_id,
+        "debug",
+        "jupyter_disttrain.runtime.debugrelay",
+        socket_path,
+        json.dumps(request),
+        str(timeout),
+    )
+    try:
+        said = slurm.run(argv, timeout=timeout + 60).strip().splitlines()
+    except slurm.SlurmCommandError as exc:
+        raise NoPromptError(f"{replica}'s debugger on {node['slurm_node']}: {exc}") from None
+    from ...runtime.debugrelay import RelayError, parse_answer
+
+    try:
+        return parse_answer(said[-1].encode() if said else b"")
+    except RelayError as exc:
+        raise BackendError(f"{replica}'s debugger on {node['slurm_node']}: {exc}") from None
