@@ -31,6 +31,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.contract",
         "runtime.debugger",
         "runtime.debugrelay",
+        "runtime.debugsock",
         "runtime.importhook",
         "runtime.joined",
         "runtime.libresume",
@@ -116,8 +117,12 @@ MODULES_OF: dict[str, list[str]] = {
         "tracking.runs",
         "tracking.sources",
     ],
-    # A running job watched from outside: resource samples, liveness, stacks.
-    "monitoring": ["monitoring", "monitoring.resources", "monitoring.stacks"],
+    # A running job watched from outside: resource samples, liveness, stacks; its diagnoses (the
+    # ranks' Flight Recorders analysed, the verdict, the incidents kept).
+    "monitoring": [
+        *("monitoring", "monitoring.resources", "monitoring.stacks"),
+        *("monitoring.flightrec", "monitoring.verdict", "monitoring.incidents"),
+    ],
     # Where jobs run: the Backend base, this machine, a Kubernetes cluster, a Slurm cluster.
     "backends": [
         "backends.base",

@@ -70,6 +70,13 @@ STACKS_DIR = "stacks"  # <replica>.txt: the faulthandler dumps the rank wrapper 
 # The signal on which the rank wrapper dumps every thread's Python stack (faulthandler). torchrun
 # neither uses nor forwards it by default (its agent handles TERM, INT, HUP and QUIT).
 STACK_SIGNAL = "SIGUSR2"
+# <replica>.sock: each rank's debug socket (runtime/debugsock.py: torch's Flight Recorder and stacks).
+DEBUG_DIR = "debug"
+# <time>-<trigger>.json: each diagnosis of the job, kept under its own name (monitoring/incidents.py).
+INCIDENTS_DIR = "incidents"
+# What the stall and idle guard last judged of the job (monitoring/guard.py), written by whoever
+# guards it: the launcher (local, Slurm) or the server (Kubernetes).
+GUARD_FILE = "guard.json"
 
 # Experiment tracking (``em``): ``runs/<run>/run.json``, ``metrics.jsonl`` (``rank-N/metrics.jsonl``
 # with ranks="all"), ``artifacts/<artifact>/manifest.json`` and the artifact's files. Written by
@@ -111,6 +118,10 @@ def metrics_file(replica: str) -> str:
 
 def stack_file(replica: str) -> str:
     return f"{replica}.txt"
+
+
+def debug_socket(replica: str) -> str:
+    return f"{replica}.sock"
 
 
 def record_file(replica: str) -> str:

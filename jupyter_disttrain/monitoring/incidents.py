@@ -1,0 +1,220 @@
+"""A job's diagnoses ("which rank is stuck, in which collective, at which cell line"), made and kept.
+
+``collect_here`` reads the ranks of this machine: each rank's debug socket
+(``runtime/debugsock.py``: its Flight Recorder and stacks), and for a rank whose socket gives no
+stacks (none, or blocked in native code holding the GIL) py-spy or its faulthandler
+(``stacks.py``), which need no GIL. Backends whose ranks run elsewhere read them there (a Slurm
+node through srun, a pod through ``pods/exec``) into the same shape. ``diagnose`` analyses what
+was read (``flightrec``), says it in one sentence (``verdict``) and keeps the whole as
+``incidents/<time>-<trigger>.json`` in the job dir, never overwriting an earlier one; the
+details list them newest first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..payloads import Incident, IncidentSummary, RankDiagnosis
+from ..runtime import contract, debugsock
+from ..runtime.atomic import write_atomic
+from ..safefiles import open_regular
+from ..specs import now_iso
+from ..tracebacks import LineMap
+from . import flightrec, verdict
+
+FALLBACK_WAIT = 2.0  # seconds a faulthandler dump may take when the socket gave no stacks
+MAX_INCIDENT_BYTES = 8 * 2**20  # of one incident file read back
+LISTED = 50  # incidents a job's details list, newest first
+NAME = re.compile(r"[0-9TZ.-]+-[a-z]+(?:-\d+)?")
+TRIGGERS = ("manual", "stalled", "idle")
+
+ENDED = "its process is not running"
+# What was read of one replica: {"fr": dump | None, "stack": text | None, "errors": {handler: why},
+# "method": how the stack was taken}; a replica with no socket is absent.
+Answers = dict[str, dict[str, Any]]
+
+
+def collect_here(
+    job_dir: Path, job_id: str, replicas: list[str], timeout: float = debugsock.TIMEOUT
+) -> Answers:
+    """Read ``replicas`` of the job on this machine: their sockets, then py-spy or faulthandler for
+    each running one whose socket gave no stacks; one neither answering nor running says so."""
+    answers = debugsock.collect(str(job_dir), timeout, replicas)
+    for answer in answers.values():
+        if answer.get("stack"):
+            answer["method"] = "socket"
+    running = running_here(job_dir, job_id, replicas)
+    lacking = {name: pid for name, pid in running.items() if not (answers.get(name) or {}).get("stack")}
+    if lacking:
+        with ThreadPoolExecutor(min(16, len(lacking))) as pool:
+            futures = {n: pool.submit(_other_stack, job_dir, job_id, n, pid) for n, pid in lacking.items()}
+            for name, future in futures.items():
+                method, text = future.result()
+                if text:
+                    answers.setdefault(name, {"fr": None, "errors": {}}).update(stack=text, method=method)
+    for name in replicas:
+        if name not in running and not (answers.get(name) or {}).get("fr"):
+            answers[name] = {"fr": None, "stack": None, "errors": {debugsock.FLIGHT_RECORDER: ENDED}}
+    return answers
+
+
+def _other_stack(job_dir: Path, job_id: str, replica: str, pid: int) -> tuple[str, str | None]:
+    """py-spy's dump, else the rank wrapper's faulthandler's; none when neither can be had."""
+    from .. import procs
+    from .stacks import faulthandler_dump, py_spy_dump
+
+    if not procs.runs_job(pid, job_id):
+        return "", None
+    text, _ = py_spy_dump(pid)
+    if text is not None:
+        return "py-spy", text
+    with contextlib.suppress(Exception):
+        return "faulthandler", faulthandler_dump(pid, job_dir, replica, wait=FALLBACK_WAIT)
+    return "", None
+
+
+def _why(answer: dict[str, Any] | None) -> str | None:
+    """Why a replica has no Flight Recorder record, or None when it has one."""
+    if answer is not None and answer.get("fr") is not None:
+        return None
+    errors = (answer or {}).get("errors") or {}
+    if not errors:
+        return "no debug socket: it has not imported torch.distributed, or its torch serves none"
+    said = errors.get(debugsock.FLIGHT_RECORDER) or "no record"
+    if said == ENDED:
+        return said
+    if "within" in said:
+        return f"no answer within {debugsock.TIMEOUT:g} s: blocked in native code holding the GIL, or stopped"
+    return f"no answer: {said}"
+
+
+def diagnose(
+    replicas: list[str], answers: Answers, where: LineMap, *, job_id: str, trigger: str, started: float
+) -> tuple[Incident, dict[str, Any]]:
+    """The incident of what was read: its verdict and each replica's part; and the raw record
+    (each rank's Flight Recorder dump and stacks as read) kept beside it in its file."""
+    dumps = {}
+    for name, answer in answers.items():
+        if name.startswith("rank-") and name[5:].isdigit() and isinstance(answer.get("fr"), dict):
+            dumps[int(name[5:])] = answer["fr"]
+    world = sorted(int(n[5:]) for n in replicas if n.startswith("rank-") and n[5:].isdigit())
+    analysis = flightrec.analyse(dumps, world)
+    stacks = {name: (answers.get(name) or {}).get("stack") for name in replicas}
+    unanswered = {name: why for name in replicas if (why := _why(answers.get(name))) is not None}
+    if analysis.analyzer == "none":  # nobody has a record: say what the stacks show, no blame
+        unanswered = {n: w for n, w in unanswered.items() if "no debug socket" not in w or not stacks.get(n)}
+    reading = verdict.Reading(analysis, verdict.places_of(stacks, where), unanswered, replicas)
+    notes = list(analysis.notes)
+    notes += [
+        f"{n}: stacks by {a['method']}"
+        for n, a in sorted(answers.items())
+        if a.get("method") not in (None, "socket")
+    ]
+    incident = Incident(
+        job_id=job_id,
+        name="",
+        time=now_iso(),
+        trigger=trigger,
+        verdict=verdict.sentence(reading),
+        analyzer=analysis.analyzer,
+        seconds=round(time.monotonic() - started, 3),
+        ranks=verdict.rank_parts(reading, stacks, where),
+        notes=notes,
+    )
+    raw = {
+        name: {k: v for k, v in a.items() if k in ("fr", "stack", "errors", "method")}
+        for name, a in answers.items()
+    }
+    return incident, raw
+
+
+def keep(job_dir: Path, incident: Incident, raw: dict[str, Any]) -> Incident:
+    """Write ``incident`` into the job dir under a name of its own (never over another); it now
+    has that name."""
+    folder = job_dir / contract.INCIDENTS_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    stamp = incident.time.replace(":", "").replace("-", "")
+    for n in range(1, 1000):
+        name = f"{stamp}-{incident.trigger}" + (f"-{n}" if n > 1 else "")
+        path = folder / f"{name}.json"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        incident.name = name
+        write_atomic(path, json.dumps({**asdict(incident), "raw": raw}, indent=1).encode())
+        return incident
+    raise OSError(f"too many incidents named {stamp}-{incident.trigger} in {folder}")
+
+
+def summaries(job_dir: Path, limit: int = LISTED) -> list[IncidentSummary]:
+    """The job's incidents, newest first (at most ``limit``)."""
+    try:
+        names = sorted((p.stem for p in (job_dir / contract.INCIDENTS_DIR).glob("*.json")), reverse=True)
+    except OSError:
+        return []
+    out = []
+    for name in names[:limit]:
+        found = read(job_dir, name)
+        if found is not None:
+            out.append(IncidentSummary(found.name, found.time, found.trigger, found.verdict))
+    return out
+
+
+def read(job_dir: Path, name: str) -> Incident | None:
+    """The incident ``name`` of the job (None when it is not there or not one)."""
+    if not NAME.fullmatch(name):
+        return None
+    try:
+        with open_regular(job_dir / contract.INCIDENTS_DIR / f"{name}.json") as f:
+            data = json.loads(f.read(MAX_INCIDENT_BYTES + 1)[:MAX_INCIDENT_BYTES])
+        ranks = [RankDiagnosis(**r) for r in data["ranks"]]
+        fields = {
+            k: data[k] for k in ("job_id", "trigger", "verdict", "analyzer", "seconds", "notes", "time")
+        }
+        return Incident(name=name, ranks=ranks, **fields)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def make(
+    job_dir: Path,
+    job_id: str,
+    script: str,
+    replicas: list[str],
+    answers: Answers,
+    trigger: str,
+    started: float,
+) -> Incident:
+    """Diagnose what was read of the job in ``job_dir`` (its script ``script``) and keep it."""
+    incident, raw = diagnose(
+        replicas, answers, verdict.line_map(job_dir, script), job_id=job_id, trigger=trigger, started=started
+    )
+    return keep(job_dir, incident, raw)
+
+
+def running_here(job_dir: Path, job_id: str, replicas: list[str]) -> dict[str, int]:
+    """Those of ``replicas`` whose process runs on this machine now (by their rank records)."""
+    import socket
+
+    from .. import procs
+    from ..store import read_json
+
+    host = socket.gethostname()
+    out = {}
+    for name in replicas:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(name))
+            pid = int(rec["pid"])
+            if rec.get("exit_code") is None and rec.get("host", host) == host and procs.runs_job(pid, job_id):
+                out[name] = pid
+    return out
