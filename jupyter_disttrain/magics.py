@@ -72,7 +72,7 @@ def warm_up(ipython: Any) -> None:
 
 @magics_class
 class DistTrainMagics(Magics):
-    """``%%distrun`` and ``%distrun list|status|logs|stack|checkpoints|cancel|delete``."""
+    """``%%distrun`` and ``%distrun list|status|logs|stack|diagnose|checkpoints|cancel|delete``."""
 
     @magic_arguments()
     @_job_flags
@@ -102,6 +102,7 @@ class DistTrainMagics(Magics):
             %distrun status JOB_ID
             %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
             %distrun stack JOB_ID [--replica rank-1]
+            %distrun diagnose JOB_ID
             %distrun checkpoints JOB_ID
             %distrun load JOB_ID            (its --out values, into this kernel)
             %distrun cancel JOB_ID

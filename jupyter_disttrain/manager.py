@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,13 +20,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import jobcheckpoints, jobvalues
 from .backends import default_backend_name, get_backend
-from .errors import DistTrainError, InvalidSpecError, JobEndedError
+from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
+from .jobdiagnosis import detail_parts, guard_of
 from .logfiles import Budget, take_lines
 from .payloads import (
     CheckpointList,
     Failure,
-    Incident,
     JobDetail,
     JobSummary,
     LogPage,
@@ -181,10 +180,10 @@ class JobManager:
             return None
 
     def _summary(self, record: JobRecord, status: JobStatus, deleted: bool = False) -> JobSummary:
-        """The list's view of a job: its status, quiet replicas, progress and TensorBoard data."""
+        """The list's view of a job: its status, quiet replicas, progress, TensorBoard data, guard."""
         quiet, progress = self._quiet(record, status), self.progress(record, status)
-        tensorboard = _wrote_tensorboard(self.store, record.id)
-        return JobSummary.of(record, status, deleted, quiet, progress, tensorboard)
+        tensorboard, guarded = _wrote_tensorboard(self.store, record.id), guard_of(self.store, record, status)
+        return JobSummary.of(record, status, deleted, quiet, progress, tensorboard, guarded)
 
     def status(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).describe(job_id)
@@ -211,6 +210,7 @@ class JobManager:
             failure,
             usage,
             jobvalues.kept(self.store, record),
+            **detail_parts(self.store, record, status),  # incidents, resource-hours
         )
 
     def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:
@@ -319,35 +319,6 @@ class JobManager:
         record = self.store.read_record(job_id)
         dump = self.backend(record.backend).stack(job_id, name, validate_method(method))
         return mapped_stack(self.store, record, dump)
-
-    def diagnose(self, job_id: str, trigger: str = "manual") -> Incident:
-        """Which rank is stuck, in which collective, at which cell line: every rank's Flight
-        Recorder and stacks read (each read bounded in time), analysed, said in one sentence and
-        kept in the job dir as an incident of its own."""
-        from .monitoring import incidents
-
-        validate_job_id(job_id)
-        record = self.store.read_record(job_id)
-        backend = self.backend(record.backend)
-        status = backend.describe(job_id)
-        if status.is_terminal:
-            raise JobEndedError(job_id, status.phase.value, "a diagnosis")
-        if status.phase is not JobPhase.RUNNING:
-            raise InvalidSpecError(f"job {job_id} is {status.phase.value}: diagnose it once its ranks run")
-        started = time.monotonic()
-        answers = backend.read_ranks(record, status)
-        names = [r.name for r in status.replicas]
-        job_dir = self.store.job_dir(job_id)
-        return incidents.make(job_dir, job_id, record.spec.entrypoint, names, answers, trigger, started)
-
-    def incident(self, job_id: str, name: str) -> Incident:
-        """One of the job's incidents by its name."""
-        from .monitoring import incidents
-
-        found = incidents.read(self.store.existing_dir(job_id), name)
-        if found is None:
-            raise InvalidSpecError(f"job {job_id} has no incident {name!r}; its details list them")
-        return found
 
     # -- runs of experiment tracking (em, MLflow, the job's own) ---------------------------------
     def list_runs(self, job: str | None = None) -> list[RunSummary]:

@@ -63,6 +63,7 @@ class JobSummary:
     quiet: list[str] = field(default_factory=list)  # running replicas silent for longer than usual
     progress: Progress | None = absent()  # noqa: RUF009 (while it runs: em's total, else a tqdm bar)
     tensorboard: bool = False
+    guard: GuardState | None = absent()  # noqa: RUF009 (while it runs: stalled or idle, if it is)
 
     @classmethod
     def of(
@@ -73,6 +74,7 @@ class JobSummary:
         quiet: list[str] | None = None,
         progress: Progress | None = None,
         tensorboard: bool = False,
+        guard: GuardState | None = None,
     ) -> JobSummary:
         spec = record.spec
         # The backend records where the job really runs ("cpu" when no GPU was visible or chosen).
@@ -97,6 +99,7 @@ class JobSummary:
             quiet=quiet or [],
             progress=progress,
             tensorboard=tensorboard,
+            guard=guard,
         )
 
 
@@ -238,6 +241,8 @@ class JobDetail:
     failure: Failure | None = absent()  # noqa: RUF009 (a field() with metadata)
     checkpoints: CheckpointUsage | None = None  # None where the job's checkpoints cannot be read here
     values: list[KeptValue] = field(default_factory=list)  # --out: what came back (docs/notebook.md)
+    incidents: list[IncidentSummary] = field(default_factory=list)  # its diagnoses, newest first
+    hours: ResourceHours | None = absent()  # noqa: RUF009 (what it held and used; absent: no samples)
 
 
 @dataclass

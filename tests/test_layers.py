@@ -121,7 +121,8 @@ MODULES_OF: dict[str, list[str]] = {
     # ranks' Flight Recorders analysed, the verdict, the incidents kept).
     "monitoring": [
         *("monitoring", "monitoring.resources", "monitoring.stacks"),
-        *("monitoring.flightrec", "monitoring.verdict", "monitoring.incidents"),
+        *("monitoring.flightrec", "monitoring.verdict", "monitoring.incidents", "monitoring.guard"),
+        "monitoring.usage",
     ],
     # Where jobs run: the Backend base, this machine, a Kubernetes cluster, a Slurm cluster.
     "backends": [
@@ -132,6 +133,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.local.launch",
         "backends.local.supervisor",
         "backends.local.diagnosis",
+        "backends.local.guarding",
         "backends.local.records",
         "backends.local.sidethreads",
         "backends.local.options",
@@ -201,6 +203,7 @@ MODULES_OF: dict[str, list[str]] = {
         "joberrors",
         "jobvalues",
         "debugging",
+        "jobdiagnosis",
     ],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
@@ -213,6 +216,7 @@ MODULES_OF: dict[str, list[str]] = {
         "server.checkpoints",
         "server.context",
         "server.debug",
+        "server.diagnosis",
         "server.handlers",
         "server.jobs",
         "server.proxy",

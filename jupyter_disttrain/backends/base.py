@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
 from ..launchers import get_launcher
@@ -231,12 +231,6 @@ class Backend(DebugAccess, abc.ABC):
             raise JobEndedError(job_id, status.phase.value, "a stack dump")
         return self._stack(record, status, replica, method)
 
-    def read_ranks(self, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
-        """What each replica of a running job says of its collectives and stacks (its debug
-        socket; py-spy or faulthandler for its stacks where that gives none), in the shape
-        ``monitoring.incidents.collect_here`` reads them."""
-        return self._read_ranks(record, status)
-
     # -- stop --------------------------------------------------------------------------------
     def cancel(self, job_id: str) -> JobStatus:
         """Stop the job and all its processes; a job that already ended keeps its status, but
@@ -305,13 +299,6 @@ class Backend(DebugAccess, abc.ABC):
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
         raise BackendError(f"the {self.name} backend cannot dump a replica's stacks")
-
-    def _read_ranks(self, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
-        """Hook: the replicas as processes of this machine (the local backend's)."""
-        from ..monitoring.incidents import collect_here
-
-        names = [r.name for r in status.replicas]
-        return collect_here(self.store.job_dir(record.id), record.id, names)
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
         return [LogSource(p.stem, p) for p in log_files(self.store.logs_dir(record.id))]

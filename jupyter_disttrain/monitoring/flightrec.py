@@ -212,36 +212,43 @@ def own_findings(dumps: dict[int, dict[str, Any]], world: list[int]) -> list[Fin
     found = []
     for name, desc in sorted(groups):
         label = group_label(desc, name)
-        seqs = sorted(
-            {
-                int(e["collective_seq_id"])
-                for d in full.values()
-                for e in _entries(d)
-                if _group_of(e)[0] == name and not e.get("is_p2p") and e.get("collective_seq_id")
-            }
+        seqs = sorted({seq for d in full.values() for e in _entries(d) if (seq := _seq_in(e, name))})
+        finding = _first_mismatch(full, name, label, seqs) or (
+            _missing_at(full, name, label, seqs[-1]) if seqs else None
         )
-        finding = None
-        for seq in seqs:
-            ops = _ops_at(full, name, seq)
-            kinds = {(o.name,) for o in ops.values()}
-            sizes = {(o.name, str(o.sizes)) for o in ops.values()}
-            dtypes = {(o.name, str(o.sizes), str(o.dtypes)) for o in ops.values()}
-            if len(dtypes) > 1:
-                what = "type" if len(kinds) > 1 else "size" if len(sizes) > 1 else "dtype"
-                first = ops[min(ops)]
-                finding = Finding("mismatch", label, seq, first.name, [], ops, what, "disttrain")
-                break
-        if finding is None and seqs:
-            last = seqs[-1]
-            ops = _ops_at(full, name, last)
-            missing = [r for r in _members(full, name) if r in full and r not in ops]
-            if missing and any(not o.completed for o in ops.values()):
-                finding = Finding(
-                    "missing", label, last, next(iter(ops.values())).name, missing, ops, "", "disttrain"
-                )
         if finding is not None:
             found.append(finding)
     return found
+
+
+def _seq_in(entry: dict[str, Any], group: str) -> int:
+    """The entry's sequence number in ``group`` (0 when it is of another, or point-to-point)."""
+    if _group_of(entry)[0] != group or entry.get("is_p2p"):
+        return 0
+    return int(entry.get("collective_seq_id") or 0)
+
+
+def _first_mismatch(
+    full: dict[int, dict[str, Any]], name: str, label: str, seqs: list[int]
+) -> Finding | None:
+    for seq in seqs:
+        ops = _ops_at(full, name, seq)
+        calls = {(o.name, str(o.sizes), str(o.dtypes)) for o in ops.values()}
+        if len(calls) > 1:
+            if len({o.name for o in ops.values()}) > 1:
+                what = "type"
+            else:
+                what = "size" if len({str(o.sizes) for o in ops.values()}) > 1 else "dtype"
+            return Finding("mismatch", label, seq, ops[min(ops)].name, [], ops, what, "disttrain")
+    return None
+
+
+def _missing_at(full: dict[int, dict[str, Any]], name: str, label: str, last: int) -> Finding | None:
+    ops = _ops_at(full, name, last)
+    missing = [r for r in _members(full, name) if r in full and r not in ops]
+    if not missing or all(o.completed for o in ops.values()):
+        return None
+    return Finding("missing", label, last, next(iter(ops.values())).name, missing, ops, "", "disttrain")
 
 
 def positions(dumps: dict[int, dict[str, Any]], world: list[int]) -> dict[int, Position]:

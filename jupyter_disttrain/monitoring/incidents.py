@@ -96,27 +96,31 @@ def _why(answer: dict[str, Any] | None) -> str | None:
     return f"no answer: {said}"
 
 
+def _rank_of(name: str) -> int | None:
+    return int(name[5:]) if name.startswith("rank-") and name[5:].isdigit() else None
+
+
 def diagnose(
     replicas: list[str], answers: Answers, where: LineMap, *, job_id: str, trigger: str, started: float
 ) -> tuple[Incident, dict[str, Any]]:
     """The incident of what was read: its verdict and each replica's part; and the raw record
     (each rank's Flight Recorder dump and stacks as read) kept beside it in its file."""
-    dumps = {}
-    for name, answer in answers.items():
-        if name.startswith("rank-") and name[5:].isdigit() and isinstance(answer.get("fr"), dict):
-            dumps[int(name[5:])] = answer["fr"]
-    world = sorted(int(n[5:]) for n in replicas if n.startswith("rank-") and n[5:].isdigit())
+    dumps = {
+        rank: answer["fr"]
+        for name, answer in answers.items()
+        if (rank := _rank_of(name)) is not None and isinstance(answer.get("fr"), dict)
+    }
+    world = sorted(rank for name in replicas if (rank := _rank_of(name)) is not None)
     analysis = flightrec.analyse(dumps, world)
     stacks = {name: (answers.get(name) or {}).get("stack") for name in replicas}
     unanswered = {name: why for name in replicas if (why := _why(answers.get(name))) is not None}
     if analysis.analyzer == "none":  # nobody has a record: say what the stacks show, no blame
-        unanswered = {n: w for n, w in unanswered.items() if "no debug socket" not in w or not stacks.get(n)}
+        unanswered = {n: w for n, w in unanswered.items() if not (stacks.get(n) and w.startswith("no debug"))}
     reading = verdict.Reading(analysis, verdict.places_of(stacks, where), unanswered, replicas)
-    notes = list(analysis.notes)
-    notes += [
-        f"{n}: stacks by {a['method']}"
-        for n, a in sorted(answers.items())
-        if a.get("method") not in (None, "socket")
+    methods = {n: a.get("method") for n, a in sorted(answers.items())}
+    notes = [
+        *analysis.notes,
+        *(f"{n}: stacks by {m}" for n, m in methods.items() if m not in (None, "socket")),
     ]
     incident = Incident(
         job_id=job_id,
@@ -129,11 +133,8 @@ def diagnose(
         ranks=verdict.rank_parts(reading, stacks, where),
         notes=notes,
     )
-    raw = {
-        name: {k: v for k, v in a.items() if k in ("fr", "stack", "errors", "method")}
-        for name, a in answers.items()
-    }
-    return incident, raw
+    kept = ("fr", "stack", "errors", "method")
+    return incident, {name: {k: v for k, v in a.items() if k in kept} for name, a in answers.items()}
 
 
 def keep(job_dir: Path, incident: Incident, raw: dict[str, Any]) -> Incident:

@@ -195,37 +195,34 @@ def sentence(r: Reading) -> str:
     return text
 
 
+def _state(name: str, r: Reading, first: Finding | None) -> tuple[str, str | None]:
+    """A replica's state in the diagnosis and the collective it concerns."""
+    rank = int(name[5:]) if name.startswith("rank-") and name[5:].isdigit() else -1
+    if first is not None and rank in first.missing:
+        return "not joined", f"{first.op} #{first.seq} ({first.group})"
+    if first is not None and first.kind == "mismatch" and rank in first.ops:
+        return "mismatch", f"{first.ops[rank].name} #{first.seq} ({first.group})"
+    note = r.unanswered.get(name)
+    if note is not None:
+        return ("no answer" if "answer" in note else "ended" if "not running" in note else "no record"), None
+    position = r.analysis.positions.get(rank)
+    if position is not None and position.waiting:
+        return "waiting", f"{position.op.name} #{position.seq} ({position.group})"
+    return "running", None
+
+
 def rank_parts(r: Reading, stacks: dict[str, str | None], where: LineMap) -> list[RankDiagnosis]:
     """Each replica's line of the diagnosis."""
     first = r.analysis.findings[0] if r.analysis.findings else None
-    missing = {rank_name(m) for m in (first.missing if first else [])}
     out = []
     for name in r.replicas:
-        state, collective, note = "running", None, r.unanswered.get(name)
-        rank = int(name[5:]) if name.startswith("rank-") and name[5:].isdigit() else None
-        position = r.analysis.positions.get(rank) if rank is not None else None
-        if position is not None and position.waiting:
-            state, collective = "waiting", f"{position.op.name} #{position.seq} ({position.group})"
-        if note is not None:
-            state = "no answer" if "answer" in note else "ended" if "not running" in note else "no record"
-        if first is not None and name in missing:
-            state, collective = "not joined", f"{first.op} #{first.seq} ({first.group})"
-        elif first is not None and first.kind == "mismatch" and rank in first.ops:
-            state, collective = "mismatch", f"{first.ops[rank].name} #{first.seq} ({first.group})"
-        place = r.places.get(name)
+        state, collective = _state(name, r, first)
+        place = r.places.get(name) or Place("", "")
         stack = stacks.get(name)
         mapped = tracebacks.map_stack(stack, where)[:MAX_STACK] if stack else None
-        out.append(
-            RankDiagnosis(
-                name,
-                state,
-                collective,
-                place.where if place else None,
-                place.source if place else None,
-                note,
-                mapped,
-            )
-        )
+        part = RankDiagnosis(name, state, collective, place.where or None, place.source or None, None, mapped)
+        part.note = r.unanswered.get(name)
+        out.append(part)
     return out
 
 

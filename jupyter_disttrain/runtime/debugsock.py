@@ -5,7 +5,7 @@ collectives, on by default) and ``dump_traceback`` (every thread's Python stack)
 server of its own, ``_WorkerServer``, which binds a Unix socket when given a path (port -1). It
 answers from its own thread while the rank waits inside a collective. torch's debug frontend
 (``torch.distributed.debug.start_debug_server``) binds that server on every interface and adds an
-HTTP page on a TCP port, so it is not used: only the socket is, ``<job dir>/debug/<replica>.sock``
+HTTP page on a TCP port, so it is not used: only the socket is, ``<job dir>/flightrec/<replica>.sock``
 (0600, in a 0700 dir inside the 0700 job dir), bound through ``/proc/self/fd`` so a deep job dir
 fits the 108 bytes of a socket's name.
 
@@ -55,8 +55,8 @@ def _start(job_dir: str, replica: str) -> None:
         return
     if _server:
         return
-    folder = os.path.join(job_dir, contract.DEBUG_DIR)
-    name = contract.debug_socket(replica)
+    folder = os.path.join(job_dir, contract.FLIGHT_RECORDER_DIR)
+    name = contract.flight_recorder_socket(replica)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -164,7 +164,7 @@ def _connected(path: str, timeout: float) -> Iterator[socket.socket]:
 # -- one job's sockets ---------------------------------------------------------------------------
 def sockets(job_dir: str) -> dict[str, str]:
     """The debug sockets in ``job_dir``, by replica."""
-    folder = os.path.join(job_dir, contract.DEBUG_DIR)
+    folder = os.path.join(job_dir, contract.FLIGHT_RECORDER_DIR)
     try:
         names = sorted(os.listdir(folder))
     except OSError:
@@ -181,16 +181,18 @@ def trimmed(dump: dict[str, Any], keep: int = KEEP_ENTRIES) -> dict[str, Any]:
     return {**dump, "entries": kept}
 
 
-def read_rank(path: str, timeout: float = TIMEOUT) -> dict[str, Any]:
+def read_rank(path: str, timeout: float = TIMEOUT, stacks: bool = True) -> dict[str, Any]:
     """What one rank's socket answers: ``fr`` (its Flight Recorder dump, trimmed), ``stack`` (its
-    threads' stacks as faulthandler writes them) and ``errors`` (handler -> why it has none)."""
+    threads' stacks as faulthandler writes them; not asked without ``stacks``) and ``errors``
+    (handler -> why it has none)."""
     from concurrent.futures import ThreadPoolExecutor  # (not at the rank's start: serve needs none)
 
     out: dict[str, Any] = {"fr": None, "stack": None, "errors": {}}
     with ThreadPoolExecutor(2) as pool:  # the stacks need the GIL; the Flight Recorder does not
-        fr = pool.submit(ask, path, FLIGHT_RECORDER, timeout)
-        stack = pool.submit(ask, path, STACKS, timeout)
-        for handler, future in ((FLIGHT_RECORDER, fr), (STACKS, stack)):
+        asked = [(FLIGHT_RECORDER, pool.submit(ask, path, FLIGHT_RECORDER, timeout))]
+        if stacks:
+            asked.append((STACKS, pool.submit(ask, path, STACKS, timeout)))
+        for handler, future in asked:
             try:
                 body = future.result()
                 if handler == FLIGHT_RECORDER:
@@ -202,7 +204,9 @@ def read_rank(path: str, timeout: float = TIMEOUT) -> dict[str, Any]:
     return out
 
 
-def collect(job_dir: str, timeout: float = TIMEOUT, replicas: list[str] | None = None) -> dict[str, Any]:
+def collect(
+    job_dir: str, timeout: float = TIMEOUT, replicas: list[str] | None = None, stacks: bool = True
+) -> dict[str, Any]:
     """Every rank's answer (``read_rank``) of the sockets in ``job_dir`` (those of ``replicas``),
     asked all at once: the whole takes about ``timeout`` at most."""
     found = sockets(job_dir)
@@ -213,7 +217,7 @@ def collect(job_dir: str, timeout: float = TIMEOUT, replicas: list[str] | None =
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(min(32, len(found))) as pool:
-        futures = {replica: pool.submit(read_rank, path, timeout) for replica, path in found.items()}
+        futures = {replica: pool.submit(read_rank, path, timeout, stacks) for replica, path in found.items()}
         return {replica: future.result() for replica, future in futures.items()}
 
 

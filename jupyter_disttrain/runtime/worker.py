@@ -122,6 +122,7 @@ def main(argv: list[str]) -> None:
     finally:
         if record_path:
             record.update({"exit_code": code, "finish_time": _now(), "joined_world": joined_world()})
+            record["cpu_seconds"] = round(sum(os.times()[:4]), 3)  # with its reaped children's
             _write_final_record(record_path, record)
     if ended is not None and isinstance(ended.code, str):
         print(ended.code, file=sys.stderr)  # what ``sys.exit("message")`` prints

@@ -23,6 +23,7 @@ from ...launch import rank_env, user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...logfiles import LogSource, last_line, replica_sources
+from ...monitoring import guard
 from ...payloads import StackDump
 from ...specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ...store import JobRecord, JobStore, write_record
@@ -148,6 +149,7 @@ class SlurmBackend(Backend):
             slurm_version=".".join(map(str, place.version)),
             node_monitor_interval=opts.monitor_interval,
             why=self._why(place),
+            guard=guard.resolve(opts, os.environ).to_json(),
         )
         return DryRun(job_id, job_dir, self.name, request, format_request(request))
 
