@@ -141,13 +141,13 @@ def keep(job_dir: Path, incident: Incident, raw: dict[str, Any]) -> Incident:
     """Write ``incident`` into the job dir under a name of its own (never over another); it now
     has that name."""
     folder = job_dir / contract.INCIDENTS_DIR
-    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.mkdir(exist_ok=True)  # as private as the job dir it is in (--group-access: its group reads)
     stamp = incident.time.replace(":", "").replace("-", "")
     for n in range(1, 1000):
         name = f"{stamp}-{incident.trigger}" + (f"-{n}" if n > 1 else "")
         path = folder / f"{name}.json"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         except FileExistsError:
             continue
         os.close(fd)

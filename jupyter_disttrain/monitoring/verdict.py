@@ -153,25 +153,30 @@ def _shape(op: Op) -> str:
 
 
 def _quiet_collectives(r: Reading) -> str:
-    """No collective is wrong: where the ranks are, and the last collective they completed."""
+    """No collective is found wrong: which ranks wait in which (every rank called it when all
+    answered: it is slow, not stuck on a peer), where the others are, else the last collective."""
     positions = r.analysis.positions
     waiting = {k: p for k, p in positions.items() if p.waiting}
-    if waiting:
-        p = waiting[min(waiting)]
-        verb = "waits" if len(waiting) == 1 else "wait"
-        head = f"{_names(sorted(waiting))} {verb} in {p.op.name} #{p.seq} ({p.group})"
-        head += " that every rank has called (it has not completed yet)"
-    elif positions:
+    parts = []
+    by_place: dict[tuple[str, str], list[int]] = {}
+    for rank, p in sorted(waiting.items()):
+        by_place.setdefault((f"{p.op.name} #{p.seq} ({p.group})", _at(r.place(rank), False)), []).append(rank)
+    for (what, at), ranks in by_place.items():
+        parts.append(f"{_names(ranks)} {'waits' if len(ranks) == 1 else 'wait'} in {what} {at}")
+    if waiting and not r.unanswered:
+        parts[-1] += ", which every rank has called: it has not completed yet"
+    if not positions:
+        parts.append("no collective record: the ranks have not used torch.distributed")
+    elif not waiting:
         last: Position = max(positions.values(), key=lambda p: p.seq)
-        head = f"no collective is pending: the last was {last.op.name} #{last.seq} ({last.group})"
-    else:
-        head = "no collective record: the ranks have not used torch.distributed"
-    wheres = "; ".join(
+        parts.append(f"no collective is pending: the last was {last.op.name} #{last.seq} ({last.group})")
+    waiters = {rank_name(k) for k in waiting}
+    parts += [
         f"{name} is {_at(r.places.get(name), True)}"
         for name in r.replicas
-        if name not in r.unanswered and r.places.get(name)
-    )
-    return head + (f"; {wheres}" if wheres else "")
+        if name not in r.unanswered and name not in waiters and r.places.get(name)
+    ]
+    return "; ".join(parts)
 
 
 def sentence(r: Reading) -> str:
