@@ -48,6 +48,8 @@ def diagnose(manager: JobManager, job_id: str, trigger: str = "manual") -> Incid
     started = time.monotonic()
     answers = rank_reader(backend)(record, status)
     names = [r.name for r in status.replicas]
+    if set(answers) - set(names):  # its replicas are not its ranks (pods): the ranks read are
+        names = sorted(answers, key=lambda n: (not n.startswith("rank-"), len(n), n))
     job_dir = manager.store.job_dir(job_id)
     return incidents.make(job_dir, job_id, record.spec.entrypoint, names, answers, trigger, started)
 

@@ -32,7 +32,8 @@ _SPY_FRAME = re.compile(r"^(?P<indent>\s+)(?P<name>\S.*) \((?P<file>[^():]+):(?P
 _CARETS = re.compile(r"^\s*[~^]+\s*$")
 # Frames of the product's own machinery (how a rank starts), never the user's or a library's.
 _PRODUCT = re.compile(
-    r"(^<frozen runpy>$|(^|/)runpy\.py$|jupyter_disttrain/runtime/|jupyter_disttrain/backends/)"
+    r"(^<frozen runpy>$|(^|/)runpy\.py$|jupyter_disttrain/runtime/|jupyter_disttrain/backends/"
+    r"|disttrain_runtime/)"  # (the runtime a pod runs, shipped with the job: podruntime.py)
 )
 # What a rank raises when a peer left or its launcher stopped it, not an error of its own:
 # torch.distributed's store and network errors, gloo's and NCCL's words for a peer gone (in a

@@ -61,6 +61,26 @@ for i in range(10):
     print("step", i, flush=True)"""
 
 
+# The same job as one script, for the backends whose tests submit scripts (Slurm, Kubernetes):
+# the same verdict, named by the script's lines.
+LATE_SCRIPT = f"""{SETUP}
+{LATE}
+{LOOP}
+"""
+LATE_VERDICT = (
+    "rank-1 has not joined all_reduce #5 (default group); it is at train.py, line 6 "
+    "(`time.sleep(600)`); rank-0 waits in all_reduce at train.py, line 12"
+)
+
+
+def wait_for_output(job: api.Job, replica: str, text: str, deadline: float = 180.0) -> None:
+    """Until ``replica``'s output has ``text`` (through the job's logs: a pod's too)."""
+    end = time.monotonic() + deadline
+    while not any(text in line.text for line in job.logs(replica)):
+        assert time.monotonic() < end and not job.status().is_terminal, job.status()
+        time.sleep(0.3)
+
+
 @pytest.mark.usefixtures("start_path")
 def test_a_rank_late_to_all_reduce_5_is_named_with_both_cell_lines(
     shell: InteractiveShell, tmp_path: Path
@@ -144,8 +164,7 @@ def test_a_shape_mismatch_is_named(
             "rank-0 is at Cell In[3], line 8; rank-1 is at Cell In[3], line 8"
         ), text
         assert (
-            "  rank-1: mismatch all_reduce #5 (default group) at Cell In[3], line 8: time.sleep(600)"
-            in text
+            "  rank-1: mismatch all_reduce #5 (default group) at Cell In[3], line 8: time.sleep(600)" in text
         )
     finally:
         job.cancel()

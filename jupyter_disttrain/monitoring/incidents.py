@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -45,13 +46,17 @@ Answers = dict[str, dict[str, Any]]
 def collect_here(
     job_dir: Path, job_id: str, replicas: list[str], timeout: float = debugsock.TIMEOUT
 ) -> Answers:
-    """Read ``replicas`` of the job on this machine: their sockets, then py-spy or faulthandler for
-    each running one whose socket gave no stacks; one neither answering nor running says so."""
-    answers = debugsock.collect(str(job_dir), timeout, replicas)
+    """Read those of ``replicas`` that run on this machine (by their records; all of a local
+    job): their sockets, then py-spy or faulthandler for each running one whose socket gave no
+    stacks; one that neither answers nor runs says so."""
+    records = rank_records(job_dir, replicas)
+    host = socket.gethostname()
+    mine = [name for name in replicas if records.get(name, {}).get("host", host) == host]
+    answers = debugsock.collect(str(job_dir), timeout, mine)
     for answer in answers.values():
         if answer.get("stack"):
             answer["method"] = "socket"
-    running = running_here(job_dir, job_id, replicas)
+    running = {name: int(rec["pid"]) for name, rec in records.items() if name in mine and _runs(rec, job_id)}
     lacking = {name: pid for name, pid in running.items() if not (answers.get(name) or {}).get("stack")}
     if lacking:
         with ThreadPoolExecutor(min(16, len(lacking))) as pool:
@@ -60,19 +65,35 @@ def collect_here(
                 method, text = future.result()
                 if text:
                     answers.setdefault(name, {"fr": None, "errors": {}}).update(stack=text, method=method)
-    for name in replicas:
-        if name not in running and not (answers.get(name) or {}).get("fr"):
+    for name in mine:
+        if name in records and name not in running and not (answers.get(name) or {}).get("fr"):
             answers[name] = {"fr": None, "stack": None, "errors": {debugsock.FLIGHT_RECORDER: ENDED}}
     return answers
 
 
+def rank_records(job_dir: Path, replicas: list[str]) -> dict[str, dict[str, Any]]:
+    """The records (``ranks/<replica>.json``) of those of ``replicas`` that have one."""
+    from ..store import read_json
+
+    out = {}
+    for name in replicas:
+        with contextlib.suppress(OSError, ValueError):
+            rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(name))
+            if isinstance(rec, dict) and isinstance(rec.get("pid"), int):
+                out[name] = rec
+    return out
+
+
+def _runs(rec: dict[str, Any], job_id: str) -> bool:
+    from .. import procs
+
+    return rec.get("exit_code") is None and procs.runs_job(int(rec["pid"]), job_id)
+
+
 def _other_stack(job_dir: Path, job_id: str, replica: str, pid: int) -> tuple[str, str | None]:
     """py-spy's dump, else the rank wrapper's faulthandler's; none when neither can be had."""
-    from .. import procs
     from .stacks import faulthandler_dump, py_spy_dump
 
-    if not procs.runs_job(pid, job_id):
-        return "", None
     text, _ = py_spy_dump(pid)
     if text is not None:
         return "py-spy", text
@@ -201,21 +222,3 @@ def make(
         replicas, answers, verdict.line_map(job_dir, script), job_id=job_id, trigger=trigger, started=started
     )
     return keep(job_dir, incident, raw)
-
-
-def running_here(job_dir: Path, job_id: str, replicas: list[str]) -> dict[str, int]:
-    """Those of ``replicas`` whose process runs on this machine now (by their rank records)."""
-    import socket
-
-    from .. import procs
-    from ..store import read_json
-
-    host = socket.gethostname()
-    out = {}
-    for name in replicas:
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(name))
-            pid = int(rec["pid"])
-            if rec.get("exit_code") is None and rec.get("host", host) == host and procs.runs_job(pid, job_id):
-                out[name] = pid
-    return out
