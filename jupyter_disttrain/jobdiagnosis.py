@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackendError, InvalidSpecError, JobEndedError
+from .errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError
 from .monitoring import guard, incidents
-from .payloads import GuardState, Incident, IncidentSummary, ResourceHours
+from .payloads import GuardState, Incident, IncidentSummary, ResourceHours, RunSummary
 from .specs import JobPhase, JobStatus, validate_job_id
 
 if TYPE_CHECKING:
@@ -70,6 +70,67 @@ def detail_parts(store: JobStore, record: JobRecord, status: JobStatus) -> dict[
     summaries: list[IncidentSummary] = incidents.summaries(job_dir)
     hours: ResourceHours | None = job_hours(job_dir, record, status)
     return {"incidents": summaries, "hours": hours}
+
+
+_ENDED_HOURS: dict[tuple[str, str], ResourceHours | None] = {}  # (job id, finish time): they no longer change
+_RESUMES = 20  # jobs a run's resume chain is followed through, at most
+
+
+def hours_of(store: JobStore, job_id: str) -> ResourceHours | None:
+    """A job's resource-hours (an ended job's read once)."""
+    from .monitoring.usage import job_hours
+
+    record = store.read_record(job_id)
+    status = store.read_status(job_id) or JobStatus(job_id=job_id)
+    key = (job_id, status.finish_time or "")
+    if status.finish_time and key in _ENDED_HOURS:
+        return _ENDED_HOURS[key]
+    hours = job_hours(store.job_dir(job_id), record, status)
+    if status.finish_time:
+        _ENDED_HOURS[key] = hours
+    return hours
+
+
+def runs_with_hours(store: JobStore, runs: list[RunSummary]) -> list[RunSummary]:
+    """Each run with what its job held and used, summed over the jobs it was resumed from
+    (restarts are in each job's own)."""
+    from .monitoring.usage import summed
+
+    by_job: dict[str, ResourceHours | None] = {}
+    for run in runs:
+        if run.job_id not in by_job:
+            chain, job_id = [], run.job_id
+            for _ in range(_RESUMES):
+                try:
+                    chain.append(hours_of(store, job_id))
+                    resumed = store.read_record(job_id).spec.resumed_from
+                except (OSError, ValueError, KeyError, DistTrainError):
+                    break
+                if resumed is None:
+                    break
+                job_id = resumed.job
+            by_job[run.job_id] = summed([h for h in chain if h is not None])
+        run.hours = by_job[run.job_id]
+    return runs
+
+
+def check_settings(guard_text: str, prices: dict[str, Any]) -> dict[str, str]:
+    """The environment a server gives the kernels it starts (and itself) for its settings of the
+    guard's defaults (``DISTTRAIN_GUARD``'s form) and the price table; raises ``InvalidSpecError``."""
+    import json
+
+    from .monitoring.usage import PRICES_ENV
+
+    env = {guard.GLOBAL_ENV: guard_text} if guard_text else {}
+    guard.from_env(env)
+    if prices:
+        bad = [k for k, v in prices.items() if k in ("gpu", "core") and not isinstance(v, (int, float))]
+        if bad or not isinstance(prices.get("backends", {}), dict):
+            raise InvalidSpecError(
+                f"prices: {(bad or ['backends'])[0]} must be a number per hour (backends: a dict)"
+            )
+        env[PRICES_ENV] = json.dumps(prices)
+    return env
 
 
 def guard_of(store: JobStore, record: JobRecord, status: JobStatus) -> GuardState | None:

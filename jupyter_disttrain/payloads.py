@@ -390,6 +390,8 @@ class RunSummary:
     eta_seconds: float | None
     artifacts: int
     tensorboard_run: str | None
+    # What its job held and used (and the jobs it was resumed from: one run across them).
+    hours: ResourceHours | None = absent()  # noqa: RUF009 (a field() with metadata)
 
 
 @dataclass
