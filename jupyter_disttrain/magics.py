@@ -228,13 +228,14 @@ class DistTrainMagics(Magics):
         """
         from .debugview import PromptFeed
         from .progressview import ProgressFeed
-        from .widgets import SUMMARY_LINES, TextView, UsageFeed, make_view
+        from .widgets import SUMMARY_LINES, IncidentFeed, TextView, UsageFeed, make_view
 
         def cancel() -> None:
             job.cancel()
 
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
+        diagnoses = IncidentFeed(lambda: job.incidents(limit=1))
         bar = ProgressFeed(job.progress, job.runs)
         prompts = PromptFeed(job, view, text=isinstance(view, TextView))  # breakpoint() in a rank
         running = False
@@ -249,6 +250,8 @@ class DistTrainMagics(Magics):
                 prompts.poll(rank_lines, status)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
+                if not status.is_terminal and (incident := diagnoses.poll()) is not None:
+                    view.diagnosis(incident)
                 if status.phase is JobPhase.RUNNING and (shown := bar.poll(status)) is not None:
                     running = True
                     view.progress(*shown)
