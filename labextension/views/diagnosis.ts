@@ -127,7 +127,8 @@ export function diagnosisSection(job: IJobDetail, model: DiagnosisModel): HTMLEl
     );
     const folded = document.createElement('details');
     folded.className = 'jp-DistTrainDiagnosis-history';
-    folded.append(el('summary', '', `${earlier.length} earlier diagnoses`), t);
+    const noun = earlier.length === 1 ? 'diagnosis' : 'diagnoses';
+    folded.append(el('summary', '', `${earlier.length} earlier ${noun}`), t);
     out.push(folded);
   }
   return out;
