@@ -204,6 +204,7 @@ MODULES_OF: dict[str, list[str]] = {
         "jobvalues",
         "debugging",
         "jobdiagnosis",
+        "jobguard",
     ],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,7 @@ class DistTrainApp(ExtensionApp):
             log_batch_lines=self.log_batch_lines,
         )
         self.settings[SETTINGS_KEY] = self._context
+        self._start_guard()
         # One listing in the background: every job and run is read and summarised once now, so
         # the UI's first listings are as quick as the later ones (the runs of jobs that ended a
         # while ago are kept, tracking/sources.py).
@@ -214,6 +216,16 @@ class DistTrainApp(ExtensionApp):
         if start(os.environ, enabled=self.warm_start, parent=os.getpid()) is not None:
             self.log.info("jupyter_disttrain: a warm zygote is starting for local jobs")
 
+    def _start_guard(self) -> None:
+        """Guard the jobs no launcher of ours guards (Kubernetes'), while this server runs."""
+        from ..jobguard import ServerGuard
+
+        self._guard_stop = threading.Event()
+        guard = ServerGuard(self._context.service.manager)
+        threading.Thread(
+            target=guard.run, args=(self._guard_stop,), name="disttrain-guard", daemon=True
+        ).start()
+
     def _warm_listing(self) -> None:
         try:
             self._context.service.manager.list_runs()  # lists the jobs on the way
@@ -228,6 +240,7 @@ class DistTrainApp(ExtensionApp):
         context: ServerContext | None = getattr(self, "_context", None)
         if context is None:
             return
+        self._guard_stop.set()
         await context.tensorboard.stop_all()
         context.executor.shutdown(wait=False, cancel_futures=True)
         context.cancel_executor.shutdown(wait=False, cancel_futures=True)
