@@ -49,8 +49,11 @@ class ServerGuard:
         self._jobs: dict[str, _Watched] = {}
 
     def run(self, stop: threading.Event, every: float = 5.0) -> None:
-        """Look every ``every`` seconds (sooner for a job whose thresholds are shorter) until ``stop``."""
-        while not stop.wait(min([every, *(w.guard.settings.tick for w in self._jobs.values())])):
+        """Look every ``every`` seconds (sooner for a job whose thresholds are shorter; three times
+        as seldom while no job is guarded: a listing of the store is what a look costs) until ``stop``."""
+        while not stop.wait(
+            min([every if self._jobs else 3 * every, *(w.guard.settings.tick for w in self._jobs.values())])
+        ):
             try:
                 self.look()
             except Exception:  # a look that failed: the next one tries again

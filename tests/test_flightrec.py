@@ -162,3 +162,4 @@ def test_incidents_are_kept_under_names_of_their_own_and_listed_newest_first(tmp
     read = incidents.read(tmp_path, first.name)
     assert read is not None and read.verdict == first.verdict and read.ranks == first.ranks
     assert incidents.read(tmp_path, "../job") is None and incidents.read(tmp_path, "nope") is None
+    assert json.loads((tmp_path / "incidents" / f"{first.name}.dumps.json").read_text()) == {"rank-0": {}}

@@ -6,8 +6,9 @@ stacks (none, or blocked in native code holding the GIL) py-spy or its faulthand
 (``stacks.py``), which need no GIL. Backends whose ranks run elsewhere read them there (a Slurm
 node through srun, a pod through ``pods/exec``) into the same shape. ``diagnose`` analyses what
 was read (``flightrec``), says it in one sentence (``verdict``) and keeps the whole as
-``incidents/<time>-<trigger>.json`` in the job dir, never overwriting an earlier one; the
-details list them newest first.
+``incidents/<time>-<trigger>.json`` in the job dir, never overwriting an earlier one, and what
+was read beside it (``<name>.dumps.json``: each rank's Flight Recorder dump and stacks as read);
+the details list them newest first (each read once: an incident never changes).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from ..specs import now_iso
 from ..tracebacks import LineMap
 from . import flightrec, verdict
 
+DUMPS = ".dumps.json"  # beside an incident: what was read of each rank
+_READ: dict[str, IncidentSummary] = {}  # incidents listed already, by path: they never change
 FALLBACK_WAIT = 2.0  # seconds a faulthandler dump may take when the socket gave no stacks
 MAX_INCIDENT_BYTES = 8 * 2**20  # of one incident file read back
 LISTED = 50  # incidents a job's details list, newest first
@@ -173,7 +176,8 @@ def keep(job_dir: Path, incident: Incident, raw: dict[str, Any]) -> Incident:
             continue
         os.close(fd)
         incident.name = name
-        write_atomic(path, json.dumps({**asdict(incident), "raw": raw}, indent=1).encode())
+        write_atomic(folder / f"{name}{DUMPS}", json.dumps(raw, indent=1).encode())
+        write_atomic(path, json.dumps(asdict(incident), indent=1).encode())
         return incident
     raise OSError(f"too many incidents named {stamp}-{incident.trigger} in {folder}")
 
@@ -181,14 +185,21 @@ def keep(job_dir: Path, incident: Incident, raw: dict[str, Any]) -> Incident:
 def summaries(job_dir: Path, limit: int = LISTED) -> list[IncidentSummary]:
     """The job's incidents, newest first (at most ``limit``)."""
     try:
-        names = sorted((p.stem for p in (job_dir / contract.INCIDENTS_DIR).glob("*.json")), reverse=True)
+        stems = (p.stem for p in (job_dir / contract.INCIDENTS_DIR).glob("*.json"))
+        names = sorted((n for n in stems if NAME.fullmatch(n)), reverse=True)
     except OSError:
         return []
     out = []
     for name in names[:limit]:
-        found = read(job_dir, name)
-        if found is not None:
-            out.append(IncidentSummary(found.name, found.time, found.trigger, found.verdict))
+        key = str(job_dir / contract.INCIDENTS_DIR / name)
+        summary = _READ.get(key)
+        if summary is None and (found := read(job_dir, name)) is not None:
+            summary = IncidentSummary(found.name, found.time, found.trigger, found.verdict)
+            if len(_READ) > 10_000:
+                _READ.clear()
+            _READ[key] = summary
+        if summary is not None:
+            out.append(summary)
     return out
 
 

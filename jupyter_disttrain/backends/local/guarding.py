@@ -79,7 +79,8 @@ class GuardThread:
         self.job_dir, self.job_id, self.script = job_dir, job_id, script
         self.settings = settings
         self._running = running  # name -> pid of the replicas running now
-        self._read_ranks = read_ranks or (lambda names: incidents.collect_here(job_dir, job_id, names))
+        # how a diagnosis reads the ranks (this machine's; a Slurm job's other nodes through srun)
+        self.read_ranks = read_ranks or (lambda names: incidents.collect_here(job_dir, job_id, names))
         self.guard = guard.Guard(settings, time.time(), interval or 2.0)
         self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.cancel_reason: str | None = None  # set when the guard cancels the job
@@ -169,7 +170,7 @@ class GuardThread:
                     self.job_id,
                     self.script,
                     names,
-                    self._read_ranks(names),
+                    self.read_ranks(names),
                     state.state,
                     time.monotonic(),
                 )
