@@ -197,7 +197,6 @@ class JobManager:
         summary = self._summary(record, status, deleted)
         roles = RoleSummary.of(record, status)
         failure = self.failure(record, status) if backend_error is None else None
-        usage = jobcheckpoints.usage_of(self, job_id)
         return JobDetail(
             job_id,
             summary,
@@ -208,7 +207,7 @@ class JobManager:
             backend_error,
             roles,
             failure,
-            usage,
+            jobcheckpoints.usage_of(self, job_id),
             jobvalues.kept(self.store, record),
             **detail_parts(self.store, record, status),  # incidents, resource-hours
         )
