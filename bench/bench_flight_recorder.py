@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -30,43 +29,27 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jupyter_disttrain import jobdiagnosis  # noqa: E402
-from jupyter_disttrain.api import submit  # noqa: E402
+from jupyter_disttrain.api import Job, submit  # noqa: E402
 from jupyter_disttrain.manager import manager_for  # noqa: E402
 from jupyter_disttrain.store import JobStore  # noqa: E402
 
-DDP = """
-import os, time
-import torch, torch.distributed as dist, torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-dist.init_process_group("gloo")
-torch.manual_seed(0)
-model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256)))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(64, 256)
-STEPS = int(os.environ["BENCH_STEPS"])
-for step in range(STEPS):
-    if step == 100:
-        t0 = time.perf_counter()
-    opt.zero_grad()
-    model(x).square().mean().backward()
-    opt.step()
-if dist.get_rank() == 0:
-    print(f"STEPS_PER_SEC {(STEPS - 100) / (time.perf_counter() - t0):.3f}", flush=True)
-dist.destroy_process_group()
-"""
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_monitor import _SPS  # noqa: E402 (the same reading of rank 0's steps per second)
+from bench_monitor import TRAIN as DDP  # noqa: E402 (the same DDP step as the monitoring bench)
+
+# A loop of nothing but 1-element all_reduces: the worst case for a recorder of collectives.
 TINY = """
 import os, time
 import torch, torch.distributed as dist
 dist.init_process_group("gloo")
-t = torch.ones(1)
-STEPS = 10 * int(os.environ["BENCH_STEPS"])
-for step in range(STEPS):
-    if step == 1000:
-        t0 = time.perf_counter()
+t, n = torch.ones(1), 10 * int(os.environ["BENCH_STEPS"])
+for _ in range(1000):
+    dist.all_reduce(t)
+t0 = time.perf_counter()
+for _ in range(n):
     dist.all_reduce(t)
 if dist.get_rank() == 0:
-    print(f"STEPS_PER_SEC {(STEPS - 1000) / (time.perf_counter() - t0):.3f}", flush=True)
-dist.destroy_process_group()
+    print(f"STEPS_PER_SEC {n / (time.perf_counter() - t0):.3f}", flush=True)
 """
 LATE = """
 import time
@@ -79,33 +62,31 @@ for i in range(10):
     dist.all_reduce(t)
     print("step", i, flush=True)
 """
-_SPS = re.compile(r"STEPS_PER_SEC (\d+\.\d+)")
 
 
 def side_by_side(root: Path, script: str, steps: int, first: bool) -> dict[bool, float]:
     """Steps per second with the Flight Recorder (True) and without (False), run together (both
     cold: a warm zygote's first fork would differ from a cold start; ``first`` is submitted
     first, the pairs alternate)."""
-    jobs = {
-        on: submit(
-            script,
-            store=JobStore(root),
-            gpus=2,
-            accelerator="cpu",
-            name="bench-fr",
-            env={"BENCH_STEPS": str(steps), **({} if on else {"TORCH_FR_BUFFER_SIZE": "0"})},
-            options={"cold": True} if on else {"cold": True, "guard": "off"},
+
+    def start(on: bool) -> Job:
+        env = {"BENCH_STEPS": str(steps)} | ({} if on else {"TORCH_FR_BUFFER_SIZE": "0"})
+        options = {"cold": True} | ({} if on else {"guard": "off"})
+        return submit(
+            script, store=JobStore(root), gpus=2, accelerator="cpu", name="bench-fr", env=env, options=options
         )
-        for on in (first, not first)
-    }
-    out = {}
-    for on, job in jobs.items():
-        status = job.wait(timeout=900)
-        match = _SPS.search((job.dir / "logs" / "rank-0.log").read_text())
-        if status.phase.value != "Succeeded" or match is None:
-            raise SystemExit(f"bench job {job.id} failed: {status.message}")
-        out[on] = float(match.group(1))
-    return out
+
+    jobs = {on: start(on) for on in (first, not first)}
+    return {on: _steps_per_second(job) for on, job in jobs.items()}
+
+
+def _steps_per_second(job: Job) -> float:
+    """What rank 0 said of its pace, once the job succeeded."""
+    ended = job.wait(timeout=900)
+    said = _SPS.search((job.dir / "logs" / "rank-0.log").read_text())
+    if ended.phase.value == "Succeeded" and said is not None:
+        return float(said.group(1))
+    raise SystemExit(f"bench job {job.id} failed: {ended.message}")
 
 
 def diagnosis_times(root: Path, rounds: int) -> list[float]:

@@ -7,7 +7,6 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -24,14 +23,13 @@ LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
 
 @pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    monkeypatch.setenv("DISTTRAIN_JOB_ROOT", str(tmp_path / "jobs"))
-    monkeypatch.setenv("DISTTRAIN_VIEW", "text")
+def magic(shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InteractiveShell:
+    """The in-process shell (conftest's) with the magic loaded as In[1], its jobs in tmp_path/jobs."""
+    for name, value in (("DISTTRAIN_JOB_ROOT", str(tmp_path / "jobs")), ("DISTTRAIN_VIEW", "text")):
+        monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext jupyter_disttrain", store_history=True)
-    yield ip
-    InteractiveShell.clear_instance()
+    shell.run_cell("%load_ext jupyter_disttrain", store_history=True)
+    return shell
 
 
 def _submit(shell: InteractiveShell, store: JobStore, cells: list[str], line: str) -> api.Job:
@@ -83,10 +81,10 @@ def wait_for_output(job: api.Job, replica: str, text: str, deadline: float = 180
 
 @pytest.mark.usefixtures("start_path")
 def test_a_rank_late_to_all_reduce_5_is_named_with_both_cell_lines(
-    shell: InteractiveShell, tmp_path: Path
+    magic: InteractiveShell, tmp_path: Path
 ) -> None:
     store = JobStore(tmp_path / "jobs")
-    job = _submit(shell, store, [SETUP, LATE, LOOP], "--name late")
+    job = _submit(magic, store, [SETUP, LATE, LOOP], "--name late")
     try:
         _wait_for_output(job, "rank-0", "step 3")
         time.sleep(0.5)  # rank 0 enters all_reduce #5
@@ -149,11 +147,11 @@ time.sleep(600)"""
 
 
 def test_a_shape_mismatch_is_named(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    magic: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DISTTRAIN_WARM", "1")
     store = JobStore(tmp_path / "jobs")
-    job = _submit(shell, store, [SETUP, MISMATCH], "--name mismatch")
+    job = _submit(magic, store, [SETUP, MISMATCH], "--name mismatch")
     try:
         _wait_for_output(job, "rank-1", "all done")
         out: list[str] = []

@@ -59,6 +59,11 @@ def _seconds(low: float, high: float) -> Any:
     return check
 
 
+def _number(low: float, high: float, metavar: str, help: str) -> Any:
+    """A flag of a number from ``low`` to ``high`` (None: not given)."""
+    return option(check=_seconds(low, high), parse=float, metavar=metavar, help=help)
+
+
 @dataclass(frozen=True)
 class GuardOptions:
     """The guard's flags, declared once for every backend whose jobs are guarded. None: this
@@ -71,32 +76,28 @@ class GuardOptions:
         "(also which rank is stuck, in which collective: an incident), cancel (also cancel it "
         "gracefully, em.on_preempt's checkpoint first) or off (default: $DISTTRAIN_GUARD's, else notify)",
     )
-    stall_factor: float | None = option(
-        check=_seconds(1, 1000),
-        parse=float,
-        metavar="K",
-        help="stalled after K times the median time between progress (steps, the tqdm bar, "
+    stall_factor: float | None = _number(
+        1,
+        1000,
+        "K",
+        "stalled after K times the median time between progress (steps, the tqdm bar, "
         "collectives) without any (default 10)",
     )
-    stall_floor: float | None = option(
-        check=_seconds(0.5, 7 * 86400),
-        parse=float,
-        metavar="SECONDS",
-        help="never stalled sooner than this without progress; before any progress, stalled after it "
-        "(default 120)",
+    stall_floor: float | None = _number(
+        0.5,
+        7 * 86400,
+        "SECONDS",
+        "never stalled sooner than this without progress; before any "
+        "progress, stalled after it (default 120)",
     )
-    idle_below: float | None = option(
-        check=_seconds(0, 100),
-        parse=float,
-        metavar="PERCENT",
-        help="idle when GPU utilisation (CPU for a CPU job) stays under this over the idle window "
-        "(default 5)",
+    idle_below: float | None = _number(
+        0,
+        100,
+        "PERCENT",
+        "idle when GPU utilisation (CPU for a CPU job) stays under this over the idle window (default 5)",
     )
-    idle_window: float | None = option(
-        check=_seconds(1, 7 * 86400),
-        parse=float,
-        metavar="SECONDS",
-        help="the window the idle threshold is judged over (default 600)",
+    idle_window: float | None = _number(
+        1, 7 * 86400, "SECONDS", "the window the idle threshold is judged over (default 600)"
     )
 
 

@@ -63,8 +63,9 @@ class SeriesReader:
         return parse_samples(data[skip:end])
 
 
-class GuardThread:
-    """One job's guard in its launcher."""
+class GuardThread(threading.Thread):
+    """One job's guard in its launcher: a daemon thread that looks every ``settings.tick``
+    seconds until ``stop`` (started only when the job's guard is not off)."""
 
     def __init__(
         self,
@@ -76,6 +77,7 @@ class GuardThread:
         interval: float,
         read_ranks: Callable[[list[str]], incidents.Answers] | None = None,
     ) -> None:
+        super().__init__(name="disttrain-guard", daemon=True)
         self.job_dir, self.job_id, self.script = job_dir, job_id, script
         self.settings = settings
         self._running = running  # name -> pid of the replicas running now
@@ -86,19 +88,16 @@ class GuardThread:
         self.cancel_reason: str | None = None  # set when the guard cancels the job
         self.preparing: Callable[[], bool] = lambda: False
         self._series: dict[str, SeriesReader] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
 
     def start(self) -> None:
-        if self.settings.action == "off":
-            return
-        self._thread = threading.Thread(target=self._loop, name="disttrain-guard", daemon=True)
-        self._thread.start()
+        if self.settings.action != "off":
+            super().start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._stopped.set()
+        if self.is_alive():
+            self.join(timeout=10)
 
     def drain(self) -> list[Event]:
         out = []
@@ -107,8 +106,8 @@ class GuardThread:
                 out.append(self.events.get_nowait())
         return out
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.settings.tick):
+    def run(self) -> None:
+        while not self._stopped.wait(self.settings.tick):
             try:
                 self.look()
             except Exception as exc:  # the guard, not the job: say it once and stop guarding

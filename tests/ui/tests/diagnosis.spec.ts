@@ -104,38 +104,37 @@ test('the verdict in the cell and the details, light and dark', async ({ page, t
   await incident.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SHOTS, 'diagnosis-details.png') });
 
-  // Dark: theme colours, the verdict's rule and the state badges included
+  // Dark: the verdict in the theme's strongest text colour, its rule in the brand colour
   await page.theme.setDarkTheme();
-  const colours = await incident.evaluate(box => {
-    const probe = document.createElement('div');
-    probe.style.color = 'var(--jp-ui-font-color0)';
-    probe.style.borderLeftColor = 'var(--jp-brand-color1)';
-    document.body.append(probe);
-    const theme = getComputedStyle(probe);
-    const verdict = box.querySelector('.jp-DistTrainDiagnosis-verdict')!;
-    const result = {
-      text: theme.color,
-      brand: theme.borderLeftColor,
-      verdict: getComputedStyle(verdict).color,
-      rule: getComputedStyle(box).borderLeftColor
+  const [verdictColour, ruleColour, textColour, brandColour] = await incident.evaluate(box => {
+    const swatch = box.ownerDocument.createElement('span');
+    box.append(swatch);
+    const colour = (css: string) => {
+      swatch.style.color = css;
+      return getComputedStyle(swatch).color;
     };
-    probe.remove();
-    return result;
+    const found = [
+      getComputedStyle(box.querySelector('.jp-DistTrainDiagnosis-verdict')!).color,
+      getComputedStyle(box).borderLeftColor,
+      colour('var(--jp-ui-font-color0)'),
+      colour('var(--jp-brand-color1)')
+    ];
+    swatch.remove();
+    return found;
   });
-  expect(colours.verdict).toBe(colours.text);
-  expect(colours.rule).toBe(colours.brand);
-  expect(colours.verdict).not.toBe('rgba(0, 0, 0, 0.87)'); // the light theme's
+  expect([verdictColour, ruleColour]).toEqual([textColour, brandColour]);
+  expect(verdictColour).not.toBe('rgba(0, 0, 0, 0.87)'); // the light theme's
   await page.screenshot({ path: path.join(SHOTS, 'diagnosis-details-dark.png') });
   await page.notebook.activate('stuck.ipynb');
   await cellView.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SHOTS, 'diagnosis-cell-dark.png') });
   await page.theme.setLightTheme();
 
-  // Cancelled: no Diagnose any more, in the cell or the details
-  await cellView.locator('.jp-DistTrain-cellCancel').click();
+  // Cancelled by the palette's command on it: no Diagnose any more, in the cell or the details
+  void page.evaluate(id => window.jupyterapp.commands.execute('disttrain:cancel', { id }), jobId);
   await page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-warn').click();
+  await expect(cellView).toContainText('Cancelled', { timeout: 60000 });
   await run;
-  await expect(cellView).toContainText('Cancelled');
   await expect(cellView.locator('button[data-disttrain-command="disttrain:diagnose"]')).toHaveCount(
     0
   );
