@@ -104,12 +104,12 @@ def test_a_rank_late_to_all_reduce_5_is_named_with_both_cell_lines(
 
         # the job's sockets: each rank's debug socket is the user's own (0600) in the job dir,
         # and nothing of the job listens beyond loopback
-        sockets = sorted(p.name for p in (job.dir / "debug").iterdir())
+        sockets = sorted(p.name for p in (job.dir / "flightrec").iterdir())
         assert sockets == ["rank-0.sock", "rank-1.sock"]
         for name in sockets:
-            mode = (job.dir / "debug" / name).stat().st_mode
+            mode = (job.dir / "flightrec" / name).stat().st_mode
             assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
-        assert stat.S_IMODE((job.dir / "debug").stat().st_mode) == 0o700
+        assert stat.S_IMODE((job.dir / "flightrec").stat().st_mode) == 0o700
         for proc in procs.job_processes(job.id):
             for conn in proc.net_connections(kind="all"):
                 if conn.family in (2, 10) and conn.laddr:  # AF_INET, AF_INET6
@@ -188,7 +188,7 @@ def test_processes_without_torch_distributed_get_their_stacks_and_no_blame(store
         assert (
             "rank-0 is at train.py, line " in incident.verdict and "(`time.sleep(600)`)" in incident.verdict
         )
-        assert not (job.dir / "debug").exists()  # no torch.distributed, no socket
+        assert not (job.dir / "flightrec").exists()  # no torch.distributed, no socket
         assert all(p.state == "running" and "wait_here" in (p.stack or "") for p in incident.ranks)
     finally:
         job.cancel()
