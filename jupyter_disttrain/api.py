@@ -24,7 +24,16 @@ from .intake import spec_from_words
 from .joberrors import JobCancelledError, job_error
 from .logfiles import Budget
 from .manager import FollowPage, JobManager, manager_for
-from .payloads import CheckpointList, Failure, KeptValue, Resources, RunSummary, StackDump
+from .payloads import (
+    CheckpointList,
+    Failure,
+    Incident,
+    IncidentSummary,
+    KeptValue,
+    Resources,
+    RunSummary,
+    StackDump,
+)
 from .polling import Backoff
 from .progress import Progress
 from .runtime import contract
@@ -120,6 +129,19 @@ class Job:
     def stack(self, replica: str, method: str | None = None) -> StackDump:
         """The Python stacks of every thread of a running replica (py-spy, else faulthandler)."""
         return self.manager.stack(self.id, replica, method)
+
+    def diagnose(self) -> Incident:
+        """Which rank is stuck, in which collective, at which cell line (``Incident.verdict``);
+        kept in the job dir as an incident of its own."""
+        from .jobdiagnosis import diagnose
+
+        return diagnose(self.manager, self.id)
+
+    def incidents(self, limit: int = 50) -> list[IncidentSummary]:
+        """The job's diagnoses, newest first (``diagnose``'s, and the guard's)."""
+        from .monitoring.incidents import summaries
+
+        return summaries(self.dir, limit)
 
     def failure(self, status: JobStatus | None = None) -> Failure | None:
         """Why the job failed (its root cause's traceback, mapped to the notebook's cells); None

@@ -1,6 +1,6 @@
 """The subcommands of ``jupyter disttrain`` and of the ``%distrun`` line magic.
 
-list, status, logs, stack, checkpoints, debug, cancel, delete and run: words in, lines of text out,
+list, status, logs, stack, diagnose, checkpoints, debug, cancel, delete and run: words in, lines of text out,
 over the job layer (``api``). The two front ends (``cli.py``, ``magics.py``) only say how the user typed them.
 """
 
@@ -22,7 +22,7 @@ from .specs import JobStatus, LogLine, iso_seconds, name_from
 from .tracebacks import plain
 
 if TYPE_CHECKING:
-    from .api import CheckpointList, Failure, Job, KeptValue
+    from .api import CheckpointList, Failure, Incident, Job, KeptValue
     from .manager import Listed
 
 
@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         help="py-spy (needs ptrace permission) or the rank's faulthandler; default: py-spy where it can",
     )
+    dg = sub.add_parser(
+        "diagnose",
+        help="which rank of a running job is stuck, in which collective, at which cell line "
+        "(every rank's Flight Recorder and stacks; kept in the job dir as an incident)",
+    )
+    dg.add_argument("job_id")
     c = sub.add_parser("cancel", help="stop a job and all its processes")
     c.add_argument("job_id", nargs="?")
     c.add_argument(
@@ -122,6 +128,8 @@ def run_subcommand(
         return _print_stacks(job, args.replica, args.method, out)
     elif args.command == "debug":
         return _debug(job, args.replica, out)
+    elif args.command == "diagnose":
+        out(format_incident(job.diagnose()))
     elif args.command == "checkpoints":
         out(format_checkpoints(job.checkpoints(), command))
     elif args.command == "cancel":
@@ -309,6 +317,18 @@ def format_checkpoints(listing: CheckpointList, command: str) -> str:
         f"--resume {listing.job_id}:latest or :STEP"
     )
     return "\n".join(table)
+
+
+def format_incident(incident: Incident) -> str:
+    """A diagnosis as text: the verdict, each rank's line, where it is kept."""
+    lines = [incident.verdict, ""]
+    for part in incident.ranks:
+        what = part.state + (f" {part.collective}" if part.collective else "")
+        where = f" at {part.where}" + (f": {part.source}" if part.source else "") if part.where else ""
+        lines.append(f"  {part.replica}: {what}{where}" + (f" ({part.note})" if part.note else ""))
+    lines += [f"# {note}" for note in incident.notes]
+    lines.append(f"(incident {incident.name}, {incident.seconds:.2f} s; its stacks are in the job's details)")
+    return "\n".join(lines)
 
 
 def format_status(

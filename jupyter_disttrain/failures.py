@@ -8,16 +8,13 @@ running rank are mapped the same way.
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import tracebacks
 from .errors import DistTrainError
 from .failure import first_line, root_cause, stopped_by_peer
 from .logfiles import Budget, take_lines
-from .packaging.origins import ORIGINS_FILE
 from .payloads import Failure, StackDump
-from .safefiles import open_regular
 from .specs import JobPhase, JobStatus
 
 if TYPE_CHECKING:
@@ -29,31 +26,17 @@ TAIL_BYTES = 128 * 1024
 PEER_LINES = 200  # of a stopped peer's log searched for a traceback of its own
 PEER_BYTES = 16 * 1024
 PEERS_READ = 16
-ORIGINS_BYTES = 4 * 2**20  # a line map larger than this (a huge notebook) is not read
 
 
 def line_map(store: JobStore, record: JobRecord) -> tracebacks.LineMap:
     """The job's script and its line map (nothing maps where either cannot be read)."""
+    from .monitoring.verdict import line_map as read_line_map
+
     try:
-        script = store.read_script(record.id)
+        job_dir = store.job_dir(record.id)
     except (OSError, DistTrainError):
-        script = ""
-    return tracebacks.LineMap.of(record.spec.entrypoint, script, _origins(store, record.id))
-
-
-def _origins(store: JobStore, job_id: str) -> dict[str, Any] | None:
-    try:
-        with open_regular(store.job_dir(job_id) / ORIGINS_FILE) as f:
-            data = f.read(ORIGINS_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > ORIGINS_BYTES:
-        return None
-    try:
-        loaded = json.loads(data)
-    except ValueError:
-        return None
-    return loaded if isinstance(loaded, dict) else None
+        return tracebacks.LineMap.of(record.spec.entrypoint, "", None)
+    return read_line_map(job_dir, record.spec.entrypoint)
 
 
 def failure_of(store: JobStore, backend: Backend, record: JobRecord, status: JobStatus) -> Failure | None:

@@ -72,7 +72,7 @@ def warm_up(ipython: Any) -> None:
 
 @magics_class
 class DistTrainMagics(Magics):
-    """``%%distrun`` and ``%distrun list|status|logs|stack|checkpoints|cancel|delete``."""
+    """``%%distrun`` and ``%distrun list|status|logs|stack|diagnose|checkpoints|cancel|delete``."""
 
     @magic_arguments()
     @_job_flags
@@ -102,6 +102,7 @@ class DistTrainMagics(Magics):
             %distrun status JOB_ID
             %distrun logs JOB_ID [--replica rank-0] [--tail 50] [--follow]
             %distrun stack JOB_ID [--replica rank-1]
+            %distrun diagnose JOB_ID
             %distrun checkpoints JOB_ID
             %distrun load JOB_ID            (its --out values, into this kernel)
             %distrun cancel JOB_ID
@@ -227,13 +228,14 @@ class DistTrainMagics(Magics):
         """
         from .debugview import PromptFeed
         from .progressview import ProgressFeed
-        from .widgets import SUMMARY_LINES, TextView, UsageFeed, make_view
+        from .widgets import SUMMARY_LINES, IncidentFeed, TextView, UsageFeed, make_view
 
         def cancel() -> None:
             job.cancel()
 
         view = make_view(job.id, str(job.dir), cancel)
         feed = UsageFeed(job.resources)
+        diagnoses = IncidentFeed(lambda: job.incidents(limit=1))
         bar = ProgressFeed(job.progress, job.runs)
         prompts = PromptFeed(job, view, text=isinstance(view, TextView))  # breakpoint() in a rank
         running = False
@@ -248,6 +250,8 @@ class DistTrainMagics(Magics):
                 prompts.poll(rank_lines, status)
                 if not status.is_terminal and (usage := feed.poll()) is not None:
                     view.usage(usage)
+                if not status.is_terminal and (incident := diagnoses.poll()) is not None:
+                    view.diagnosis(incident)
                 if status.phase is JobPhase.RUNNING and (shown := bar.poll(status)) is not None:
                     running = True
                     view.progress(*shown)

@@ -22,6 +22,7 @@ from . import jobcheckpoints, jobvalues
 from .backends import default_backend_name, get_backend
 from .errors import DistTrainError, InvalidSpecError
 from .intake import MAX_LOG_LIMIT, validate_replica
+from .jobdiagnosis import detail_parts, guard_of
 from .logfiles import Budget, take_lines
 from .payloads import (
     CheckpointList,
@@ -179,10 +180,10 @@ class JobManager:
             return None
 
     def _summary(self, record: JobRecord, status: JobStatus, deleted: bool = False) -> JobSummary:
-        """The list's view of a job: its status, quiet replicas, progress and TensorBoard data."""
+        """The list's view of a job: its status, quiet replicas, progress, TensorBoard data, guard."""
         quiet, progress = self._quiet(record, status), self.progress(record, status)
-        tensorboard = _wrote_tensorboard(self.store, record.id)
-        return JobSummary.of(record, status, deleted, quiet, progress, tensorboard)
+        tensorboard, guarded = _wrote_tensorboard(self.store, record.id), guard_of(self.store, record, status)
+        return JobSummary.of(record, status, deleted, quiet, progress, tensorboard, guarded)
 
     def status(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).describe(job_id)
@@ -196,7 +197,6 @@ class JobManager:
         summary = self._summary(record, status, deleted)
         roles = RoleSummary.of(record, status)
         failure = self.failure(record, status) if backend_error is None else None
-        usage = jobcheckpoints.usage_of(self, job_id)
         return JobDetail(
             job_id,
             summary,
@@ -207,8 +207,9 @@ class JobManager:
             backend_error,
             roles,
             failure,
-            usage,
+            jobcheckpoints.usage_of(self, job_id),
             jobvalues.kept(self.store, record),
+            **detail_parts(self.store, record, status),  # incidents, resource-hours
         )
 
     def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:

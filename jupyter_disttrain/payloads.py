@@ -63,6 +63,7 @@ class JobSummary:
     quiet: list[str] = field(default_factory=list)  # running replicas silent for longer than usual
     progress: Progress | None = absent()  # noqa: RUF009 (while it runs: em's total, else a tqdm bar)
     tensorboard: bool = False
+    guard: GuardState | None = absent()  # noqa: RUF009 (while it runs: stalled or idle, if it is)
 
     @classmethod
     def of(
@@ -73,6 +74,7 @@ class JobSummary:
         quiet: list[str] | None = None,
         progress: Progress | None = None,
         tensorboard: bool = False,
+        guard: GuardState | None = None,
     ) -> JobSummary:
         spec = record.spec
         # The backend records where the job really runs ("cpu" when no GPU was visible or chosen).
@@ -97,6 +99,7 @@ class JobSummary:
             quiet=quiet or [],
             progress=progress,
             tensorboard=tensorboard,
+            guard=guard,
         )
 
 
@@ -238,6 +241,8 @@ class JobDetail:
     failure: Failure | None = absent()  # noqa: RUF009 (a field() with metadata)
     checkpoints: CheckpointUsage | None = None  # None where the job's checkpoints cannot be read here
     values: list[KeptValue] = field(default_factory=list)  # --out: what came back (docs/notebook.md)
+    incidents: list[IncidentSummary] = field(default_factory=list)  # its diagnoses, newest first
+    hours: ResourceHours | None = absent()  # noqa: RUF009 (what it held and used; absent: no samples)
 
 
 @dataclass
@@ -385,6 +390,8 @@ class RunSummary:
     eta_seconds: float | None
     artifacts: int
     tensorboard_run: str | None
+    # What its job held and used (and the jobs it was resumed from: one run across them).
+    hours: ResourceHours | None = absent()  # noqa: RUF009 (a field() with metadata)
 
 
 @dataclass
@@ -569,6 +576,85 @@ class TensorBoardList:
     """The TensorBoards started (and not stopped since)."""
 
     tensorboards: list[TensorBoardInfo]
+
+
+@dataclass
+class RankDiagnosis:
+    """One rank in a diagnosis: its ``state`` (``not joined``: a collective its peers wait in;
+    ``waiting`` in one; ``mismatch``: it called one differently; ``running``: outside any;
+    ``no answer``: its socket did not answer; ``no record``: no Flight Recorder, stacks only), the
+    collective concerned (``all_reduce #5 (default group)``), where it is in the notebook's words
+    (``Cell In[4], line 2``) and that line's text, why something could not be read (``note``),
+    and its stacks with the script's lines named by their cells."""
+
+    replica: str
+    state: str
+    collective: str | None
+    where: str | None
+    source: str | None
+    note: str | None
+    stack: str | None
+
+
+@dataclass
+class IncidentSummary:
+    """One diagnosis of a job as its details list them: its name (its file under the job dir's
+    ``incidents/``), when it was made, what asked for it (``manual``, ``stalled``, ``idle``) and
+    its verdict."""
+
+    name: str
+    time: str
+    trigger: str
+    verdict: str
+
+
+@dataclass
+class Incident:
+    """A diagnosis: which rank is stuck, in which collective, at which cell line, in one
+    ``verdict`` sentence; each rank's part; which analysis named the collective (``torch``: torch's
+    Flight Recorder analyzer, ``disttrain``: ours where it cannot run, ``none``: no rank has a
+    record) and how long collecting and analysing took."""
+
+    job_id: str
+    name: str
+    time: str
+    trigger: str
+    verdict: str
+    analyzer: str
+    seconds: float
+    ranks: list[RankDiagnosis]
+    notes: list[str]
+
+
+@dataclass
+class GuardState:
+    """What the stall and idle guard says of a running job: ``stalled`` (no progress for
+    ``threshold`` seconds; ``busy`` when its processes keep a CPU or GPU busy meanwhile) or
+    ``idle`` (its accelerators, or its CPUs for a CPU job, under the idle threshold over the
+    window), since when (seconds since the epoch), the action it takes (``notify``, ``diagnose``,
+    ``cancel``) and the incident its diagnosis wrote, if any."""
+
+    state: str
+    since: float
+    message: str
+    busy: bool
+    action: str
+    threshold: float | None = None
+    incident: str | None = None
+
+
+@dataclass
+class ResourceHours:
+    """What a job or run held and used: ``unit`` ``gpu`` (GPU-hours) or ``core`` (CPU core-hours
+    for a CPU job); ``allocated`` is what it held (devices times the hours its processes ran),
+    ``used`` what it kept busy (GPU utilisation, CPU time), summed over restarts and resumes;
+    ``cost`` by the price table (absent without one)."""
+
+    unit: str
+    allocated: float
+    used: float
+    cost: float | None = absent()
+    currency: str | None = absent()
 
 
 def to_json(payload: Any) -> dict[str, Any]:

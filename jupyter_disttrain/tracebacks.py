@@ -32,7 +32,8 @@ _SPY_FRAME = re.compile(r"^(?P<indent>\s+)(?P<name>\S.*) \((?P<file>[^():]+):(?P
 _CARETS = re.compile(r"^\s*[~^]+\s*$")
 # Frames of the product's own machinery (how a rank starts), never the user's or a library's.
 _PRODUCT = re.compile(
-    r"(^<frozen runpy>$|(^|/)runpy\.py$|jupyter_disttrain/runtime/|jupyter_disttrain/backends/)"
+    r"(^<frozen runpy>$|(^|/)runpy\.py$|jupyter_disttrain/runtime/|jupyter_disttrain/backends/"
+    r"|disttrain_runtime/)"  # (the runtime a pod runs, shipped with the job: podruntime.py)
 )
 # What a rank raises when a peer left or its launcher stopped it, not an error of its own:
 # torch.distributed's store and network errors, gloo's and NCCL's words for a peer gone (in a
@@ -47,6 +48,8 @@ _PEER_LOSS_WORDS = re.compile(
     r"|remote process exited|communicator was aborted|failed to recv",
     re.IGNORECASE,
 )
+# The packaging's line map in the job dir (``packaging/origins.py`` writes it, ``LineMap`` reads it).
+ORIGINS_FILE = "origins.json"
 CONTEXT_BEFORE = 2  # source lines shown before a frame's line, as IPython shows a few
 MAX_MESSAGE_LINES = 20  # of an exception's message
 
@@ -338,3 +341,20 @@ def map_stack(text: str, where: LineMap) -> str:
     if folded:
         out.append(f"    … {folded} frame(s) of jupyter_disttrain and runpy hidden")
     return "\n".join(out)
+
+
+def stack_threads(text: str) -> list[list[Frame]]:
+    """Each thread's frames in a stack dump (faulthandler's or py-spy's), innermost first as both
+    print them; the product's frames left out."""
+    threads: list[list[Frame]] = []
+    for line in text.split("\n"):
+        m = _DUMP_FRAME.match(line) or _SPY_FRAME.match(line)
+        if m is None:
+            if line.strip() and not line.startswith(" "):  # a thread's heading
+                threads.append([])
+            continue
+        if not threads:
+            threads.append([])
+        if not is_product(m["file"]):
+            threads[-1].append(Frame(m["file"], int(m["line"]), m["name"].strip()))
+    return [t for t in threads if t]

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from IPython.display import DisplayHandle
 
     from .debugging import Prompt
-    from .payloads import Failure, Resources, ResourceSample
+    from .payloads import Failure, IncidentSummary, Resources, ResourceSample
     from .progress import Progress
 
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
@@ -55,6 +55,7 @@ CANCEL_CLASS = "jp-DistTrain-cellCancel"
 JOB_CLASS_PREFIX = "jp-DistTrain-job-"
 LOGS_COMMAND = "disttrain:open-logs"
 TENSORBOARD_COMMAND = "disttrain:open-tensorboard"
+DIAGNOSE_COMMAND = "disttrain:diagnose"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _TORCH_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?)+")
 
@@ -79,6 +80,8 @@ class JobView(Protocol):
     def usage(self, resources: Resources) -> None: ...
 
     def progress(self, found: Progress | None, shown: str) -> None: ...
+
+    def diagnosis(self, incident: IncidentSummary) -> None: ...
 
     def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
         """``replica``'s debugger prompt (None: it closed) and its transcript (``debugview.py``)."""
@@ -324,6 +327,12 @@ class TextView:
     def progress(self, found: Progress | None, shown: str) -> None:
         """Not printed: the job's own bar (tqdm's) is in its output already."""
 
+    def diagnosis(self, incident: IncidentSummary) -> None:
+        with self._lock:
+            self._write(
+                ("\n" if self._pending else "") + f"diagnosis ({incident.trigger}): {incident.verdict}\n"
+            )
+
     def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
         """A prompt opening: the other ranks wait for it (its transcript is printed as it goes)."""
         if prompt is not None and not transcript:
@@ -379,6 +388,7 @@ class WidgetView:
         self.cancel_button.add_class(CANCEL_CLASS)
         self.cancel_button.add_class(JOB_CLASS_PREFIX + job_id)
         self.message = w.HTML()
+        self.verdict = w.HTML()  # the newest diagnosis (Diagnose, or the guard's)
         self.links = w.HTML(_lab_buttons(job_id))
         self.widget = w.VBox(
             [
@@ -388,6 +398,7 @@ class WidgetView:
                 self.log,
                 w.HBox([self.cancel_button, self.links]),
                 self.message,
+                self.verdict,
             ]
         )
         self.widget.add_class("jp-DistTrainCellView")
@@ -444,6 +455,11 @@ class WidgetView:
         with self._lock:
             self.bar.value = shown
 
+    def diagnosis(self, incident: IncidentSummary) -> None:
+        """Show the newest diagnosis's verdict (a Diagnose click, or the stall guard's)."""
+        with self._lock:
+            self.verdict.value = _verdict_html(incident)
+
     def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
         """Show the prompt's transcript and input below the log; the other chips say they wait."""
         from .debugview import DebugPanel
@@ -468,9 +484,10 @@ class WidgetView:
             self._refresh_text()
 
     def _ended(self) -> None:
-        """An ended job has nothing to cancel: the button goes, not just greyed out."""
+        """An ended job has nothing to cancel or diagnose: those buttons go, not just greyed out."""
         self.cancel_button.disabled = True
         self.cancel_button.layout.display = "none"
+        self.links.value = _lab_buttons(self.job_id, running=False)
 
     def text(self) -> str:
         """The plain-text form shown by front ends that cannot render widgets."""
@@ -607,14 +624,43 @@ def _note(text: str, error: bool = False) -> str:
     return f'<span style="color:{colour}">{html.escape(text)}</span>'
 
 
-def _lab_buttons(job_id: str) -> str:
+def _lab_buttons(job_id: str, running: bool = True) -> str:
     job = html.escape(job_id)
     tip = "Needs the jupyter_disttrain extension in JupyterLab or Notebook 7"
+    buttons = [(LOGS_COMMAND, "Open logs in the sidebar"), (TENSORBOARD_COMMAND, "Open TensorBoard")]
+    if running:  # which rank is stuck, in which collective, at which cell line
+        buttons.append((DIAGNOSE_COMMAND, "Diagnose"))
     return "".join(
         f'<button type="button" class="jupyter-button" style="margin-left:4px" title="{tip}" '
         f'{COMMAND_ATTRIBUTE}="{command}" {JOB_ATTRIBUTE}="{job}">{label}</button>'
-        for command, label in (
-            (LOGS_COMMAND, "Open logs in the sidebar"),
-            (TENSORBOARD_COMMAND, "Open TensorBoard"),
-        )
+        for command, label in buttons
     )
+
+
+def _verdict_html(incident: IncidentSummary) -> str:
+    return (
+        '<div class="jp-DistTrainCellView-verdict" style="margin:4px 0;padding:2px 8px;'
+        'border-left:3px solid var(--jp-brand-color1,#1976d2);color:var(--jp-ui-font-color0,#000)">'
+        f"<b>Diagnosis</b> ({html.escape(incident.trigger)}): {html.escape(incident.verdict)}</div>"
+    )
+
+
+class IncidentFeed:
+    """The job's newest diagnosis, once per new one, read no more often than every ``every`` s."""
+
+    def __init__(self, fetch: Callable[[], list[IncidentSummary]], every: float = 2.0) -> None:
+        self._fetch, self._every = fetch, every
+        self._next, self._seen = 0.0, ""
+
+    def poll(self) -> IncidentSummary | None:
+        if time.monotonic() < self._next:
+            return None
+        self._next = time.monotonic() + self._every
+        try:
+            newest = next(iter(self._fetch()), None)
+        except (OSError, DistTrainError):
+            return None
+        if newest is None or newest.name == self._seen:
+            return None
+        self._seen = newest.name
+        return newest

@@ -23,7 +23,8 @@ export const CELL_REPLICA_ATTRIBUTE = 'data-disttrain-replica';
 export const CELL_COMMANDS: readonly string[] = [
   CommandIDs.logs,
   CommandIDs.tensorboard,
-  CommandIDs.details
+  CommandIDs.details,
+  CommandIDs.diagnose
 ];
 
 /** The selector of every element of the contract (for `closest`). */

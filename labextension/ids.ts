@@ -11,6 +11,7 @@ export const CommandIDs = {
   remove: 'disttrain:delete',
   stack: 'disttrain:stack',
   stacks: 'disttrain:stacks',
+  diagnose: 'disttrain:diagnose',
   copyId: 'disttrain:copy-id'
 } as const;
 

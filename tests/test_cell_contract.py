@@ -24,14 +24,15 @@ def test_widgets_and_lab_extension_declare_the_same_contract() -> None:
     assert contract["CELL_JOB_CLASS_PREFIX"] == widgets.JOB_CLASS_PREFIX
     assert commands["logs"] == widgets.LOGS_COMMAND
     assert commands["tensorboard"] == widgets.TENSORBOARD_COMMAND
+    assert commands["diagnose"] == widgets.DIAGNOSE_COMMAND
     # the commands a cell's buttons ask for are among those the lab accepts from cells
     cell_commands = re.search(r"CELL_COMMANDS[^=]*= \[([^\]]*)\]", (LAB / "cellcontract.ts").read_text())
     assert cell_commands is not None
     accepted = {commands[key] for key in re.findall(r"CommandIDs\.(\w+)", cell_commands.group(1))}
-    assert {widgets.LOGS_COMMAND, widgets.TENSORBOARD_COMMAND} <= accepted
+    assert {widgets.LOGS_COMMAND, widgets.TENSORBOARD_COMMAND, widgets.DIAGNOSE_COMMAND} <= accepted
 
 
 def test_the_buttons_carry_the_contract() -> None:
     html = widgets._lab_buttons("mnist-ddp-k3x9q")
-    for command in (widgets.LOGS_COMMAND, widgets.TENSORBOARD_COMMAND):
+    for command in (widgets.LOGS_COMMAND, widgets.TENSORBOARD_COMMAND, widgets.DIAGNOSE_COMMAND):
         assert f'{widgets.COMMAND_ATTRIBUTE}="{command}" {widgets.JOB_ATTRIBUTE}="mnist-ddp-k3x9q"' in html

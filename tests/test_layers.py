@@ -31,6 +31,7 @@ MODULES_OF: dict[str, list[str]] = {
         "runtime.contract",
         "runtime.debugger",
         "runtime.debugrelay",
+        "runtime.debugsock",
         "runtime.importhook",
         "runtime.joined",
         "runtime.libresume",
@@ -116,8 +117,13 @@ MODULES_OF: dict[str, list[str]] = {
         "tracking.runs",
         "tracking.sources",
     ],
-    # A running job watched from outside: resource samples, liveness, stacks.
-    "monitoring": ["monitoring", "monitoring.resources", "monitoring.stacks"],
+    # A running job watched from outside: resource samples, liveness, stacks; its diagnoses (the
+    # ranks' Flight Recorders analysed, the verdict, the incidents kept).
+    "monitoring": [
+        *("monitoring", "monitoring.resources", "monitoring.stacks"),
+        *("monitoring.flightrec", "monitoring.verdict", "monitoring.incidents", "monitoring.guard"),
+        "monitoring.usage",
+    ],
     # Where jobs run: the Backend base, this machine, a Kubernetes cluster, a Slurm cluster.
     "backends": [
         "backends.base",
@@ -127,6 +133,7 @@ MODULES_OF: dict[str, list[str]] = {
         "backends.local.launch",
         "backends.local.supervisor",
         "backends.local.diagnosis",
+        "backends.local.guarding",
         "backends.local.records",
         "backends.local.sidethreads",
         "backends.local.options",
@@ -196,6 +203,8 @@ MODULES_OF: dict[str, list[str]] = {
         "joberrors",
         "jobvalues",
         "debugging",
+        "jobdiagnosis",
+        "jobguard",
     ],
     # The subcommands the line magic and the CLI share.
     "commands": ["commands"],
@@ -208,6 +217,7 @@ MODULES_OF: dict[str, list[str]] = {
         "server.checkpoints",
         "server.context",
         "server.debug",
+        "server.diagnosis",
         "server.handlers",
         "server.jobs",
         "server.proxy",

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tracebacks import ORIGINS_FILE as ORIGINS_FILE  # a side file of the job (beside the script)
+
 _MARK = re.compile(r"In \[(\d+)\](?: line (\d+))?")
 _SUFFIX = re.compile(r"\s+# In \[\d+\](?:, In \[\d+\])*$")
 _CELL_SECTION = "# --- The %%distrun cell ---"
-# A side file of the job (beside the script); the job layer reads it to map tracebacks.
-ORIGINS_FILE = "origins.json"
 CELL_LABEL = "In [ ]"  # the %%distrun cell's label where its execution count is not known
 
 

@@ -70,6 +70,14 @@ STACKS_DIR = "stacks"  # <replica>.txt: the faulthandler dumps the rank wrapper 
 # The signal on which the rank wrapper dumps every thread's Python stack (faulthandler). torchrun
 # neither uses nor forwards it by default (its agent handles TERM, INT, HUP and QUIT).
 STACK_SIGNAL = "SIGUSR2"
+# <replica>.sock: each rank's Flight Recorder and stacks, served by torch's worker server
+# (runtime/debugsock.py); a diagnosis reads them (monitoring/incidents.py).
+FLIGHT_RECORDER_DIR = "flightrec"
+# <time>-<trigger>.json: each diagnosis of the job, kept under its own name (monitoring/incidents.py).
+INCIDENTS_DIR = "incidents"
+# What the stall and idle guard last judged of the job (monitoring/guard.py), written by whoever
+# guards it: the launcher (local, Slurm) or the server (Kubernetes).
+GUARD_FILE = "guard.json"
 
 # Experiment tracking (``em``): ``runs/<run>/run.json``, ``metrics.jsonl`` (``rank-N/metrics.jsonl``
 # with ranks="all"), ``artifacts/<artifact>/manifest.json`` and the artifact's files. Written by
@@ -111,6 +119,10 @@ def metrics_file(replica: str) -> str:
 
 def stack_file(replica: str) -> str:
     return f"{replica}.txt"
+
+
+def flight_recorder_socket(replica: str) -> str:
+    return f"{replica}.sock"
 
 
 def record_file(replica: str) -> str:
@@ -166,3 +178,4 @@ class RankRecord(TypedDict, total=False):
     exit_code: int  # from here on: at exit
     finish_time: str
     joined_world: int | None  # the size of the process group it joined, if any
+    cpu_seconds: float  # user and system CPU time, with the children it reaped (resource-hours)

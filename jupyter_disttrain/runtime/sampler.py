@@ -147,7 +147,14 @@ class TreeSampler:
                     proc = self._known[pid] = psutil.Process(pid)
             if proc is not None:
                 procs.append(proc)
-        totals = {"cpu_percent": 0.0, "rss_bytes": 0, "threads": 0, "read_bytes": 0, "write_bytes": 0}
+        totals = {
+            "cpu_percent": 0.0,
+            "rss_bytes": 0,
+            "threads": 0,
+            "read_bytes": 0,
+            "write_bytes": 0,
+            "cpu_s": 0.0,
+        }
         alive: set[int] = set()
         for proc in procs:
             with contextlib.suppress(psutil.Error), proc.oneshot():
@@ -155,6 +162,7 @@ class TreeSampler:
                 totals["cpu_percent"] += cpu
                 totals["rss_bytes"] += rss
                 totals["threads"] += threads
+                totals["cpu_s"] += _cpu_seconds(proc.cpu_times())
                 alive.add(proc.pid)
                 with contextlib.suppress(psutil.Error, AttributeError):  # not permitted, not supported
                     io = proc.io_counters()
@@ -164,11 +172,20 @@ class TreeSampler:
             return None
         self._known = {pid: p for pid, p in self._known.items() if pid in alive}
         totals["cpu_percent"] = round(totals["cpu_percent"], 1)
+        totals["cpu_s"] = round(totals["cpu_s"], 3)
         return totals
 
     @property
     def pids(self) -> set[int]:
         return set(self._known)
+
+
+def _cpu_seconds(times: Any) -> float:
+    """A process's CPU time so far, with that of its children it reaped (a DataLoader worker
+    that ended): what the resource-hours count (``cpu_s``, cumulative per start of the rank)."""
+    return float(
+        times.user + times.system + getattr(times, "children_user", 0) + getattr(times, "children_system", 0)
+    )
 
 
 def children_map() -> dict[int, list[int]]:
@@ -340,7 +357,7 @@ class Monitor:
                 continue
             # Stamped just before it is written: a reader that took its ``now`` earlier and read
             # the file before this write gets it on its next ``since=now`` read (t > its now).
-            sample = {"t": round(time.time(), 3), **sample}
+            sample = {"t": round(time.time(), 3), **sample, "pid": pid}
             log = self.log_of(replica)
             if log:
                 with contextlib.suppress(OSError):

@@ -25,7 +25,7 @@ import time
 import types
 from typing import Any
 
-from . import contract
+from . import contract, debugsock
 from .atomic import open_own, write_json
 from .joined import joined_any, joined_world, watch
 
@@ -94,6 +94,8 @@ def main(argv: list[str]) -> None:
     ended: SystemExit | None = None
     namespace = _main_module(script)
     watch()
+    if job_dir := os.environ.get(contract.JOB_DIR_ENV):  # its collectives and stacks, on demand
+        debugsock.serve(job_dir, replica)
     if os.environ.get(contract.KEEP_CHECKPOINTS_ENV):  # --keep-checkpoints: rank 0 prunes
         from . import retention  # (with the scanner) only in the jobs that asked
 
@@ -120,6 +122,7 @@ def main(argv: list[str]) -> None:
     finally:
         if record_path:
             record.update({"exit_code": code, "finish_time": _now(), "joined_world": joined_world()})
+            record["cpu_seconds"] = round(sum(os.times()[:4]), 3)  # with its reaped children's
             _write_final_record(record_path, record)
     if ended is not None and isinstance(ended.code, str):
         print(ended.code, file=sys.stderr)  # what ``sys.exit("message")`` prints

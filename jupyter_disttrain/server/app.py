@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Int, List, TraitError, Unicode, default, validate
+from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, default, validate
 
 from ..backends import default_backend_name
 from ..errors import InvalidSpecError
 from ..intake import MAX_LOG_LIMIT
+from ..jobdiagnosis import check_settings
 from ..roots import open_store
 from ..store import ROOT_ENV
 from . import routes
@@ -104,6 +106,23 @@ class DistTrainApp(ExtensionApp):
         help="Most lines sent in one log-stream event (one bounded read of the log files; at most 10000).",
     ).tag(config=True)
 
+    guard = Unicode(
+        "",
+        help="""The stall and idle guard's defaults for jobs submitted through this server and
+        the kernels it starts (exported to them as $DISTTRAIN_GUARD; a job's own flags win), e.g.
+        "guard=cancel,stall_floor=300,idle_below=10,idle_window=1800": the flags --guard
+        (notify, diagnose, cancel, off), --stall-factor, --stall-floor, --idle-below and
+        --idle-window without their dashes. The guard of a local or Slurm job runs in its
+        launcher, with or without this server; a Kubernetes job's in this server.""",
+    ).tag(config=True)
+
+    prices = Dict(
+        help="""The price table that turns resource-hours into money in the details and the Runs
+        view: per allocated GPU-hour and CPU core-hour, e.g. {"gpu": 2.5, "core": 0.04,
+        "currency": "USD", "backends": {"kubernetes": {"gpu": 3.1}}}. Exported to the kernels
+        it starts as $DISTTRAIN_PRICES. Empty: no cost is shown.""",
+    ).tag(config=True)
+
     worker_threads = Int(
         8, help="Threads for blocking backend calls (file reads, cluster API requests)."
     ).tag(config=True)
@@ -122,6 +141,17 @@ class DistTrainApp(ExtensionApp):
             return check_command(list(proposal["value"]))
         except InvalidSpecError as exc:
             raise TraitError(str(exc)) from None
+
+    @validate("guard", "prices")
+    def _check_guard_and_prices(self, proposal: Any) -> Any:
+        try:
+            name = proposal["trait"].name
+            check_settings(
+                proposal["value"] if name == "guard" else "", proposal["value"] if name == "prices" else {}
+            )
+        except InvalidSpecError as exc:
+            raise TraitError(str(exc)) from None
+        return proposal["value"]
 
     @validate("log_batch_lines")
     def _check_batch(self, proposal: Any) -> int:
@@ -147,6 +177,7 @@ class DistTrainApp(ExtensionApp):
         store = open_store(self.job_root or None, default=default, store_class=CachingJobStore)
         root = store.root
         os.environ[ROOT_ENV] = str(root)  # kernels and terminals started from now on agree
+        os.environ.update(check_settings(self.guard, dict(self.prices)))  # (so do they on these)
         self._start_warm()
         base_url = self.serverapp.base_url if self.serverapp is not None else "/"
         self._context = ServerContext(
@@ -166,6 +197,7 @@ class DistTrainApp(ExtensionApp):
             log_batch_lines=self.log_batch_lines,
         )
         self.settings[SETTINGS_KEY] = self._context
+        self._start_guard()
         # One listing in the background: every job and run is read and summarised once now, so
         # the UI's first listings are as quick as the later ones (the runs of jobs that ended a
         # while ago are kept, tracking/sources.py).
@@ -184,6 +216,16 @@ class DistTrainApp(ExtensionApp):
         if start(os.environ, enabled=self.warm_start, parent=os.getpid()) is not None:
             self.log.info("jupyter_disttrain: a warm zygote is starting for local jobs")
 
+    def _start_guard(self) -> None:
+        """Guard the jobs no launcher of ours guards (Kubernetes'), while this server runs."""
+        from ..jobguard import ServerGuard
+
+        self._guard_stop = threading.Event()
+        guard = ServerGuard(self._context.service.manager)
+        threading.Thread(
+            target=guard.run, args=(self._guard_stop,), name="disttrain-guard", daemon=True
+        ).start()
+
     def _warm_listing(self) -> None:
         try:
             self._context.service.manager.list_runs()  # lists the jobs on the way
@@ -198,6 +240,7 @@ class DistTrainApp(ExtensionApp):
         context: ServerContext | None = getattr(self, "_context", None)
         if context is None:
             return
+        self._guard_stop.set()
         await context.tensorboard.stop_all()
         context.executor.shutdown(wait=False, cancel_futures=True)
         context.cancel_executor.shutdown(wait=False, cancel_futures=True)

@@ -11,6 +11,7 @@ from typing import Any
 from .. import jobcheckpoints
 from ..errors import InvalidSpecError
 from ..intake import spec_from_json
+from ..jobdiagnosis import runs_with_hours
 from ..manager import JobManager
 from ..payloads import (
     CancelAnswer,
@@ -57,8 +58,9 @@ class JobService:
         return to_json(self.manager.stack(job_id, replica, method))
 
     def list_runs(self, job: str | None = None) -> dict[str, Any]:
-        """``RunList``: every run of every job, or of ``job`` (``JobManager.list_runs``)."""
-        return to_json(RunList(self.manager.list_runs(job)))
+        """``RunList``: every run of every job, or of ``job`` (``JobManager.list_runs``), with the
+        resource-hours of each."""
+        return to_json(RunList(runs_with_hours(self.store, self.manager.list_runs(job))))
 
     def run_detail(self, job_id: str, run: str, **query: Any) -> dict[str, Any]:
         """``RunDetail`` (``JobManager.run_detail``'s query: since, limit, rank)."""

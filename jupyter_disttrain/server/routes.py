@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from tornado.web import RequestHandler
 
 from . import checkpoints as c
+from . import diagnosis as d
 from . import handlers as h
 from .debug import DebugHandler
 from .proxy import TensorBoardProxyHandler
@@ -58,6 +59,14 @@ ROUTES: tuple[Route, ...] = (
         "disttrain/api/jobs/demo-abcde/debug/rank-1",
     ),
     Route(rf"disttrain/api/jobs/{_JOB}/cancel", h.CancelHandler, "disttrain/api/jobs/demo-abcde/cancel"),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/diagnose", d.DiagnoseHandler, "disttrain/api/jobs/demo-abcde/diagnose"
+    ),
+    Route(
+        rf"disttrain/api/jobs/{_JOB}/incidents/(?P<name>[^/]+)",
+        d.IncidentHandler,
+        "disttrain/api/jobs/demo-abcde/incidents/20260101T000000.000Z-manual",
+    ),
     Route(
         rf"disttrain/api/jobs/{_JOB}/checkpoints/?",
         c.CheckpointsHandler,

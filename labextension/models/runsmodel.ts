@@ -27,7 +27,9 @@ const FIXED: IRunColumn[] = [
   { key: 'phase', label: 'Phase', kind: 'run', value: r => r.job_phase },
   { key: 'status', label: 'Status', kind: 'run', value: r => r.status },
   { key: 'started', label: 'Started', kind: 'run', value: r => r.start_time },
-  { key: 'step', label: 'Step', kind: 'run', value: r => r.step }
+  { key: 'step', label: 'Step', kind: 'run', value: r => r.step },
+  // what its job (and those it was resumed from) held: GPU- or core-hours, and their cost
+  { key: 'hours', label: 'Hours', kind: 'run', value: r => r.hours?.allocated ?? null }
 ];
 
 /** The fixed columns, then every hparam and every metric any run has, each sorted by name. */

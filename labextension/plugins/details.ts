@@ -24,6 +24,7 @@ import { CheckpointsModel } from '../models/checkpointsmodel';
 import { CheckpointsSection, ICheckpointHandlers } from '../views/checkpointsview';
 import { CommandIDs, jobIdArg } from '../ids';
 import { isDetailsTab, JobDetails } from '../views/details';
+import { DiagnosisModel } from '../models/diagnosismodel';
 import { JobDetailsModel } from '../models/detailsmodel';
 import { JobRunsModel } from '../models/jobrunsmodel';
 import { LogFeed } from '../models/logfeed';
@@ -86,7 +87,8 @@ function createDetails(
     onStack: replica => void app.commands.execute(CommandIDs.stack, { id, replica }),
     runs: section,
     checkpoints: new CheckpointsSection(checkpoints, handlers),
-    logs
+    logs,
+    diagnosis: new DiagnosisModel({ jobId: id })
   });
   const widget = new MainAreaWidget({ content });
   widget.title.icon = listIcon;

@@ -39,5 +39,24 @@ export const notificationsPlugin: JupyterFrontEndPlugin<void> = {
         Notification.info(`Job ${job.name} was cancelled.`, { autoClose: 5000, actions });
       }
     });
+    // A running job its guard flagged (stalled, idle): once per episode, with its details.
+    const said = new Set<string>();
+    model.changed.connect(() => {
+      for (const job of model.jobs) {
+        const key = job.guard ? `${job.id}@${job.guard.since}` : '';
+        if (!job.guard || said.has(key) || !settings.values.notifications) {
+          continue;
+        }
+        said.add(key);
+        const details = {
+          label: 'Details',
+          callback: () => void commands.execute(CommandIDs.details, { id: job.id })
+        };
+        Notification.warning(`Job ${job.name}: ${job.guard.message}.`, {
+          autoClose: false,
+          actions: [details]
+        });
+      }
+    });
   }
 };

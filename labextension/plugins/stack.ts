@@ -1,13 +1,15 @@
 /**
  * The stack plugin: dump a running replica's Python stacks into a dialog (`disttrain:stack`),
- * or every running replica's side by side (`disttrain:stacks`): which rank is stuck, and where.
+ * or every running replica's side by side (`disttrain:stacks`): which rank is stuck, and where;
+ * and diagnose the job (`disttrain:diagnose`: which rank, in which collective, at which cell
+ * line), its verdict said in a notification (the details and the cell's view show it too).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 
 import { Panel } from '@lumino/widgets';
 
-import { dumpStack, getJob } from '../rest/client';
+import { diagnoseJob, dumpStack, getJob } from '../rest/client';
 import { CommandIDs, jobIdArg } from '../ids';
 import { StackView } from '../views/stackview';
 
@@ -35,6 +37,27 @@ export const stackPlugin: JupyterFrontEndPlugin<void> = {
           body,
           buttons: [Dialog.okButton({ label: 'Close' })]
         });
+      }
+    });
+
+    app.commands.addCommand(CommandIDs.diagnose, {
+      label: args => (args.id ? `Diagnose ${args.id}` : 'Diagnose the Job'),
+      caption: 'Which rank is stuck, in which collective, at which cell line',
+      execute: async args => {
+        const id = jobIdArg(args);
+        const details = {
+          label: 'Details',
+          callback: () => void app.commands.execute(CommandIDs.details, { id })
+        };
+        try {
+          const incident = await diagnoseJob(id);
+          Notification.warning(incident.verdict, { autoClose: false, actions: [details] });
+          return incident;
+        } catch (err) {
+          Notification.error(
+            `Could not diagnose ${id}: ${err instanceof Error ? err.message : err}`
+          );
+        }
       }
     });
 

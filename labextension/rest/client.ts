@@ -14,6 +14,7 @@ import type {
   ICheckpointCode,
   ICheckpointList,
   IDebugAnswer,
+  IIncident,
   IJobDetail,
   IJobList,
   IJobScript,
@@ -276,4 +277,14 @@ function documentCookie(): string {
   } catch {
     return ''; // a sandboxed page has no cookie access
   }
+}
+
+/** Diagnose the running job now (409 once it has ended): the incident, kept under its name. */
+export function diagnoseJob(id: string): Promise<IIncident> {
+  return requestAPI<IIncident>(`jobs/${enc(id)}/diagnose`, { method: 'POST' });
+}
+
+/** One of the job's incidents, by the name its details list. */
+export function getIncident(id: string, name: string): Promise<IIncident> {
+  return requestAPI<IIncident>(`jobs/${enc(id)}/incidents/${enc(name)}`);
 }

@@ -31,6 +31,23 @@ export interface IProgress {
 }
 
 /**
+ * What the stall and idle guard says of a running job: `stalled` (no progress for `threshold`
+ * seconds; `busy` when its processes keep a CPU or GPU busy meanwhile) or `idle` (its
+ * accelerators, or its CPUs for a CPU job, under the idle threshold over the window), since when
+ * (seconds since the epoch), the action it takes (`notify`, `diagnose`, `cancel`) and the incident
+ * its diagnosis wrote, if any.
+ */
+export interface IGuardState {
+  state: string;
+  since: number;
+  message: string;
+  busy: boolean;
+  action: string;
+  threshold: number | null;
+  incident: string | null;
+}
+
+/**
  * The one-line view of a job the list shows; `message` is its status message's first line (the
  * headline; the details have the rest); `tensorboard` whether it wrote TensorBoard event files
  * (what "Open TensorBoard" is offered for).
@@ -55,6 +72,7 @@ export interface IJobSummary {
   quiet: string[];
   progress?: IProgress;
   tensorboard: boolean;
+  guard?: IGuardState;
 }
 
 /**
@@ -223,6 +241,32 @@ export interface IKeptValue {
 }
 
 /**
+ * One diagnosis of a job as its details list them: its name (its file under the job dir's
+ * `incidents/`), when it was made, what asked for it (`manual`, `stalled`, `idle`) and its
+ * verdict.
+ */
+export interface IIncidentSummary {
+  name: string;
+  time: string;
+  trigger: string;
+  verdict: string;
+}
+
+/**
+ * What a job or run held and used: `unit` `gpu` (GPU-hours) or `core` (CPU core-hours for a CPU
+ * job); `allocated` is what it held (devices times the hours its processes ran), `used` what it
+ * kept busy (GPU utilisation, CPU time), summed over restarts and resumes; `cost` by the price
+ * table (absent without one).
+ */
+export interface IResourceHours {
+  unit: string;
+  allocated: number;
+  used: number;
+  cost?: number;
+  currency?: string;
+}
+
+/**
  * Spec, launch request and status of one job; `backend_error` says why the status is the stored
  * one (the backend could not be reached or loaded); `failure`: why it failed (absent while it has
  * not).
@@ -239,6 +283,8 @@ export interface IJobDetail {
   failure?: IFailure;
   checkpoints: ICheckpointUsage | null;
   values: IKeptValue[];
+  incidents: IIncidentSummary[];
+  hours?: IResourceHours;
 }
 
 /**
@@ -382,6 +428,42 @@ export interface IStackDump {
   raw: string | null;
 }
 
+/**
+ * One rank in a diagnosis: its `state` (`not joined`: a collective its peers wait in; `waiting` in
+ * one; `mismatch`: it called one differently; `running`: outside any; `no answer`: its socket did
+ * not answer; `no record`: no Flight Recorder, stacks only), the collective concerned (`all_reduce
+ * #5 (default group)`), where it is in the notebook's words (`Cell In[4], line 2`) and that line's
+ * text, why something could not be read (`note`), and its stacks with the script's lines named by
+ * their cells.
+ */
+export interface IRankDiagnosis {
+  replica: string;
+  state: string;
+  collective: string | null;
+  where: string | null;
+  source: string | null;
+  note: string | null;
+  stack: string | null;
+}
+
+/**
+ * A diagnosis: which rank is stuck, in which collective, at which cell line, in one `verdict`
+ * sentence; each rank's part; which analysis named the collective (`torch`: torch's Flight
+ * Recorder analyzer, `disttrain`: ours where it cannot run, `none`: no rank has a record) and how
+ * long collecting and analysing took.
+ */
+export interface IIncident {
+  job_id: string;
+  name: string;
+  time: string;
+  trigger: string;
+  verdict: string;
+  analyzer: string;
+  seconds: number;
+  ranks: IRankDiagnosis[];
+  notes: string[];
+}
+
 /** One run of a job's experiment tracking (`em`), as the runs table shows it. */
 export interface IRunSummary {
   job_id: string;
@@ -398,6 +480,7 @@ export interface IRunSummary {
   eta_seconds: number | null;
   artifacts: number;
   tensorboard_run: string | null;
+  hours?: IResourceHours;
 }
 
 /** Every run of every listed job (or of one job), newest job first. */

@@ -11,6 +11,7 @@ import { BoxPanel, Panel, TabPanel, Widget } from '@lumino/widgets';
 
 import { IJobDetail } from '../rest/client';
 import { DETAILS_SECTIONS, IDetailsContext } from './detailsections';
+import { DiagnosisModel } from '../models/diagnosismodel';
 import { JobDetailsModel } from '../models/detailsmodel';
 import { section, table } from '../render/dom';
 import { formatMetric } from '../render/format';
@@ -24,9 +25,13 @@ import { runLabel } from '../models/runsmodel';
  * widget, given to `JobDetails`).
  */
 export const DETAILS_TABS = [
-  { id: 'overview', label: 'Overview', sections: ['summary', 'progress', 'replicas', 'values'] },
+  {
+    id: 'overview',
+    label: 'Overview',
+    sections: ['summary', 'hours', 'progress', 'diagnosis', 'replicas', 'values']
+  },
   { id: 'logs', label: 'Logs', sections: [] },
-  { id: 'resources', label: 'Resources', sections: ['resources'] },
+  { id: 'resources', label: 'Resources', sections: ['hours', 'resources'] },
   { id: 'runs', label: 'Runs', sections: [] },
   { id: 'checkpoints', label: 'Checkpoints', sections: [] },
   { id: 'events', label: 'Events', sections: ['conditions', 'events'] },
@@ -58,6 +63,8 @@ export interface IJobDetailsOptions {
   checkpoints?: Widget;
   /** Makes the log viewer of the job showing `replica` ('' = all); absent: no Logs tab. */
   logs?: (replica: string) => LogViewer;
+  /** The job's diagnoses: the Diagnose action and its verdicts (absent: none). */
+  diagnosis?: DiagnosisModel;
 }
 
 export class JobDetails extends TabPanel {
@@ -71,6 +78,8 @@ export class JobDetails extends TabPanel {
     this.runs = options.runs ?? null;
     this._onStack = options.onStack ?? null;
     this._makeLogs = options.logs ?? null;
+    this._diagnosis = options.diagnosis ?? null;
+    this._diagnosis?.changed.connect(this._update, this);
     this.addClass('jp-DistTrainDetails');
     this.tabBar.addClass('jp-DistTrainDetails-tabBar');
     this.title.label = `Job: ${model.jobId}`;
@@ -151,6 +160,7 @@ export class JobDetails extends TabPanel {
     this.model.dispose();
     this.resources?.dispose();
     this.runs?.model.dispose();
+    this._diagnosis?.dispose();
     super.dispose();
   }
 
@@ -203,7 +213,11 @@ export class JobDetails extends TabPanel {
 
   /** Every tab's sections drawn afresh from the job. */
   private _render(job: IJobDetail): void {
-    const context: IDetailsContext = { resources: this.resources, onStack: this._onStack };
+    const context: IDetailsContext = {
+      resources: this.resources,
+      onStack: this._onStack,
+      diagnosis: this._diagnosis
+    };
     // a redraw (every few seconds while it runs) keeps the focused action focused
     const focused = document.activeElement as HTMLElement | null;
     const key = focused && this.node.contains(focused) ? focused.dataset.focusKey : undefined;
@@ -260,6 +274,7 @@ export class JobDetails extends TabPanel {
   }
 
   private _onStack: ((replica: string) => void) | null;
+  private _diagnosis: DiagnosisModel | null;
   private _makeLogs: ((replica: string) => LogViewer) | null;
   private _logs: LogViewer | null = null;
   private _replica = '';

@@ -13,6 +13,8 @@ import { ResourcesModel } from '../models/resourcesmodel';
 import { quietBadge, resourcesSection, usageCells, usageHeaders } from './resourcesview';
 import { progressBar } from './runsection';
 import { keptValues } from './valuessection';
+import { diagnosisSection, hoursSection } from './diagnosis';
+import { DiagnosisModel } from '../models/diagnosismodel';
 
 /** What the sections draw besides the job. */
 export interface IDetailsContext {
@@ -20,6 +22,8 @@ export interface IDetailsContext {
   resources: ResourcesModel | null;
   /** Dump a replica's stacks (absent: no Stack action). */
   onStack: ((replica: string) => void) | null;
+  /** The job's diagnoses (absent: no Diagnosis section). */
+  diagnosis?: DiagnosisModel | null;
 }
 
 /** One section of the details; it draws nothing when the job has nothing for it. */
@@ -259,6 +263,11 @@ function progress({ summary }: IJobDetail): HTMLElement[] {
 export const DETAILS_SECTIONS: readonly IDetailsSection[] = [
   { id: 'summary', render: summary },
   { id: 'progress', render: progress },
+  { id: 'hours', render: hoursSection },
+  {
+    id: 'diagnosis',
+    render: (job, { diagnosis }) => (diagnosis ? diagnosisSection(job, diagnosis) : [])
+  },
   { id: 'spec', render: spec },
   { id: 'replicas', render: replicas },
   { id: 'values', render: keptValues },

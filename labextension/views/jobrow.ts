@@ -11,6 +11,7 @@ import { phaseBadge } from '../render/dom';
 import { jobShape, jobTiming, quietNote } from '../render/format';
 import { IJobSummary, TERMINAL_PHASES } from '../rest/types';
 import { quietBadge } from './resourcesview';
+import { guardBadge } from './diagnosis';
 import { progressBar } from './runsection';
 
 interface IAction {
@@ -66,6 +67,9 @@ export function jobRow(job: IJobSummary, context: IJobRowContext): HTMLLIElement
   name.className = 'jp-DistTrainPanel-name';
   name.textContent = job.name;
   top.append(name, phaseBadge(job.phase));
+  if (job.guard) {
+    top.append(guardBadge(job.guard));
+  }
   const quiet = quietNote(job);
   if (quiet) {
     top.append(quietBadge(quiet));

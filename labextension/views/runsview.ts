@@ -14,6 +14,7 @@ import { CommandIDs } from '../ids';
 import { phaseBadge } from '../render/dom';
 import { showMoreLabel } from '../render/paging';
 import { RunsCompare } from './runscompareview';
+import { hoursCell } from './diagnosis';
 import { runStatusBadge } from './runsection';
 import { IRunColumn, runKey, runLabel, RunsTableModel } from '../models/runsmodel';
 import type { IRunSummary } from '../rest/types';
@@ -247,6 +248,8 @@ export class RunsView extends Widget {
         return run.step === null
           ? '–'
           : `${run.step}${run.total_steps ? ` / ${run.total_steps}` : ''}`;
+      case 'hours':
+        return run.hours ? hoursCell(run.hours) : '–';
     }
     if (value === undefined) {
       return '';

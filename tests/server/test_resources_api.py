@@ -204,3 +204,33 @@ async def test_a_link_planted_for_the_dump_is_never_followed(
         kept.rename(own)
         outside.unlink()
     assert "stuck_here" in (await stack(jp_fetch, busy_job.id, "rank-1", method="faulthandler"))["text"]
+
+
+async def test_diagnose_over_rest_keeps_an_incident_the_details_list(jp_fetch: Any, busy_job: Job) -> None:
+    """A job whose ranks never used torch.distributed: its stacks are said, no rank is blamed
+    (the collective diagnosis itself: tests/test_diagnosis.py)."""
+    response = await jp_fetch("disttrain", "api", "jobs", busy_job.id, "diagnose", method="POST", body="")
+    assert response.code == 201
+    incident = json.loads(response.body)
+    assert incident["trigger"] == "manual" and incident["analyzer"] == "none"
+    assert incident["verdict"].startswith("no collective record: the ranks have not used torch.distributed; ")
+    assert "rank-1 is at train.py, line " in incident["verdict"]
+    rank1 = next(r for r in incident["ranks"] if r["replica"] == "rank-1")
+    assert "stuck_here" in rank1["stack"] and rank1["state"] == "running"
+    kept = await get_json(jp_fetch, "jobs", busy_job.id, "incidents", incident["name"])
+    assert kept == incident
+    detail = await get_json(jp_fetch, "jobs", busy_job.id)
+    assert incident["name"] in [i["name"] for i in detail["incidents"]]
+    hours = detail["hours"]
+    assert hours["unit"] == "core" and hours["allocated"] > 0 and 0 < hours["used"] <= hours["allocated"]
+    for name, code in (("20260101T000000.000Z-manual", 400), ("..", 400)):
+        with pytest.raises(HTTPClientError) as info:
+            await get_json(jp_fetch, "jobs", busy_job.id, "incidents", name)
+        assert info.value.code == code and "incident" in json.loads(info.value.response.body)["message"]
+
+
+async def test_diagnose_of_an_ended_job_is_409(jp_fetch: Any, finished_job: str) -> None:
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("disttrain", "api", "jobs", finished_job, "diagnose", method="POST", body="")
+    assert info.value.code == 409
+    assert "Succeeded" in json.loads(info.value.response.body)["message"]

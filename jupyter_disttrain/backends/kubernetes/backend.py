@@ -219,6 +219,36 @@ class KubernetesBackend(Backend):
 
         return debug_in_pod(self.cluster.required(), record, replica, request, timeout)
 
+    def read_ranks(self, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
+        """Each rank's debug socket in its pod, through ``pods/exec``: the collector of the job's
+        own runtime (``disttrain_runtime.debugsock``, shipped beside the script) run there. A
+        pod that cannot be read names its ranks' reason; the others are still read."""
+        import json
+
+        from .podexec import exec_in_pod
+        from .podlogs import newest_per_replica
+        from .podscript import POD_DIAGNOSE
+
+        client = self.cluster.required()
+        ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
+        on_pvc = bool(record.request.get("job_dir_on_pvc"))
+        runtime = podruntime.archive_path(str(self.store.job_dir(record.id)) if on_pvc else mf.CODE_DIR)
+        pods = pods_informer(client, ns)
+        pods.wait_synced()
+        answers: dict[str, dict[str, Any]] = {}
+        for replica, pod in sorted(newest_per_replica(pods.indexed(record.id), record.id, flavor).items()):
+            argv = ["python3", "-c", POD_DIAGNOSE, runtime]
+            try:
+                found = json.loads(exec_in_pod(client, ns, pod["metadata"]["name"], flavor.container, argv))
+            except (BackendError, ValueError) as exc:
+                found = {
+                    replica: {"fr": None, "stack": None, "errors": {"fr_trace_json": f"pod unread: {exc}"}}
+                }
+            for name, answer in found.items():  # a shared job dir shows other pods' sockets too
+                if answer.get("fr") or answer.get("stack") or name not in answers:
+                    answers[name] = {**answer, "method": "socket"}
+        return answers
+
     # -- stop ------------------------------------------------------------------------------
     def _cancel_existing(self, record: JobRecord) -> None:
         self.objects.remove(record)

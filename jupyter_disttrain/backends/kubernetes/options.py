@@ -11,7 +11,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import InvalidSpecError
-from ...flags import group_access_option, option
+from ...flags import check_values, group_access_option, option
+from ...monitoring.guard import GuardOptions
 
 FLAVORS = ("job", "pytorchjob", "t9k")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -66,10 +67,12 @@ def parse_version(text: str) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class KubeOptions:
+class KubeOptions(GuardOptions):
     """The Kubernetes backend's options (``spec.options``), validated. Every field is optional;
     ``None`` means "decide for me". The flags of ``%%distrun`` and ``jupyter disttrain run`` are
-    generated from the fields' ``option`` metadata; a flag's text is parsed by ``parse_options``."""
+    generated from the fields' ``option`` metadata; a flag's text is parsed by ``parse_options``.
+    The stall and idle guard's (``GuardOptions``) are every guarded backend's: the Jupyter
+    server guards a Kubernetes job (``jobguard.py``)."""
 
     shm_size: str | None = option(help="size of /dev/shm (a Memory emptyDir), e.g. 16Gi")
     node_selector: dict[str, str] = option(
@@ -134,7 +137,11 @@ def parse_options(options: dict[str, Any]) -> KubeOptions:
         names[key] = value
     _check_queue(names["queue"])
     version = options.get("k8s_version")
+    guarded = check_values(
+        GuardOptions, {f.name: options[f.name] for f in fields(GuardOptions) if f.name in options}
+    )
     return KubeOptions(
+        **guarded,
         flavor=flavor,
         namespace=namespace,
         shm_size=shm,

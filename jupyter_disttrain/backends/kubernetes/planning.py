@@ -19,6 +19,7 @@ import yaml
 from ...errors import InvalidSpecError
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, Role
+from ...monitoring import guard
 from ...specs import DryRun, JobSpec, Volume
 from ...store import JobStore
 from . import manifests as mf
@@ -155,6 +156,7 @@ class Planner:
             notebook_pod=place.notebook,
             roles=[role.to_json() for role in roles],
             job_dir_on_pvc=place.pvc_for_job_dir is not None,
+            guard=guard.resolve(opts, os.environ).to_json(),
         )
         header = (
             f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "

@@ -229,3 +229,13 @@ if not found:
     sys.exit("no process of this job runs in this pod")
 """
 )
+
+# Run in a pod through pods/exec: what each rank's debug socket in this pod answers (its Flight
+# Recorder and stacks), as JSON, by the job's own runtime (argv: the runtime's archive); the
+# ranks' sockets are in the pod's job dir, $DISTTRAIN_JOB_DIR.
+POD_DIAGNOSE = f"""\
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from {podruntime.PACKAGE}.debugsock import main
+sys.exit(main([os.environ[{contract.JOB_DIR_ENV!r}]]))
+"""

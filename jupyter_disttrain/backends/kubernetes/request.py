@@ -31,6 +31,8 @@ class KubeRequest:
     roles: list[dict[str, Any]] = field(default_factory=list)
     # The pods see the job dir on a PVC (else a scratch dir of their own: checkpoints die with them).
     job_dir_on_pvc: bool = False
+    # The stall and idle guard (``monitoring.guard.GuardSettings.to_json``; the server runs it).
+    guard: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,4 +50,5 @@ class KubeRequest:
             notebook_pod=data.get("notebook_pod"),
             roles=list(data.get("roles", [])),
             job_dir_on_pvc=bool(data.get("job_dir_on_pvc", data.get("logs_on_pvc"))),
+            guard=dict(data.get("guard") or {}),
         )

@@ -23,6 +23,7 @@ from ...launch import user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...logfiles import LogSource, last_line, replica_sources
+from ...monitoring import guard
 from ...payloads import StackDump
 from ...runtime import contract
 from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus, iso_seconds
@@ -152,6 +153,7 @@ class LocalBackend(Backend):
             monitor_interval=opts.monitor_interval,
             warm=warm.to_json() if warm else None,
             start=start,
+            guard=guard.resolve(opts, os.environ).to_json(),
         )
         return DryRun(job_id, str(job_dir), self.name, request, format_request(request))
 
@@ -221,6 +223,13 @@ class LocalBackend(Backend):
         from ...monitoring.stacks import dump_replica
 
         return dump_replica(self.store.job_dir(record.id), record.id, replica, method)
+
+    def read_ranks(self, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
+        """Each replica's debug socket (its Flight Recorder and stacks; py-spy or faulthandler
+        for its stacks where that gives none): processes of this machine."""
+        from ...monitoring.incidents import collect_here
+
+        return collect_here(self.store.job_dir(record.id), record.id, [r.name for r in status.replicas])
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
         return replica_sources(self.store.logs_dir(record.id))
@@ -298,6 +307,7 @@ def format_request(request: LocalRequest) -> str:
     lines = [f"# working dir: {request.cwd}  (device: {request.device})"]
     if request.start:
         lines.append(f"# start: {request.start}")
+    lines.append(f"# guard: {guard.GuardSettings.from_json(request.guard).describe()}")
     for agent in request.agents:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent.env.items()))
         lines.append(f"# {agent.replica}" if agent.replica else f"# node {agent.node}")

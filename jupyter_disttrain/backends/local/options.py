@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import InvalidSpecError
 from ...flags import check_values, group_access_option, option
+from ...monitoring.guard import GuardOptions
 from .python import validate_python
 from .request import DEFAULT_EXIT_TIMEOUT, DEFAULT_GRACE_PERIOD, DEFAULT_MONITOR_INTERVAL
 
@@ -71,10 +72,11 @@ def _python(value: object, field: str) -> str:
 
 
 @dataclass(frozen=True)
-class SupervisorOptions:
+class SupervisorOptions(GuardOptions):
     """What a job's supervisor (``supervisor.Supervisor``) is told: how a cancel stops the job,
-    when a hang at exit is said, how often resources are sampled. Every backend whose jobs it
-    supervises has them (the local one, and Slurm's, whose launcher it is): decided here once."""
+    when a hang at exit is said, how often resources are sampled, and its stall and idle guard
+    (which the launcher runs). Every backend whose jobs it supervises has them (the local one,
+    and Slurm's, whose launcher it is): decided here once."""
 
     exit_timeout: float = option(
         DEFAULT_EXIT_TIMEOUT,

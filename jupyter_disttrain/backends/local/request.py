@@ -49,6 +49,9 @@ class LocalRequest:
     # afresh. ``start`` says which, and why (the dry run shows it, the job's events repeat it).
     warm: dict[str, Any] | None = None
     start: str = ""
+    # The stall and idle guard (``monitoring.guard.GuardSettings.to_json``), resolved at submit
+    # from the flags and $DISTTRAIN_GUARD; {}: a job recorded before the guard, not guarded.
+    guard: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +80,7 @@ class LocalRequest:
             monitor_interval=float(data.get("monitor_interval", 0.0)),
             warm=data.get("warm") if isinstance(data.get("warm"), dict) else None,
             start=str(data.get("start") or ""),
+            guard=dict(data.get("guard") or {}),
         )
 
 

@@ -24,11 +24,14 @@ from types import FrameType
 from ... import procs
 from ...failure import first_line
 from ...launchers.base import RANKED, replicas_of
+from ...monitoring.guard import GuardSettings
 from ...polling import Backoff
 from ...runtime.joined import lone_ranks
+from ...runtime.sampler import DEFAULT_INTERVAL
 from ...specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
 from ...store import JobStore, write_record
 from .diagnosis import Busy, Diagnosis
+from .guarding import GuardThread
 from .records import ReplicaRecords, replica_status
 from .request import AgentProcess, LocalRequest, request_roles
 from .sidethreads import SideThreads
@@ -69,6 +72,12 @@ class Supervisor:
         self.diagnosis = Diagnosis(self.job_dir, self.request, agents, self._replicas, self.records)
         self.busy = Busy(self.record.spec.launcher, self.request.cache_dir)
         self.side = SideThreads(self.job_dir, self.request, self.records.running, self.diagnosis.log)
+        interval = self.request.monitor_interval or DEFAULT_INTERVAL
+        settings = GuardSettings.from_json(self.request.guard)
+        self.guard = GuardThread(
+            self.job_dir, self.job_id, self.record.spec.entrypoint, settings, self.records.running, interval
+        )
+        self.guard.preparing = lambda: bool(self.busy.now)
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -98,9 +107,11 @@ class Supervisor:
         self._event("Normal", "Started", f"{started} ({self.how})" if self.how else started)
         self.store.write_status(self.status)
         self.side.start()
+        self.guard.start()
         try:
             self._watch()
         finally:
+            self.guard.stop()
             self.side.stop()
         return 0
 
@@ -139,6 +150,7 @@ class Supervisor:
                 break
             changed = self._say_exit_stall() or changed
             changed = self._say_busy() or changed
+            changed = self._say_guard() or changed
             if changed:
                 self.store.write_status(self.status)
             poll.wait(active=changed, wake=self._wake(codes))
@@ -155,7 +167,7 @@ class Supervisor:
         self._event("Normal", "Cancelling", "cancel requested: stopping all processes")
         self._stop_all()
         self._update_replicas(final=True, cancelled=True)
-        self._finish(JobPhase.CANCELLED, "Cancelled", "cancelled by the user")
+        self._finish(JobPhase.CANCELLED, "Cancelled", self.guard.cancel_reason or "cancelled by the user")
 
     def _stop_peers_of_failed_node(self, codes: list[int | None]) -> bool:
         """Once a node fails, stop the others: a dead peer would leave them blocked in a
@@ -205,6 +217,15 @@ class Supervisor:
         self.status.reason, self.status.message = "ExitStalled", message
         self._event("Warning", "ExitStalled", message)
         return True
+
+    def _say_guard(self) -> bool:
+        """What the stall and idle guard said since the last look, as events; its cancel."""
+        events = self.guard.drain()
+        for kind, reason, message in events:
+            self._event(kind, reason, message)
+        if self.guard.cancel_reason:
+            self.cancel_requested = True
+        return bool(events)
 
     def _stop_stuck_at_exit(self) -> bool:
         """Every script ended well but a process hangs at exit past the exit timeout: stop the

@@ -93,8 +93,15 @@ class SlurmSupervisor(Supervisor):
         self.restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         self._signal = "SIGTERM"
         self._node_names: dict[str, str] = {}
+        self.guard.read_ranks = self._read_ranks
         if self.restarts and (self.status.is_terminal or self.status.phase is not JobPhase.PENDING):
             self.status = _reopened(self.status, self.restarts)
+
+    def _read_ranks(self, names: list[str]) -> dict[str, dict[str, object]]:
+        """A diagnosis reads the ranks of other nodes through srun, as the backend does."""
+        from .backend import read_ranks  # (the backend imports this module)
+
+        return read_ranks(self.store, self.record, self.status)
 
     def run(self) -> int:
         if self.slurm_request.mode == BATCH and self.slurm_job:
