@@ -8,7 +8,7 @@ import pytest
 
 from jupyter_disttrain.errors import UnknownJobError
 from jupyter_disttrain.server.caching_store import CachingJobStore
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus
+from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from jupyter_disttrain.store import JobRecord, JobStore
 
 
@@ -65,7 +65,7 @@ def test_listing_follows_every_write_while_keeping_ended_jobs(tmp_path: Path) ->
         return {job["id"]: job["phase"] for job in service.list_jobs()}
 
     done = make("done", "2026-01-01T00:00:00.000Z", JobPhase.SUCCEEDED)
-    pending = make("pending", "2026-01-02T00:00:00.000Z", None)
+    pending = make("pending", now_iso(), None)  # young: being launched, not NeverLaunched
     assert [j["id"] for j in service.list_jobs()] == [pending, done]  # newest first
     assert listed() == {pending: "Pending", done: "Succeeded"}
     assert service.list_jobs()[1] is service.list_jobs()[1]  # the ended one is not rebuilt
