@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jupyter_disttrain import jobdiagnosis  # noqa: E402
 from jupyter_disttrain.api import Job, submit  # noqa: E402
-from jupyter_disttrain.manager import manager_for  # noqa: E402
-from jupyter_disttrain.store import JobStore  # noqa: E402
+from jupyter_disttrain.jobs import diagnosis  # noqa: E402
+from jupyter_disttrain.jobs.manager import manager_for  # noqa: E402
+from jupyter_disttrain.storage.store import JobStore  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_monitor import _SPS  # noqa: E402 (the same reading of rank 0's steps per second)
@@ -103,7 +103,7 @@ def diagnosis_times(root: Path, rounds: int) -> list[float]:
         times, verdict = [], ""
         for _ in range(rounds):
             start = time.perf_counter()
-            verdict = jobdiagnosis.diagnose(manager_for(store), job.id).verdict
+            verdict = diagnosis.diagnose(manager_for(store), job.id).verdict
             times.append(time.perf_counter() - start)
         print(f"verdict: {verdict}")
         return times

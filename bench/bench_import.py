@@ -1,4 +1,4 @@
-"""What ``%load_ext jupyter_disttrain`` costs: importing ``jupyter_disttrain.magics`` (its flags
+"""What ``%load_ext jupyter_disttrain`` costs: importing ``jupyter_disttrain.notebook.magics`` (its flags
 generated from every registered backend's and launcher's options) in a fresh interpreter.
 
     python bench/bench_import.py [--runs 5] [--compare /path/to/another/checkout]
@@ -23,7 +23,7 @@ import sys
 sys.path.insert(0, {repo!r})
 import ipykernel.kernelapp, IPython.core.magic_arguments, time
 t = time.perf_counter()
-import jupyter_disttrain.magics
+import jupyter_disttrain.notebook.magics
 ms = (time.perf_counter() - t) * 1000
 assert jupyter_disttrain.__file__.startswith({repo!r}), jupyter_disttrain.__file__
 print(ms, len([m for m in sys.modules if m.startswith("jupyter_disttrain")]))
@@ -56,7 +56,7 @@ def main() -> None:
     for repo in repos:
         runs = ", ".join(f"{t:.0f}" for t in sorted(times[repo]))
         print(
-            f"{repo}: import jupyter_disttrain.magics median {statistics.median(times[repo]):.1f} ms "
+            f"{repo}: import jupyter_disttrain.notebook.magics median {statistics.median(times[repo]):.1f} ms "
             f"of {args.runs} ({runs}); {modules[repo]} modules of the package"
         )
 

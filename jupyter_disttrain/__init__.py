@@ -29,8 +29,8 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from .kernelenv import remember_startup
-    from .magics import DistTrainMagics, warm_up
+    from .notebook.kernelenv import remember_startup
+    from .notebook.magics import DistTrainMagics, warm_up
 
     remember_startup()  # earlier cells' os.environ changes are what differs from this
     ipython.register_magics(DistTrainMagics)

@@ -18,12 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import jobvalues
 from .backends.base import Backend
-from .intake import spec_from_words
-from .joberrors import JobCancelledError, job_error
-from .logfiles import Budget
-from .manager import FollowPage, JobManager, manager_for
+from .jobs import values as jobvalues
+from .jobs.errors import JobCancelledError, job_error
+from .jobs.intake import spec_from_words
+from .jobs.manager import FollowPage, JobManager, manager_for
+from .model.polling import Backoff
+from .model.progress import Progress
+from .model.specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
 from .payloads import (
     CheckpointList,
     Failure,
@@ -34,16 +36,14 @@ from .payloads import (
     RunSummary,
     StackDump,
 )
-from .polling import Backoff
-from .progress import Progress
 from .runtime import contract
-from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
-from .store import JobRecord, JobStore
+from .storage.logfiles import Budget
+from .storage.store import JobRecord, JobStore
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .jobvalues import Values
+    from .jobs.values import Values
     from .packaging.pitfalls import Target
 
 # A follower reads on at once while output flows; while the job is quiet it looks again after
@@ -133,7 +133,7 @@ class Job:
     def diagnose(self) -> Incident:
         """Which rank is stuck, in which collective, at which cell line (``Incident.verdict``);
         kept in the job dir as an incident of its own."""
-        from .jobdiagnosis import diagnose
+        from .jobs.diagnosis import diagnose
 
         return diagnose(self.manager, self.id)
 
@@ -172,8 +172,8 @@ class Job:
 
         Raises the job's error when it did not succeed: ``JobCancelledError``, or
         ``JobFailedError`` (as the root-cause rank's own exception type too, when this process
-        can import it: ``joberrors.py``); ``TimeoutError`` when ``timeout`` passed first."""
-        from .failure import failure_line
+        can import it: ``jobs/errors.py``); ``TimeoutError`` when ``timeout`` passed first."""
+        from .model.failure import failure_line
 
         status = self.wait(timeout)
         if not status.is_terminal:
@@ -268,7 +268,7 @@ def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
 def cancel_orphans(grace: float = 10.0) -> dict[str, int]:
     """Stop the processes of local jobs whose job dir was removed while they ran (nothing else
     can find them: no record names them any more). Returns how many were stopped, by job dir."""
-    from . import procs
+    from .storage import procs
 
     found = procs.orphans()
     for processes in found.values():

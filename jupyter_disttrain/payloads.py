@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from .failure import first_line
-from .progress import Progress
-from .specs import (
+from .model.failure import first_line
+from .model.progress import Progress
+from .model.specs import (
     ABSENT_WHEN_NONE,
     DryRun,
     JobPhase,
@@ -24,7 +24,7 @@ from .specs import (
     request_device,
     to_plain,
 )
-from .store import JobRecord
+from .storage.store import JobRecord
 
 # TensorBoard id meaning every job's runs side by side (not a valid job id: ids are DNS labels).
 ALL_JOBS = "_all"
@@ -180,7 +180,7 @@ class Failure:
     (``Cell In[3], line 9``, the product's frames dropped, ANSI colours; empty when its log has
     none) and as the log has it (``raw``), and the replicas that only stopped because it left
     (``stopped_by_peer``); ``message``: the exception's own message (the cell raises the rank's
-    type with it, ``joberrors.py``)."""
+    type with it, ``jobs/errors.py``)."""
 
     replica: str
     headline: str
@@ -200,7 +200,7 @@ class Failure:
 
 @dataclass
 class KeptValue:
-    """A value ``--out``/``--out-all`` brought back (``jobvalues.py``): its name, the rank it
+    """A value ``--out``/``--out-all`` brought back (``jobs/values.py``): its name, the rank it
     came from, its kind (``module``, ``optimizer``, ``value``), type and size on disk; or, with
     ``refused``, why it did not come back."""
 

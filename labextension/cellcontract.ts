@@ -1,5 +1,5 @@
 /**
- * The click contract between the view under a `%%distrun` cell (jupyter_disttrain/widgets.py)
+ * The click contract between the view under a `%%distrun` cell (jupyter_disttrain/notebook/widgets.py)
  * and the lab: which elements the lab handles and what they ask for. widgets.py declares the
  * same names; `__tests__/cellcontract.spec.ts` checks that the two agree.
  *
@@ -9,7 +9,7 @@
  *   `CELL_JOB_CLASS_PREFIX + <job id>` (job ids are DNS labels, so valid class names).
  * - A rank's debugger prompt is an input of class `CELL_DEBUG_INPUT_CLASS` carrying
  *   `data-disttrain-job` and `CELL_REPLICA_ATTRIBUTE` (the rank): Enter sends its text as one
- *   pdb command (jupyter_disttrain/debugview.py declares these two).
+ *   pdb command (jupyter_disttrain/notebook/debug.py declares these two).
  */
 import { CommandIDs } from './ids';
 

@@ -24,7 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jupyter_disttrain import payloads, progress, specs  # noqa: E402 (the checkout's, not an installed copy)
+from jupyter_disttrain import payloads  # noqa: E402
+from jupyter_disttrain.model import progress, specs  # noqa: E402 (the checkout's, not an installed copy)
 
 OUT = ROOT / "labextension" / "rest" / "types.ts"
 # In dependency order, as a reader meets them.

@@ -5,7 +5,7 @@ ids of labextension/ids.ts)."""
 import re
 from pathlib import Path
 
-from jupyter_disttrain import widgets
+from jupyter_disttrain.notebook import widgets
 
 LAB = Path(__file__).resolve().parents[1] / "labextension"
 

@@ -1,4 +1,4 @@
-"""A job's checkpoint index (tracking/checkpoints.py) and resume's resolution (jobcheckpoints.py),
+"""A job's checkpoint index (tracking/checkpoints.py) and resume's resolution (jobs/checkpoints.py),
 on real torch.save files in a real store's job dirs, with an em run's files beside them."""
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import api, jobcheckpoints, launch
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.manager import JobManager
+from jupyter_disttrain import api
+from jupyter_disttrain.backends import rankenv
+from jupyter_disttrain.jobs import checkpoints as jobcheckpoints
+from jupyter_disttrain.jobs.manager import JobManager
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobSpec
 from jupyter_disttrain.runtime import contract, retention
 from jupyter_disttrain.server.jobs import JobService
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 torch = pytest.importorskip("torch")
 
@@ -96,7 +98,7 @@ def test_resume_resolves_into_the_spec_and_the_env(setup: tuple[JobManager, Path
         20,
         "torch",
     )
-    env = launch.rank_env(spec, "j", "/jobs/j", cpu=True, working_dir=None, inherited={})
+    env = rankenv.rank_env(spec, "j", "/jobs/j", cpu=True, working_dir=None, inherited={})
     assert env[contract.RESUME_FROM_ENV] == spec.resumed_from.path
     latest = jobcheckpoints.resolve(manager, JobSpec(name="again", resume="train-a1"))
     assert latest.resumed_from is not None and latest.resumed_from.path == str(outside)

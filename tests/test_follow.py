@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 from jupyter_disttrain import api
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 # Output until the very end, the last line without its newline: written just before the exit.
 CHATTY = """

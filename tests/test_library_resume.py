@@ -14,10 +14,10 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local.warm import WARM_ENV
-from jupyter_disttrain.jobcheckpoints import resume_job
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.checkpoints import resume_job
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 HERE = str(Path(__file__).resolve().parents[1])
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import roots
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import ROOT_ENV, JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobSpec
+from jupyter_disttrain.storage import roots
+from jupyter_disttrain.storage.store import ROOT_ENV, JobRecord, JobStore
 
 SCRIPT = 'print("hello from a job", flush=True)\n'
 

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain import api, widgets
-from jupyter_disttrain.errors import BackendError
+from jupyter_disttrain import api
+from jupyter_disttrain.model.errors import BackendError
+from jupyter_disttrain.model.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+from jupyter_disttrain.notebook import widgets
 from jupyter_disttrain.payloads import Failure, GpuSample, ReplicaResources, Resources, ResourceSample
-from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 
 def _status(phase: JobPhase, *replica_phases: JobPhase, reason: str | None = None) -> JobStatus:
@@ -170,8 +171,8 @@ def test_in_a_real_kernel_the_cell_shows_a_widget_with_a_live_text_fallback(
     (tmp_path / "job.json").write_text(json.dumps({"spec": {"name": "mnist-ddp"}}))
     code = textwrap.dedent(
         f"""
-        from jupyter_disttrain.widgets import make_view, WidgetView
-        from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+        from jupyter_disttrain.notebook.widgets import make_view, WidgetView
+        from jupyter_disttrain.model.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
         view = make_view("mnist-ddp-k3x9q", {str(tmp_path)!r}, lambda: None)
         assert isinstance(view, WidgetView), type(view)
         reps = [ReplicaStatus(name=f"rank{{i}}", index=i, phase=JobPhase.RUNNING) for i in range(2)]
@@ -425,8 +426,8 @@ def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
 def test_the_widget_shows_progress_above_the_log_and_the_text_view_leaves_it_to_the_job(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jupyter_disttrain.progress import Progress
-    from jupyter_disttrain.progressview import progress_html
+    from jupyter_disttrain.model.progress import Progress
+    from jupyter_disttrain.notebook.progress import progress_html
 
     view, found = _widget_view(monkeypatch), Progress(45, 100, 3.0, "tqdm", "train")
     shown = progress_html(found)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import InvalidSpecError
+from ..model.errors import InvalidSpecError
 
 TYPE_CHECKING = False  # not typing's: the local launch path imports this package
 if TYPE_CHECKING:

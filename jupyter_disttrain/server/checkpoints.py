@@ -26,8 +26,8 @@ from urllib.parse import quote
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from .. import jobcheckpoints
-from ..safefiles import is_real_file, open_regular
+from ..jobs import checkpoints as jobcheckpoints
+from ..storage.safefiles import is_real_file, open_regular
 from .handlers import ArtifactHandler, DistTrainHandler
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tornado import web
 
-from .. import jobdiagnosis
+from ..jobs import diagnosis
 from ..payloads import to_json
 from .handlers import DistTrainHandler
 
@@ -19,7 +19,7 @@ class DiagnoseHandler(DistTrainHandler):
     @web.authenticated
     async def post(self, job_id: str) -> None:
         manager = self.ctx.service.manager
-        incident = await self.call_in(self.ctx.cancel_executor, jobdiagnosis.diagnose, manager, job_id)
+        incident = await self.call_in(self.ctx.cancel_executor, diagnosis.diagnose, manager, job_id)
         self.write_json(to_json(incident), status=201)
 
 
@@ -28,5 +28,5 @@ class IncidentHandler(DistTrainHandler):
 
     @web.authenticated
     async def get(self, job_id: str, name: str) -> None:
-        incident = await self.call(jobdiagnosis.incident, self.ctx.service.manager, job_id, name)
+        incident = await self.call(diagnosis.incident, self.ctx.service.manager, job_id, name)
         self.write_json(to_json(incident))

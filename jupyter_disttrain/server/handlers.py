@@ -23,7 +23,8 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..errors import (
+from ..jobs.manager import JobManager
+from ..model.errors import (
     BackendError,
     DistTrainError,
     InvalidSpecError,
@@ -36,9 +37,8 @@ from ..errors import (
     UnknownReplicaError,
     UnknownRunError,
 )
-from ..manager import JobManager
+from ..model.specs import to_plain, validate_job_id
 from ..payloads import JobList, ServerInfo, TensorBoardList, to_json
-from ..specs import to_plain, validate_job_id
 from .context import SETTINGS_KEY, ServerContext
 
 _T = TypeVar("_T")

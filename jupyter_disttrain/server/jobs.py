@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import jobcheckpoints
-from ..errors import InvalidSpecError
-from ..intake import spec_from_json
-from ..jobdiagnosis import runs_with_hours
-from ..manager import JobManager
+from ..jobs import checkpoints as jobcheckpoints
+from ..jobs.diagnosis import runs_with_hours
+from ..jobs.intake import spec_from_json
+from ..jobs.manager import JobManager
+from ..model.errors import InvalidSpecError
 from ..payloads import (
     CancelAnswer,
     DryRunAnswer,
@@ -23,7 +23,7 @@ from ..payloads import (
     SubmitAnswer,
     to_json,
 )
-from ..store import JobStore
+from ..storage.store import JobStore
 
 
 class JobService:

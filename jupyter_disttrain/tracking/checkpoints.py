@@ -25,7 +25,7 @@ from pathlib import Path
 from ..payloads import Checkpoint, CheckpointUsage, MetricValue, RunPoint
 from ..runtime import ckptscan
 from ..runtime.contract import CHECKPOINTS_DIR, CHECKPOINTS_FILE, METRICS_FILE, RUNS_DIR
-from ..safefiles import open_beneath
+from ..storage.safefiles import open_beneath
 from .runs import RunsReader, parse_lines
 
 SCAN_LIMIT = 20_000  # directory entries looked at per listing (checkpoint dir and declared paths)

@@ -32,7 +32,7 @@ describe('the cell widget <-> lab click contract', () => {
   });
 });
 
-// tests/test_debug_view.py checks that debugview.py declares the same names.
+// tests/test_debug_view.py checks that notebook/debug.py declares the same names.
 describe('the debugger input of a cell', () => {
   it('names the job and the rank whose prompt it answers', () => {
     const attrs = { [CELL_JOB_ATTRIBUTE]: 'pdb-k3x9q', [CELL_REPLICA_ATTRIBUTE]: 'rank-1' };

@@ -199,7 +199,7 @@ export interface IRoleSummary {
  * it was raised from, its traceback as IPython renders a cell's error (`Cell In[3], line 9`, the
  * product's frames dropped, ANSI colours; empty when its log has none) and as the log has it
  * (`raw`), and the replicas that only stopped because it left (`stopped_by_peer`); `message`: the
- * exception's own message (the cell raises the rank's type with it, `joberrors.py`).
+ * exception's own message (the cell raises the rank's type with it, `jobs/errors.py`).
  */
 export interface IFailure {
   replica: string;
@@ -227,7 +227,7 @@ export interface ICheckpointUsage {
 }
 
 /**
- * A value `--out`/`--out-all` brought back (`jobvalues.py`): its name, the rank it came from, its
+ * A value `--out`/`--out-all` brought back (`jobs/values.py`): its name, the rank it came from, its
  * kind (`module`, `optimizer`, `value`), type and size on disk; or, with `refused`, why it did not
  * come back.
  */

@@ -8,7 +8,7 @@ import json
 import os
 import statistics
 
-from jupyter_disttrain.jobcheckpoints import load_code
+from jupyter_disttrain.jobs.checkpoints import load_code
 
 from .kernel import Kernel
 from .report import Check

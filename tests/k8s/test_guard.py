@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.jobguard import ServerGuard
-from jupyter_disttrain.manager import manager_for
+from jupyter_disttrain.jobs.guard import ServerGuard
+from jupyter_disttrain.jobs.manager import manager_for
 from jupyter_disttrain.monitoring import guard, incidents
 from tests.test_diagnosis import LATE_SCRIPT
 

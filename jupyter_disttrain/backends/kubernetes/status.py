@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...specs import Condition, Event, JobPhase, JobStatus, ReplicaStatus, now_iso
+from ...model.specs import Condition, Event, JobPhase, JobStatus, ReplicaStatus, now_iso
 
 if TYPE_CHECKING:  # the flavours build on this module
     from .flavors import Flavor

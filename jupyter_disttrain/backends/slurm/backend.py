@@ -17,18 +17,19 @@ import os
 import sys
 from typing import Any
 
-from ... import procs, specs
-from ...errors import BackendError, InvalidSpecError
-from ...launch import rank_env, user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ...logfiles import LogSource, last_line, replica_sources
+from ...model import specs
+from ...model.errors import BackendError, InvalidSpecError
+from ...model.specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ...monitoring import guard
 from ...payloads import StackDump
-from ...specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
-from ...store import JobRecord, JobStore, write_record
+from ...storage import procs
+from ...storage.logfiles import LogSource, last_line, replica_sources
+from ...storage.store import JobRecord, JobStore, write_record
 from .. import option_owner
 from ..base import Backend
+from ..rankenv import rank_env, user_cache_dir
 from . import client as slurm
 from ._local import LAUNCHER_FILE, AgentCommand, request_roles, spawn_launcher
 from .allocation import Allocation, default_here

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from ...model.specs import Event, JobPhase, JobStatus, now_iso
 from ...runtime import contract
-from ...specs import Event, JobPhase, JobStatus, now_iso
-from ...store import write_record
+from ...storage.store import write_record
 from . import client
 from ._local import AgentProcess, Supervisor, start
 from .node import NODES_DIR, RUN_ENV, SLURM_DIR

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...errors import BackendError, NoPromptError
+from ...model.errors import BackendError, NoPromptError
 from ...runtime import contract
 from ..debugaccess import debug_here
 from . import client as slurm

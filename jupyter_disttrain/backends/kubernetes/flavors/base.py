@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ....launchers import get_launcher
 from ....launchers.base import HELPER_ROLES, PROCESS, LaunchContext, Role
-from ....specs import Condition, JobPhase, JobSpec, ReplicaStatus
+from ....model.specs import Condition, JobPhase, JobSpec, ReplicaStatus
 from .. import manifests as mf
 from ..client import Resource
 from ..options import KubeOptions

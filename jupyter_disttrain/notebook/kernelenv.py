@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .specs import _ENV_KEY, RESERVED_ENV, RESERVED_ENV_PREFIXES, JobSpec
+from ..model.specs import _ENV_KEY, RESERVED_ENV, RESERVED_ENV_PREFIXES, JobSpec
 
 # What --env may not set is never carried either; on top of that, values that are per process or
 # per kernel (a kernel's would be wrong in the job), and PYTHONPATH, carried as sys.path entries.

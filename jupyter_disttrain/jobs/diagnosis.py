@@ -13,15 +13,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError
-from .monitoring import guard, incidents
-from .payloads import GuardState, Incident, IncidentSummary, ResourceHours, RunSummary
-from .specs import JobPhase, JobStatus, validate_job_id
+from ..model.errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError
+from ..model.specs import JobPhase, JobStatus, validate_job_id
+from ..monitoring import guard, incidents
+from ..payloads import GuardState, Incident, IncidentSummary, ResourceHours, RunSummary
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
+    from ..backends.base import Backend
+    from ..storage.store import JobRecord, JobStore
     from .manager import JobManager
-    from .store import JobRecord, JobStore
 
 RankReader = Callable[["JobRecord", JobStatus], incidents.Answers]
 
@@ -64,7 +64,7 @@ def incident(manager: JobManager, job_id: str, name: str) -> Incident:
 
 def detail_parts(store: JobStore, record: JobRecord, status: JobStatus) -> dict[str, Any]:
     """The details' incidents (newest first) and resource-hours."""
-    from .monitoring.usage import job_hours
+    from ..monitoring.usage import job_hours
 
     job_dir = store.job_dir(record.id)
     summaries: list[IncidentSummary] = incidents.summaries(job_dir)
@@ -78,7 +78,7 @@ _RESUMES = 20  # jobs a run's resume chain is followed through, at most
 
 def hours_of(store: JobStore, job_id: str) -> ResourceHours | None:
     """A job's resource-hours (an ended job's read once)."""
-    from .monitoring.usage import job_hours
+    from ..monitoring.usage import job_hours
 
     record = store.read_record(job_id)
     status = store.read_status(job_id) or JobStatus(job_id=job_id)
@@ -94,7 +94,7 @@ def hours_of(store: JobStore, job_id: str) -> ResourceHours | None:
 def runs_with_hours(store: JobStore, runs: list[RunSummary]) -> list[RunSummary]:
     """Each run with what its job held and used, summed over the jobs it was resumed from
     (restarts are in each job's own)."""
-    from .monitoring.usage import summed
+    from ..monitoring.usage import summed
 
     by_job: dict[str, ResourceHours | None] = {}
     for run in runs:
@@ -119,7 +119,7 @@ def check_settings(guard_text: str, prices: dict[str, Any]) -> dict[str, str]:
     guard's defaults (``DISTTRAIN_GUARD``'s form) and the price table; raises ``InvalidSpecError``."""
     import json
 
-    from .monitoring.usage import PRICES_ENV
+    from ..monitoring.usage import PRICES_ENV
 
     env = {guard.GLOBAL_ENV: guard_text} if guard_text else {}
     guard.from_env(env)

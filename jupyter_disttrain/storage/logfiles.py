@@ -28,9 +28,9 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InvalidSpecError
+from ..model.errors import InvalidSpecError
+from ..model.specs import LogLine, LogRun
 from .safefiles import open_regular, regular_files
-from .specs import LogLine, LogRun
 
 _BLOCK = 64 * 1024
 MAX_LINE = 64 * 1024  # bytes: a longer line is handed out in pieces, so one runaway print cannot eat memory

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from .runtime.regularfile import open_fd
+from ..runtime.regularfile import open_fd
 
 
 def _opener(path: str, flags: int) -> int:

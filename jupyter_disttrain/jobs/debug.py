@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import DistTrainError, InvalidSpecError
+from ..model.errors import DistTrainError, InvalidSpecError
+from ..model.specs import LogLine
+from ..model.tracebacks import Frame, clean
+from ..payloads import DebugAnswer
+from ..runtime import contract
+from ..runtime.debugger import LEFT, PROMPT, STOPPED
 from .intake import validate_replica
-from .payloads import DebugAnswer
-from .runtime import contract
-from .runtime.debugger import LEFT, PROMPT, STOPPED
-from .specs import LogLine
-from .tracebacks import Frame, clean
 
 if TYPE_CHECKING:
     from .manager import JobManager
@@ -114,7 +114,7 @@ def where_in_cells(manager: JobManager, job_id: str, where: str) -> str:
     file, _, line = where.rpartition(":")
     if not line.isdigit():
         return where
-    from .failures import line_map
+    from .failure import line_map
 
     frame = Frame(file, int(line), "")
     line_map(manager.store, manager.store.read_record(job_id)).place(frame, known_source=False)
@@ -123,10 +123,10 @@ def where_in_cells(manager: JobManager, job_id: str, where: str) -> str:
 
 def _in_cells(manager: JobManager, job_id: str, output: str) -> str:
     """pdb's lines naming the packaged script, named by the notebook's cell and line instead
-    (``> In [3], line 5 <module>()``), as a failure's traceback is (``failures.py``)."""
+    (``> In [3], line 5 <module>()``), as a failure's traceback is (``jobs/failure.py``)."""
     if "> " not in output:
         return output
-    from .failures import line_map
+    from .failure import line_map
 
     lines = line_map(manager.store, manager.store.read_record(job_id))
 
@@ -169,7 +169,7 @@ def transcript_path(manager: JobManager, job_id: str, replica: str) -> str:
 
 def transcript(manager: JobManager, job_id: str, replica: str) -> str:
     """What the prompt's transcript holds (at most ``TRANSCRIPT_BYTES``)."""
-    from .safefiles import open_regular
+    from ..storage.safefiles import open_regular
 
     try:
         with open_regular(transcript_path(manager, job_id, replica)) as f:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
+from ..launchers import NAMES as LAUNCHERS
 from .errors import InvalidSpecError
-from .launchers import NAMES as LAUNCHERS
 
 # Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
 # leaves room for the id suffix and for the backends' own suffixes ("-worker-12").

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import tracebacks
-from .errors import DistTrainError
-from .failure import first_line, root_cause, stopped_by_peer
-from .logfiles import Budget, take_lines
-from .payloads import Failure, StackDump
-from .specs import JobPhase, JobStatus
+from ..model import tracebacks
+from ..model.errors import DistTrainError
+from ..model.failure import first_line, root_cause, stopped_by_peer
+from ..model.specs import JobPhase, JobStatus
+from ..payloads import Failure, StackDump
+from ..storage.logfiles import Budget, take_lines
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
-    from .store import JobRecord, JobStore
+    from ..backends.base import Backend
+    from ..storage.store import JobRecord, JobStore
 
 TAIL_LINES = 400  # of the root-cause rank's log searched for its traceback
 TAIL_BYTES = 128 * 1024
@@ -30,7 +30,7 @@ PEERS_READ = 16
 
 def line_map(store: JobStore, record: JobRecord) -> tracebacks.LineMap:
     """The job's script and its line map (nothing maps where either cannot be read)."""
-    from .monitoring.verdict import line_map as read_line_map
+    from ..monitoring.verdict import line_map as read_line_map
 
     try:
         job_dir = store.job_dir(record.id)

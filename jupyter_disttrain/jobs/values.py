@@ -29,16 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import DistTrainError
-from .packaging.loadcell import definitions, rebuild_call
-from .payloads import KeptValue
-from .runtime import contract
-from .runtime.outvalues import human
-from .safefiles import fd_beneath
-from .specs import JobPhase, JobSpec, JobStatus
+from ..model.errors import DistTrainError
+from ..model.specs import JobPhase, JobSpec, JobStatus
+from ..packaging.loadcell import definitions, rebuild_call
+from ..payloads import KeptValue
+from ..runtime import contract
+from ..runtime.outvalues import human
+from ..storage.safefiles import fd_beneath
 
 if TYPE_CHECKING:
-    from .store import JobRecord, JobStore
+    from ..storage.store import JobRecord, JobStore
 
 MANIFEST_BYTES = 256 * 1024  # out/rank-N.json: a few names each
 _ORDER = {"value": 0, "module": 1, "optimizer": 2}  # an optimizer is built on its module
@@ -47,7 +47,7 @@ _ORDER = {"value": 0, "module": 1, "optimizer": 2}  # an optimizer is built on i
 def check(spec: JobSpec, script: str) -> None:
     """Refuse (one line) an ``--out`` name the script never assigns, or cannot send back."""
     if spec.out or spec.out_all:
-        from .packaging.outnames import check_out
+        from ..packaging.outnames import check_out
 
         check_out(script, spec.out, spec.out_all)
 

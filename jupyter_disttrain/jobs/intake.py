@@ -23,12 +23,12 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from . import backends, launchers
-from .backends import default_backend_name, options_class
-from .errors import InvalidSpecError
-from .flags import JobWords, KernelWords, RunWords, check_values, given
-from .launchers.calls import detect
-from .specs import JobSpec, Volume
+from .. import backends, launchers
+from ..backends import default_backend_name, options_class
+from ..launchers.calls import detect
+from ..model.errors import InvalidSpecError
+from ..model.flags import JobWords, KernelWords, RunWords, check_values, given
+from ..model.specs import JobSpec, Volume
 
 # Replica names come from log file stems and pod names: letters, digits, '.', '_', '-'.
 _REPLICA = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")

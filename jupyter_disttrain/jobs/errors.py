@@ -5,7 +5,7 @@ root-cause rank raised an exception whose type the kernel can import (a built-in
 or a class the notebook defined), the error raised is *that* type as well: a subclass of both,
 made on the fly and kept per type, so ``except ZeroDivisionError`` and ``except JobFailedError``
 both match it. Its ``str`` and ``args`` are the rank's message as the rank printed it, its
-traceback (IPython's ``_render_traceback_``) the rank's, mapped to the cells (``failures.py``).
+traceback (IPython's ``_render_traceback_``) the rank's, mapped to the cells (``jobs/failure.py``).
 A type the kernel cannot import, or cannot subclass, gives today's plain ``JobFailedError``.
 
 No Jupyter here: ``_render_traceback_`` is IPython's protocol, named, not imported.
@@ -22,14 +22,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .payloads import Failure
+    from ..payloads import Failure
 
 
 class JobFailedError(Exception):
     """A followed job ended Failed: the cell fails, so Run All and nbclient stop.
 
     IPython shows ``_render_traceback_``: the root-cause rank's traceback as the notebook's own
-    error (``Cell In[3], line 9``, the product's frames left out; ``failures.py``), then one line
+    error (``Cell In[3], line 9``, the product's frames left out; ``jobs/failure.py``), then one line
     naming the job and the rank (``job_message``). Without a traceback in the rank's log, that
     line alone. ``story``: the job layer's ``Failure``.
     """

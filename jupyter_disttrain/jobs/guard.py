@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .monitoring import guard
-from .monitoring.resources import progress_times
-from .payloads import GuardState
-from .specs import JobPhase, iso_seconds
+from ..model.specs import JobPhase, iso_seconds
+from ..monitoring import guard
+from ..monitoring.resources import progress_times
+from ..payloads import GuardState
 
 if TYPE_CHECKING:
     from .manager import JobManager, Listed
@@ -107,7 +107,7 @@ class ServerGuard:
         return state
 
     def _act(self, job_id: str, state: GuardState) -> None:
-        from .jobdiagnosis import diagnose
+        from .diagnosis import diagnose
 
         job_dir = self.manager.store.job_dir(job_id)
         guard.write_state(job_dir, state)

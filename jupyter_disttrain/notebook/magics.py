@@ -16,15 +16,15 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from .errors import DistTrainError
-from .joberrors import JobCancelledError, JobFailedError, job_error
-from .specs import JobPhase
+from ..jobs.errors import JobCancelledError, JobFailedError, job_error
+from ..model.errors import DistTrainError
+from ..model.specs import JobPhase
 
 if TYPE_CHECKING:
-    from .api import Job
-    from .packaging import PackagedScript
-    from .payloads import Failure
-    from .specs import JobSpec, JobStatus
+    from ..api import Job
+    from ..model.specs import JobSpec, JobStatus
+    from ..packaging import PackagedScript
+    from ..payloads import Failure
 
 # The errors a cell raises live with the job layer (``Job.result()`` raises them too).
 __all__ = ["DistTrainMagics", "JobCancelledError", "JobFailedError", "warm_up"]
@@ -49,8 +49,8 @@ def _split_script_args(line: str) -> tuple[list[str], list[str]]:
 def _job_flags(f: Any) -> Any:
     """The job's flags, generated from their declarations (``intake.job_flag_classes``): the
     same as ``jupyter disttrain run``'s."""
-    from .flags import add_flags
-    from .intake import job_flag_classes
+    from ..jobs.intake import job_flag_classes
+    from ..model.flags import add_flags
 
     decorators: list[Any] = []
     add_flags(lambda *names, **kwargs: decorators.append(argument(*names, **kwargs)), job_flag_classes())
@@ -63,7 +63,7 @@ def warm_up(ipython: Any) -> None:
     """Warm start: this kernel's zygote starts now, in the background, so that even the first
     ``%%distrun`` forks its ranks from a process that has torch imported; the heavy libraries the
     notebook imports later reach it as they are imported (``warm.Preloader``)."""
-    from .warmup import start
+    from ..jobs.warmup import start
 
     preload = start(os.environ)
     if preload is not None:
@@ -131,9 +131,9 @@ class DistTrainMagics(Magics):
         carried = _carry_kernel_env(spec)
         packaged = self._package(cell, args, spec)
         spec.hparams = packaged.hparams
-        from . import api
-        from .intake import choose_launcher
-        from .jobvalues import describe as describe_values
+        from .. import api
+        from ..jobs.intake import choose_launcher
+        from ..jobs.values import describe as describe_values
 
         chosen = choose_launcher(spec, bool(args.launcher), packaged.source)
 
@@ -150,8 +150,8 @@ class DistTrainMagics(Magics):
             print(packaged.source)
             for name in sorted(packaged.files):
                 print(f"# side file: {name} ({len(packaged.files[name])} bytes)")
-            from .backends import backend_class
-            from .launchers import get_launcher
+            from ..backends import backend_class
+            from ..launchers import get_launcher
 
             side = get_launcher(spec.launcher).side_files(spec, local=backend_class(spec.backend).local)
             for name, data in sorted(side.items()):
@@ -169,25 +169,25 @@ class DistTrainMagics(Magics):
 
     def _end(self, job: Job, status: JobStatus, story: Failure | None) -> None:
         """The cell ends as its job did: a cancelled or failed job raises (a failed one the root
-        cause's own exception type where the kernel has it: ``joberrors.py``); a job that
+        cause's own exception type where the kernel has it: ``jobs/errors.py``); a job that
         succeeded brings its ``--out`` values into the kernel."""
         user_ns = self.shell.user_ns if self.shell else {}
         if status.phase is JobPhase.CANCELLED:
             raise JobCancelledError(f"%%distrun: job {job.id} cancelled")
         if status.phase is JobPhase.FAILED:
-            from .failure import failure_line
+            from ..model.failure import failure_line
 
             raise job_error(f"%%distrun: {failure_line(status)}", story, user_ns)
         if status.phase is JobPhase.SUCCEEDED and (job.spec.out or job.spec.out_all):
-            from .kernelvalues import bring_back
+            from .values import bring_back
 
             bring_back(job, status, user_ns, print)
 
     def _package(self, cell: str, args: argparse.Namespace, spec: JobSpec) -> PackagedScript:
         """The cell and what it uses as a script, checked before launch (warnings printed)."""
-        from .api import job_target, kernel_dirs
-        from .packaging import package_cell
-        from .packaging.origins import CELL_LABEL
+        from ..api import job_target, kernel_dirs
+        from ..packaging import package_cell
+        from ..packaging.origins import CELL_LABEL
 
         ignore = {"*"} if "all" in args.no_check else set(args.no_check)
         history = _history_as_typed(self.shell)
@@ -216,7 +216,7 @@ class DistTrainMagics(Magics):
         return packaged
 
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
-        from .intake import spec_from_flags
+        from ..jobs.intake import spec_from_flags
 
         return spec_from_flags(args, script_args, default_name="distrun")
 
@@ -226,8 +226,8 @@ class DistTrainMagics(Magics):
 
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
-        from .debugview import PromptFeed
-        from .progressview import ProgressFeed
+        from .debug import PromptFeed
+        from .progress import ProgressFeed
         from .widgets import SUMMARY_LINES, IncidentFeed, TextView, UsageFeed, make_view
 
         def cancel() -> None:
@@ -279,7 +279,7 @@ class DistTrainMagics(Magics):
         try:
             argv = shlex.split(line)
             if argv[:1] == ["load"]:  # into this kernel: not a subcommand of the CLI
-                from .kernelvalues import load_command
+                from .values import load_command
 
                 return load_command(argv[1:], self.shell.user_ns if self.shell else {}, print)
             _run_command(argv, print)
@@ -318,7 +318,7 @@ def _carry_kernel_env(spec: JobSpec) -> list[str]:
 
 def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
     """The subcommands shared by ``%distrun`` and ``jupyter disttrain``."""
-    from .commands import run_subcommand
+    from ..commands import run_subcommand
 
     run_subcommand(argv, out, command="%distrun")
 
@@ -326,8 +326,8 @@ def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
 def _process_replicas(spec: JobSpec) -> set[str]:
     """Replicas that are processes of their own (a parameter-server job's scheduler, servers
     and workers): their whole log is the script's output, as a rank's is (an agent's is not)."""
-    from .launchers import get_launcher
-    from .launchers.base import PROCESS, LaunchContext, replicas_of
+    from ..launchers import get_launcher
+    from ..launchers.base import PROCESS, LaunchContext, replicas_of
 
     roles = get_launcher(spec.launcher).roles(spec, LaunchContext("", cpu=True))
     return {name for name, _, _ in replicas_of([r for r in roles if r.via == PROCESS])}

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
-from .flags import GROUP_ACCESS
-from .runtime import contract
-from .runtime.atomic import write_json
+from ..model.errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
+from ..model.flags import GROUP_ACCESS
+from ..model.specs import JobSpec, JobStatus, now_iso, validate_entrypoint, validate_job_id, validate_name
+from ..runtime import contract
+from ..runtime.atomic import write_json
 from .safefiles import is_real_dir, is_real_file, open_regular
-from .specs import JobSpec, JobStatus, now_iso, validate_entrypoint, validate_job_id, validate_name
 
 log = logging.getLogger(__name__)
 

@@ -20,20 +20,12 @@ import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .debugging import (
-    Prompt,
-    Prompts,
-    answer_in_text,
-    exchange,
-    is_prompt_line,
-    transcript,
-    where_in_cells,
-)
-from .errors import DistTrainError
+from ..jobs.debug import Prompt, Prompts, answer_in_text, exchange, is_prompt_line, transcript, where_in_cells
+from ..model.errors import DistTrainError
 
 if TYPE_CHECKING:
-    from .api import Job
-    from .specs import JobStatus, LogLine
+    from ..api import Job
+    from ..model.specs import JobStatus, LogLine
     from .widgets import JobView
 
 # The input's part of the cell contract (widgets.py holds the rest; labextension/cellcontract.ts

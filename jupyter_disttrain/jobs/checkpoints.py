@@ -18,11 +18,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DistTrainError, InvalidSpecError, UnknownCheckpointError, UnknownJobError
-from .packaging.loadcell import load_cell
-from .packaging.origins import ORIGINS_FILE
-from .packaging.values import ARRAY_FILE, TENSOR_FILE
-from .payloads import (
+from ..model.errors import DistTrainError, InvalidSpecError, UnknownCheckpointError, UnknownJobError
+from ..model.specs import LATEST, JobSpec, ResumedFrom, parse_resume
+from ..packaging.loadcell import load_cell
+from ..packaging.origins import ORIGINS_FILE
+from ..packaging.values import ARRAY_FILE, TENSOR_FILE
+from ..payloads import (
     Checkpoint,
     CheckpointCode,
     CheckpointList,
@@ -31,16 +32,15 @@ from .payloads import (
     ResumeAnswer,
     SubmitAnswer,
 )
-from .runtime import ckptscan, retention
-from .runtime.atomic import write_json
-from .runtime.contract import CHECKPOINT_PINS_FILE
-from .safefiles import is_real_file, open_regular
-from .specs import LATEST, JobSpec, ResumedFrom, parse_resume
-from .tracking.checkpoints import SCAN_LIMIT, checkpoint_dir
+from ..runtime import ckptscan, retention
+from ..runtime.atomic import write_json
+from ..runtime.contract import CHECKPOINT_PINS_FILE
+from ..storage.safefiles import is_real_file, open_regular
+from ..tracking.checkpoints import SCAN_LIMIT, checkpoint_dir
 
 if TYPE_CHECKING:
+    from ..storage.store import JobRecord, JobStore
     from .manager import JobManager
-    from .store import JobRecord, JobStore
 
 log = logging.getLogger(__name__)
 SIDE_FILES = (TENSOR_FILE, ARRAY_FILE, ORIGINS_FILE)  # what packaging ships beside the script

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import DistTrainError
-from .logfiles import Budget, take_lines
-from .payloads import RunSummary
-from .progress import Progress, last_bar
-from .specs import JobPhase, JobStatus
+from ..model.errors import DistTrainError
+from ..model.progress import Progress, last_bar
+from ..model.specs import JobPhase, JobStatus
+from ..payloads import RunSummary
+from ..storage.logfiles import Budget, take_lines
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
-    from .store import JobRecord
+    from ..backends.base import Backend
+    from ..storage.store import JobRecord
 
 BAR_LINES = 20  # of the first replica's log searched for a bar's last redraw
 BAR_BYTES = 16 * 1024

@@ -31,16 +31,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from .errors import DistTrainError
-from .failure import first_line
-from .specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+from ..model.errors import DistTrainError
+from ..model.failure import first_line
+from ..model.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
 
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle
 
-    from .debugging import Prompt
-    from .payloads import Failure, IncidentSummary, Resources, ResourceSample
-    from .progress import Progress
+    from ..jobs.debug import Prompt
+    from ..model.progress import Progress
+    from ..payloads import Failure, IncidentSummary, Resources, ResourceSample
 
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
@@ -84,7 +84,7 @@ class JobView(Protocol):
     def diagnosis(self, incident: IncidentSummary) -> None: ...
 
     def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
-        """``replica``'s debugger prompt (None: it closed) and its transcript (``debugview.py``)."""
+        """``replica``'s debugger prompt (None: it closed) and its transcript (``notebook/debug.py``)."""
 
     def close(self) -> None: ...
 
@@ -379,7 +379,7 @@ class WidgetView:
         self.header = w.HTML()
         self.chips = w.HTML()
         self.log = w.HTML(_pre([]))
-        self.bar = w.HTML()  # progress and the first metric's sparkline (progressview.py)
+        self.bar = w.HTML()  # progress and the first metric's sparkline (notebook/progress.py)
         self.cancel_button = w.Button(
             description="Cancel", icon="stop", button_style="danger", tooltip=f"Cancel job {job_id}"
         )
@@ -462,7 +462,7 @@ class WidgetView:
 
     def prompt(self, replica: str, prompt: Prompt | None, transcript: str) -> None:
         """Show the prompt's transcript and input below the log; the other chips say they wait."""
-        from .debugview import DebugPanel
+        from .debug import DebugPanel
 
         with self._lock:
             if self._debug is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from .runtime import contract
+from ..runtime import contract
 
 JOB_ENV = contract.JOB_ID_ENV
 JOB_DIR_ENV = contract.JOB_DIR_ENV

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .pitfalls import Finding, _Code, _int_constants, _int_value, _keyword, _name
+from . import Finding, _Code, _int_constants, _int_value, _keyword, _name
 
 CODES = ("lightning-devices", "lightning-spawn")
 LIGHTNING = ("lightning", "pytorch_lightning")

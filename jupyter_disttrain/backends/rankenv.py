@@ -24,8 +24,8 @@ import os
 import posixpath
 from collections.abc import Mapping
 
-from .runtime import contract
-from .specs import DEBUG_TIMEOUT, JobSpec
+from ..model.specs import DEBUG_TIMEOUT, JobSpec
+from ..runtime import contract
 
 
 def launcher_env(spec: JobSpec, *, cpu: bool) -> dict[str, str]:

@@ -139,7 +139,7 @@ def check_blocks(
     code = _Code(tree, target)
     silenced = silenced_codes(source)
     found = []
-    from .lightning_pitfalls import CHECKS as LIGHTNING_CHECKS  # they build on this module
+    from .lightning import CHECKS as LIGHTNING_CHECKS  # they build on this module
 
     for check in (*_CHECKS, *LIGHTNING_CHECKS):
         for name, node, message in check(code):

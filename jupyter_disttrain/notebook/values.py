@@ -1,6 +1,6 @@
 """``--out``'s values put into the kernel's namespace: after a followed cell, and ``%distrun load``.
 
-The job layer reads and rebuilds them (``jobvalues.py``); this says in one line what came back
+The job layer reads and rebuilds them (``jobs/values.py``); this says in one line what came back
 and, one line each, what did not and why.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import DistTrainError
+from ..model.errors import DistTrainError
 
 if TYPE_CHECKING:
-    from .api import Job
-    from .specs import JobStatus
+    from ..api import Job
+    from ..model.specs import JobStatus
 
 LOAD_USAGE = "%distrun load JOB_ID: bring a finished job's --out values into the kernel"
 
@@ -22,7 +22,7 @@ def bring_back(
     job: Job, status: JobStatus, user_ns: MutableMapping[str, Any], out: Callable[[str], Any]
 ) -> None:
     """Put the job's values into ``user_ns`` and say so."""
-    from . import jobvalues
+    from ..jobs import values as jobvalues
 
     values = jobvalues.load(job.store, job.record, status, user_ns)
     user_ns.update(values)
@@ -37,7 +37,7 @@ def load_command(argv: list[str], user_ns: MutableMapping[str, Any], out: Callab
     of a job run with --detach), as if its cell had just followed it."""
     if len(argv) != 1 or argv[0].startswith("-"):
         raise DistTrainError(f"usage: {LOAD_USAGE}")
-    from .commands import job_of
+    from ..commands import job_of
 
     job = job_of(argv[0], "%distrun")
     status = job.status()

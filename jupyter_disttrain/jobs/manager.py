@@ -18,13 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from . import jobcheckpoints, jobvalues
-from .backends import default_backend_name, get_backend
-from .errors import DistTrainError, InvalidSpecError
-from .intake import MAX_LOG_LIMIT, validate_replica
-from .jobdiagnosis import detail_parts, guard_of
-from .logfiles import Budget, take_lines
-from .payloads import (
+from ..backends import default_backend_name, get_backend
+from ..model.errors import DistTrainError, InvalidSpecError
+from ..model.progress import Progress
+from ..model.specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
+from ..payloads import (
     CheckpointList,
     Failure,
     JobDetail,
@@ -39,16 +37,19 @@ from .payloads import (
     StackDump,
     to_json,
 )
-from .progress import Progress
-from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine, validate_job_id
-from .tracking import hparams
-from .tracking.checkpoints import CheckpointIndex
-from .tracking.runs import RunsReader
-from .tracking.sources import JobRuns, RunSources
+from ..storage.logfiles import Budget, take_lines
+from ..tracking import hparams
+from ..tracking.checkpoints import CheckpointIndex
+from ..tracking.runs import RunsReader
+from ..tracking.sources import JobRuns, RunSources
+from . import checkpoints as jobcheckpoints
+from . import values as jobvalues
+from .diagnosis import detail_parts, guard_of
+from .intake import MAX_LOG_LIMIT, validate_replica
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
-    from .store import JobRecord, JobStore
+    from ..backends.base import Backend
+    from ..storage.store import JobRecord, JobStore
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class JobManager:
         """Where a running job stands: em's run with a total, else its tqdm bar (None once ended)."""
         if status.phase is not JobPhase.RUNNING:
             return None  # most of a long listing: nothing is read
-        from .jobprogress import progress_of
+        from .progress import progress_of
 
         try:
             return progress_of(self.backend(record.backend), record, status, self.job_runs(record, status))
@@ -214,7 +215,7 @@ class JobManager:
 
     def failure(self, record: JobRecord, status: JobStatus) -> Failure | None:
         """Why the job failed, as the notebook's own error (None unless it failed)."""
-        from .failures import failure_of
+        from .failure import failure_of
 
         return failure_of(self.store, self.backend(record.backend), record, status)
 
@@ -307,13 +308,13 @@ class JobManager:
     def stack(self, job_id: str, replica: str, method: str | None = None) -> StackDump:
         """The Python stacks of every thread of ``replica`` (py-spy, else faulthandler; ``method``
         forces one)."""
-        from .monitoring.stacks import validate_method
+        from ..monitoring.stacks import validate_method
 
         validate_job_id(job_id)
         name = validate_replica(replica)
         if name is None:
             raise InvalidSpecError("name the replica whose stacks to dump, e.g. rank-1")
-        from .failures import mapped_stack
+        from .failure import mapped_stack
 
         record = self.store.read_record(job_id)
         dump = self.backend(record.backend).stack(job_id, name, validate_method(method))
@@ -388,7 +389,7 @@ class JobManager:
 
 def _wrote_tensorboard(store: JobStore, job_id: str) -> bool:
     """Whether the job wrote TensorBoard data (an ended job's answer is kept with its entry)."""
-    from .monitoring.resources import wrote_tensorboard
+    from ..monitoring.resources import wrote_tensorboard
 
     try:
         return wrote_tensorboard(store.job_dir(job_id))
