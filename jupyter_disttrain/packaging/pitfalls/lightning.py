@@ -1,6 +1,5 @@
-"""Pitfall checks of PyTorch Lightning scripts under torchrun (DeepSpeed's are in ``pitfalls.py``).
-
-They read the same tree as the DDP checks (``pitfalls.py``), which runs them after its own.
+"""Pitfall checks of PyTorch Lightning scripts under torchrun (the DDP and DeepSpeed ones are in
+``ddp.py``), on the same reading of the tree (``code.py``); ``pitfalls/__init__.py`` runs them.
 """
 
 from __future__ import annotations
@@ -8,7 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from . import Finding, _Code, _int_constants, _int_value, _keyword, _name
+from .code import Code, Finding, call_name, int_constants, int_value, keyword_arg
 
 CODES = ("lightning-devices", "lightning-spawn")
 LIGHTNING = ("lightning", "pytorch_lightning")
@@ -16,11 +15,11 @@ LIGHTNING = ("lightning", "pytorch_lightning")
 _SPAWNING = ("ddp_spawn", "ddp_notebook", "ddp_fork", "ddp_find_unused_parameters_spawn")
 
 
-def _trainers(code: _Code) -> Iterator[ast.Call]:
+def _trainers(code: Code) -> Iterator[ast.Call]:
     if not any(module in code.imports for module in LIGHTNING):
         return
     for call in code.calls:
-        if _name(call) == "Trainer":
+        if call_name(call) == "Trainer":
             yield call
 
 
@@ -28,17 +27,17 @@ def _count(node: ast.AST | None, constants: dict[str, int]) -> int | None:
     """A device count as written: an int, or a list of device ids (``[0, 1]``)."""
     if isinstance(node, (ast.List, ast.Tuple)):
         return len(node.elts)
-    return _int_value(node, constants)
+    return int_value(node, constants)
 
 
-def _lightning_devices(code: _Code) -> Iterator[Finding]:
+def _lightning_devices(code: Code) -> Iterator[Finding]:
     target = code.target
     if target is None or target.nproc_per_node is None:
         return
-    constants = _int_constants(code.tree)
+    constants = int_constants(code.tree)
     for call in _trainers(code):
         for word, job in (("devices", target.nproc_per_node), ("num_nodes", target.nodes)):
-            asked = _count(_keyword(call, word), constants)
+            asked = _count(keyword_arg(call, word), constants)
             if asked is not None and job is not None and asked > 0 and asked != job:
                 flag = "--gpus" if word == "devices" else "--nodes"
                 yield (
@@ -49,9 +48,9 @@ def _lightning_devices(code: _Code) -> Iterator[Finding]:
                 )
 
 
-def _lightning_spawn(code: _Code) -> Iterator[Finding]:
+def _lightning_spawn(code: Code) -> Iterator[Finding]:
     for call in _trainers(code):
-        strategy = _keyword(call, "strategy")
+        strategy = keyword_arg(call, "strategy")
         if isinstance(strategy, ast.Constant) and strategy.value in _SPAWNING:
             yield (
                 "lightning-spawn",
