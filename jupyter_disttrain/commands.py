@@ -91,7 +91,7 @@ def run_subcommand(
     argv: Sequence[str], out: Callable[[str], Any] = print, command: str = "jupyter disttrain"
 ) -> int:
     """Run one subcommand; ``command`` is how the user types them, for the hints shown."""
-    from .storage.roots import open_store
+    from .storage.store import open_store
 
     argv = list(argv)
     script_args: list[str] = []
@@ -146,7 +146,7 @@ def job_of(job_id: str, command: str, store: Any = None) -> Job:
     """The job ``job_id`` where the subcommands look (``store``, else every root), or an error
     saying how to list the jobs there are."""
     from . import api
-    from .storage.roots import open_store
+    from .storage.store import open_store
 
     try:
         return api.get_job(job_id, store or open_store(None))

@@ -16,8 +16,7 @@ from ..backends import default_backend_name
 from ..jobs.diagnosis import check_settings
 from ..jobs.intake import MAX_LOG_LIMIT
 from ..model.errors import InvalidSpecError
-from ..storage.roots import open_store
-from ..storage.store import ROOT_ENV
+from ..storage.store import ROOT_ENV, open_store
 from . import routes
 from .caching_store import CachingJobStore
 from .context import SETTINGS_KEY, ServerContext

@@ -1,11 +1,12 @@
-"""Which job roots a user has, and which of them a reader searches.
+"""Which job roots a user has: the per-user index of them.
 
 Jobs live next to the notebooks that made them (``<dir>/.disttrain/jobs``), so a user who works
 in several directories has several roots. Creating a job records its root in a per-user index,
 ``<jupyter data dir>/disttrain/job-roots.json`` (most recently used first, bounded, roots that
 no longer exist dropped). Readers (``jupyter disttrain``, the server's job list) search the
 default root and every indexed root, unless ``--root`` / the server's ``job_root`` /
-``$DISTTRAIN_JOB_ROOT`` names one root: then that root alone. ``open_store`` is that decision.
+``$DISTTRAIN_JOB_ROOT`` names one root: then that root alone (``store.open_store`` decides).
+The store builds on this module, not the other way round.
 """
 
 from __future__ import annotations
@@ -14,17 +15,14 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TypeVar, overload
 
-from .store import ROOT_ENV, JobStore, default_root, write_record
+from ..runtime.atomic import write_json
 
 log = logging.getLogger(__name__)
 
 INDEX_NAME = "job-roots.json"
 MAX_ROOTS = 64
 MAX_INDEX_BYTES = 256 * 1024  # 64 paths of 4 KiB: a bigger file is not ours to trust
-
-_S = TypeVar("_S", bound=JobStore)
 
 
 def index_file() -> Path:
@@ -59,7 +57,8 @@ def remember_root(root: Path) -> None:
         return  # the usual case, a job in the same root again: no write
     kept = [r for r in roots if r != str(root) and os.path.isdir(r)]
     try:
-        write_record(path, {"roots": [str(root), *kept][:MAX_ROOTS]})
+        # replaced atomically and readable by its owner only, as the store's own records are
+        write_json(path, {"roots": [str(root), *kept][:MAX_ROOTS]}, durable=True, mode=0o600)
     except OSError as exc:
         log.warning("could not record the job root %s in %s: %s", root, path, exc)
 
@@ -67,25 +66,3 @@ def remember_root(root: Path) -> None:
 def known_roots() -> list[Path]:
     """Indexed roots that still exist, most recently used first."""
     return [Path(r) for r in _read_index(index_file()) if os.path.isdir(r)]
-
-
-@overload
-def open_store(root: str | os.PathLike[str] | None = None, *, default: Path | None = None) -> JobStore: ...
-@overload
-def open_store(
-    root: str | os.PathLike[str] | None = None, *, default: Path | None = None, store_class: type[_S]
-) -> _S: ...
-def open_store(
-    root: str | os.PathLike[str] | None = None,
-    *,
-    default: Path | None = None,
-    store_class: type[JobStore] = JobStore,
-) -> JobStore:
-    """The store a reader uses. ``root`` (a ``--root`` flag, a configured root) or else
-    ``$DISTTRAIN_JOB_ROOT`` narrows it to that one root. Otherwise it is ``default`` (the
-    nearest ``.disttrain/jobs``), where new jobs go, searched together with every indexed root."""
-    if root:
-        return store_class(root)
-    if os.environ.get(ROOT_ENV):
-        return store_class(os.environ[ROOT_ENV])
-    return store_class(default or default_root(), also=known_roots)

@@ -28,13 +28,14 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from ..model.errors import ForeignJobDirError, InvalidSpecError, UnknownJobError
 from ..model.flags import GROUP_ACCESS
 from ..model.specs import JobSpec, JobStatus, now_iso, validate_entrypoint, validate_job_id, validate_name
 from ..runtime import contract
 from ..runtime.atomic import write_json
+from .roots import known_roots, remember_root
 from .safefiles import is_real_dir, is_real_file, open_regular
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class JobRecord:
 
 
 def write_record(path: Path, data: Any) -> None:
-    """A record of the store (``job.json``, ``status.json``, the roots file, ``launcher.json``):
+    """A record of the store (``job.json``, ``status.json``, ``launcher.json``):
     replaced atomically, on disk before the rename, readable by its owner only (a spec's env may
     hold secrets)."""
     write_json(path, data, durable=True, mode=0o600)
@@ -171,7 +172,7 @@ def default_root(start: Path | None = None) -> Path:
 class JobStore:
     """Job directories under one root. Cheap to create; holds no state but the root path.
 
-    ``also`` gives more roots to search (``roots.open_store`` passes the user's indexed roots):
+    ``also`` gives more roots to search (``open_store`` passes the user's indexed roots):
     their jobs are listed and found by id too; new jobs always go under ``root``. An id found
     in several roots is the first one's (``root``, then ``also``'s order).
     """
@@ -285,8 +286,6 @@ class JobStore:
         except BaseException:
             self.remove_partial(record.id)
             raise
-        from .roots import remember_root  # roots builds on this module
-
         remember_root(self.root)
         return d
 
@@ -393,3 +392,28 @@ class JobStore:
     def purge(self, job_id: str) -> None:
         """Remove the job's directory and everything in it (links in it are removed, never followed)."""
         shutil.rmtree(self.existing_dir(job_id))
+
+
+_S = TypeVar("_S", bound=JobStore)
+
+
+@overload
+def open_store(root: str | os.PathLike[str] | None = None, *, default: Path | None = None) -> JobStore: ...
+@overload
+def open_store(
+    root: str | os.PathLike[str] | None = None, *, default: Path | None = None, store_class: type[_S]
+) -> _S: ...
+def open_store(
+    root: str | os.PathLike[str] | None = None,
+    *,
+    default: Path | None = None,
+    store_class: type[JobStore] = JobStore,
+) -> JobStore:
+    """The store a reader uses. ``root`` (a ``--root`` flag, a configured root) or else
+    ``$DISTTRAIN_JOB_ROOT`` narrows it to that one root. Otherwise it is ``default`` (the
+    nearest ``.disttrain/jobs``), where new jobs go, searched together with every indexed root."""
+    if root:
+        return store_class(root)
+    if os.environ.get(ROOT_ENV):
+        return store_class(os.environ[ROOT_ENV])
+    return store_class(default or default_root(), also=known_roots)
