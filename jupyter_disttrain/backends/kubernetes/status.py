@@ -182,11 +182,6 @@ def conditions_of(workload: dict[str, Any] | None) -> list[Condition]:
     ]
 
 
-def true_condition(conds: list[Condition], *types: str) -> Condition | None:
-    """The first condition of one of ``types`` that holds."""
-    return next((c for c in conds if c.type in types and c.status == "True"), None)
-
-
 def events_for(job_id: str, events: list[dict[str, Any]]) -> list[Event]:
     """Events of the workload and its pods (and Service/ConfigMap), oldest first."""
     out = []
