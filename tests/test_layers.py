@@ -82,6 +82,7 @@ OVERRIDES: dict[str, str] = {
     # The registries that name the launchers and the backends (each loaded by name on use): the
     # model, the intake and the job layer ask them without loading a launcher or a backend.
     "launchers": "model",
+    "launchers.names": "model",  # the launchers' names, data only (the registry's table)
     "backends": "model",
     # Whether the kernel runs inside a Slurm allocation, from its environment alone: the registry
     # asks it for the default backend, as it asks for a pod's.

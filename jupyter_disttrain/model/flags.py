@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..launchers import NAMES as LAUNCHERS
+from ..launchers.names import NAMES as LAUNCHERS
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
-from ..launchers import NAMES as LAUNCHERS
+from ..launchers.names import NAMES as LAUNCHERS
 from .errors import InvalidSpecError
 
 # Kubernetes DNS-1123 label; job ids become pod, Service and ConfigMap names, so the name
