@@ -7,7 +7,7 @@ on first use only, so loading the extension stays fast.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # Not ``typing.TYPE_CHECKING``: every training process imports this package (its rank
 # starter lives here), and importing ``typing`` would add to each launch.

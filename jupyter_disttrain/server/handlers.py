@@ -455,7 +455,7 @@ class InfoHandler(DistTrainHandler):
 
     @web.authenticated
     async def get(self) -> None:
-        from .. import __version__
+        from .._version import __version__
         from ..backends import backend_names
 
         service = self.ctx.service
