@@ -133,9 +133,7 @@ class Job:
     def diagnose(self) -> Incident:
         """Which rank is stuck, in which collective, at which cell line (``Incident.verdict``);
         kept in the job dir as an incident of its own."""
-        from .jobs.diagnosis import diagnose
-
-        return diagnose(self.manager, self.id)
+        return self.manager.diagnoses.diagnose(self.id)
 
     def incidents(self, limit: int = 50) -> list[IncidentSummary]:
         """The job's diagnoses, newest first (``diagnose``'s, and the guard's)."""

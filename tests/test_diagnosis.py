@@ -15,7 +15,6 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain import api
 from jupyter_disttrain.commands import run_subcommand
-from jupyter_disttrain.jobs import diagnosis
 from jupyter_disttrain.jobs.manager import manager_for
 from jupyter_disttrain.model.errors import JobEndedError
 from jupyter_disttrain.storage import procs
@@ -122,7 +121,7 @@ def test_a_rank_late_to_all_reduce_5_is_named_with_both_cell_lines(
         rank1.suspend()  # SIGSTOP
         try:
             started = time.monotonic()
-            stopped = diagnosis.diagnose(manager_for(store), job.id)
+            stopped = manager_for(store).diagnoses.diagnose(job.id)
             assert time.monotonic() - started < 15
         finally:
             rank1.resume()

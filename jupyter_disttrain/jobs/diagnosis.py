@@ -21,7 +21,6 @@ from ..payloads import GuardState, Incident, IncidentSummary, ResourceHours, Run
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..storage.store import JobRecord, JobStore
-    from .manager import JobManager
 
 RankReader = Callable[["JobRecord", JobStatus], incidents.Answers]
 
@@ -34,32 +33,39 @@ def rank_reader(backend: Backend) -> RankReader:
     return reader
 
 
-def diagnose(manager: JobManager, job_id: str, trigger: str = "manual") -> Incident:
-    """Read every rank (each read bounded in time), analyse, say it in one sentence, and keep it
-    in the job dir as an incident of its own."""
-    validate_job_id(job_id)
-    record = manager.store.read_record(job_id)
-    backend = manager.backend(record.backend)
-    status = backend.describe(job_id)
-    if status.is_terminal:
-        raise JobEndedError(job_id, status.phase.value, "a diagnosis")
-    if status.phase is not JobPhase.RUNNING:
-        raise InvalidSpecError(f"job {job_id} is {status.phase.value}: diagnose it once its ranks run")
-    started = time.monotonic()
-    answers = rank_reader(backend)(record, status)
-    names = [r.name for r in status.replicas]
-    if set(answers) - set(names):  # its replicas are not its ranks (pods): the ranks read are
-        names = sorted(answers, key=lambda n: (not n.startswith("rank-"), len(n), n))
-    job_dir = manager.store.job_dir(job_id)
-    return incidents.make(job_dir, job_id, record.spec.entrypoint, names, answers, trigger, started)
+class JobDiagnoses:
+    """The diagnoses of the jobs of every backend (``backend``: one by its name); ``JobManager``
+    makes one (``manager.diagnoses``)."""
 
+    def __init__(self, store: JobStore, backend: Callable[[str], Backend]) -> None:
+        self.store = store
+        self._backend = backend
 
-def incident(manager: JobManager, job_id: str, name: str) -> Incident:
-    """One of the job's incidents, by the name its details list."""
-    found = incidents.read(manager.store.existing_dir(job_id), name)
-    if found is None:
-        raise InvalidSpecError(f"job {job_id} has no incident {name!r}; its details list them")
-    return found
+    def diagnose(self, job_id: str, trigger: str = "manual") -> Incident:
+        """Read every rank (each read bounded in time), analyse, say it in one sentence, and keep
+        it in the job dir as an incident of its own."""
+        validate_job_id(job_id)
+        record = self.store.read_record(job_id)
+        backend = self._backend(record.backend)
+        status = backend.describe(job_id)
+        if status.is_terminal:
+            raise JobEndedError(job_id, status.phase.value, "a diagnosis")
+        if status.phase is not JobPhase.RUNNING:
+            raise InvalidSpecError(f"job {job_id} is {status.phase.value}: diagnose it once its ranks run")
+        started = time.monotonic()
+        answers = rank_reader(backend)(record, status)
+        names = [r.name for r in status.replicas]
+        if set(answers) - set(names):  # its replicas are not its ranks (pods): the ranks read are
+            names = sorted(answers, key=lambda n: (not n.startswith("rank-"), len(n), n))
+        job_dir = self.store.job_dir(job_id)
+        return incidents.make(job_dir, job_id, record.spec.entrypoint, names, answers, trigger, started)
+
+    def incident(self, job_id: str, name: str) -> Incident:
+        """One of the job's incidents, by the name its details list."""
+        found = incidents.read(self.store.existing_dir(job_id), name)
+        if found is None:
+            raise InvalidSpecError(f"job {job_id} has no incident {name!r}; its details list them")
+        return found
 
 
 def detail_parts(store: JobStore, record: JobRecord, status: JobStatus) -> dict[str, Any]:

@@ -107,13 +107,11 @@ class ServerGuard:
         return state
 
     def _act(self, job_id: str, state: GuardState) -> None:
-        from .diagnosis import diagnose
-
         job_dir = self.manager.store.job_dir(job_id)
         guard.write_state(job_dir, state)
         if state.action in ("diagnose", "cancel"):
             try:
-                state.incident = diagnose(self.manager, job_id, trigger=state.state).name
+                state.incident = self.manager.diagnoses.diagnose(job_id, trigger=state.state).name
                 guard.write_state(job_dir, state)
             except Exception as exc:  # the cancel below still happens
                 log.warning("jupyter_disttrain: could not diagnose %s: %s", job_id, exc)

@@ -44,7 +44,7 @@ from ..tracking.runs import RunsReader
 from ..tracking.sources import JobRuns, RunSources
 from . import checkpoints as jobcheckpoints
 from . import values as jobvalues
-from .diagnosis import detail_parts, guard_of
+from .diagnosis import JobDiagnoses, detail_parts, guard_of
 from .intake import MAX_LOG_LIMIT, validate_replica
 
 if TYPE_CHECKING:
@@ -99,6 +99,7 @@ class JobManager:
         self.runs = RunsReader()  # em's runs: remembers how far it read each metrics file
         self.run_sources = RunSources(self.runs)
         self.checkpoint_index = CheckpointIndex(self.runs)
+        self.diagnoses = JobDiagnoses(store, self.backend)
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this store, made once and kept.
