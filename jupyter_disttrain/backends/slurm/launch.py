@@ -99,7 +99,7 @@ class SlurmSupervisor(Supervisor):
 
     def _read_ranks(self, names: list[str]) -> dict[str, dict[str, object]]:
         """A diagnosis reads the ranks of other nodes through srun, as the backend does."""
-        from .backend import read_ranks  # (the backend imports this module)
+        from .onnode import read_ranks
 
         return read_ranks(self.store, self.record, self.status)
 
