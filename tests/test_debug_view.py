@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_disttrain.jobs.debug import Prompt
 from jupyter_disttrain.model.specs import JobPhase, JobStatus, ReplicaStatus
-from jupyter_disttrain.notebook import debug, widgets
+from jupyter_disttrain.notebook import contract, debug, textview, widgets
 
 LAB = Path(__file__).resolve().parents[1] / "labextension"
 
@@ -30,7 +30,7 @@ def test_the_widget_shows_the_prompt_and_the_other_ranks_wait_for_it(monkeypatch
     panel = view._debug
     assert panel is not None and panel.widget in view.widget.children
     field = panel.input.value
-    assert f'class="{debug.DEBUG_INPUT_CLASS} jp-mod-styled"' in field
+    assert f'class="{contract.DEBUG_INPUT_CLASS} jp-mod-styled"' in field
     assert 'data-disttrain-job="pdb-k3x9q" data-disttrain-replica="rank-1"' in field
     assert "rank-1 waits in the debugger at In [3], line 9" in panel.transcript.value
     chips = view.chips.value
@@ -48,7 +48,7 @@ def test_the_text_view_says_the_others_wait() -> None:
     import io
 
     out = io.StringIO()
-    view = widgets.TextView("pdb-k3x9q", "pdb", stream=out)
+    view = textview.TextView("pdb-k3x9q", "pdb", stream=out)
     view.prompt("rank-1", Prompt("rank-1", "In [3], line 9", "rank-1"), "")
     assert out.getvalue() == "rank-1 waits in the debugger at In [3], line 9; the other ranks wait for it\n"
 
@@ -56,9 +56,9 @@ def test_the_text_view_says_the_others_wait() -> None:
 def test_the_input_and_the_lab_declare_the_same_contract() -> None:
     text = (LAB / "cellcontract.ts").read_text(encoding="utf-8")
     declared = dict(re.findall(r"(\w+) = '([^']*)'", text))
-    assert declared["CELL_DEBUG_INPUT_CLASS"] == debug.DEBUG_INPUT_CLASS
-    assert declared["CELL_REPLICA_ATTRIBUTE"] == debug.REPLICA_ATTRIBUTE
-    assert declared["CELL_JOB_ATTRIBUTE"] == widgets.JOB_ATTRIBUTE
+    assert declared["CELL_DEBUG_INPUT_CLASS"] == contract.DEBUG_INPUT_CLASS
+    assert declared["CELL_REPLICA_ATTRIBUTE"] == contract.REPLICA_ATTRIBUTE
+    assert declared["CELL_JOB_ATTRIBUTE"] == contract.JOB_ATTRIBUTE
 
 
 def test_the_widget_shows_one_prompt_at_a_time_then_the_next(

@@ -22,16 +22,13 @@ from typing import TYPE_CHECKING
 
 from ..jobs.debug import Prompt, Prompts, answer_in_text, exchange, is_prompt_line, transcript, where_in_cells
 from ..model.errors import DistTrainError
+from .contract import DEBUG_INPUT_CLASS, JOB_ATTRIBUTE, REPLICA_ATTRIBUTE
 
 if TYPE_CHECKING:
     from ..api import Job
     from ..model.specs import JobStatus, LogLine
-    from .widgets import JobView
+    from .contract import JobView
 
-# The input's part of the cell contract (widgets.py holds the rest; labextension/cellcontract.ts
-# declares the same names): its class, and the job and rank it answers.
-DEBUG_INPUT_CLASS = "jp-DistTrain-debugInput"
-REPLICA_ATTRIBUTE = "data-disttrain-replica"
 TRANSCRIPT_LINES = 200  # of a prompt's transcript shown in the widget
 
 
@@ -121,8 +118,6 @@ def panel_html(job_id: str, prompt: Prompt | None, replica: str, text: str) -> t
 
 
 def _contract(job_id: str, replica: str) -> str:
-    from .widgets import JOB_ATTRIBUTE
-
     return f'{JOB_ATTRIBUTE}="{html.escape(job_id)}" {REPLICA_ATTRIBUTE}="{html.escape(replica)}"'
 
 

@@ -228,7 +228,8 @@ class DistTrainMagics(Magics):
         """
         from .debug import PromptFeed
         from .progress import ProgressFeed
-        from .widgets import SUMMARY_LINES, IncidentFeed, TextView, UsageFeed, make_view
+        from .textview import SUMMARY_LINES, IncidentFeed, TextView, UsageFeed
+        from .widgets import make_view
 
         def cancel() -> None:
             job.cancel()
