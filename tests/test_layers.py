@@ -246,3 +246,67 @@ def test_the_checker_sees_relative_and_lazy_imports() -> None:
     seen = {target for _, target, ours in imports(PACKAGE / "backends" / "local" / "backend.py") if ours}
     assert "backends" in seen  # from .. import option_owner: the registry, not a module of that name
     assert layer_of("server.handlers") == "front:server" and layer_of("model.specs") == "model"
+
+
+# Import circles between modules that are allowed, each with its reason (docs/architecture.md).
+JUSTIFIED_CYCLES: dict[frozenset[str], str] = {
+    # Gone with the checkpoint model (JobManager owns its checkpoints as an object).
+    frozenset({"jobs.checkpoints", "jobs.manager"}): "JobManager's checkpoint half as free functions",
+}
+
+
+def module_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan's, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.add(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(frozenset(group))
+    return found
+
+
+def test_no_module_import_cycle() -> None:
+    # Every import statement counts (at the top, inside functions, under TYPE_CHECKING): a circle
+    # of modules is a circle of meaning, whatever Python tolerates at run time.
+    graph = {module_name(p): {t for _, t, ours in imports(p) if ours} - {module_name(p)} for p in SOURCES}
+    cycles = {cycle: sorted(cycle) for cycle in module_cycles(graph)}
+    assert {c: v for c, v in cycles.items() if c not in JUSTIFIED_CYCLES} == {}
+    assert set(JUSTIFIED_CYCLES) <= set(cycles)  # one that is gone leaves the list
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}}
+    assert module_cycles(graph) == [frozenset({"a", "b", "c"})]
+    assert module_cycles({"x": {"y"}, "y": {"x"}, "z": {"y"}}) == [frozenset({"x", "y"})]
