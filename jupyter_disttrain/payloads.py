@@ -1,7 +1,7 @@
 """What the REST API answers, typed once.
 
 The server builds these and sends ``to_json(...)`` of them; ``labextension/rest/types.ts`` is
-generated from them and the types of ``specs.py`` by ``scripts/gen_types.py`` (a test fails
+generated from them and the types of ``model/specs.py`` by ``scripts/gen_types.py`` (a test fails
 when the checked-in file is stale), so the lab extension cannot drift from the server.
 """
 
