@@ -22,7 +22,8 @@ from .backends.base import Backend
 from .jobs import values as jobvalues
 from .jobs.errors import JobCancelledError, job_error
 from .jobs.intake import spec_from_words
-from .jobs.manager import FollowPage, JobManager, manager_for
+from .jobs.logs import FollowPage
+from .jobs.manager import JobManager, manager_for
 from .model.polling import Backoff
 from .model.progress import Progress
 from .model.specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
@@ -103,7 +104,7 @@ class Job:
         return self.backend.logs(self.id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
 
     def follow(self, replica: str | None = None, *, tail: int | None = None) -> Iterator[FollowPage]:
-        """Pages of the job's output as it is written (``JobManager.follow``: each with the
+        """Pages of the job's output as it is written (``JobLogs.follow``: each with the
         status read before its lines), from the last ``tail`` lines or the start, until the job
         has ended and every line was read. Reads on at once while output flows or the phase
         changes; waits from 0.1 s up to a second while the job is quiet."""
@@ -111,7 +112,7 @@ class Job:
         offset: str | None = None
         last_phase = None
         while True:
-            page = self.manager.follow(self.id, offset, replica=replica, tail=tail)
+            page = self.manager.logs.follow(self.id, offset, replica=replica, tail=tail)
             yield page
             if page.done:
                 return

@@ -1,4 +1,4 @@
-"""Following a job: ``JobManager.follow`` reads the status before the lines, so every follower
+"""Following a job: ``JobLogs.follow`` reads the status before the lines, so every follower
 (the cell, ``logs -f``, ``run``, the log stream) gets every line once and stops only at the end."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_small_pages_get_every_line_once_and_end_with_the_job(store: JobStore) -
     got: dict[int, list[str]] = {0: [], 1: []}
     offset = None
     while True:
-        page = manager.follow(job.id, offset, limit=7)  # many pages, most of them cut by the limit
+        page = manager.logs.follow(job.id, offset, limit=7)  # many pages, most of them cut by the limit
         for line in page.lines():
             if line.rank is not None:
                 got[line.rank].append(line.text)

@@ -273,7 +273,7 @@ class LogsHandler(DistTrainHandler):
 class LogStreamHandler(DistTrainHandler):
     """Server-sent events: batches of new lines as they are written, then ``end``.
 
-    Each batch is one step of ``JobManager.follow`` from the last resume token (the status,
+    Each batch is one step of ``JobLogs.follow`` from the last resume token (the status,
     then a bounded read), done in the thread pool, so no thread outlives a disconnect and no
     file is read whole; the token is the event id, so a client that reconnects with
     ``Last-Event-ID`` gets each line exactly once.
@@ -344,7 +344,7 @@ def _read_batch(
     manager: JobManager, job_id: str, replica: str | None, offset: str | None, tail: int | None, limit: int
 ) -> _Batch:
     """One step of following, encoded as an event in the worker thread to spare the event loop."""
-    step = manager.follow(job_id, offset, replica=replica, tail=tail, limit=limit)
+    step = manager.logs.follow(job_id, offset, replica=replica, tail=tail, limit=limit)
     page = step.page
     runs = [to_plain(run) for run in page.runs]
     event = _sse("lines", {"runs": runs, "offset": page.offset}, event_id=page.offset) if runs else None

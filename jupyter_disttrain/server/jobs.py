@@ -46,8 +46,8 @@ class JobService:
         return to_json(JobScript(job_id, record.spec.entrypoint, self.store.read_script(job_id)))
 
     def read_logs(self, job_id: str, **query: Any) -> dict[str, Any]:
-        """A log page (``JobManager.log_page``'s query: replica, offset, tail, limit)."""
-        return to_json(self.manager.log_page(job_id, **query))
+        """A log page (``JobLogs.page``'s query: replica, offset, tail, limit)."""
+        return to_json(self.manager.logs.page(job_id, **query))
 
     def resources(self, job_id: str, since: float | None = None) -> dict[str, Any]:
         """Every replica's resource samples newer than ``since`` (``JobManager.resources``)."""
