@@ -248,11 +248,9 @@ def test_the_checker_sees_relative_and_lazy_imports() -> None:
     assert layer_of("server.handlers") == "front:server" and layer_of("model.specs") == "model"
 
 
-# Import circles between modules that are allowed, each with its reason (docs/architecture.md).
-JUSTIFIED_CYCLES: dict[frozenset[str], str] = {
-    # Gone with the checkpoint model (JobManager owns its checkpoints as an object).
-    frozenset({"jobs.checkpoints", "jobs.manager"}): "JobManager's checkpoint half as free functions",
-}
+# Import circles between modules that are allowed, each with its reason (docs/architecture.md):
+# none is.
+JUSTIFIED_CYCLES: dict[frozenset[str], str] = {}
 
 
 def module_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:

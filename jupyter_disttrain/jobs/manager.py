@@ -22,25 +22,29 @@ from ..backends import default_backend_name, get_backend
 from ..model.errors import DistTrainError, InvalidSpecError
 from ..model.progress import Progress
 from ..model.specs import DryRun, JobPhase, JobSpec, JobStatus, validate_job_id
+from ..packaging.origins import ORIGINS_FILE
+from ..packaging.values import ARRAY_FILE, TENSOR_FILE
 from ..payloads import (
     CheckpointList,
     Failure,
     JobDetail,
     JobSummary,
     Resources,
+    ResumeAnswer,
     RoleSummary,
     RunDetail,
     RunQuery,
     RunSummary,
     StackDump,
+    SubmitAnswer,
     to_json,
 )
+from ..storage.safefiles import is_real_file, open_regular
 from ..tracking import hparams
-from ..tracking.checkpoints import CheckpointIndex
 from ..tracking.runs import RunsReader
 from ..tracking.sources import JobRuns, RunSources
-from . import checkpoints as jobcheckpoints
 from . import values as jobvalues
+from .checkpoints import Chosen, JobCheckpoints
 from .diagnosis import JobDiagnoses, detail_parts, guard_of
 from .intake import validate_replica
 from .logs import JobLogs
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     from ..storage.store import JobRecord, JobStore
 
 log = logging.getLogger(__name__)
+SIDE_FILES = (TENSOR_FILE, ARRAY_FILE, ORIGINS_FILE)  # what packaging ships beside the script
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class JobManager:
         self._ended: dict[str, Listed] = {}  # by job id
         self.runs = RunsReader()  # em's runs: remembers how far it read each metrics file
         self.run_sources = RunSources(self.runs)
-        self.checkpoint_index = CheckpointIndex(self.runs)
+        self.job_checkpoints = JobCheckpoints(store, self.runs, self.stored_status)
         self.diagnoses = JobDiagnoses(store, self.backend)
         self.logs = JobLogs(self.backend_of)
 
@@ -187,7 +192,7 @@ class JobManager:
             backend_error,
             roles,
             failure,
-            jobcheckpoints.usage_of(self, job_id),
+            self.job_checkpoints.usage(job_id),
             jobvalues.kept(self.store, record),
             **detail_parts(self.store, record, status),  # incidents, resource-hours
         )
@@ -277,17 +282,60 @@ class JobManager:
 
     def checkpoints(self, job_id: str) -> CheckpointList:
         """The job's checkpoints (README "Checkpoints"), oldest first, and the disk they use."""
-        return jobcheckpoints.checkpoint_list(self, job_id)
+        return self.job_checkpoints.listing(job_id)
 
     # -- changing ------------------------------------------------------------------------------
-    def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
-        spec = _prepared(self, spec, script)
+    def submit(
+        self,
+        spec: JobSpec,
+        script: str,
+        files: dict[str, bytes] | None = None,
+        *,
+        chosen: Chosen | None = None,
+    ) -> str:
+        """Launch ``spec``; ``chosen``: the checkpoint it starts from, chosen already (else its
+        ``resume`` is chosen here)."""
+        spec = self._prepared(spec, script, chosen)
         job_id = self.backend(spec.backend).submit(spec, script, files)
-        jobcheckpoints.pin(self.store, spec, job_id)  # once accepted: a refused submit pins nothing
+        self.job_checkpoints.pin(spec, job_id)  # once accepted: a refused submit pins nothing
         return job_id
 
     def dryrun(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> DryRun:
-        return self.backend(spec.backend).dryrun(_prepared(self, spec, script), script=script, files=files)
+        return self.backend(spec.backend).dryrun(self._prepared(spec, script), script=script, files=files)
+
+    def _prepared(self, spec: JobSpec, script: str, chosen: Chosen | None = None) -> JobSpec:
+        """The spec a submit or a dry run carries out: ``--out`` checked against the script, the
+        script arguments' hyper-parameters merged, ``--resume`` resolved (unless ``chosen``)."""
+        jobvalues.check(spec, script)
+        spec = _with_arg_hparams(spec)
+        if chosen is None:
+            return self.job_checkpoints.resolve(spec)
+        return dataclasses.replace(spec, resume=chosen.reference, resumed_from=chosen.resumed_from)
+
+    def resubmit(self, job_id: str, chosen: Chosen | None = None) -> SubmitAnswer:
+        """Submit job ``job_id``'s own spec, script and packaged values again: from the start,
+        or from the checkpoint ``chosen``."""
+        record = self.store.read_record(job_id)
+        spec = dataclasses.replace(record.spec, resume=None, resumed_from=None)
+        new_id = self.submit(
+            spec, self.store.read_script(job_id), _side_files(self.store, job_id), chosen=chosen
+        )
+        try:  # launched: whatever fails now is no fault of the request
+            new = self.store.read_record(new_id)
+            return SubmitAnswer(new_id, JobSummary.of(new, self.stored_status(new)))
+        except (OSError, DistTrainError) as exc:
+            raise DistTrainError(
+                f"job {new_id} was launched, but its record could not be read: {exc}"
+            ) from exc
+
+    def resume(self, job_id: str, which: str) -> ResumeAnswer:
+        """Submit job ``job_id`` again from its checkpoint ``which``, chosen once before the launch:
+        the answer names what the new job got, with nothing listed again after it (a checkpoint
+        deleted meanwhile would turn a launched job into a "no checkpoint" error)."""
+        record = self.store.read_record(job_id)
+        chosen = self.job_checkpoints.choose(job_id, which, record.spec.world_size)
+        new = self.resubmit(job_id, chosen)
+        return ResumeAnswer(new.id, new.job, chosen.listed)
 
     def cancel(self, job_id: str) -> JobStatus:
         return self.backend_of(job_id).cancel(job_id)
@@ -301,7 +349,7 @@ class JobManager:
         else:
             self.backend(record.backend).delete(job_id, purge=purge)
         if purge:  # gone for good: the checkpoint it resumed from is no longer held for it
-            jobcheckpoints.unpin(self.store, record)
+            self.job_checkpoints.unpin(record)
 
 
 def _wrote_tensorboard(store: JobStore, job_id: str) -> bool:
@@ -314,11 +362,15 @@ def _wrote_tensorboard(store: JobStore, job_id: str) -> bool:
         return False
 
 
-def _prepared(manager: JobManager, spec: JobSpec, script: str) -> JobSpec:
-    """The spec a submit or a dry run carries out: ``--out`` checked against the script, the
-    script arguments' hyper-parameters merged, ``--resume`` resolved."""
-    jobvalues.check(spec, script)
-    return jobcheckpoints.resolve(manager, _with_arg_hparams(spec))
+def _side_files(store: JobStore, job_id: str) -> dict[str, bytes]:
+    """The values and origins the job was packaged with (read as they are: links refused)."""
+    out = {}
+    job_dir = store.job_dir(job_id)
+    for name in SIDE_FILES:
+        if is_real_file(job_dir / name):
+            with open_regular(job_dir / name) as f:
+                out[name] = f.read()
+    return out
 
 
 def _with_arg_hparams(spec: JobSpec) -> JobSpec:

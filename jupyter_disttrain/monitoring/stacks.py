@@ -20,7 +20,7 @@ from pathlib import Path
 from ..model.errors import BackendError, InvalidSpecError
 from ..payloads import StackDump
 from ..runtime import contract
-from ..storage.safefiles import fd_beneath
+from ..runtime.regularfile import fd_beneath
 
 METHODS = ("auto", "py-spy", "faulthandler")
 STACK_WAIT = 5.0  # seconds the faulthandler dump may take to appear

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jobs import checkpoints as jobcheckpoints
+from ..jobs.checkpoints import which_of
 from ..jobs.diagnosis import runs_with_hours
 from ..jobs.intake import spec_from_json
 from ..jobs.manager import JobManager
@@ -97,7 +97,7 @@ class JobService:
 
     def checkpoint_code(self, job_id: str, checkpoint: str) -> dict[str, Any]:
         """``CheckpointCode``: a cell loading the checkpoint with the script's model class."""
-        return to_json(jobcheckpoints.load_code(self.manager, job_id, checkpoint))
+        return to_json(self.manager.job_checkpoints.load_code(job_id, checkpoint))
 
     def resume(self, job_id: str, body: Any) -> dict[str, Any]:
         """Submit the job again from ``{"checkpoint": "latest" | STEP | "<id>"}``: ``ResumeAnswer``."""
@@ -105,10 +105,10 @@ class JobService:
             body = {}
         if not isinstance(body, dict) or set(body) - {"checkpoint"}:
             raise InvalidSpecError('send a JSON object {"checkpoint": "latest" | STEP | "<checkpoint id>"}')
-        which = jobcheckpoints.which_of(body.get("checkpoint", "latest"))
+        which = which_of(body.get("checkpoint", "latest"))
         self.store.read_record(job_id)  # an unknown job is a 404, not a bad checkpoint
         try:
-            answer = jobcheckpoints.resume_job(self.manager, job_id, which)
+            answer = self.manager.resume(job_id, which)
         except InvalidSpecError as exc:
             raise InvalidSpecError(f"checkpoint: {exc}") from None
         return to_json(answer)
@@ -117,7 +117,7 @@ class JobService:
         """Submit the job's own spec and script again, from the start: ``SubmitAnswer``."""
         if body not in (None, {}):
             raise InvalidSpecError("send no body (or {}): the job's own spec and script are submitted again")
-        return to_json(jobcheckpoints.resubmit_job(self.manager, job_id))
+        return to_json(self.manager.resubmit(job_id))
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return to_json(CancelAnswer(self.manager.cancel(job_id)))

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ..runtime.regularfile import open_fd
+from ..runtime.regularfile import fd_beneath, open_fd
 
 
 def _opener(path: str, flags: int) -> int:
@@ -31,25 +31,10 @@ def open_regular(path: str | os.PathLike[str], mode: str = "rb", **kwargs: Any) 
 
 def open_beneath(root: str | os.PathLike[str], parts: Sequence[str]) -> IO[bytes]:
     """Open the regular file ``root/parts[0]/.../parts[-1]`` for reading, one component at a time
-    with ``O_NOFOLLOW`` from the directory before it: no component may be a symbolic link (or
-    ``..``), and a link swapped in between a check and the open cannot lead out of ``root``."""
+    with ``O_NOFOLLOW`` from the directory before it (``regularfile.fd_beneath``): no component may
+    be a symbolic link (or ``..``), and a link swapped in between a check and the open cannot lead
+    out of ``root``."""
     return os.fdopen(fd_beneath(root, parts, os.O_RDONLY), "rb")
-
-
-def fd_beneath(root: str | os.PathLike[str], parts: Sequence[str], flags: int) -> int:
-    """``open_beneath``'s descriptor, opened with ``flags`` (``os.O_RDWR`` to truncate it too)."""
-    if not parts or any(p in ("", ".", "..") or "/" in p or "\0" in p for p in parts):
-        raise ValueError(f"not a path beneath a directory: {'/'.join(parts)!r}")
-    cloexec = getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | cloexec)
-    try:
-        for part in parts[:-1]:
-            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | cloexec, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        return open_fd(parts[-1], flags, dir_fd=fd)
-    finally:
-        os.close(fd)
 
 
 def is_real_dir(path: str | os.PathLike[str]) -> bool:
