@@ -28,6 +28,7 @@ try:
 except ModuleNotFoundError:  # a checkout from before the root's modules moved into folders
     importlib.import_module("jupyter_disttrain.magics")
 ms = (time.perf_counter() - t) * 1000
+import jupyter_disttrain
 assert jupyter_disttrain.__file__.startswith({repo!r}), jupyter_disttrain.__file__
 print(ms, len([m for m in sys.modules if m.startswith("jupyter_disttrain")]))
 """
