@@ -1,7 +1,7 @@
 """A rank's pdb prompt under its ``%%distrun`` cell (docs/notebook.md, "Debugging a rank").
 
 While the cell follows its job, ``PromptFeed`` watches the ranks' lines for a prompt opening
-and closing (``debugging.Prompts``). Then:
+and closing (``jobs/debug.py: Prompts``). Then:
 
 - in the widget, ``DebugPanel`` shows the prompt's transcript and an input; the kernel is busy
   following, so what is typed there goes through the lab extension and the REST API (as Cancel

@@ -1,5 +1,5 @@
 """The server's guard of Kubernetes jobs on the toy cluster: a pod that stops making progress is
-flagged stalled at its threshold, and diagnosed through pods/exec (``jobguard.ServerGuard``)."""
+flagged stalled at its threshold, and diagnosed through pods/exec (``jobs/guard.py: ServerGuard``)."""
 
 from __future__ import annotations
 
