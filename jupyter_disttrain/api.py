@@ -27,16 +27,10 @@ from .jobs.manager import JobManager, manager_for
 from .model.polling import Backoff
 from .model.progress import Progress
 from .model.specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
-from .payloads import (
-    CheckpointList,
-    Failure,
-    Incident,
-    IncidentSummary,
-    KeptValue,
-    Resources,
-    RunSummary,
-    StackDump,
-)
+from .payloads.checkpoints import CheckpointList
+from .payloads.jobs import Failure, KeptValue
+from .payloads.monitoring import Incident, IncidentSummary, Resources, StackDump
+from .payloads.runs import RunSummary
 from .runtime import contract
 from .storage.logfiles import Budget
 from .storage.store import JobRecord, JobStore

@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_disttrain.jobs.errors import JobCancelledError, JobFailedError, job_error, rank_type
 from jupyter_disttrain.notebook.magics import JobFailedError as FromTheMagic
-from jupyter_disttrain.payloads import Failure
+from jupyter_disttrain.payloads.jobs import Failure
 
 
 def story(exception: str | None, message: str | None, traceback: str = "Cell In[2], line 6\n...") -> Failure:

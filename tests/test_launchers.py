@@ -21,7 +21,7 @@ from jupyter_disttrain.launchers.deepspeed import CONFIG_FILE
 from jupyter_disttrain.model.errors import InvalidSpecError
 from jupyter_disttrain.model.flags import add_flags
 from jupyter_disttrain.model.specs import JobSpec
-from jupyter_disttrain.payloads import RoleSummary
+from jupyter_disttrain.payloads.jobs import RoleSummary
 from jupyter_disttrain.storage.store import JobStore
 
 DS_CELL = """

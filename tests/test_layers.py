@@ -37,6 +37,8 @@ FOLDERS: dict[str, str] = {
     "model": "model",
     # Where jobs live: job dirs and roots, their log files, their processes.
     "storage": "storage",
+    # The shapes of the answers (REST, the Python API), typed once, by area.
+    "payloads": "payloads",
     # A spec -> its roles.
     "launchers": "launchers",
     # A cell -> a standalone script.
@@ -68,8 +70,6 @@ ROOT: dict[str, str] = {
     "__init__": "entry points",
     "mlflowtb": "entry points",
     "_version": "model",  # the package's version (imports nothing: the server's info answer reads it)
-    # The shapes of the answers (REST, the Python API), typed once.
-    "payloads": "payloads",
     # The Python API (README: ``jupyter_disttrain.api``), over the job layer.
     "api": "job layer",
     # The subcommands the line magic and the CLI share; the CLI's main.

@@ -15,7 +15,7 @@ from jupyter_disttrain.commands import run_subcommand
 from jupyter_disttrain.model.progress import Progress, eta_text, from_bar, last_bar
 from jupyter_disttrain.model.specs import JobPhase, JobStatus
 from jupyter_disttrain.notebook.progress import ProgressFeed, progress_html, sparkline_svg
-from jupyter_disttrain.payloads import RunSummary
+from jupyter_disttrain.payloads.runs import RunSummary
 from jupyter_disttrain.storage.store import JobStore
 
 

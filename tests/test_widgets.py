@@ -17,7 +17,8 @@ from jupyter_disttrain import api
 from jupyter_disttrain.model.errors import BackendError
 from jupyter_disttrain.model.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
 from jupyter_disttrain.notebook import textview, widgets
-from jupyter_disttrain.payloads import Failure, GpuSample, ReplicaResources, Resources, ResourceSample
+from jupyter_disttrain.payloads.jobs import Failure
+from jupyter_disttrain.payloads.monitoring import GpuSample, ReplicaResources, Resources, ResourceSample
 from jupyter_disttrain.storage.store import JobStore
 
 

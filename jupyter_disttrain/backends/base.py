@@ -16,7 +16,7 @@ from ..launchers import get_launcher
 from ..model.errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
 from ..model.specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..monitoring.resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
-from ..payloads import Resources, StackDump
+from ..payloads.monitoring import Resources, StackDump
 from ..storage.logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..storage.store import JobRecord, JobStore
 from .debugaccess import DebugAccess

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ..model.errors import DistTrainError, InvalidSpecError, UnknownCheckpointError, UnknownJobError
 from ..model.specs import LATEST, JobSpec, JobStatus, ResumedFrom, parse_resume
 from ..packaging.loadcell import load_cell
-from ..payloads import Checkpoint, CheckpointCode, CheckpointList, CheckpointUsage
+from ..payloads.checkpoints import Checkpoint, CheckpointCode, CheckpointList, CheckpointUsage
 from ..runtime import retention
 from ..runtime.atomic import write_json
 from ..runtime.checkpoints import SCAN_LIMIT, SETTLE_SECONDS, NoSuchCheckpoint, find

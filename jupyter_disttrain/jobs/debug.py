@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..model.errors import DistTrainError, InvalidSpecError
 from ..model.specs import LogLine
 from ..model.tracebacks import Frame, clean
-from ..payloads import DebugAnswer
+from ..payloads.jobs import DebugAnswer
 from ..runtime import contract
 from ..runtime.debugger import LEFT, PROMPT, STOPPED
 from .intake import validate_replica

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from ..model.errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError
 from ..model.specs import JobPhase, JobStatus, validate_job_id
 from ..monitoring import guard, incidents
-from ..payloads import GuardState, Incident, IncidentSummary, ResourceHours, RunSummary
+from ..payloads.monitoring import GuardState, Incident, IncidentSummary, ResourceHours
+from ..payloads.runs import RunSummary
 
 if TYPE_CHECKING:
     from ..backends.base import Backend

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..payloads import Failure
+    from ..payloads.jobs import Failure
 
 
 class JobFailedError(Exception):

@@ -14,7 +14,8 @@ from ..model import tracebacks
 from ..model.errors import DistTrainError
 from ..model.failure import first_line, root_cause, stopped_by_peer
 from ..model.specs import JobPhase, JobStatus
-from ..payloads import Failure, StackDump
+from ..payloads.jobs import Failure
+from ..payloads.monitoring import StackDump
 from ..storage.logfiles import Budget, take_lines
 
 if TYPE_CHECKING:

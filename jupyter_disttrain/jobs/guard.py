@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..model.specs import JobPhase, iso_seconds
 from ..monitoring import guard
 from ..monitoring.resources import progress_times
-from ..payloads import GuardState
+from ..payloads.monitoring import GuardState
 
 if TYPE_CHECKING:
     from .manager import JobManager, Listed

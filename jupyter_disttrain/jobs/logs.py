@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..model.errors import InvalidSpecError
 from ..model.specs import JobStatus, LogLine, validate_job_id
-from ..payloads import LogPage, LogRunsPage
+from ..payloads.jobs import LogPage, LogRunsPage
 from ..storage.logfiles import Budget, take_lines
 from .intake import MAX_LOG_LIMIT, validate_replica
 

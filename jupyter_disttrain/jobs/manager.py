@@ -24,21 +24,11 @@ from ..model.progress import Progress
 from ..model.specs import DryRun, JobPhase, JobSpec, JobStatus, validate_job_id
 from ..packaging.origins import ORIGINS_FILE
 from ..packaging.values import ARRAY_FILE, TENSOR_FILE
-from ..payloads import (
-    CheckpointList,
-    Failure,
-    JobDetail,
-    JobSummary,
-    Resources,
-    ResumeAnswer,
-    RoleSummary,
-    RunDetail,
-    RunQuery,
-    RunSummary,
-    StackDump,
-    SubmitAnswer,
-    to_json,
-)
+from ..payloads import to_json
+from ..payloads.checkpoints import CheckpointList
+from ..payloads.jobs import Failure, JobDetail, JobSummary, ResumeAnswer, RoleSummary, SubmitAnswer
+from ..payloads.monitoring import Resources, StackDump
+from ..payloads.runs import RunDetail, RunQuery, RunSummary
 from ..storage.safefiles import is_real_file, open_regular
 from ..tracking import hparams
 from ..tracking.runs import RunsReader

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..model.errors import DistTrainError
 from ..model.progress import Progress, last_bar
 from ..model.specs import JobPhase, JobStatus
-from ..payloads import RunSummary
+from ..payloads.runs import RunSummary
 from ..storage.logfiles import Budget, take_lines
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..model.errors import DistTrainError
 from ..model.specs import JobPhase, JobSpec, JobStatus
 from ..packaging.loadcell import definitions, rebuild_call
-from ..payloads import KeptValue
+from ..payloads.jobs import KeptValue
 from ..runtime import contract
 from ..runtime.outvalues import human
 from ..storage.safefiles import fd_beneath

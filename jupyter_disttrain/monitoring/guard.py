@@ -34,7 +34,7 @@ from typing import Any
 
 from ..model.errors import InvalidSpecError
 from ..model.flags import check_values, option
-from ..payloads import GuardState
+from ..payloads.monitoring import GuardState
 from ..runtime import contract
 from ..runtime.atomic import write_json
 

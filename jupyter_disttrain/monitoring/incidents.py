@@ -26,7 +26,7 @@ from typing import Any
 
 from ..model.specs import now_iso
 from ..model.tracebacks import LineMap
-from ..payloads import Incident, IncidentSummary, RankDiagnosis
+from ..payloads.monitoring import Incident, IncidentSummary, RankDiagnosis
 from ..runtime import contract, debugsock
 from ..runtime.atomic import write_atomic
 from ..storage.safefiles import open_regular

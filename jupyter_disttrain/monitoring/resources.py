@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..model.specs import ReplicaStatus, iso_seconds
-from ..payloads import GpuSample, ReplicaResources, Resources, ResourceSample
+from ..payloads.monitoring import GpuSample, ReplicaResources, Resources, ResourceSample
 from ..runtime import contract
 from ..runtime.sampler import parse_samples, read_series
 from ..storage.store import read_json

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..model.errors import BackendError, InvalidSpecError
-from ..payloads import StackDump
+from ..payloads.monitoring import StackDump
 from ..runtime import contract
 from ..runtime.regularfile import fd_beneath
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..model.specs import JobStatus, iso_seconds, now_iso, request_device
-from ..payloads import ResourceHours
+from ..payloads.monitoring import ResourceHours
 from ..runtime import contract
 from ..runtime.sampler import MAX_BYTES, parse_samples
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..model import tracebacks
 from ..model.tracebacks import Frame, LineMap
-from ..payloads import RankDiagnosis
+from ..payloads.monitoring import RankDiagnosis
 from ..storage.safefiles import open_regular
 from .flightrec import Analysis, Finding, Op, Position
 

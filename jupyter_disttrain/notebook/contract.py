@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from ..jobs.debug import Prompt
     from ..model.progress import Progress
     from ..model.specs import JobStatus, LogLine
-    from ..payloads import Failure, IncidentSummary, Resources
+    from ..payloads.jobs import Failure
+    from ..payloads.monitoring import IncidentSummary, Resources
 
 COMMAND_ATTRIBUTE = "data-disttrain-command"
 JOB_ATTRIBUTE = "data-disttrain-job"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..api import Job
     from ..model.specs import JobSpec, JobStatus
     from ..packaging import PackagedScript
-    from ..payloads import Failure
+    from ..payloads.jobs import Failure
 
 # The errors a cell raises live with the job layer (``Job.result()`` raises them too).
 __all__ = ["DistTrainMagics", "JobCancelledError", "JobFailedError", "warm_up"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..model.errors import DistTrainError
 from ..model.progress import Progress, progress_text
 from ..model.specs import JobStatus
-from ..payloads import RunSummary
+from ..payloads.runs import RunSummary
 
 POLL_SECONDS = 1.0  # a bar redrawn more often would not be read; each read opens a log
 SPARK_POINTS = 200  # kept for the sparkline (older ones are dropped)

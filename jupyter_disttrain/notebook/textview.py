@@ -24,7 +24,8 @@ from ..model.specs import JobStatus, LogLine, ReplicaStatus
 if TYPE_CHECKING:
     from ..jobs.debug import Prompt
     from ..model.progress import Progress
-    from ..payloads import Failure, IncidentSummary, Resources, ResourceSample
+    from ..payloads.jobs import Failure
+    from ..payloads.monitoring import IncidentSummary, Resources, ResourceSample
 
 TAIL_LINES = 20  # log lines kept in the widget (the sidebar log viewer has the rest)
 

@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 
     from ..jobs.debug import Prompt
     from ..model.progress import Progress
-    from ..payloads import Failure, IncidentSummary, Resources
+    from ..payloads.jobs import Failure
+    from ..payloads.monitoring import IncidentSummary, Resources
 
 
 VIEW_ENV = "DISTTRAIN_VIEW"  # "widget" | "text": overrides the automatic choice

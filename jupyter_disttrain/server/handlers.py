@@ -38,7 +38,9 @@ from ..model.errors import (
     UnknownRunError,
 )
 from ..model.specs import to_plain, validate_job_id
-from ..payloads import JobList, ServerInfo, TensorBoardList, to_json
+from ..payloads import to_json
+from ..payloads.jobs import JobList, ServerInfo
+from ..payloads.runs import TensorBoardList
 from .context import SETTINGS_KEY, ServerContext
 
 _T = TypeVar("_T")

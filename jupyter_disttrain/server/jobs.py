@@ -1,7 +1,7 @@
 """What the REST API does with jobs: ``JobManager``'s answers as JSON, and the submit body's checks.
 
 Every method is blocking (files, cluster calls) and is meant to run in a worker thread. The
-answers are the payloads of ``payloads.py`` as JSON (``docs/rest-api.md``).
+answers are the payloads of ``payloads/`` as JSON (``docs/rest-api.md``).
 """
 
 from __future__ import annotations
@@ -13,16 +13,9 @@ from ..jobs.diagnosis import runs_with_hours
 from ..jobs.intake import spec_from_json
 from ..jobs.manager import JobManager
 from ..model.errors import InvalidSpecError
-from ..payloads import (
-    CancelAnswer,
-    DryRunAnswer,
-    JobScript,
-    JobSummary,
-    RunList,
-    RunQuery,
-    SubmitAnswer,
-    to_json,
-)
+from ..payloads import to_json
+from ..payloads.jobs import CancelAnswer, DryRunAnswer, JobScript, JobSummary, SubmitAnswer
+from ..payloads.runs import RunList, RunQuery
 from ..storage.store import JobStore
 
 

@@ -35,7 +35,7 @@ from jupyter_server.utils import url_path_join
 
 from ..model.errors import BackendError, InvalidSpecError, UnknownJobError
 from ..model.specs import validate_job_id
-from ..payloads import ALL_JOBS, TensorBoardInfo
+from ..payloads.runs import ALL_JOBS, TensorBoardInfo
 
 if TYPE_CHECKING:
     from simpervisor import SupervisedProcess

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..payloads import Checkpoint, CheckpointUsage, MetricValue, RunPoint
+from ..payloads.checkpoints import Checkpoint, CheckpointUsage
+from ..payloads.runs import MetricValue, RunPoint
 from ..runtime import checkpoints, ckptscan
 from ..runtime.checkpoints import SCAN_LIMIT, SETTLE_SECONDS, Declared, Found
 from ..runtime.contract import CHECKPOINTS_DIR, METRICS_FILE, RUNS_DIR

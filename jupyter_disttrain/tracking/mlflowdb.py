@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..payloads import MetricValue, RunPoint
+from ..payloads.runs import MetricValue, RunPoint
 from ..runtime.contract import MLFLOW_DB, RUN_NAME_PATTERN
 from ..storage.safefiles import is_real_file
 

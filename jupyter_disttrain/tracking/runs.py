@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from ..model.errors import InvalidSpecError, UnknownRunError
 from ..model.specs import JobPhase
-from ..payloads import ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
+from ..payloads.runs import ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
 from ..runtime.contract import (
     ARTIFACTS_DIR,
     MANIFEST_FILE,

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..model.errors import UnknownRunError
 from ..model.specs import JobPhase, JobStatus
-from ..payloads import JOB_RUN, RunDetail, RunProgress, RunQuery, RunSummary
+from ..payloads.runs import JOB_RUN, RunDetail, RunProgress, RunQuery, RunSummary
 from ..runtime.contract import MLFLOW_DB, RUNS_DIR, TENSORBOARD_DIR
 from . import mlflowdb
 from .runs import RunsReader, check_limit, check_since, epoch_seconds, run_status, total_steps

@@ -27,7 +27,7 @@ from ...model.specs import (
     now_iso,
 )
 from ...monitoring.resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
-from ...payloads import Resources, StackDump
+from ...payloads.monitoring import Resources, StackDump
 from ...storage.logfiles import Budget
 from ...storage.store import JobRecord, JobStore
 from ..base import Backend

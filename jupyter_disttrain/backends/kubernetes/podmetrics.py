@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...model.specs import iso_seconds
-from ...payloads import ReplicaResources, Resources, ResourceSample
+from ...payloads.monitoring import ReplicaResources, Resources, ResourceSample
 from .client import ApiError, KubeClient, Resource
 from .flavors.base import Flavor
 

@@ -22,7 +22,7 @@ from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
 from ...model.errors import BackendError, InvalidSpecError
 from ...model.specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus, iso_seconds
 from ...monitoring import guard
-from ...payloads import StackDump
+from ...payloads.monitoring import StackDump
 from ...runtime import contract
 from ...storage import procs
 from ...storage.logfiles import LogSource, last_line, replica_sources

@@ -23,7 +23,7 @@ from typing import Any
 from ...model.progress import last_bar
 from ...monitoring import guard, incidents
 from ...monitoring.resources import progress_times
-from ...payloads import GuardState
+from ...payloads.monitoring import GuardState
 from ...runtime import contract, debugsock
 from ...runtime.sampler import parse_samples
 from ...storage.logfiles import last_lines

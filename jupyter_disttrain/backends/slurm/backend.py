@@ -23,7 +23,7 @@ from ...model import specs
 from ...model.errors import BackendError, InvalidSpecError
 from ...model.specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ...monitoring import guard
-from ...payloads import StackDump
+from ...payloads.monitoring import StackDump
 from ...storage import procs
 from ...storage.logfiles import LogSource, last_line, replica_sources
 from ...storage.store import JobRecord, JobStore, write_record
