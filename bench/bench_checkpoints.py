@@ -32,11 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from jupyter_disttrain.manager import JobManager
+from jupyter_disttrain.jobs.manager import JobManager
+from jupyter_disttrain.model.specs import JobSpec
 from jupyter_disttrain.payloads import to_json
 from jupyter_disttrain.runtime import ckptscan, contract, retention
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 WRITER = """
 import io, json, os, sys, time, torch

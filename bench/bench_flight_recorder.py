@@ -9,7 +9,7 @@ inside rank 0 after warm-up, the median of the pairs' ratios (target >= 0.99). T
 DDP step (a small MLP: its gradients are one all_reduce bucket) and the worst case for a
 recorder, a loop of 1-element all_reduces (nothing but collectives).
 (b) diagnosis time: a 2-rank job whose rank 1 sleeps before all_reduce #5; ``--rounds``
-diagnoses (``jobdiagnosis.diagnose``: every rank's socket read, torch's analyzer, the verdict
+diagnoses (``JobDiagnoses.diagnose``: every rank's socket read, torch's analyzer, the verdict
 mapped to the cells, the incident written), median and max (target <= 5 s).
 
     python bench/bench_flight_recorder.py [--pairs 4] [--steps 1500] [--rounds 10]
@@ -28,10 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jupyter_disttrain import jobdiagnosis  # noqa: E402
 from jupyter_disttrain.api import Job, submit  # noqa: E402
-from jupyter_disttrain.manager import manager_for  # noqa: E402
-from jupyter_disttrain.store import JobStore  # noqa: E402
+from jupyter_disttrain.jobs.manager import manager_for  # noqa: E402
+from jupyter_disttrain.storage.store import JobStore  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_monitor import _SPS  # noqa: E402 (the same reading of rank 0's steps per second)
@@ -103,7 +102,7 @@ def diagnosis_times(root: Path, rounds: int) -> list[float]:
         times, verdict = [], ""
         for _ in range(rounds):
             start = time.perf_counter()
-            verdict = jobdiagnosis.diagnose(manager_for(store), job.id).verdict
+            verdict = manager_for(store).diagnoses.diagnose(job.id).verdict
             times.append(time.perf_counter() - start)
         print(f"verdict: {verdict}")
         return times

@@ -1,5 +1,5 @@
-"""What ``%load_ext jupyter_disttrain`` costs: importing ``jupyter_disttrain.magics`` (its flags
-generated from every registered backend's and launcher's options) in a fresh interpreter.
+"""What ``%load_ext jupyter_disttrain`` costs: importing ``jupyter_disttrain.notebook.magics`` (its
+flags generated from every registered backend's and launcher's options) in a fresh interpreter.
 
     python bench/bench_import.py [--runs 5] [--compare /path/to/another/checkout]
 
@@ -21,10 +21,14 @@ REPO = Path(__file__).resolve().parent.parent
 CODE = """
 import sys
 sys.path.insert(0, {repo!r})
-import ipykernel.kernelapp, IPython.core.magic_arguments, time
+import importlib, ipykernel.kernelapp, IPython.core.magic_arguments, time
 t = time.perf_counter()
-import jupyter_disttrain.magics
+try:
+    importlib.import_module("jupyter_disttrain.notebook.magics")
+except ModuleNotFoundError:  # a checkout from before the root's modules moved into folders
+    importlib.import_module("jupyter_disttrain.magics")
 ms = (time.perf_counter() - t) * 1000
+import jupyter_disttrain
 assert jupyter_disttrain.__file__.startswith({repo!r}), jupyter_disttrain.__file__
 print(ms, len([m for m in sys.modules if m.startswith("jupyter_disttrain")]))
 """
@@ -55,8 +59,9 @@ def main() -> None:
             times[repo].append(ms)
     for repo in repos:
         runs = ", ".join(f"{t:.0f}" for t in sorted(times[repo]))
+        median = statistics.median(times[repo])
         print(
-            f"{repo}: import jupyter_disttrain.magics median {statistics.median(times[repo]):.1f} ms "
+            f"{repo}: import of the magic median {median:.1f} ms "
             f"of {args.runs} ({runs}); {modules[repo]} modules of the package"
         )
 

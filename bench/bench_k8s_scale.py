@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend  # noqa: E402
 from jupyter_disttrain.backends.kubernetes.informer import all_informers, stop_all  # noqa: E402
-from jupyter_disttrain.specs import JobPhase, JobSpec, Volume  # noqa: E402
-from jupyter_disttrain.store import JobStore  # noqa: E402
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, Volume  # noqa: E402
+from jupyter_disttrain.storage.store import JobStore  # noqa: E402
 from tests.k8s.fakeapi import FakeApiServer, FakeCluster  # noqa: E402
 
 NS = "team-a"

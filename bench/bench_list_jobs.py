@@ -32,9 +32,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus  # noqa: E402
 from jupyter_disttrain.runtime.sampler import MAX_BYTES  # noqa: E402
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus  # noqa: E402
-from jupyter_disttrain.store import JobRecord, JobStore, write_record  # noqa: E402
+from jupyter_disttrain.storage.store import JobRecord, JobStore, write_record  # noqa: E402
 
 
 class ServerProcess:

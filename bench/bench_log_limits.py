@@ -25,8 +25,8 @@ from pathlib import Path
 import psutil
 from bench_list_jobs import ServerProcess
 
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 READERS = 4
 _MB = 1_000_000

@@ -29,7 +29,7 @@ from bench_list_jobs import ServerProcess
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from jupyter_disttrain.api import submit
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 SCRIPT = """
 import os, time

@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from jupyter_disttrain.manager import JobManager  # noqa: E402
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus  # noqa: E402
-from jupyter_disttrain.store import JobRecord, JobStore, write_record  # noqa: E402
+from jupyter_disttrain.jobs.manager import JobManager  # noqa: E402
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus  # noqa: E402
+from jupyter_disttrain.storage.store import JobRecord, JobStore, write_record  # noqa: E402
 
 TARGET_MS = 50.0
 LOGS = {

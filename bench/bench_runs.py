@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.tracking.runs import CATCH_UP_BYTES, RunsReader, parse_lines
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jupyter_disttrain import api
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 from tests.slurm.cluster import SlurmCluster, missing
 
 SCRIPT = """

@@ -29,9 +29,9 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from jupyter_disttrain.model.specs import JobSpec  # noqa: E402
 from jupyter_disttrain.server.tensorboard import ALL_JOBS, TB_SERVE, TensorBoardManager  # noqa: E402
-from jupyter_disttrain.specs import JobSpec  # noqa: E402
-from jupyter_disttrain.store import JobRecord, JobStore  # noqa: E402
+from jupyter_disttrain.storage.store import JobRecord, JobStore  # noqa: E402
 
 SETTINGS = (0, 3600, 86400, -1)
 

@@ -45,8 +45,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso  # noqa: E402
-from jupyter_disttrain.store import JobRecord, JobStore  # noqa: E402
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso  # noqa: E402
+from jupyter_disttrain.storage.store import JobRecord, JobStore  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 

@@ -7,7 +7,7 @@ on first use only, so loading the extension stays fast.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # Not ``typing.TYPE_CHECKING``: every training process imports this package (its rank
 # starter lives here), and importing ``typing`` would add to each launch.
@@ -29,8 +29,8 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from .kernelenv import remember_startup
-    from .magics import DistTrainMagics, warm_up
+    from .notebook.kernelenv import remember_startup
+    from .notebook.magics import DistTrainMagics, warm_up
 
     remember_startup()  # earlier cells' os.environ changes are what differs from this
     ipython.register_magics(DistTrainMagics)

@@ -18,32 +18,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import jobvalues
 from .backends.base import Backend
-from .intake import spec_from_words
-from .joberrors import JobCancelledError, job_error
-from .logfiles import Budget
-from .manager import FollowPage, JobManager, manager_for
-from .payloads import (
-    CheckpointList,
-    Failure,
-    Incident,
-    IncidentSummary,
-    KeptValue,
-    Resources,
-    RunSummary,
-    StackDump,
-)
-from .polling import Backoff
-from .progress import Progress
+from .jobs import values as jobvalues
+from .jobs.errors import JobCancelledError, job_error
+from .jobs.intake import spec_from_words
+from .jobs.logs import FollowPage
+from .jobs.manager import JobManager, manager_for
+from .model.polling import Backoff
+from .model.progress import Progress
+from .model.specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
+from .payloads.checkpoints import CheckpointList
+from .payloads.jobs import Failure, KeptValue
+from .payloads.monitoring import Incident, IncidentSummary, Resources, StackDump
+from .payloads.runs import RunSummary
 from .runtime import contract
-from .specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
-from .store import JobRecord, JobStore
+from .storage.logfiles import Budget
+from .storage.store import JobRecord, JobStore
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .jobvalues import Values
+    from .jobs.values import Values
     from .packaging.pitfalls import Target
 
 # A follower reads on at once while output flows; while the job is quiet it looks again after
@@ -103,7 +98,7 @@ class Job:
         return self.backend.logs(self.id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
 
     def follow(self, replica: str | None = None, *, tail: int | None = None) -> Iterator[FollowPage]:
-        """Pages of the job's output as it is written (``JobManager.follow``: each with the
+        """Pages of the job's output as it is written (``JobLogs.follow``: each with the
         status read before its lines), from the last ``tail`` lines or the start, until the job
         has ended and every line was read. Reads on at once while output flows or the phase
         changes; waits from 0.1 s up to a second while the job is quiet."""
@@ -111,7 +106,7 @@ class Job:
         offset: str | None = None
         last_phase = None
         while True:
-            page = self.manager.follow(self.id, offset, replica=replica, tail=tail)
+            page = self.manager.logs.follow(self.id, offset, replica=replica, tail=tail)
             yield page
             if page.done:
                 return
@@ -133,9 +128,7 @@ class Job:
     def diagnose(self) -> Incident:
         """Which rank is stuck, in which collective, at which cell line (``Incident.verdict``);
         kept in the job dir as an incident of its own."""
-        from .jobdiagnosis import diagnose
-
-        return diagnose(self.manager, self.id)
+        return self.manager.diagnoses.diagnose(self.id)
 
     def incidents(self, limit: int = 50) -> list[IncidentSummary]:
         """The job's diagnoses, newest first (``diagnose``'s, and the guard's)."""
@@ -172,8 +165,8 @@ class Job:
 
         Raises the job's error when it did not succeed: ``JobCancelledError``, or
         ``JobFailedError`` (as the root-cause rank's own exception type too, when this process
-        can import it: ``joberrors.py``); ``TimeoutError`` when ``timeout`` passed first."""
-        from .failure import failure_line
+        can import it: ``jobs/errors.py``); ``TimeoutError`` when ``timeout`` passed first."""
+        from .model.failure import failure_line
 
         status = self.wait(timeout)
         if not status.is_terminal:
@@ -268,7 +261,7 @@ def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
 def cancel_orphans(grace: float = 10.0) -> dict[str, int]:
     """Stop the processes of local jobs whose job dir was removed while they ran (nothing else
     can find them: no record names them any more). Returns how many were stopped, by job dir."""
-    from . import procs
+    from .storage import procs
 
     found = procs.orphans()
     for processes in found.values():

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from .commands import run_subcommand
-from .errors import DistTrainError
+from .model.errors import DistTrainError
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,18 +12,18 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import DistTrainError, UnknownJobError
-from .failure import first_line
-from .flags import add_flags
-from .intake import choose_launcher, job_flag_classes, spec_from_flags
+from .jobs.intake import choose_launcher, job_flag_classes, spec_from_flags
+from .model.errors import DistTrainError, UnknownJobError
+from .model.failure import first_line
+from .model.flags import add_flags
+from .model.progress import Progress, progress_text
+from .model.specs import JobStatus, LogLine, iso_seconds, name_from
+from .model.tracebacks import plain
 from .monitoring.stacks import METHODS
-from .progress import Progress, progress_text
-from .specs import JobStatus, LogLine, iso_seconds, name_from
-from .tracebacks import plain
 
 if TYPE_CHECKING:
     from .api import CheckpointList, Failure, Incident, Job, KeptValue
-    from .manager import Listed
+    from .jobs.manager import Listed
 
 
 PROMPT_TAIL = 200  # lines of each rank's log searched for an open debugger prompt
@@ -91,7 +91,7 @@ def run_subcommand(
     argv: Sequence[str], out: Callable[[str], Any] = print, command: str = "jupyter disttrain"
 ) -> int:
     """Run one subcommand; ``command`` is how the user types them, for the hints shown."""
-    from .roots import open_store
+    from .storage.store import open_store
 
     argv = list(argv)
     script_args: list[str] = []
@@ -103,7 +103,7 @@ def run_subcommand(
     store = open_store(args.root)
 
     if args.command == "list":
-        from .manager import manager_for
+        from .jobs.manager import manager_for
 
         jobs = manager_for(store).list_jobs()
         if jobs:
@@ -146,7 +146,7 @@ def job_of(job_id: str, command: str, store: Any = None) -> Job:
     """The job ``job_id`` where the subcommands look (``store``, else every root), or an error
     saying how to list the jobs there are."""
     from . import api
-    from .roots import open_store
+    from .storage.store import open_store
 
     try:
         return api.get_job(job_id, store or open_store(None))
@@ -184,7 +184,7 @@ def _print_stacks(job: Any, replica: str | None, method: str, out: Callable[[str
 
 def _debug(job: Job, replica: str | None, out: Callable[[str], Any]) -> int:
     """Answer the job's open prompt (``replica``'s, else the one its ranks' logs say is open)."""
-    from .debugging import Prompt, Prompts, answer_in_text
+    from .jobs.debug import Prompt, Prompts, answer_in_text
 
     prompts = Prompts()
     prompts.feed(list(job.logs(tail=PROMPT_TAIL)))
@@ -211,8 +211,9 @@ def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command
 
 
 def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -> int:
-    from . import api, jobvalues
-    from .debugging import Prompts, answer_in_text
+    from . import api
+    from .jobs import values as jobvalues
+    from .jobs.debug import Prompts, answer_in_text
     from .packaging.pitfalls import check_pitfalls
 
     path = Path(args.file)

@@ -1,6 +1,6 @@
 /**
- * The click contract between the view under a `%%distrun` cell (jupyter_disttrain/widgets.py)
- * and the lab: which elements the lab handles and what they ask for. widgets.py declares the
+ * The click contract between the view under a `%%distrun` cell (jupyter_disttrain/notebook/contract.py)
+ * and the lab: which elements the lab handles and what they ask for. contract.py declares the
  * same names; `__tests__/cellcontract.spec.ts` checks that the two agree.
  *
  * - HTML buttons carry `data-disttrain-command` (one of `CELL_COMMANDS`) and
@@ -9,7 +9,7 @@
  *   `CELL_JOB_CLASS_PREFIX + <job id>` (job ids are DNS labels, so valid class names).
  * - A rank's debugger prompt is an input of class `CELL_DEBUG_INPUT_CLASS` carrying
  *   `data-disttrain-job` and `CELL_REPLICA_ATTRIBUTE` (the rank): Enter sends its text as one
- *   pdb command (jupyter_disttrain/debugview.py declares these two).
+ *   pdb command.
  */
 import { CommandIDs } from './ids';
 

@@ -17,7 +17,7 @@ from traitlets.config import Config
 
 from jupyter_disttrain import api
 from jupyter_disttrain.commands import format_line, format_status
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
 

@@ -15,7 +15,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.backends.local import warm
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 from tests.slurm.cluster import SlurmCluster, missing
 from tests.venvs import MXNET_CHECK, MXNET_REQUIREMENTS, VenvUnavailable, ensure_venv
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from jupyter_disttrain.api import Job
-from jupyter_disttrain.debugging import Prompts, exchange
-from jupyter_disttrain.payloads import DebugAnswer
-from jupyter_disttrain.specs import JobStatus
+from jupyter_disttrain.jobs.debug import Prompts, exchange
+from jupyter_disttrain.model.specs import JobStatus
+from jupyter_disttrain.payloads.jobs import DebugAnswer
 
 # Rank 1 stops with x = 41; ``Net`` is what the notebook has of the class the script defines.
 PROMPT_SCRIPT = """\

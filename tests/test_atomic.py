@@ -11,7 +11,7 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.runtime.atomic import write_json
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 
 def test_a_write_replaces_the_file_whole_and_leaves_no_temporary(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_disttrain.backends.base import Backend
-from jupyter_disttrain.flags import option
-from jupyter_disttrain.specs import DryRun
+from jupyter_disttrain.model.flags import option
+from jupyter_disttrain.model.specs import DryRun
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def test_a_third_party_backends_option_is_a_flag_of_the_cli(site_path: Path, tmp
     code = """
         import json
         from jupyter_disttrain.commands import run_subcommand
-        from jupyter_disttrain.intake import spec_from_flags
+        from jupyter_disttrain.jobs.intake import spec_from_flags
         from jupyter_disttrain.commands import _parser
 
         words = ["run", "train.py", "--backend", "site", "--partition", "gpu-b"]
@@ -140,7 +140,7 @@ def test_a_third_party_backends_option_is_a_flag_of_the_cli(site_path: Path, tmp
 def test_an_option_of_another_backend_names_it(site_path: Path, tmp_path: Path) -> None:
     code = """
         from jupyter_disttrain import api
-        from jupyter_disttrain.store import JobStore
+        from jupyter_disttrain.storage.store import JobStore
         try:
             api.dryrun("print(1)", store=JobStore("jobs"), backend="local", options={"pool": "x"})
         except Exception as exc:
@@ -168,8 +168,8 @@ def test_the_local_grace_period_is_what_was_asked(
 ) -> None:
     # 0 is a valid grace period (SIGKILL at once), not "the default".
     from jupyter_disttrain.backends.local.backend import LocalBackend
-    from jupyter_disttrain.specs import JobSpec
-    from jupyter_disttrain.store import JobStore
+    from jupyter_disttrain.model.specs import JobSpec
+    from jupyter_disttrain.storage.store import JobStore
 
     spec = JobSpec(name="g", accelerator="cpu", options=options)
     request = LocalBackend(JobStore(tmp_path / "jobs")).dryrun(spec, script="print(1)\n").request

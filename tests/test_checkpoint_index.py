@@ -1,4 +1,4 @@
-"""A job's checkpoint index (tracking/checkpoints.py) and resume's resolution (jobcheckpoints.py),
+"""A job's checkpoint index (tracking/checkpoints.py) and resume's resolution (jobs/checkpoints.py),
 on real torch.save files in a real store's job dirs, with an em run's files beside them."""
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import api, jobcheckpoints, launch
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.manager import JobManager
+from jupyter_disttrain import api
+from jupyter_disttrain.backends import rankenv
+from jupyter_disttrain.jobs import checkpoints as jobcheckpoints
+from jupyter_disttrain.jobs.manager import JobManager
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobSpec
 from jupyter_disttrain.runtime import contract, retention
 from jupyter_disttrain.server.jobs import JobService
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 torch = pytest.importorskip("torch")
 
@@ -88,7 +90,7 @@ def test_index_steps_metrics_ids_usage(setup: tuple[JobManager, Path, Path]) -> 
 
 def test_resume_resolves_into_the_spec_and_the_env(setup: tuple[JobManager, Path, Path]) -> None:
     manager, job_dir, outside = setup
-    spec = jobcheckpoints.resolve(manager, JobSpec(name="again", resume="train-a1:20"))
+    spec = manager.job_checkpoints.resolve(JobSpec(name="again", resume="train-a1:20"))
     assert spec.resumed_from is not None
     assert spec.resumed_from.path == str(job_dir / contract.CHECKPOINTS_DIR / "step_20.pt")
     assert (spec.resumed_from.job, spec.resumed_from.step, spec.resumed_from.kind) == (
@@ -96,17 +98,17 @@ def test_resume_resolves_into_the_spec_and_the_env(setup: tuple[JobManager, Path
         20,
         "torch",
     )
-    env = launch.rank_env(spec, "j", "/jobs/j", cpu=True, working_dir=None, inherited={})
+    env = rankenv.rank_env(spec, "j", "/jobs/j", cpu=True, working_dir=None, inherited={})
     assert env[contract.RESUME_FROM_ENV] == spec.resumed_from.path
-    latest = jobcheckpoints.resolve(manager, JobSpec(name="again", resume="train-a1"))
+    latest = manager.job_checkpoints.resolve(JobSpec(name="again", resume="train-a1"))
     assert latest.resumed_from is not None and latest.resumed_from.path == str(outside)
-    by_id = jobcheckpoints.resolve(
-        manager, JobSpec(name="again", resume=f"train-a1:{spec.resumed_from.checkpoint}")
+    by_id = manager.job_checkpoints.resolve(
+        JobSpec(name="again", resume=f"train-a1:{spec.resumed_from.checkpoint}")
     )
     assert by_id.resumed_from == spec.resumed_from
     # A spec given resumed_from without resume (a client's JSON) has it cleared.
     assert (
-        jobcheckpoints.resolve(manager, JobSpec(name="x", resumed_from=spec.resumed_from)).resumed_from
+        manager.job_checkpoints.resolve(JobSpec(name="x", resumed_from=spec.resumed_from)).resumed_from
         is None
     )
     # A job resumed from it pins it (retention keeps it).
@@ -142,7 +144,7 @@ def test_deepspeed_world_size_and_no_checkpoints(tmp_path: Path) -> None:
     manager = JobManager(store, "local")
     make_job(store, "empty-1")
     with pytest.raises(InvalidSpecError, match="has no checkpoints"):
-        jobcheckpoints.resolve(manager, JobSpec(name="x", resume="empty-1"))
+        manager.job_checkpoints.resolve(JobSpec(name="x", resume="empty-1"))
     save_dir = make_job(store, "ds-1") / contract.CHECKPOINTS_DIR
     tag = save_dir / "global_step5"
     saved(tag / "mp_rank_00_model_states.pt", T0)
@@ -151,8 +153,8 @@ def test_deepspeed_world_size_and_no_checkpoints(tmp_path: Path) -> None:
     (save_dir / "latest").write_text("global_step5")
     os.utime(save_dir / "latest", (T0, T0))
     with pytest.raises(InvalidSpecError, match=r"written by 2 ranks, the new job has 4: use the same --gpus"):
-        jobcheckpoints.resolve(manager, JobSpec(name="x", nproc_per_node=4, resume="ds-1"))
-    same = jobcheckpoints.resolve(manager, JobSpec(name="x", nproc_per_node=2, resume="ds-1:5"))
+        manager.job_checkpoints.resolve(JobSpec(name="x", nproc_per_node=4, resume="ds-1"))
+    same = manager.job_checkpoints.resolve(JobSpec(name="x", nproc_per_node=2, resume="ds-1:5"))
     assert same.resumed_from is not None and same.resumed_from.path == str(tag)
 
 
@@ -165,9 +167,9 @@ def test_only_checkpoints_inside_the_job_dir_are_served(setup: tuple[JobManager,
     manager, job_dir, outside = setup
     by_path = {c.path: c for c in manager.checkpoints("train-a1").checkpoints}
     inside = by_path[str(job_dir / contract.CHECKPOINTS_DIR / "step_10.pt")]
-    assert jobcheckpoints.downloadable(manager, "train-a1", inside.id) == inside
+    assert manager.job_checkpoints.downloadable("train-a1", inside.id) == inside
     with pytest.raises(InvalidSpecError, match="is outside the job's directory"):
-        jobcheckpoints.downloadable(manager, "train-a1", by_path[str(outside)].id)
+        manager.job_checkpoints.downloadable("train-a1", by_path[str(outside)].id)
 
 
 def test_a_pin_that_cannot_be_written_does_not_stop_the_resume(setup: tuple[JobManager, Path, Path]) -> None:
@@ -201,7 +203,7 @@ def test_declared_paths_share_one_budget_and_each_checkpoint_is_listed_once(tmp_
     listing = manager.checkpoints("decl-a1")
     assert len(listing.checkpoints) == 200 and not listing.usage.more
     assert {os.path.realpath(c.path) for c in listing.checkpoints} == {str(p) for p in real.iterdir()}
-    small = jobcheckpoints.checkpoint_list(manager, "decl-a1", limit=120)
+    small = manager.job_checkpoints.listing("decl-a1", limit=120)
     assert small.usage.more and 0 < len(small.checkpoints) <= 120
     assert manager.detail("decl-a1").checkpoints == listing.usage
 
@@ -218,7 +220,7 @@ def test_a_jobs_details_wait_for_its_checkpoints_a_bounded_time(
     # the details come without it after USAGE_SECONDS.
     monkeypatch.setattr(jobcheckpoints, "USAGE_SECONDS", 0.5)
     release = threading.Event()
-    monkeypatch.setattr(manager.checkpoint_index, "index", lambda *a, **k: release.wait(60))
+    monkeypatch.setattr(manager.job_checkpoints.index, "index", lambda *a, **k: release.wait(60))
     try:
         detail = manager.detail("train-a1")
         assert detail.checkpoints is None and detail.summary.id == "train-a1"

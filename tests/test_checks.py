@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_disttrain.errors import PackagingError
+from jupyter_disttrain.model.errors import PackagingError
 from jupyter_disttrain.packaging import PackagedScript, package_cell
 from jupyter_disttrain.packaging.checks import surely_read
 from jupyter_disttrain.packaging.pitfalls import Block, Target, check_blocks

@@ -262,7 +262,7 @@ def test_files_that_name_steps_of_their_own_stay_apart(tmp_path: Path) -> None:
 def test_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
     """Another user's FIFO where a scan reads a file: DeepSpeed's latest (beside a tag, and in the
     parent of a declared directory), a pins file, a declarations file, a checkpoint's name."""
-    from jupyter_disttrain.runtime import restarts, retention
+    from jupyter_disttrain.runtime import checkpoints, retention
 
     tag = deepspeed_tag(tmp_path / "ds", "global_step1", shards=1)
     declared = tmp_path / "shared" / "x"
@@ -284,7 +284,7 @@ def test_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
     assert [f.step for f in returns(fifos, ckptscan.scan_path, str(declared))] == [4]
     assert returns(fifos, ckptscan.scan_path, str(tag))[0].complete is False
     assert returns(fifos, retention.pinned, str(tmp_path / "job")) == set()
-    assert returns(fifos, restarts.declared, run) == []
+    assert returns(fifos, checkpoints.declared, str(tmp_path / "job"), "r") == {}
 
 
 def returns(fifos: list[Path], fn: Callable[..., T], *args: object) -> T:

@@ -57,8 +57,9 @@ def test_errors_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
 
 
 def test_cancel_orphans_stops_a_job_whose_directory_was_removed(tmp_path: Path) -> None:
-    from jupyter_disttrain import api, procs
-    from jupyter_disttrain.store import JobStore
+    from jupyter_disttrain import api
+    from jupyter_disttrain.storage import procs
+    from jupyter_disttrain.storage.store import JobStore
 
     root = tmp_path / "jobs"
     job = api.submit("import time\nprint('up', flush=True)\ntime.sleep(600)\n", store=JobStore(root), gpus=2)
@@ -79,7 +80,7 @@ def test_cancel_orphans_stops_a_job_whose_directory_was_removed(tmp_path: Path) 
 def test_orphans_include_launchers_of_this_and_earlier_versions(tmp_path: Path, module: str) -> None:
     # Jobs started before the local backend became a package run ``-m ...backends.local_launch``:
     # an upgrade must still find them (a stand-in process with each command line).
-    from jupyter_disttrain import procs
+    from jupyter_disttrain.storage import procs
 
     gone = tmp_path / "gone-job"
     argv = ["-c", "import time; time.sleep(120)", "-m", f"jupyter_disttrain.{module}", str(gone)]
@@ -106,7 +107,7 @@ stuck_here()
 
 def test_stack_names_the_function_each_rank_is_stuck_in(tmp_path: Path) -> None:
     from jupyter_disttrain import api
-    from jupyter_disttrain.store import JobStore
+    from jupyter_disttrain.storage.store import JobStore
 
     root = tmp_path / "jobs"
     job = api.submit(STUCK, store=JobStore(root), gpus=2, name="stuck", accelerator="cpu")

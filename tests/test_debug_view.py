@@ -1,4 +1,4 @@
-"""The debugger's part of the cell view (debugview.py): the widget's transcript and input, the
+"""The debugger's part of the cell view (notebook/debug.py): the widget's transcript and input, the
 other ranks' chips waiting, the text view's note; and the input's contract with the lab."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import debugview, widgets
-from jupyter_disttrain.debugging import Prompt
-from jupyter_disttrain.specs import JobPhase, JobStatus, ReplicaStatus
+from jupyter_disttrain.jobs.debug import Prompt
+from jupyter_disttrain.model.specs import JobPhase, JobStatus, ReplicaStatus
+from jupyter_disttrain.notebook import contract, debug, textview, widgets
 
 LAB = Path(__file__).resolve().parents[1] / "labextension"
 
@@ -30,7 +30,7 @@ def test_the_widget_shows_the_prompt_and_the_other_ranks_wait_for_it(monkeypatch
     panel = view._debug
     assert panel is not None and panel.widget in view.widget.children
     field = panel.input.value
-    assert f'class="{debugview.DEBUG_INPUT_CLASS} jp-mod-styled"' in field
+    assert f'class="{contract.DEBUG_INPUT_CLASS} jp-mod-styled"' in field
     assert 'data-disttrain-job="pdb-k3x9q" data-disttrain-replica="rank-1"' in field
     assert "rank-1 waits in the debugger at In [3], line 9" in panel.transcript.value
     chips = view.chips.value
@@ -48,7 +48,7 @@ def test_the_text_view_says_the_others_wait() -> None:
     import io
 
     out = io.StringIO()
-    view = widgets.TextView("pdb-k3x9q", "pdb", stream=out)
+    view = textview.TextView("pdb-k3x9q", "pdb", stream=out)
     view.prompt("rank-1", Prompt("rank-1", "In [3], line 9", "rank-1"), "")
     assert out.getvalue() == "rank-1 waits in the debugger at In [3], line 9; the other ranks wait for it\n"
 
@@ -56,9 +56,9 @@ def test_the_text_view_says_the_others_wait() -> None:
 def test_the_input_and_the_lab_declare_the_same_contract() -> None:
     text = (LAB / "cellcontract.ts").read_text(encoding="utf-8")
     declared = dict(re.findall(r"(\w+) = '([^']*)'", text))
-    assert declared["CELL_DEBUG_INPUT_CLASS"] == debugview.DEBUG_INPUT_CLASS
-    assert declared["CELL_REPLICA_ATTRIBUTE"] == debugview.REPLICA_ATTRIBUTE
-    assert declared["CELL_JOB_ATTRIBUTE"] == widgets.JOB_ATTRIBUTE
+    assert declared["CELL_DEBUG_INPUT_CLASS"] == contract.DEBUG_INPUT_CLASS
+    assert declared["CELL_REPLICA_ATTRIBUTE"] == contract.REPLICA_ATTRIBUTE
+    assert declared["CELL_JOB_ATTRIBUTE"] == contract.JOB_ATTRIBUTE
 
 
 def test_the_widget_shows_one_prompt_at_a_time_then_the_next(
@@ -68,8 +68,8 @@ def test_the_widget_shows_one_prompt_at_a_time_then_the_next(
     when it goes on, the next (a job recorded in a real store; its ranks are not running here, so
     only the transcripts they left are read)."""
     from jupyter_disttrain.api import Job
-    from jupyter_disttrain.specs import JobSpec, LogLine
-    from jupyter_disttrain.store import JobRecord, JobStore
+    from jupyter_disttrain.model.specs import JobSpec, LogLine
+    from jupyter_disttrain.storage.store import JobRecord, JobStore
 
     store = JobStore(tmp_path / "jobs")
     store.create(JobRecord(id="pdb-k3x9q", spec=JobSpec(nproc_per_node=2)), "breakpoint()\n")
@@ -79,7 +79,7 @@ def test_the_widget_shows_one_prompt_at_a_time_then_the_next(
     monkeypatch.setenv(widgets.VIEW_ENV, "widget")
     view = widgets.make_view("pdb-k3x9q", "/nonexistent", lambda: None)
     assert isinstance(view, widgets.WidgetView)
-    feed = debugview.PromptFeed(Job("pdb-k3x9q", store), view, text=False)
+    feed = debug.PromptFeed(Job("pdb-k3x9q", store), view, text=False)
 
     def line(rank: int, text: str) -> LogLine:
         return LogLine(text, f"rank-{rank}", "0", rank)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain.debugging import Prompts
-from jupyter_disttrain.errors import DistTrainError
+from jupyter_disttrain.jobs.debug import Prompts
+from jupyter_disttrain.model.errors import DistTrainError
+from jupyter_disttrain.model.specs import LogLine
 from jupyter_disttrain.runtime.debugrelay import NoDebugger, exchange
-from jupyter_disttrain.specs import LogLine
 
 SCRIPT = """\
 x = 41
@@ -178,8 +178,8 @@ def test_a_terminal_answers_a_jobs_prompt_and_a_front_end_without_stdin_says_how
     end whose ``input()`` cannot ask (nbclient's kernel) names that command instead of hanging."""
     from jupyter_disttrain import api
     from jupyter_disttrain.commands import run_subcommand
-    from jupyter_disttrain.debugging import answer_in_text
-    from jupyter_disttrain.store import JobStore
+    from jupyter_disttrain.jobs.debug import answer_in_text
+    from jupyter_disttrain.storage.store import JobStore
 
     store = JobStore(tmp_path / "jobs")
     job = api.submit(SCRIPT, store=store, name="cli", gpus=1, accelerator="cpu")

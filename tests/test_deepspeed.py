@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.launch import user_cache_dir
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.backends.rankenv import user_cache_dir
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.notebook_helpers import run_cells
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (the test extra installs it)")

@@ -13,11 +13,12 @@ import psutil
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_disttrain import api, jobdiagnosis, procs
+from jupyter_disttrain import api
 from jupyter_disttrain.commands import run_subcommand
-from jupyter_disttrain.errors import JobEndedError
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.errors import JobEndedError
+from jupyter_disttrain.storage import procs
+from jupyter_disttrain.storage.store import JobStore
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
@@ -120,7 +121,7 @@ def test_a_rank_late_to_all_reduce_5_is_named_with_both_cell_lines(
         rank1.suspend()  # SIGSTOP
         try:
             started = time.monotonic()
-            stopped = jobdiagnosis.diagnose(manager_for(store), job.id)
+            stopped = manager_for(store).diagnoses.diagnose(job.id)
             assert time.monotonic() - started < 15
         finally:
             rank1.resume()

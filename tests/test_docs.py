@@ -96,7 +96,7 @@ def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.Argument
 
 def test_the_flag_reference_lists_every_flag_of_the_magic_and_the_cli() -> None:
     from jupyter_disttrain.commands import _parser
-    from jupyter_disttrain.magics import DistTrainMagics
+    from jupyter_disttrain.notebook.magics import DistTrainMagics
 
     reference = _flag_reference()
     magic = _parser_flags(DistTrainMagics.distrun.parser)

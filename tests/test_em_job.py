@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.em_helpers import metric_lines, run_record, tensorboard
 
 HERE = str(Path(__file__).resolve().parents[1])

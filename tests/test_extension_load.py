@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends import ENTRY_POINT_GROUP, backend_class, backend_names
-from jupyter_disttrain.magics import DistTrainMagics
+from jupyter_disttrain.notebook.magics import DistTrainMagics
 
 
 def test_load_ext_imports_no_heavy_module() -> None:
@@ -57,7 +57,7 @@ def test_third_party_backend_is_found_through_its_entry_point(tmp_path: Path, mo
 
 
 def test_an_unknown_backend_lists_the_known_ones() -> None:
-    from jupyter_disttrain.errors import UnknownBackendError
+    from jupyter_disttrain.model.errors import UnknownBackendError
 
     with pytest.raises(UnknownBackendError, match="choose one of: kubernetes, local"):
         backend_class("nope")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jupyter_disttrain.failure import failure_line, root_cause
-from jupyter_disttrain.specs import JobPhase, JobStatus, ReplicaStatus
+from jupyter_disttrain.model.failure import failure_line, root_cause
+from jupyter_disttrain.model.specs import JobPhase, JobStatus, ReplicaStatus
 
 
 def _rank(i: int, phase: JobPhase, code: int | None, finish: str | None) -> ReplicaStatus:

@@ -13,11 +13,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.commands import _parser
-from jupyter_disttrain.intake import spec_from_flags
-from jupyter_disttrain.magics import DistTrainMagics
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.intake import spec_from_flags
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.specs import JobSpec
+from jupyter_disttrain.notebook.magics import DistTrainMagics
+from jupyter_disttrain.storage.store import JobStore
 
 
 def _magic_parser() -> argparse.ArgumentParser:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from jupyter_disttrain.model.tracebacks import LineMap
 from jupyter_disttrain.monitoring import flightrec, incidents
-from jupyter_disttrain.tracebacks import LineMap
 
 FIXTURE = json.loads((Path(__file__).parent / "flightrec" / "gloo-2.13-late-rank.json").read_text())
 

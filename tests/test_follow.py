@@ -1,4 +1,4 @@
-"""Following a job: ``JobManager.follow`` reads the status before the lines, so every follower
+"""Following a job: ``JobLogs.follow`` reads the status before the lines, so every follower
 (the cell, ``logs -f``, ``run``, the log stream) gets every line once and stops only at the end."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 from jupyter_disttrain import api
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 # Output until the very end, the last line without its newline: written just before the exit.
 CHATTY = """
@@ -29,7 +29,7 @@ def test_small_pages_get_every_line_once_and_end_with_the_job(store: JobStore) -
     got: dict[int, list[str]] = {0: [], 1: []}
     offset = None
     while True:
-        page = manager.follow(job.id, offset, limit=7)  # many pages, most of them cut by the limit
+        page = manager.logs.follow(job.id, offset, limit=7)  # many pages, most of them cut by the limit
         for line in page.lines():
             if line.rank is not None:
                 got[line.rank].append(line.text)

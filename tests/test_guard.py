@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import api, procs
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.manager import manager_for
+from jupyter_disttrain import api
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.monitoring import guard
 from jupyter_disttrain.monitoring.guard import Guard, GuardOptions, GuardSettings, StallJudge
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage import procs
+from jupyter_disttrain.storage.store import JobStore
 
 
 def _gpu(t: float, util: float) -> dict[str, object]:

@@ -17,8 +17,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_disttrain.backends.local.roles import role_commands
 from jupyter_disttrain.launchers import get_launcher
 from jupyter_disttrain.launchers.base import HOROVODRUN, LaunchContext, replicas_of
+from jupyter_disttrain.model.specs import JobSpec
 from jupyter_disttrain.runtime import contract
-from jupyter_disttrain.specs import JobSpec
 from tests.test_magic import _jobs, shell  # noqa: F401  (the magic's shell fixture)
 
 HOROVOD_MISSING = importlib.util.find_spec("horovod") is None

@@ -14,11 +14,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain import api, em
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.intake import spec_from_json
+from jupyter_disttrain.jobs.intake import spec_from_json
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.packaging import package_cell
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 from jupyter_disttrain.tracking import hparams
 from tests.em_helpers import run_record
 

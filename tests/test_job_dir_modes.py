@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to read as another uid (nobody)")
 

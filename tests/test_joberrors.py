@@ -1,5 +1,5 @@
 """The error a failed job raises: the root-cause rank's own exception type where the kernel can
-import it, a ``JobFailedError`` all the same (joberrors.py). The real kernel's cell:
+import it, a ``JobFailedError`` all the same (jobs/errors.py). The real kernel's cell:
 tests/test_kernel_values.py."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from jupyter_disttrain.joberrors import JobCancelledError, JobFailedError, job_error, rank_type
-from jupyter_disttrain.magics import JobFailedError as FromTheMagic
-from jupyter_disttrain.payloads import Failure
+from jupyter_disttrain.jobs.errors import JobCancelledError, JobFailedError, job_error, rank_type
+from jupyter_disttrain.notebook.magics import JobFailedError as FromTheMagic
+from jupyter_disttrain.payloads.jobs import Failure
 
 
 def story(exception: str | None, message: str | None, traceback: str = "Cell In[2], line 6\n...") -> Failure:
@@ -69,7 +69,7 @@ def test_keys_messages_libraries_and_the_notebooks_own_classes() -> None:
         "KeyboardInterrupt",
         "json.dumps",  # not a class
         "__import__('os').system('x')",  # not a name at all
-        "jupyter_disttrain.joberrors.JobFailedError",  # our own error: no double
+        "jupyter_disttrain.jobs.errors.JobFailedError",  # our own error: no double
     ],
 )
 def test_a_type_the_kernel_cannot_have_falls_back_to_job_failed_error(name: str) -> None:

@@ -15,8 +15,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
 from jupyter_disttrain.commands import run_subcommand
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 CELLS = [
     "%load_ext jupyter_disttrain",

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from jupyter_client import KernelManager
 
-from jupyter_disttrain import procs
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage import procs
+from jupyter_disttrain.storage.store import JobStore
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -73,7 +73,7 @@ sharded(torch.ones(2, 4)).sum().backward()
 """
 
 FAILING_CELL = """\
-from jupyter_disttrain.magics import JobFailedError
+from jupyter_disttrain.notebook.magics import JobFailedError
 body = '''
 import torch.distributed as dist
 dist.init_process_group("gloo")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_disttrain import kernelenv
 from jupyter_disttrain.api import make_spec
 from jupyter_disttrain.backends.local.torchrun import agent_commands
+from jupyter_disttrain.notebook import kernelenv
 
 
 @pytest.fixture

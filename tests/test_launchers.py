@@ -12,17 +12,17 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local.request import LocalRequest, request_roles
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.flags import add_flags
-from jupyter_disttrain.intake import choose_launcher, job_flag_classes, spec_from_flags
+from jupyter_disttrain.jobs.intake import choose_launcher, job_flag_classes, spec_from_flags
+from jupyter_disttrain.jobs.manager import manager_for
 from jupyter_disttrain.launchers import get_launcher
 from jupyter_disttrain.launchers.base import PROCESS, LaunchContext, Role, replicas_of
 from jupyter_disttrain.launchers.calls import detect
 from jupyter_disttrain.launchers.deepspeed import CONFIG_FILE
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.payloads import RoleSummary
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.flags import add_flags
+from jupyter_disttrain.model.specs import JobSpec
+from jupyter_disttrain.payloads.jobs import RoleSummary
+from jupyter_disttrain.storage.store import JobStore
 
 DS_CELL = """
 import deepspeed as ds

@@ -14,10 +14,9 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local.warm import WARM_ENV
-from jupyter_disttrain.jobcheckpoints import resume_job
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 HERE = str(Path(__file__).resolve().parents[1])
 
@@ -112,7 +111,7 @@ def kill_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str
     killed = api.submit(script, name="killed", env={"KILL": "1"}, **common)
     assert whole.wait(timeout=900).phase is JobPhase.SUCCEEDED, [ln.text for ln in whole.logs()][-30:]
     assert killed.wait(timeout=900).phase is JobPhase.FAILED, [ln.text for ln in killed.logs()][-30:]
-    answer = resume_job(manager_for(store), killed.id, "latest")
+    answer = manager_for(store).resume(killed.id, "latest")
     resumed = api.Job(answer.id, store)
     status = resumed.wait(timeout=900)
     assert status.phase is JobPhase.SUCCEEDED, [ln.text for ln in resumed.logs()][-30:]

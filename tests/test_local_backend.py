@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_disttrain import api, procs
+from jupyter_disttrain import api
 from jupyter_disttrain.backends.local.backend import LocalBackend
 from jupyter_disttrain.backends.local.torchrun import agent_commands
-from jupyter_disttrain.errors import InvalidSpecError, UnknownBackendError
-from jupyter_disttrain.specs import JobPhase, JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError, UnknownBackendError
+from jupyter_disttrain.model.specs import JobPhase, JobSpec
+from jupyter_disttrain.storage import procs
+from jupyter_disttrain.storage.store import JobStore
 
 # Every test on both paths of the local backend: warm (forked from the zygote) and cold.
 pytestmark = pytest.mark.usefixtures("start_path")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jupyter_disttrain.logfiles import (
+from jupyter_disttrain.storage.logfiles import (
     ANSWER_BYTES,
     CUT_MARKER,
     MAX_LINE,

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.logfiles import LogSource, group_runs, parse_offset, read_lines, read_runs, tail_start
-from jupyter_disttrain.specs import LogLine
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import LogLine
+from jupyter_disttrain.storage.logfiles import (
+    LogSource,
+    group_runs,
+    parse_offset,
+    read_lines,
+    read_runs,
+    tail_start,
+)
 
 
 def _sources(*paths: Path):

@@ -12,8 +12,8 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain import api
-from jupyter_disttrain.magics import JobCancelledError, JobFailedError
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.notebook.magics import JobCancelledError, JobFailedError
+from jupyter_disttrain.storage.store import JobStore
 
 
 @pytest.fixture

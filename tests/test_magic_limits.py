@@ -11,8 +11,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from test_magic import shell  # noqa: F401 - the fixture
 
 from jupyter_disttrain.backends.local.backend import cpu_count
-from jupyter_disttrain.logfiles import CUT_MARKER
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.logfiles import CUT_MARKER
+from jupyter_disttrain.storage.store import JobStore
 
 
 def test_more_processes_than_cpus_needs_oversubscribe(

@@ -244,8 +244,8 @@ def test_the_list_reads_further_back_for_a_rank_that_rarely_prints(tmp_path: Pat
 @pytest.mark.parametrize("value", [-1, 0.05, 7200, float("nan"), True, "2"])
 def test_a_bad_monitor_interval_is_refused_naming_it(value: object) -> None:
     from jupyter_disttrain.api import dryrun
-    from jupyter_disttrain.errors import InvalidSpecError
-    from jupyter_disttrain.intake import spec_from_words
+    from jupyter_disttrain.jobs.intake import spec_from_words
+    from jupyter_disttrain.model.errors import InvalidSpecError
 
     spec = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": value})
     with pytest.raises(InvalidSpecError, match=r"monitor_interval must be 0 \(off\) or a number of seconds"):
@@ -254,7 +254,7 @@ def test_a_bad_monitor_interval_is_refused_naming_it(value: object) -> None:
 
 def test_monitor_interval_reaches_the_launch_request() -> None:
     from jupyter_disttrain.api import dryrun
-    from jupyter_disttrain.intake import spec_from_words
+    from jupyter_disttrain.jobs.intake import spec_from_words
 
     off = spec_from_words(gpus=1, backend="local", accelerator="cpu", options={"monitor_interval": 0})
     assert dryrun("print(1)\n", off).request.to_json()["monitor_interval"] == 0
@@ -287,9 +287,9 @@ def test_a_listing_says_which_jobs_wrote_tensorboard_data(tmp_path: Path) -> Non
     """The listing says where "Open TensorBoard" has something to show: event files (issue 28)."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from jupyter_disttrain.manager import JobManager
-    from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-    from jupyter_disttrain.store import JobRecord, JobStore
+    from jupyter_disttrain.jobs.manager import JobManager
+    from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
+    from jupyter_disttrain.storage.store import JobRecord, JobStore
 
     store = JobStore(tmp_path / "jobs")
     ids = {}

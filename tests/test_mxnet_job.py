@@ -18,11 +18,11 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local.python import runtime_path
-from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.launchers.base import Role
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.runtime import contract
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 # Each worker pushes (rank + 1) * ones(2, 3); dist_sync sums the pushes, so both pull 3 * 6 = 18.
 KV_CELL = """
@@ -91,7 +91,7 @@ def test_bad_input_is_one_line_and_launches_nothing(
 
 def _listening(job_id: str) -> set[str]:
     """The addresses the job's processes listen on."""
-    from jupyter_disttrain import procs
+    from jupyter_disttrain.storage import procs
 
     found = set()
     for proc in procs.job_processes(job_id):
@@ -139,7 +139,7 @@ def test_a_failed_worker_fails_the_job_and_stops_the_others(store: JobStore, mxn
 
 
 def _alive(job_id: str) -> list[psutil.Process]:
-    from jupyter_disttrain import procs
+    from jupyter_disttrain.storage import procs
 
     return list(procs.job_processes(job_id))
 

@@ -1,5 +1,5 @@
 """``--out``: what a rank writes (runtime/outvalues.py) and what the kernel reads back
-(jobvalues.py), without a job: the rank's writer runs here on a namespace, as the rank wrapper
+(jobs/values.py), without a job: the rank's writer runs here on a namespace, as the rank wrapper
 runs it on the script's globals. Real jobs: tests/test_kernel_values.py, the Slurm and toy
 cluster tests."""
 
@@ -15,15 +15,15 @@ import pytest
 import torch
 from torch import nn
 
-from jupyter_disttrain import jobvalues
-from jupyter_disttrain.errors import DistTrainError, InvalidSpecError
-from jupyter_disttrain.flags import parse_size
-from jupyter_disttrain.intake import job_flag_classes, spec_from_flags
+from jupyter_disttrain.jobs import values as jobvalues
+from jupyter_disttrain.jobs.intake import job_flag_classes, spec_from_flags
+from jupyter_disttrain.model.errors import DistTrainError, InvalidSpecError
+from jupyter_disttrain.model.flags import parse_size
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
 from jupyter_disttrain.packaging.loadcell import definitions, rebuild_call
 from jupyter_disttrain.packaging.outnames import check_out
 from jupyter_disttrain.runtime import outvalues
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 
 class Net(nn.Module):
@@ -242,7 +242,7 @@ def test_flags_and_spec_of_out() -> None:
     import argparse
 
     parser = argparse.ArgumentParser()
-    from jupyter_disttrain.flags import add_flags
+    from jupyter_disttrain.model.flags import add_flags
 
     add_flags(parser.add_argument, job_flag_classes())
     args = parser.parse_args(

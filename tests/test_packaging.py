@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_disttrain.errors import PackagingError
+from jupyter_disttrain.model.errors import PackagingError
 from jupyter_disttrain.packaging import PackagedScript, package_cell
 from jupyter_disttrain.packaging.origins import ORIGINS_FILE
 from jupyter_disttrain.packaging.scopes import analyze

@@ -12,11 +12,11 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.commands import run_subcommand
-from jupyter_disttrain.payloads import RunSummary
-from jupyter_disttrain.progress import Progress, eta_text, from_bar, last_bar
-from jupyter_disttrain.progressview import ProgressFeed, progress_html, sparkline_svg
-from jupyter_disttrain.specs import JobPhase, JobStatus
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.progress import Progress, eta_text, from_bar, last_bar
+from jupyter_disttrain.model.specs import JobPhase, JobStatus
+from jupyter_disttrain.notebook.progress import ProgressFeed, progress_html, sparkline_svg
+from jupyter_disttrain.payloads.runs import RunSummary
+from jupyter_disttrain.storage.store import JobStore
 
 
 def test_a_tqdm_redraw_gives_step_total_and_seconds_left() -> None:
@@ -215,10 +215,10 @@ def _until(read: Callable[[], str], wanted: str, timeout: float = 120.0) -> str:
 
 def test_the_newest_bar_is_read_under_long_lines_within_the_budget(store: JobStore) -> None:
     """The last 20 lines are 16 KiB each, the bar's last: a read bounded to 16 KiB reaches it."""
-    from jupyter_disttrain.jobprogress import progress_of
-    from jupyter_disttrain.manager import JobManager
-    from jupyter_disttrain.specs import JobSpec, ReplicaStatus
-    from jupyter_disttrain.store import JobRecord
+    from jupyter_disttrain.jobs.manager import JobManager
+    from jupyter_disttrain.jobs.progress import progress_of
+    from jupyter_disttrain.model.specs import JobSpec, ReplicaStatus
+    from jupyter_disttrain.storage.store import JobRecord
 
     record = JobRecord(id="long-abcde", spec=JobSpec(name="long"))
     store.create(record, "print(1)\n")

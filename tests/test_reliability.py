@@ -22,9 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jupyter_disttrain import api, procs
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain import api
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage import procs
+from jupyter_disttrain.storage.store import JobStore
 
 # Every test on both paths of the local backend: warm (forked from the zygote) and cold.
 pytestmark = pytest.mark.usefixtures("start_path")

@@ -18,9 +18,9 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
-from jupyter_disttrain.errors import PackagingError
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import PackagingError
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_packaging import package, run, run_script
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.runtime import contract, restarts, retention
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_ckptscan import hf_trainer_dirs, settle, step_dirs
 
 torch = pytest.importorskip("torch")

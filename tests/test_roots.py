@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain import roots
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import ROOT_ENV, JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobSpec
+from jupyter_disttrain.storage import roots
+from jupyter_disttrain.storage.store import ROOT_ENV, JobRecord, JobStore, open_store
 
 SCRIPT = 'print("hello from a job", flush=True)\n'
 
@@ -81,11 +81,11 @@ def test_the_environment_root_narrows_the_search(tmp_path: Path, monkeypatch: py
     a, b = tmp_path / "a", tmp_path / "b"
     job_a, job_b = _make_job(a, "in-a"), _make_job(b, "in-b")
     monkeypatch.delenv(ROOT_ENV, raising=False)
-    assert set(roots.open_store(default=tmp_path / "c").ids()) == {job_a, job_b}
-    assert roots.open_store(default=a).job_dir(job_b) == b.resolve() / job_b
+    assert set(open_store(default=tmp_path / "c").ids()) == {job_a, job_b}
+    assert open_store(default=a).job_dir(job_b) == b.resolve() / job_b
     monkeypatch.setenv(ROOT_ENV, str(b))
-    assert roots.open_store(default=a).ids() == [job_b]
-    assert roots.open_store(str(a)).ids() == [job_a]
+    assert open_store(default=a).ids() == [job_b]
+    assert open_store(str(a)).ids() == [job_a]
 
 
 def test_the_index_is_recent_first_bounded_and_pruned(

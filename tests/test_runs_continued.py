@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.tracking.runs import RunsReader
 
 

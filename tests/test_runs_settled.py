@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain.manager import JobManager
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, now_iso
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.jobs.manager import JobManager
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus, now_iso
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 from jupyter_disttrain.tracking.sources import SETTLED_SECONDS
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain.errors import InvalidSpecError, UnknownJobError
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, Volume
-from jupyter_disttrain.store import JobRecord, JobStore, default_root
+from jupyter_disttrain.model.errors import InvalidSpecError, UnknownJobError
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, Volume
+from jupyter_disttrain.storage.store import JobRecord, JobStore, default_root
 
 
 def _create(store: JobStore, name: str = "demo", created: str | None = None) -> str:

@@ -16,9 +16,9 @@ from jupyter_disttrain import api
 from jupyter_disttrain.backends.local import backend as backend_module
 from jupyter_disttrain.backends.local.backend import LocalBackend, cpu_count
 from jupyter_disttrain.commands import run_subcommand
-from jupyter_disttrain.errors import DistTrainError, InvalidSpecError, UnknownJobError
-from jupyter_disttrain.specs import RESERVED_ENV, JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.model.errors import DistTrainError, InvalidSpecError, UnknownJobError
+from jupyter_disttrain.model.specs import RESERVED_ENV, JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 
 def finished_job(store: JobStore, name: str = "done", log: bytes = b"hello\n") -> str:
@@ -123,8 +123,8 @@ def test_a_submit_that_fills_the_disk_removes_what_it_made(tmp_path: Path) -> No
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
         from jupyter_disttrain import api
-        from jupyter_disttrain.errors import DistTrainError
-        from jupyter_disttrain.store import JobStore
+        from jupyter_disttrain.model.errors import DistTrainError
+        from jupyter_disttrain.storage.store import JobStore
         try:
             api.submit("x = 1\\n", store=JobStore({str(root)!r}), accelerator="cpu",
                        files={{"captured_big.npy": b"0" * (1 << 20)}})
@@ -163,7 +163,7 @@ KILLED_BEFORE_LAUNCH = """
 import os, signal, sys
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local import backend
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 backend.spawn_launcher = lambda *_: os.kill(os.getpid(), signal.SIGKILL)
 api.submit("print(1)\\n", store=JobStore(sys.argv[1]), name="cut", accelerator="cpu")

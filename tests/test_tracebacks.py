@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from jupyter_disttrain import tracebacks as tb
+from jupyter_disttrain.model import tracebacks as tb
 from jupyter_disttrain.packaging import package_cell
 from jupyter_disttrain.packaging.origins import CELL_LABEL, ORIGINS_FILE
 

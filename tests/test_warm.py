@@ -21,8 +21,8 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local import warm
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 # What a rank sees of its own start: compared between a warm and a cold rank.
 PROBE = r"""

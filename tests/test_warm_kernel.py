@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.local import warm
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.notebook_helpers import run_cells
 
 DDP_CELL = """%%distrun --gpus 2 --name soak

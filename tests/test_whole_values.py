@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain import intake, kernelenv, specs
 from jupyter_disttrain.backends.kubernetes import manifests, options, planning, podmetrics
 from jupyter_disttrain.backends.slurm import options as slurm_options
 from jupyter_disttrain.backends.slurm.parse import SlurmOutputError, parse_time
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobSpec, Volume
+from jupyter_disttrain.jobs import intake
+from jupyter_disttrain.model import specs
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobSpec, Volume
+from jupyter_disttrain.notebook import kernelenv
 
 
 def _claim(claim: str) -> None:

@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain import api, widgets
-from jupyter_disttrain.errors import BackendError
-from jupyter_disttrain.payloads import Failure, GpuSample, ReplicaResources, Resources, ResourceSample
-from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain import api
+from jupyter_disttrain.model.errors import BackendError
+from jupyter_disttrain.model.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+from jupyter_disttrain.notebook import textview, widgets
+from jupyter_disttrain.payloads.jobs import Failure
+from jupyter_disttrain.payloads.monitoring import GpuSample, ReplicaResources, Resources, ResourceSample
+from jupyter_disttrain.storage.store import JobStore
 
 
 def _status(phase: JobPhase, *replica_phases: JobPhase, reason: str | None = None) -> JobStatus:
@@ -50,7 +52,7 @@ class _Tty(io.StringIO):
 
 
 def test_log_tail_collapses_progress_bars_per_replica_and_strips_ansi() -> None:
-    tail = widgets.LogTail(size=5)
+    tail = textview.LogTail(size=5)
     tail.add(_line("\x1b[32mstart\x1b[0m"))
     for pct in (10, 50, 90):
         tail.add(_line(f"{pct}%|###|\r", rank=0))
@@ -61,7 +63,7 @@ def test_log_tail_collapses_progress_bars_per_replica_and_strips_ansi() -> None:
 
 
 def test_log_tail_keeps_a_bar_when_only_its_newline_follows() -> None:
-    tail = widgets.LogTail()
+    tail = textview.LogTail()
     tail.add(_line("50%\r"))
     tail.add(_line(""))
     tail.add(_line("next"))
@@ -69,7 +71,7 @@ def test_log_tail_keeps_a_bar_when_only_its_newline_follows() -> None:
 
 
 def test_log_tail_keeps_last_segment_of_a_multi_redraw_chunk_and_drops_oldest() -> None:
-    tail = widgets.LogTail(size=2)
+    tail = textview.LogTail(size=2)
     tail.add(_line("a"))
     tail.add(_line("1%\r2%\r3%\r"))
     tail.add(LogLine(text="hello", replica="worker-0", offset="9"))
@@ -78,7 +80,7 @@ def test_log_tail_keeps_last_segment_of_a_multi_redraw_chunk_and_drops_oldest() 
 
 def test_text_view_prints_each_phase_change_once_and_the_lines() -> None:
     out = io.StringIO()
-    view = widgets.TextView("mnist-ddp-k3x9q", "mnist-ddp", stream=out)
+    view = textview.TextView("mnist-ddp-k3x9q", "mnist-ddp", stream=out)
     view.update(_status(JobPhase.RUNNING, JobPhase.RUNNING, JobPhase.PENDING))
     view.update(_status(JobPhase.RUNNING, JobPhase.RUNNING, JobPhase.PENDING))
     view.append([_line("epoch 0 loss 1.0"), _line("50%|##\r"), _line("epoch 0 loss 0.9", rank=1)])
@@ -94,7 +96,7 @@ def test_text_view_prints_each_phase_change_once_and_the_lines() -> None:
 
 def test_text_view_redraws_progress_in_a_terminal() -> None:
     out = _Tty()
-    view = widgets.TextView("j-1", "j", stream=out)
+    view = textview.TextView("j-1", "j", stream=out)
     view.append([_line("10%\r"), _line("20%\r"), _line("done")])
     view.close()
     assert out.getvalue() == "\r[rank0] 10%\r[rank0] 20%\r[rank0] done\n"
@@ -106,7 +108,7 @@ def test_make_view_outside_a_kernel_is_text_and_reads_the_name(
     monkeypatch.delenv(widgets.VIEW_ENV, raising=False)
     (tmp_path / "job.json").write_text(json.dumps({"spec": {"name": "mnist-ddp"}}))
     view = widgets.make_view("mnist-ddp-k3x9q", str(tmp_path), lambda: None)
-    assert isinstance(view, widgets.TextView)
+    assert isinstance(view, textview.TextView)
     assert view.name == "mnist-ddp"
     # no job.json yet: the id stands in for the name
     assert widgets.make_view("x-1", str(tmp_path / "missing"), lambda: None).name == "x-1"  # type: ignore[attr-defined]
@@ -170,8 +172,8 @@ def test_in_a_real_kernel_the_cell_shows_a_widget_with_a_live_text_fallback(
     (tmp_path / "job.json").write_text(json.dumps({"spec": {"name": "mnist-ddp"}}))
     code = textwrap.dedent(
         f"""
-        from jupyter_disttrain.widgets import make_view, WidgetView
-        from jupyter_disttrain.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
+        from jupyter_disttrain.notebook.widgets import make_view, WidgetView
+        from jupyter_disttrain.model.specs import JobPhase, JobStatus, LogLine, ReplicaStatus
         view = make_view("mnist-ddp-k3x9q", {str(tmp_path)!r}, lambda: None)
         assert isinstance(view, WidgetView), type(view)
         reps = [ReplicaStatus(name=f"rank{{i}}", index=i, phase=JobPhase.RUNNING) for i in range(2)]
@@ -210,13 +212,13 @@ def test_both_views_show_the_root_cause_ranks_last_lines_once_the_job_failed(
     long = "ZeroDivisionError: x" + "y" * 900
     cause = [_line("Traceback (most recent call last):", rank=1), _line(long, rank=1)]
     out = io.StringIO()
-    text = widgets.TextView("j-1", "j", stream=out)
+    text = textview.TextView("j-1", "j", stream=out)
     text.append([_line("50%|##\r")])  # a bar still pending on screen ends before the summary
     text.failure(_story(), cause)
     assert out.getvalue().splitlines() == [
         "rank-1 failed first; its last lines:",
         "[rank1] Traceback (most recent call last):",
-        "[rank1] ZeroDivisionError: x" + "y" * (widgets.LINE_CHARS - len("[rank1] ZeroDivisionError: x")),
+        "[rank1] ZeroDivisionError: x" + "y" * (textview.LINE_CHARS - len("[rank1] ZeroDivisionError: x")),
     ]
 
     monkeypatch.setenv(widgets.VIEW_ENV, "widget")
@@ -273,7 +275,7 @@ def test_the_text_forms_tell_the_failure_as_the_job_layer_decided_it(monkeypatch
         "  rank-1 failed first: ValueError: bad (In [3], line 9)",
     ]
     out = io.StringIO()
-    widgets.TextView("j-1", "j", stream=out).failure(story, raw)
+    textview.TextView("j-1", "j", stream=out).failure(story, raw)
     assert out.getvalue() == "rank-1 failed first: ValueError: bad (In [3], line 9)\n"
 
 
@@ -281,7 +283,7 @@ def test_a_multi_line_status_message_keeps_the_summary_on_one_line() -> None:
     status = _status(JobPhase.FAILED, JobPhase.FAILED, reason="Error")
     status.message = "rank-1 exited with code 1: ValueError: bad\nTraceback (most recent call last):\n  ..."
     expected = "distrun j (j-1): Failed - Error: rank-1 exited with code 1: ValueError: bad"
-    assert widgets.summary("j", "j-1", status) == expected
+    assert textview.summary("j", "j-1", status) == expected
 
 
 def test_widget_view_groups_replicas_by_role_when_a_job_has_several(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -318,14 +320,14 @@ def _replica(*samples: ResourceSample, quiet: bool = False, ended: bool = False)
 
 
 def test_a_chip_shows_cpu_and_memory_and_the_gpu_only_where_there_is_one() -> None:
-    assert widgets.chip_usage(_sample(1)) == "CPU 98% · 312 MB"
-    assert widgets.chip_usage(_sample(1, cpu=0.42, rss=1536)) == "CPU 0.4% · 1.50 KB"
+    assert textview.chip_usage(_sample(1)) == "CPU 98% · 312 MB"
+    assert textview.chip_usage(_sample(1, cpu=0.42, rss=1536)) == "CPU 0.4% · 1.50 KB"
     gpus = [GpuSample(index=0, util_percent=70, mem_used_bytes=2 * 1024**3, mem_total_bytes=16 * 1024**3)]
     gpus.append(GpuSample(index=1, util_percent=30, mem_used_bytes=1024**3, mem_total_bytes=16 * 1024**3))
-    assert widgets.chip_usage(_sample(1, gpus=gpus)) == "CPU 98% · 312 MB · GPU 50% 3.00 GB"
+    assert textview.chip_usage(_sample(1, gpus=gpus)) == "CPU 98% · 312 MB · GPU 50% 3.00 GB"
     # the rank's own GPU memory, where the sampler could tell it, over what its devices hold
-    assert widgets.chip_usage(_sample(1, gpus=gpus, gpu_mem_bytes=512 * 1024**2)).endswith("GPU 50% 512 MB")
-    assert widgets.chip_usage(_sample(1, gpus=[])) == "CPU 98% · 312 MB"
+    assert textview.chip_usage(_sample(1, gpus=gpus, gpu_mem_bytes=512 * 1024**2)).endswith("GPU 50% 512 MB")
+    assert textview.chip_usage(_sample(1, gpus=[])) == "CPU 98% · 312 MB"
 
 
 def test_the_widget_chips_carry_each_ranks_usage_and_quiet_mark_while_it_runs(
@@ -366,7 +368,7 @@ def test_the_usage_feed_reads_at_the_samplers_pace_from_the_last_now_and_ends_on
             raise BackendError("the kubernetes backend cannot sample this cluster")
         return _resources(1000.0 + len(asked), interval=5)
 
-    feed = widgets.UsageFeed(fetch, clock=lambda: clock[0])
+    feed = textview.UsageFeed(fetch, clock=lambda: clock[0])
     assert feed.poll() is not None
     assert feed.poll() is None  # not due yet
     clock[0] += 5
@@ -399,7 +401,7 @@ def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
     try:
         view = widgets.make_view(job.id, str(job.dir), job.cancel)
         assert isinstance(view, widgets.WidgetView)
-        feed = widgets.UsageFeed(job.resources)
+        feed = textview.UsageFeed(job.resources)
         latest: dict[str, ResourceSample] = {}
 
         def follow_until(done: Callable[[], bool], seconds: float) -> None:
@@ -415,7 +417,7 @@ def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
         follow_until(lambda: latest["rank-0"].cpu_percent >= 10, 30)  # past the ranks' start-up
         for name, sample in latest.items():
             assert f"{name}: Running</span>" in view.chips.value
-            assert html.escape(widgets.chip_usage(sample)) in view.chips.value
+            assert html.escape(textview.chip_usage(sample)) in view.chips.value
         print({n: s.cpu_percent for n, s in latest.items()})
         assert latest["rank-0"].cpu_percent >= 10 and latest["rank-1"].cpu_percent < 5, latest
     finally:
@@ -425,8 +427,8 @@ def test_a_real_jobs_chips_show_the_burning_rank_busy_and_the_sleeping_one_idle(
 def test_the_widget_shows_progress_above_the_log_and_the_text_view_leaves_it_to_the_job(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jupyter_disttrain.progress import Progress
-    from jupyter_disttrain.progressview import progress_html
+    from jupyter_disttrain.model.progress import Progress
+    from jupyter_disttrain.notebook.progress import progress_html
 
     view, found = _widget_view(monkeypatch), Progress(45, 100, 3.0, "tqdm", "train")
     shown = progress_html(found)
@@ -434,6 +436,6 @@ def test_the_widget_shows_progress_above_the_log_and_the_text_view_leaves_it_to_
     children = list(view.widget.children)
     assert view.bar.value == shown and children.index(view.bar) < children.index(view.log)
     out = io.StringIO()
-    text = widgets.TextView("j-1", "j", stream=out)
+    text = textview.TextView("j-1", "j", stream=out)
     text.progress(None, shown)  # tqdm's own bar is in the job's output already
     assert out.getvalue() == ""

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_disttrain import backends, launchers
-from jupyter_disttrain.flags import Flag, JobWords, RunWords, flag_name, flags_of
-from jupyter_disttrain.intake import job_flag_classes
+from jupyter_disttrain.jobs.intake import job_flag_classes
+from jupyter_disttrain.model.flags import Flag, JobWords, RunWords, flag_name, flags_of
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ from __future__ import annotations
 import importlib
 import os
 
-from ..errors import UnknownBackendError
+from ..model.errors import UnknownBackendError
 
 TYPE_CHECKING = False  # not typing's: the launcher imports this package on its critical path
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
     from typing import Any
 
-    from ..store import JobStore
+    from ..storage.store import JobStore
     from .base import Backend
 
 ENTRY_POINT_GROUP = "jupyter_disttrain.backends"

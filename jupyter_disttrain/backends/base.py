@@ -12,17 +12,17 @@ import abc
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
-from ..errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
 from ..launchers import get_launcher
-from ..logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
+from ..model.errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
+from ..model.specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
 from ..monitoring.resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
-from ..payloads import Resources, StackDump
-from ..specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
-from ..store import JobRecord, JobStore
+from ..payloads.monitoring import Resources, StackDump
+from ..storage.logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
+from ..storage.store import JobRecord, JobStore
 from .debugaccess import DebugAccess
 
 if TYPE_CHECKING:  # a protocol: each backend has its own request type
-    from ..specs import LaunchRequest
+    from ..model.specs import LaunchRequest
 
 
 class Backend(DebugAccess, abc.ABC):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, JobEndedError, NoPromptError
+from ..model.errors import BackendError, JobEndedError, NoPromptError
 from ..runtime import contract
 
 if TYPE_CHECKING:
-    from ..specs import JobStatus
-    from ..store import JobRecord, JobStore
+    from ..model.specs import JobStatus
+    from ..storage.store import JobRecord, JobStore
 
 
 class DebugAccess:

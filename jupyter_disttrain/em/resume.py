@@ -40,11 +40,12 @@ def _same(a: str, b: str) -> bool:
 
 
 def declared_step(run_dir: Path, path: str) -> int | None:
-    """The step ``run.checkpoint`` declared for ``path`` in ``run_dir`` (its last declaration)."""
-    from ..runtime.restarts import declared
+    """The step ``run.checkpoint`` declared for ``path`` in ``run_dir`` (its last declaration), as
+    the checkpoint model reads a run's declarations."""
+    from ..runtime.checkpoints import declared
 
-    steps = [step for found, step in declared(run_dir) if _same(found, path)]
-    return next((step for step in reversed(steps) if step is not None), None)
+    said = declared(str(run_dir.parent.parent), run_dir.name).get(os.path.normpath(path))
+    return said.step if said is not None else None
 
 
 def resumed_job() -> dict[str, Any] | None:

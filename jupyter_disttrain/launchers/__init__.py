@@ -9,24 +9,18 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import InvalidSpecError
+from ..model.errors import InvalidSpecError
+from .names import BUILTIN, DEFAULT, NAMES
+
+__all__ = ["DEFAULT", "NAMES", "get_launcher", "launcher_class", "option_classes"]
 
 TYPE_CHECKING = False  # not typing's: the local launch path imports this package
 if TYPE_CHECKING:
     from .base import Launcher
 
-DEFAULT = "torchrun"
-_BUILTIN = {
-    "torchrun": "jupyter_disttrain.launchers.torchrun:TorchrunLauncher",
-    "deepspeed": "jupyter_disttrain.launchers.deepspeed:DeepSpeedLauncher",
-    "mxnet": "jupyter_disttrain.launchers.mxnet:MXNetLauncher",
-    "horovod": "jupyter_disttrain.launchers.horovod:HorovodLauncher",
-}
-NAMES = tuple(_BUILTIN)
-
 
 def launcher_class(name: str) -> type[Launcher]:
-    target = _BUILTIN.get(name)
+    target = BUILTIN.get(name)
     if target is None:
         raise InvalidSpecError(f"unknown launcher {name!r}; choose one of: {', '.join(NAMES)}")
     module, _, attr = target.partition(":")

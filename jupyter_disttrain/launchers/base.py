@@ -24,9 +24,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import InvalidSpecError
+from ..model.errors import InvalidSpecError
+from ..model.specs import JobSpec
 from ..runtime import contract
-from ..specs import JobSpec
 
 TORCHRUN = "torchrun"
 PROCESS = "process"

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InvalidSpecError
-from ..flags import option
-from ..specs import JobSpec
+from ..model.errors import InvalidSpecError
+from ..model.flags import option
+from ..model.specs import JobSpec
 from .base import LaunchContext, Launcher, Role
 
 CONFIG_FILE = "ds_config.json"

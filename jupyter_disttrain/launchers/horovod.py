@@ -20,8 +20,8 @@ import importlib.util
 import posixpath
 from pathlib import Path
 
-from ..errors import InvalidSpecError
-from ..specs import JobSpec
+from ..model.errors import InvalidSpecError
+from ..model.specs import JobSpec
 from . import horovod_entry
 from .base import HOROVODRUN, TORCHRUN, LaunchContext, Launcher, Role
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidSpecError
-from ..flags import option
-from ..specs import JobSpec
+from ..model.errors import InvalidSpecError
+from ..model.flags import option
+from ..model.specs import JobSpec
 from .base import PROCESS, LaunchContext, Launcher, Role
 
 DEFAULT_SERVERS = 1

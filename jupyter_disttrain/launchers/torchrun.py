@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..specs import JobSpec
+from ..model.specs import JobSpec
 from .base import LaunchContext, Launcher, Role
 
 

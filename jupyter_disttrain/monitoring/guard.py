@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidSpecError
-from ..flags import check_values, option
-from ..payloads import GuardState
+from ..model.errors import InvalidSpecError
+from ..model.flags import check_values, option
+from ..payloads.monitoring import GuardState
 from ..runtime import contract
 from ..runtime.atomic import write_json
 
@@ -297,7 +297,7 @@ def write_state(job_dir: Path, state: GuardState | None) -> None:
 
 def read_state(job_dir: Path) -> GuardState | None:
     """What the job's guard last said (None: nothing, or it could not be read)."""
-    from ..safefiles import open_regular
+    from ..storage.safefiles import open_regular
 
     try:
         with open_regular(job_dir / contract.GUARD_FILE) as f:

@@ -24,12 +24,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..payloads import Incident, IncidentSummary, RankDiagnosis
+from ..model.specs import now_iso
+from ..model.tracebacks import LineMap
+from ..payloads.monitoring import Incident, IncidentSummary, RankDiagnosis
 from ..runtime import contract, debugsock
 from ..runtime.atomic import write_atomic
-from ..safefiles import open_regular
-from ..specs import now_iso
-from ..tracebacks import LineMap
+from ..storage.safefiles import open_regular
 from . import flightrec, verdict
 
 DUMPS = ".dumps.json"  # beside an incident: what was read of each rank
@@ -76,7 +76,7 @@ def collect_here(
 
 def rank_records(job_dir: Path, replicas: list[str]) -> dict[str, dict[str, Any]]:
     """The records (``ranks/<replica>.json``) of those of ``replicas`` that have one."""
-    from ..store import read_json
+    from ..storage.store import read_json
 
     out = {}
     for name in replicas:
@@ -88,7 +88,7 @@ def rank_records(job_dir: Path, replicas: list[str]) -> dict[str, dict[str, Any]
 
 
 def _runs(rec: dict[str, Any], job_id: str) -> bool:
-    from .. import procs
+    from ..storage import procs
 
     return rec.get("exit_code") is None and procs.runs_job(int(rec["pid"]), job_id)
 

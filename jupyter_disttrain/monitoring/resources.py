@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..payloads import GpuSample, ReplicaResources, Resources, ResourceSample
+from ..model.specs import ReplicaStatus, iso_seconds
+from ..payloads.monitoring import GpuSample, ReplicaResources, Resources, ResourceSample
 from ..runtime import contract
 from ..runtime.sampler import parse_samples, read_series
-from ..specs import ReplicaStatus, iso_seconds
-from ..store import read_json
+from ..storage.store import read_json
 
 QUIET_FACTOR = 10
 QUIET_FLOOR = 20.0

@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import BackendError, InvalidSpecError
-from ..payloads import StackDump
+from ..model.errors import BackendError, InvalidSpecError
+from ..payloads.monitoring import StackDump
 from ..runtime import contract
-from ..safefiles import fd_beneath
+from ..runtime.regularfile import fd_beneath
 
 METHODS = ("auto", "py-spy", "faulthandler")
 STACK_WAIT = 5.0  # seconds the faulthandler dump may take to appear
@@ -136,8 +136,8 @@ def dump_stack(replica: str, pid: int, job_dir: Path, method: str = "auto") -> S
 def dump_replica(job_dir: Path, job_id: str, replica: str, method: str = "auto") -> StackDump:
     """The stacks of ``replica`` of the job in ``job_dir``: a process of this machine, as its
     rank record names it (never a pid that another process reuses now)."""
-    from ..procs import runs_job
-    from ..store import read_json
+    from ..storage.procs import runs_job
+    from ..storage.store import read_json
 
     try:
         rec = read_json(job_dir / contract.RANKS_DIR / contract.record_file(replica))

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..payloads import ResourceHours
+from ..model.specs import JobStatus, iso_seconds, now_iso, request_device
+from ..payloads.monitoring import ResourceHours
 from ..runtime import contract
 from ..runtime.sampler import MAX_BYTES, parse_samples
-from ..specs import JobStatus, iso_seconds, now_iso, request_device
 
 if TYPE_CHECKING:
-    from ..store import JobRecord
+    from ..storage.store import JobRecord
 
 PRICES_ENV = "DISTTRAIN_PRICES"  # {"gpu": 2.5, "core": 0.04, "currency": "USD", "backends": {...}}
 _READ = 4 * MAX_BYTES  # bytes of a series read at once, at most
@@ -101,7 +101,7 @@ TAILS = UsageTails()
 
 def _exit_cpu(job_dir: Path, replica: str) -> float | None:
     """The CPU seconds a rank's wrapper counted at its exit (its last start's)."""
-    from ..store import read_json
+    from ..storage.store import read_json
 
     try:
         value = read_json(job_dir / contract.RANKS_DIR / contract.record_file(replica)).get("cpu_seconds")

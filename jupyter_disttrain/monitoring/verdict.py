@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import tracebacks
-from ..payloads import RankDiagnosis
-from ..safefiles import open_regular
-from ..tracebacks import Frame, LineMap
+from ..model import tracebacks
+from ..model.tracebacks import Frame, LineMap
+from ..payloads.monitoring import RankDiagnosis
+from ..storage.safefiles import open_regular
 from .flightrec import Analysis, Finding, Op, Position
 
 ORIGINS_BYTES = 4 * 2**20  # a line map larger than this (a huge notebook) is not read

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import PackagingError
+from ..model.errors import PackagingError
 from ..tracking.hparams import HPARAM_NAMES, MASKED, from_namespace, masked_keys
 from .checks import check_script, script_blocks
 from .explain import explain

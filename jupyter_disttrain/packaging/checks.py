@@ -15,7 +15,7 @@ import ast
 import symtable
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
-from ..errors import PackagingError
+from ..model.errors import PackagingError
 from .history import HistoryIndex
 from .pitfalls import Block, Pitfall, Target, check_blocks, silenced_codes
 from .resolve import Item

@@ -95,7 +95,7 @@ def rebuild_call(script: str, cls: str) -> str | None:
     """The call that built the script's ``cls`` object, as written (``Net(128)``,
     ``torch.optim.SGD(model.parameters(), lr=0.1)``): its last one in the script, one with
     literal arguments preferred. The kernel runs it to rebuild a value that came back
-    (``jobvalues.py``), as the load cell does to load a checkpoint."""
+    (``jobs/values.py``), as the load cell does to load a checkpoint."""
     calls = sorted((c for _, c in _class_calls(script, [cls])), key=lambda c: (c.lineno, c.col_offset))
     literal = [c for c in calls if all(_is_literal(a) for a in [*c.args, *(k.value for k in c.keywords)])]
     chosen = (literal or calls)[-1:]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tracebacks import ORIGINS_FILE as ORIGINS_FILE  # a side file of the job (beside the script)
+from ..model.tracebacks import ORIGINS_FILE as ORIGINS_FILE  # a side file of the job (beside the script)
 
 _MARK = re.compile(r"In \[(\d+)\](?: line (\d+))?")
 _SUFFIX = re.compile(r"\s+# In \[\d+\](?:, In \[\d+\])*$")

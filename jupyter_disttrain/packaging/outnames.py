@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from ..errors import InvalidSpecError
+from ..model.errors import InvalidSpecError
 
 # What an assignment's value surely is, by the shape of its expression.
 _FUNCTION, _CLASS, _MODULE = "a function", "a class", "a module"

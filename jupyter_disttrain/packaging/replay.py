@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import PackagingError
+from ..model.errors import PackagingError
 from .argeffects import changes_argument, flat_targets, root
 from .history import REPLAY_MARK, HistoryIndex, Statement
 

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import PackagingError
+from ..model.errors import PackagingError
 from .history import Definition, HistoryIndex, Statement
 from .replay import Slicer
 from .scopes import IPYTHON_BUILTINS, NameUse, analyze

@@ -24,8 +24,10 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 
+from . import checkpoints
+from .checkpoints import SCAN_LIMIT, SETTLE_SECONDS, Budget, Declared, Found, order, with_step
 from .regularfile import open_binary, read_head
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".tar")
@@ -37,8 +39,6 @@ DCP_SUFFIX = ".distcp"
 DEEPSPEED_LATEST = "latest"
 DEEPSPEED_MODEL = "_model_states.pt"
 DEEPSPEED_OPTIM = "_optim_states.pt"
-# A file written to within this many seconds may still be growing: not complete yet.
-SETTLE_SECONDS = 2.0
 MAX_DEPTH = 8
 # Files already read, by (root, path): (inode, size, mtime_ns) and what they were. A file that
 # was whole, or no checkpoint, and has not changed is not opened again (a listing polled every
@@ -56,28 +56,6 @@ _EPOCH = re.compile(r"epoch[=_-]?(\d+)", re.I)
 _BARE = re.compile(r"^[A-Za-z]*[_-]?(\d+)$")  # "model_000100", "100"
 
 
-@dataclass(frozen=True)
-class Found:
-    path: str  # absolute
-    kind: str  # "torch" | "lightning" | "deepspeed" | "dcp"
-    step: int | None
-    epoch: int | None
-    step_source: str | None  # "name" | "metadata" | None
-    mtime: float  # when its last file was written
-    size: int  # bytes; a directory's files summed
-    complete: bool
-    world_size: int | None  # DeepSpeed ZeRO: the number of optimizer shards
-
-
-class Budget:
-    """Directory entries a scan may still look at: one budget can bound a whole listing (the
-    checkpoint dir and every declared path); ``hit`` says entries were left out for want of it."""
-
-    def __init__(self, limit: int) -> None:
-        self.left = limit
-        self.hit = False
-
-
 def scan(
     root: str, *, limit: int = 10_000, settle: float = SETTLE_SECONDS, budget: Budget | None = None
 ) -> list[Found]:
@@ -89,13 +67,13 @@ def scan(
     found: list[Found] = []
     if os.path.isdir(root) and not os.path.islink(root):
         _walk(root, root, 0, budget or Budget(limit), found, time.time() - settle)
-    return sorted(found, key=_order)
+    return sorted(found, key=order)
 
 
 def newest_complete(root: str) -> Found | None:
-    """The newest complete checkpoint under ``root`` (None when there is none)."""
-    complete = [found for found in scan(root) if found.complete]
-    return complete[-1] if complete else None
+    """The newest complete checkpoint under ``root`` (None when there is none), as the model
+    decides it (``checkpoints.newest_complete``)."""
+    return checkpoints.newest_complete(scan(root))
 
 
 def scan_path(
@@ -127,8 +105,58 @@ def scan_path(
     return scan(path, settle=settle, budget=budget)
 
 
-def _order(found: Found) -> tuple[int, float, str]:
-    return (-1 if found.step is None else found.step, found.mtime, found.path)
+def scan_job(
+    checkpoint_dir: str | None,
+    declared: Mapping[str, Declared],
+    *,
+    settle: float = SETTLE_SECONDS,
+    limit: int = SCAN_LIMIT,
+) -> tuple[list[Found], Budget]:
+    """A job's checkpoints, in ``order``: those of its checkpoint dir and at the paths its runs
+    ``declared`` (a declared path that is one checkpoint gets the step declared with it), within
+    one budget of ``limit`` directory entries (each declared path costs one too: the budget's
+    ``hit`` says some were left). Each is kept once by its real path: declared paths that are the
+    same directory by other names, or lie in a tree already scanned, are not scanned again."""
+    budget = Budget(limit)
+    found: dict[str, Found] = {}
+    real_seen: set[str] = set()
+    scanned: set[str] = set()  # real paths of the trees walked
+
+    def add(top: str, items: list[Found]) -> None:
+        real_top = os.path.realpath(top)  # below it the walk follows no link: the rest maps as is
+        scanned.add(real_top)
+        for item in items:
+            inside = item.path.startswith(top)
+            real = real_top + item.path[len(top) :] if inside else os.path.realpath(item.path)
+            if real not in real_seen:
+                real_seen.add(real)
+                found[item.path] = item
+
+    if checkpoint_dir:
+        add(checkpoint_dir, scan(checkpoint_dir, settle=settle, budget=budget))
+    for path in sorted(declared):
+        if budget.left <= 0:
+            budget.hit = True
+            break
+        budget.left -= 1
+        if path in found or _within(os.path.realpath(path), scanned):
+            continue
+        add(path, scan_path(path, settle=settle, budget=budget))
+    for path, said in declared.items():
+        if path in found and said.step is not None:
+            found[path] = with_step(found[path], said.step, "declared")
+    return sorted(found.values(), key=order), budget
+
+
+def _within(real: str, trees: set[str]) -> bool:
+    """Whether the real path ``real`` is one of ``trees`` or lies in one."""
+    while True:
+        if real in trees:
+            return True
+        parent = os.path.dirname(real)
+        if parent == real:
+            return False
+        real = parent
 
 
 def _entries(folder: str, budget: Budget) -> list[os.DirEntry[str]]:
@@ -425,8 +453,3 @@ def _named(root: str, path: str, *, bare: bool = True) -> tuple[int | None, int 
         if step is not None or epoch is not None:
             return step, epoch
     return None, None
-
-
-def with_step(found: Found, step: int, source: str) -> Found:
-    """``found`` with a step learnt elsewhere (a declaration, the run's logged steps)."""
-    return replace(found, step=step, step_source=source)

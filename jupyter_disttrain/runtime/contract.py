@@ -1,8 +1,8 @@
 """The launch contract's names: the variables a training process gets and the files of a job dir.
 
 Every backend, the rank wrapper, the launcher and the server use these names; the values are
-built in one place, ``jupyter_disttrain/launch.py``. Standard library only: the rank wrapper
-imports this inside the training process.
+built in one place, ``jupyter_disttrain/backends/rankenv.py``. Standard library only: the rank
+wrapper imports this inside the training process.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from .importhook import after_import
 DEFAULT_TIMEOUT = 600.0  # specs.DEBUG_TIMEOUT: --debug-timeout's default
 GROUP_TIMEOUT = timedelta(hours=24)
 QUIT_WAIT = 30.0  # after ``q``: how long the rank waits for the cancel before it ends itself
-# The lines the front ends watch for (``debugging.py`` reads them with the same words).
+# The lines the front ends watch for (``jobs/debug.py`` reads them with the same words).
 STOPPED = "[disttrain] {replica} waits in the debugger at {where}"
 LEFT = "[disttrain] {replica} left the debugger"
 PROMPT = "(Pdb) "

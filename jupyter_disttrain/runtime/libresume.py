@@ -64,7 +64,7 @@ def _default_dirpath(checkpoint_dir: str) -> Any:
 
         @functools.wraps(resolve)
         def resolve_ckpt_dir(self: Any, trainer: Any) -> Any:
-            # The job's root is Lightning's default here (launch.py): the user chose neither.
+            # The job's root is Lightning's default here (backends/rankenv.py): the user chose neither.
             default_root = os.environ.get(contract.LIGHTNING_ROOT_ENV)
             if self.dirpath is None and default_root and _same(trainer.default_root_dir, default_root):
                 return checkpoint_dir

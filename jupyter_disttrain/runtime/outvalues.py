@@ -6,7 +6,7 @@ the ``--out-all`` names, and every rank takes part in gathering a sharded module
 ZeRO-3), which is a collective. Each value is one ``torch.save`` file,
 ``<job dir>/out/rank-N/<name>.pt``, written beside and renamed into place; then ``out/rank-N.json``
 (``contract.OutManifest``) says what came out and what did not, and why. The manifest is the
-commit: a reader (``jobvalues.py``) trusts nothing the manifest does not list.
+commit: a reader (``jobs/values.py``) trusts nothing the manifest does not list.
 
 What may come back: modules and optimizers as their state (``state_dict``, the wrappers taken
 off, tensors on the CPU), which the kernel loads into the cell's own classes; tensors (on the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from typing import BinaryIO
 
 _FLAGS = os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -29,6 +30,24 @@ def open_fd(path: str | os.PathLike[str], flags: int = os.O_RDONLY, dir_fd: int 
         os.close(fd)
         raise
     return fd
+
+
+def fd_beneath(root: str | os.PathLike[str], parts: Sequence[str], flags: int) -> int:
+    """A descriptor of the regular file ``root/parts[0]/.../parts[-1]``, opened one component at
+    a time with ``O_NOFOLLOW`` from the directory before it: no component may be a link (or
+    ``..``), and a link swapped in between a check and the open cannot lead out of ``root``."""
+    if not parts or any(p in ("", ".", "..") or "/" in p or "\0" in p for p in parts):
+        raise ValueError(f"not a path beneath a directory: {'/'.join(parts)!r}")
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | cloexec)
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | cloexec, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        return open_fd(parts[-1], flags, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def open_binary(path: str | os.PathLike[str]) -> BinaryIO:

@@ -4,9 +4,10 @@ A rank is restarted when torchrun restarts its group (``--max-restarts``:
 ``TORCHELASTIC_RESTART_COUNT`` > 0), when Slurm requeues the job (``SLURM_RESTART_COUNT`` > 0), or
 when its replica's record from an earlier start is already in the job dir (``ranks/<replica>.json``:
 a requeue or a replaced process on the same shared job dir). Such a rank gets
-``DISTTRAIN_RESUME_FROM`` = the newest complete checkpoint: in ``DISTTRAIN_CHECKPOINT_DIR`` or
-declared by ``run.checkpoint`` (``runs/*/checkpoints.jsonl``), the one with the highest step (then
-the newest). Without one it keeps what it had (a ``--resume``'s checkpoint, or none).
+``DISTTRAIN_RESUME_FROM`` = the job's newest complete checkpoint, as the checkpoint model
+(``checkpoints.py``) decides it for every reader: in ``DISTTRAIN_CHECKPOINT_DIR`` or declared by
+``run.checkpoint`` (``runs/*/checkpoints.jsonl``), the one with the highest step (then the
+newest). Without one it keeps what it had (a ``--resume``'s checkpoint, or none).
 
 The rank wrapper (``worker.py``) tells a restart and imports this module only then, so a first
 start pays nothing for it. Standard library only.
@@ -14,72 +15,35 @@ start pays nothing for it. Standard library only.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-from . import ckptscan, contract
+from . import checkpoints, ckptscan, contract
+from .checkpoints import Found
 from .importhook import after_import
-from .regularfile import read_head
-
-MAX_DECLARED_BYTES = 4 << 20  # of each run's checkpoints.jsonl
-MAX_RUNS = 100
 
 
-def newest(job_dir: str | None, checkpoint_dir: str | None) -> ckptscan.Found | None:
-    """The newest complete checkpoint of the job: the highest step, then the newest file.
+def newest(job_dir: str | None, checkpoint_dir: str | None) -> Found | None:
+    """The job's newest complete checkpoint (``checkpoints.newest_complete``), in its checkpoint
+    dir or declared by its runs: what ``--resume JOB`` and the listing's ``latest`` name too.
 
     Every rank of the group chooses alone, so each must choose the same: the earlier attempt's
     ranks are all gone when a group restarts, so a checkpoint still settling (written in the last
     ``SETTLE_SECONDS``, which the scan counts as maybe growing) is waited for rather than skipped.
     """
-    found = _candidates(job_dir, checkpoint_dir)
-    recent = max((f.mtime for f in found), default=0.0) + ckptscan.SETTLE_SECONDS - time.time()
+    found = _found(job_dir, checkpoint_dir)
+    recent = max((f.mtime for f in found), default=0.0) + checkpoints.SETTLE_SECONDS - time.time()
     if recent > 0:
         time.sleep(recent + 0.1)
-        found = _candidates(job_dir, checkpoint_dir)
-    complete = [f for f in found if f.complete]
-    return max(complete, key=lambda f: (-1 if f.step is None else f.step, f.mtime)) if complete else None
+        found = _found(job_dir, checkpoint_dir)
+    return checkpoints.newest_complete(found)
 
 
-def _candidates(job_dir: str | None, checkpoint_dir: str | None) -> list[ckptscan.Found]:
-    found = ckptscan.scan(checkpoint_dir) if checkpoint_dir else []
-    for path, step in _declared(job_dir):
-        for one in ckptscan.scan_path(path, limit=1000):
-            found.append(ckptscan.with_step(one, step, "declared") if step is not None else one)
-    return found
-
-
-def _declared(job_dir: str | None) -> list[tuple[str, int | None]]:
-    """(path, step) of every checkpoint the job's runs declared."""
-    runs = os.path.join(job_dir, contract.RUNS_DIR) if job_dir else None
-    if not runs or not os.path.isdir(runs):
-        return []
-    return [
-        found for run in sorted(os.listdir(runs))[:MAX_RUNS] for found in declared(os.path.join(runs, run))
-    ]
-
-
-def declared(run_dir: str | os.PathLike[str]) -> list[tuple[str, int | None]]:
-    """(path, step) of each checkpoint a run declared (``run.checkpoint``), in order; bounded."""
-    try:
-        lines = read_head(os.path.join(run_dir, contract.CHECKPOINTS_FILE), MAX_DECLARED_BYTES).splitlines()
-    except OSError:
-        return []
-    out: list[tuple[str, int | None]] = []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-            step = entry.get("step")
-            out.append(
-                (entry["path"], step if isinstance(step, int) and not isinstance(step, bool) else None)
-            )
-    return out
+def _found(job_dir: str | None, checkpoint_dir: str | None) -> list[Found]:
+    declared = checkpoints.declarations(job_dir) if job_dir else {}
+    return ckptscan.scan_job(checkpoint_dir, declared)[0]
 
 
 def _say(line: str) -> None:

@@ -1,4 +1,6 @@
-"""``--keep-checkpoints N``: keep the newest N complete checkpoints of the job's checkpoint dir.
+"""``--keep-checkpoints N``: keep the newest N complete checkpoints of the job's checkpoint dir,
+newest as the checkpoint model orders them (``checkpoints.py``: a step the job's runs declared for
+one counts, as for a restart, ``--resume JOB`` and the listing).
 
 Rank 0's wrapper (``worker.py``: local and Slurm jobs) or the pod wrapper of rank 0's pod
 (Kubernetes, whose pods run the script under torchrun without ``worker.py``) starts ``start()``:
@@ -19,7 +21,8 @@ import shutil
 import threading
 from collections.abc import Mapping
 
-from . import ckptscan, contract
+from . import checkpoints, ckptscan, contract
+from .checkpoints import SETTLE_SECONDS, Declared
 from .regularfile import read_head
 
 INTERVAL = 10.0  # seconds between prunes (a scan of the dir: see bench/bench_checkpoints.py)
@@ -45,13 +48,25 @@ def pins(job_dir: str) -> tuple[set[str], dict[str, str]]:
     return ({p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()), held
 
 
-def prune(root: str, keep: int, pins: set[str], *, settle: float = ckptscan.SETTLE_SECONDS) -> list[str]:
+def prune(
+    root: str,
+    keep: int,
+    pins: set[str],
+    *,
+    settle: float = SETTLE_SECONDS,
+    declared: Mapping[str, Declared] | None = None,
+) -> list[str]:
     """Delete the complete checkpoints under ``root`` older than its newest ``keep`` complete ones,
-    pinned ones left; the paths deleted. ``settle``: how long a file must be unchanged to count
-    as written (0 once the writer has exited)."""
+    pinned ones left; the paths deleted. Older and newest are the checkpoint model's ``order``, a
+    step the job's runs ``declared`` for a checkpoint counting as for every other reader (the
+    newest complete one is what a restart and ``--resume JOB`` take). ``settle``: how long a file
+    must be unchanged to count as written (0 once the writer has exited)."""
     if keep <= 0:
         return []
-    complete = [f for f in ckptscan.scan(root, settle=settle) if f.complete]
+    top = os.path.join(os.path.abspath(root), "")
+    inside = {path: said for path, said in (declared or {}).items() if path.startswith(top)}
+    found, _ = ckptscan.scan_job(root, inside, settle=settle)
+    complete = [f for f in found if f.complete]  # in the model's order
     doomed = [f.path for f in complete[:-keep] if f.path not in pins]
     for path in doomed:
         try:
@@ -80,11 +95,11 @@ def start(rank: int, env: Mapping[str, str] = os.environ) -> threading.Thread | 
 
     def loop() -> None:
         while not stop.wait(INTERVAL):
-            prune(root, keep, pinned(job_dir))
+            prune(root, keep, pinned(job_dir), declared=checkpoints.declarations(job_dir))
 
     def last() -> None:
         stop.set()
-        prune(root, keep, pinned(job_dir), settle=0.0)
+        prune(root, keep, pinned(job_dir), settle=0.0, declared=checkpoints.declarations(job_dir))
 
     thread = threading.Thread(target=loop, name="disttrain-retention", daemon=True)
     thread.start()

@@ -13,11 +13,10 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, default, validate
 
 from ..backends import default_backend_name
-from ..errors import InvalidSpecError
-from ..intake import MAX_LOG_LIMIT
-from ..jobdiagnosis import check_settings
-from ..roots import open_store
-from ..store import ROOT_ENV
+from ..jobs.diagnosis import check_settings
+from ..jobs.intake import MAX_LOG_LIMIT
+from ..model.errors import InvalidSpecError
+from ..storage.store import ROOT_ENV, open_store
 from . import routes
 from .caching_store import CachingJobStore
 from .context import SETTINGS_KEY, ServerContext
@@ -210,7 +209,7 @@ class DistTrainApp(ExtensionApp):
         )
 
     def _start_warm(self) -> None:
-        from ..warmup import start
+        from ..jobs.warmup import start
 
         # Off: the kernels it starts run cold too. On: the zygote ends with this server.
         if start(os.environ, enabled=self.warm_start, parent=os.getpid()) is not None:
@@ -218,7 +217,7 @@ class DistTrainApp(ExtensionApp):
 
     def _start_guard(self) -> None:
         """Guard the jobs no launcher of ours guards (Kubernetes'), while this server runs."""
-        from ..jobguard import ServerGuard
+        from ..jobs.guard import ServerGuard
 
         self._guard_stop = threading.Event()
         guard = ServerGuard(self._context.service.manager)

@@ -15,9 +15,9 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import UnknownJobError
-from ..specs import JobStatus, validate_job_id
-from ..store import JobRecord, JobStore, checked_record, read_json, read_status_file
+from ..model.errors import UnknownJobError
+from ..model.specs import JobStatus, validate_job_id
+from ..storage.store import JobRecord, JobStore, checked_record, read_json, read_status_file
 
 
 class CachingJobStore(JobStore):

@@ -26,8 +26,7 @@ from urllib.parse import quote
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from .. import jobcheckpoints
-from ..safefiles import is_real_file, open_regular
+from ..storage.safefiles import is_real_file, open_regular
 from .handlers import ArtifactHandler, DistTrainHandler
 
 log = logging.getLogger(__name__)
@@ -78,8 +77,8 @@ class CheckpointDownloadHandler(ArtifactHandler):
 
     @web.authenticated
     async def get(self, job_id: str, checkpoint: str) -> None:
-        manager = self.ctx.service.manager
-        found = await self.call(jobcheckpoints.downloadable, manager, job_id, checkpoint)
+        checkpoints = self.ctx.service.manager.job_checkpoints
+        found = await self.call(checkpoints.downloadable, job_id, checkpoint)
         name = os.path.basename(found.path)
         if not os.path.isdir(found.path):
             await self.send_file(await self.call(open_regular, found.path), name)

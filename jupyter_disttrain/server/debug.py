@@ -11,9 +11,9 @@ from typing import Any
 
 from tornado import web
 
-from ..debugging import exchange
-from ..errors import InvalidSpecError
-from ..manager import JobManager
+from ..jobs.debug import exchange
+from ..jobs.manager import JobManager
+from ..model.errors import InvalidSpecError
 from ..payloads import to_json
 from .handlers import DistTrainHandler
 

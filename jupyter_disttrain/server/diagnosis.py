@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from tornado import web
 
-from .. import jobdiagnosis
 from ..payloads import to_json
 from .handlers import DistTrainHandler
 
@@ -18,8 +17,8 @@ class DiagnoseHandler(DistTrainHandler):
 
     @web.authenticated
     async def post(self, job_id: str) -> None:
-        manager = self.ctx.service.manager
-        incident = await self.call_in(self.ctx.cancel_executor, jobdiagnosis.diagnose, manager, job_id)
+        diagnoses = self.ctx.service.manager.diagnoses
+        incident = await self.call_in(self.ctx.cancel_executor, diagnoses.diagnose, job_id)
         self.write_json(to_json(incident), status=201)
 
 
@@ -28,5 +27,5 @@ class IncidentHandler(DistTrainHandler):
 
     @web.authenticated
     async def get(self, job_id: str, name: str) -> None:
-        incident = await self.call(jobdiagnosis.incident, self.ctx.service.manager, job_id, name)
+        incident = await self.call(self.ctx.service.manager.diagnoses.incident, job_id, name)
         self.write_json(to_json(incident))

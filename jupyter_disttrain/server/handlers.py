@@ -23,7 +23,8 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..errors import (
+from ..jobs.manager import JobManager
+from ..model.errors import (
     BackendError,
     DistTrainError,
     InvalidSpecError,
@@ -36,9 +37,10 @@ from ..errors import (
     UnknownReplicaError,
     UnknownRunError,
 )
-from ..manager import JobManager
-from ..payloads import JobList, ServerInfo, TensorBoardList, to_json
-from ..specs import to_plain, validate_job_id
+from ..model.specs import to_plain, validate_job_id
+from ..payloads import to_json
+from ..payloads.jobs import JobList, ServerInfo
+from ..payloads.runs import TensorBoardList
 from .context import SETTINGS_KEY, ServerContext
 
 _T = TypeVar("_T")
@@ -273,7 +275,7 @@ class LogsHandler(DistTrainHandler):
 class LogStreamHandler(DistTrainHandler):
     """Server-sent events: batches of new lines as they are written, then ``end``.
 
-    Each batch is one step of ``JobManager.follow`` from the last resume token (the status,
+    Each batch is one step of ``JobLogs.follow`` from the last resume token (the status,
     then a bounded read), done in the thread pool, so no thread outlives a disconnect and no
     file is read whole; the token is the event id, so a client that reconnects with
     ``Last-Event-ID`` gets each line exactly once.
@@ -344,7 +346,7 @@ def _read_batch(
     manager: JobManager, job_id: str, replica: str | None, offset: str | None, tail: int | None, limit: int
 ) -> _Batch:
     """One step of following, encoded as an event in the worker thread to spare the event loop."""
-    step = manager.follow(job_id, offset, replica=replica, tail=tail, limit=limit)
+    step = manager.logs.follow(job_id, offset, replica=replica, tail=tail, limit=limit)
     page = step.page
     runs = [to_plain(run) for run in page.runs]
     event = _sse("lines", {"runs": runs, "offset": page.offset}, event_id=page.offset) if runs else None
@@ -455,7 +457,7 @@ class InfoHandler(DistTrainHandler):
 
     @web.authenticated
     async def get(self) -> None:
-        from .. import __version__
+        from .._version import __version__
         from ..backends import backend_names
 
         service = self.ctx.service

@@ -1,29 +1,22 @@
 """What the REST API does with jobs: ``JobManager``'s answers as JSON, and the submit body's checks.
 
 Every method is blocking (files, cluster calls) and is meant to run in a worker thread. The
-answers are the payloads of ``payloads.py`` as JSON (``docs/rest-api.md``).
+answers are the payloads of ``payloads/`` as JSON (``docs/rest-api.md``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import jobcheckpoints
-from ..errors import InvalidSpecError
-from ..intake import spec_from_json
-from ..jobdiagnosis import runs_with_hours
-from ..manager import JobManager
-from ..payloads import (
-    CancelAnswer,
-    DryRunAnswer,
-    JobScript,
-    JobSummary,
-    RunList,
-    RunQuery,
-    SubmitAnswer,
-    to_json,
-)
-from ..store import JobStore
+from ..jobs.checkpoints import which_of
+from ..jobs.diagnosis import runs_with_hours
+from ..jobs.intake import spec_from_json
+from ..jobs.manager import JobManager
+from ..model.errors import InvalidSpecError
+from ..payloads import to_json
+from ..payloads.jobs import CancelAnswer, DryRunAnswer, JobScript, JobSummary, SubmitAnswer
+from ..payloads.runs import RunList, RunQuery
+from ..storage.store import JobStore
 
 
 class JobService:
@@ -46,8 +39,8 @@ class JobService:
         return to_json(JobScript(job_id, record.spec.entrypoint, self.store.read_script(job_id)))
 
     def read_logs(self, job_id: str, **query: Any) -> dict[str, Any]:
-        """A log page (``JobManager.log_page``'s query: replica, offset, tail, limit)."""
-        return to_json(self.manager.log_page(job_id, **query))
+        """A log page (``JobLogs.page``'s query: replica, offset, tail, limit)."""
+        return to_json(self.manager.logs.page(job_id, **query))
 
     def resources(self, job_id: str, since: float | None = None) -> dict[str, Any]:
         """Every replica's resource samples newer than ``since`` (``JobManager.resources``)."""
@@ -97,7 +90,7 @@ class JobService:
 
     def checkpoint_code(self, job_id: str, checkpoint: str) -> dict[str, Any]:
         """``CheckpointCode``: a cell loading the checkpoint with the script's model class."""
-        return to_json(jobcheckpoints.load_code(self.manager, job_id, checkpoint))
+        return to_json(self.manager.job_checkpoints.load_code(job_id, checkpoint))
 
     def resume(self, job_id: str, body: Any) -> dict[str, Any]:
         """Submit the job again from ``{"checkpoint": "latest" | STEP | "<id>"}``: ``ResumeAnswer``."""
@@ -105,10 +98,10 @@ class JobService:
             body = {}
         if not isinstance(body, dict) or set(body) - {"checkpoint"}:
             raise InvalidSpecError('send a JSON object {"checkpoint": "latest" | STEP | "<checkpoint id>"}')
-        which = jobcheckpoints.which_of(body.get("checkpoint", "latest"))
+        which = which_of(body.get("checkpoint", "latest"))
         self.store.read_record(job_id)  # an unknown job is a 404, not a bad checkpoint
         try:
-            answer = jobcheckpoints.resume_job(self.manager, job_id, which)
+            answer = self.manager.resume(job_id, which)
         except InvalidSpecError as exc:
             raise InvalidSpecError(f"checkpoint: {exc}") from None
         return to_json(answer)
@@ -117,7 +110,7 @@ class JobService:
         """Submit the job's own spec and script again, from the start: ``SubmitAnswer``."""
         if body not in (None, {}):
             raise InvalidSpecError("send no body (or {}): the job's own spec and script are submitted again")
-        return to_json(jobcheckpoints.resubmit_job(self.manager, job_id))
+        return to_json(self.manager.resubmit(job_id))
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return to_json(CancelAnswer(self.manager.cancel(job_id)))

@@ -33,14 +33,14 @@ from urllib.parse import quote, unquote
 
 from jupyter_server.utils import url_path_join
 
-from ..errors import BackendError, InvalidSpecError, UnknownJobError
-from ..payloads import ALL_JOBS, TensorBoardInfo
-from ..specs import validate_job_id
+from ..model.errors import BackendError, InvalidSpecError, UnknownJobError
+from ..model.specs import validate_job_id
+from ..payloads.runs import ALL_JOBS, TensorBoardInfo
 
 if TYPE_CHECKING:
     from simpervisor import SupervisedProcess
 
-    from ..store import JobStore
+    from ..storage.store import JobStore
 
 PROXY_PREFIX = "disttrain/tensorboard"
 UPSTREAM_HOST = "localhost"  # a name only: requests go to the instance's Unix socket

@@ -1,45 +1,35 @@
 """A job's checkpoints, as the REST API, the CLI and resume see them (README "Checkpoints").
 
-The index is what ``runtime/ckptscan.py`` finds in the job's checkpoint dir
-(``DISTTRAIN_CHECKPOINT_DIR``) plus what its runs declared with ``run.checkpoint(path,
-step=...)`` (``runs/<run>/checkpoints.jsonl``, anywhere on disk). A checkpoint whose name says
-no step gets the step the run logged last before it was written; each gets the run's metrics at
-its step. Ids are stable: a hash of the path (relative to the job dir when inside it).
+The index is the job's checkpoints as the checkpoint model has them (``runtime/checkpoints.py``:
+its checkpoint dir and what its runs declared, in the model's order, the newest complete one
+marked ``latest``), with what em's run says of each: a checkpoint whose name says no step gets
+the step the run logged last before it was written, and each gets the run's metrics at its step.
+Ids are the model's (``checkpoint_id``: a hash of the path, relative to the job dir when inside).
 
 Every read is bounded: the scan (entries and depth: one budget for the checkpoint dir and every
-declared path together), the last MiB of each declarations file, and the run's metrics, read on
-from where the last listing stopped and thinned past MAX_HISTORY points.
+declared path together), the declarations as the model reads them, and the run's metrics, read
+on from where the last listing stopped and thinned past MAX_HISTORY points.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
-import json
 import os
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..payloads import Checkpoint, CheckpointUsage, MetricValue, RunPoint
-from ..runtime import ckptscan
-from ..runtime.contract import CHECKPOINTS_DIR, CHECKPOINTS_FILE, METRICS_FILE, RUNS_DIR
-from ..safefiles import open_beneath
+from ..payloads.checkpoints import Checkpoint, CheckpointUsage
+from ..payloads.runs import MetricValue, RunPoint
+from ..runtime import checkpoints, ckptscan
+from ..runtime.checkpoints import SCAN_LIMIT, SETTLE_SECONDS, Declared, Found
+from ..runtime.contract import CHECKPOINTS_DIR, METRICS_FILE, RUNS_DIR
+from ..storage.safefiles import open_beneath
 from .runs import RunsReader, parse_lines
 
-SCAN_LIMIT = 20_000  # directory entries looked at per listing (checkpoint dir and declared paths)
-MAX_DECLARED_BYTES = 1 << 20  # of each run's checkpoints.jsonl: the newest part
-MAX_DECLARED = 1000  # declared paths looked at per run (the newest)
 MAX_HISTORY = 50_000  # points of a run kept to tell the metrics at a checkpoint's step
 READ_BYTES = 8 << 20  # of a run's metrics.jsonl per listing (the next listing reads on)
-
-
-def checkpoint_id(job_dir: Path, path: str) -> str:
-    """``c`` and 12 hex digits of a hash of the path (relative to the job dir when inside it)."""
-    prefix = f"{job_dir}{os.sep}"
-    key = path[len(prefix) :] if path.startswith(prefix) else path
-    return "c" + hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def checkpoint_dir(job_dir: Path) -> Path:
@@ -48,12 +38,6 @@ def checkpoint_dir(job_dir: Path) -> Path:
 
 def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-@dataclass
-class _Declared:
-    run: str
-    step: int | None
 
 
 @dataclass
@@ -109,30 +93,28 @@ class CheckpointIndex:
         *,
         pinned: set[str],
         keep: int,
-        settle: float = ckptscan.SETTLE_SECONDS,
+        settle: float = SETTLE_SECONDS,
         limit: int = SCAN_LIMIT,
     ) -> tuple[list[Checkpoint], CheckpointUsage]:
-        """The job's checkpoints oldest first (by step, then time) and their usage. A file written
-        in the last ``settle`` seconds may still be growing (0 once no process of the job is left).
-        At most ``limit`` directory entries are looked at, the checkpoint dir's and every declared
-        path's together (``usage.more`` says some were left); a checkpoint is listed once however
-        many declared paths reach it."""
+        """The job's checkpoints in the model's order (oldest first) and their usage, the newest
+        complete one its ``latest``. A file written in the last ``settle`` seconds may still be
+        growing (0 once no process of the job is left). At most ``limit`` directory entries are
+        looked at, the checkpoint dir's and every declared path's together (``usage.more`` says
+        some were left); a checkpoint is listed once however many declared paths reach it."""
+        declared = checkpoints.declarations(str(job_dir))
+        found, budget = ckptscan.scan_job(str(checkpoint_dir(job_dir)), declared, settle=settle, limit=limit)
         runs = [run for run in self.runs.run_names(job_dir) if self.runs.record(job_dir, run) is not None]
-        declared = {path: d for run in runs for path, d in _declarations(job_dir, run).items()}
-        found, budget = _found(str(checkpoint_dir(job_dir)), sorted(declared), settle, limit)
         history = self._history(job_dir, runs[-1]) if runs else None
-        out = [
-            self._entry(job_dir, f, declared.get(f.path), history, runs, f.path in pinned)
-            for f in found.values()
-        ]
-        out.sort(key=lambda c: (-1 if c.step is None else c.step, c.time or "", c.path))
-        complete = [c for c in out if c.complete]
+        if history is not None:  # a checkpoint that says no step: the step em logged before it
+            found = sorted((_em_step(f, history) for f in found), key=checkpoints.order)
+        newest = checkpoints.newest_complete(found)
+        out = [self._entry(job_dir, f, declared.get(f.path), history, runs, f.path in pinned) for f in found]
         usage = CheckpointUsage(
             count=len(out),
-            complete=len(complete),
+            complete=sum(1 for c in out if c.complete),
             bytes=sum(c.size for c in out),
             keep=keep,
-            latest=complete[-1].id if complete else None,
+            latest=checkpoints.checkpoint_id(str(job_dir), newest.path) if newest else None,
             more=budget.hit,
         )
         return out, usage
@@ -140,20 +122,15 @@ class CheckpointIndex:
     def _entry(
         self,
         job_dir: Path,
-        found: ckptscan.Found,
-        declared: _Declared | None,
+        found: Found,
+        declared: Declared | None,
         history: _History | None,
         runs: list[str],
         pinned: bool,
     ) -> Checkpoint:
-        step, source = found.step, found.step_source
-        if declared is not None and declared.step is not None:
-            step, source = declared.step, "declared"
-        if step is None and history is not None:
-            step = history.step_at(found.mtime)
-            source = None if step is None else "em"
+        step = found.step
         return Checkpoint(
-            id=checkpoint_id(job_dir, found.path),
+            id=checkpoints.checkpoint_id(str(job_dir), found.path),
             path=found.path,
             kind=found.kind,
             step=step,
@@ -164,7 +141,7 @@ class CheckpointIndex:
             metrics=history.metrics_at(step) if history is not None and step is not None else {},
             run=declared.run if declared is not None else (runs[-1] if runs else None),
             declared=declared is not None,
-            step_source=source,
+            step_source=found.step_source,
             world_size=found.world_size,
             pinned=pinned,
         )
@@ -194,68 +171,9 @@ class CheckpointIndex:
             return history
 
 
-def _found(
-    at: str, declared: list[str], settle: float, limit: int
-) -> tuple[dict[str, ckptscan.Found], ckptscan.Budget]:
-    """What the checkpoint dir ``at`` and the ``declared`` paths hold, by path, within one budget
-    of ``limit`` entries (each declared path costs one too). Each is kept once by its real path:
-    declared paths that are the same directory by other names, or lie in a tree already scanned,
-    are not scanned again."""
-    budget = ckptscan.Budget(limit)
-    found: dict[str, ckptscan.Found] = {}
-    real_seen: set[str] = set()
-    scanned: set[str] = set()  # real paths of the trees walked
-
-    def add(top: str, items: list[ckptscan.Found]) -> None:
-        real_top = os.path.realpath(top)  # below it the walk follows no link: the rest maps as is
-        scanned.add(real_top)
-        for item in items:
-            inside = item.path.startswith(top)
-            real = real_top + item.path[len(top) :] if inside else os.path.realpath(item.path)
-            if real not in real_seen:
-                real_seen.add(real)
-                found[item.path] = item
-
-    add(at, ckptscan.scan(at, settle=settle, budget=budget))
-    for path in declared:
-        if budget.left <= 0:
-            budget.hit = True
-            break
-        budget.left -= 1
-        if path in found or _within(os.path.realpath(path), scanned):
-            continue
-        add(path, ckptscan.scan_path(path, settle=settle, budget=budget))
-    return found, budget
-
-
-def _within(real: str, trees: set[str]) -> bool:
-    """Whether the real path ``real`` is one of ``trees`` or lies in one."""
-    while True:
-        if real in trees:
-            return True
-        parent = os.path.dirname(real)
-        if parent == real:
-            return False
-        real = parent
-
-
-def _declarations(job_dir: Path, run: str) -> dict[str, _Declared]:
-    """The absolute paths the run declared (the newest MAX_DECLARED, from the file's last MiB)."""
-    try:
-        with open_beneath(job_dir, [RUNS_DIR, run, CHECKPOINTS_FILE]) as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - MAX_DECLARED_BYTES))
-            lines = f.read(MAX_DECLARED_BYTES).split(b"\n")[:-1]  # the last one may be half-written
-    except (OSError, ValueError):
-        return {}
-    out: dict[str, _Declared] = {}
-    for line in lines[-MAX_DECLARED:]:
-        try:
-            data = json.loads(line)
-            path, step = data["path"], data.get("step")
-        except (ValueError, KeyError, TypeError):
-            continue
-        if isinstance(path, str) and os.path.isabs(path):
-            good_step = isinstance(step, int) and not isinstance(step, bool)
-            out[os.path.normpath(path)] = _Declared(run, step if good_step else None)
-    return out
+def _em_step(found: Found, history: _History) -> Found:
+    """``found`` with the step the run logged last before it was written, if it says none."""
+    if found.step is not None:
+        return found
+    step = history.step_at(found.mtime)
+    return found if step is None else checkpoints.with_step(found, step, "em")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..payloads import RunPoint
+from ..payloads.runs import RunPoint
 from ..runtime.contract import JOB_FILE, RUN_NAME_PATTERN
 
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)

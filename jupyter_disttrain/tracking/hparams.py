@@ -18,9 +18,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..model.specs import HPARAMS_MAX_BYTES as MAX_JSON_BYTES
+from ..model.specs import HPARAMS_MAX_KEYS as MAX_KEYS
 from ..runtime.secrets import MASKED, as_mapping, looks_like_credential, mask_repr, mask_text, masked
-from ..specs import HPARAMS_MAX_BYTES as MAX_JSON_BYTES
-from ..specs import HPARAMS_MAX_KEYS as MAX_KEYS
 
 # Names a notebook gives its hyper-parameters; when the cell uses several, the first one listed
 # wins for a key both have.

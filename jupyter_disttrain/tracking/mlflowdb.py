@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..payloads import MetricValue, RunPoint
+from ..payloads.runs import MetricValue, RunPoint
 from ..runtime.contract import MLFLOW_DB, RUN_NAME_PATTERN
-from ..safefiles import is_real_file
+from ..storage.safefiles import is_real_file
 
 PREFIX = "_mlflow."  # an MLflow run's name in the runs table: never one of em's (they start alnum)
 MAX_RUNS = 200

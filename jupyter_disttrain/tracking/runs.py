@@ -21,8 +21,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import InvalidSpecError, UnknownRunError
-from ..payloads import ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
+from ..model.errors import InvalidSpecError, UnknownRunError
+from ..model.specs import JobPhase
+from ..payloads.runs import ArtifactFile, MetricValue, RunDetail, RunPoint, RunProgress, RunSummary
 from ..runtime.contract import (
     ARTIFACTS_DIR,
     MANIFEST_FILE,
@@ -32,8 +33,7 @@ from ..runtime.contract import (
     RUNS_DIR,
     TENSORBOARD_DIR,
 )
-from ..safefiles import is_real_dir, open_beneath
-from ..specs import JobPhase
+from ..storage.safefiles import is_real_dir, open_beneath
 from . import continued
 
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)

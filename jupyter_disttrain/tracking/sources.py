@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import UnknownRunError
-from ..payloads import JOB_RUN, RunDetail, RunProgress, RunQuery, RunSummary
+from ..model.errors import UnknownRunError
+from ..model.specs import JobPhase, JobStatus
+from ..payloads.runs import JOB_RUN, RunDetail, RunProgress, RunQuery, RunSummary
 from ..runtime.contract import MLFLOW_DB, RUNS_DIR, TENSORBOARD_DIR
-from ..specs import JobPhase, JobStatus
 from . import mlflowdb
 from .runs import RunsReader, check_limit, check_since, epoch_seconds, run_status, total_steps
 

@@ -16,7 +16,7 @@ function element(classes: string[], attributes: Record<string, string> = {}): El
   return { classList, getAttribute: (n: string) => attributes[n] ?? null } as unknown as Element;
 }
 
-// tests/test_cell_contract.py checks that widgets.py declares the same names.
+// tests/test_cell_contract.py checks that notebook/contract.py declares the same names.
 describe('the cell widget <-> lab click contract', () => {
   it('maps the buttons to commands and ignores anything else', () => {
     const job = 'mnist-ddp-k3x9q';
@@ -32,7 +32,7 @@ describe('the cell widget <-> lab click contract', () => {
   });
 });
 
-// tests/test_debug_view.py checks that debugview.py declares the same names.
+// tests/test_debug_view.py checks that notebook/contract.py declares the same names.
 describe('the debugger input of a cell', () => {
   it('names the job and the rank whose prompt it answers', () => {
     const attrs = { [CELL_JOB_ATTRIBUTE]: 'pdb-k3x9q', [CELL_REPLICA_ATTRIBUTE]: 'rank-1' };

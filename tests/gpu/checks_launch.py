@@ -8,7 +8,7 @@ import os
 import re
 
 from jupyter_disttrain.backends.local.backend import visible_gpus
-from jupyter_disttrain.payloads import JobSummary
+from jupyter_disttrain.payloads.jobs import JobSummary
 
 from .report import Check
 from .session import Session, check

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jupyter_disttrain.payloads import ResourceSample
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.payloads.monitoring import ResourceSample
 
 from .report import Check
 from .session import Session, check

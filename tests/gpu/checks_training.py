@@ -8,8 +8,6 @@ import json
 import os
 import statistics
 
-from jupyter_disttrain.jobcheckpoints import load_code
-
 from .kernel import Kernel
 from .report import Check
 from .session import Session, check, stdout_marks
@@ -188,7 +186,7 @@ def checkpoints(s: Session, c: Check) -> None:
             abs(got["checksum"] - mark["checksum"]) < 1e-9,
             got["checksum"],
         )
-    cell = load_code(s.job(saved.job_id).manager, saved.job_id, checkpoint.id)
+    cell = s.job(saved.job_id).manager.job_checkpoints.load_code(saved.job_id, checkpoint.id)
     c.figure("load_cell_model_class", cell.model_class)
     loaded = _load_without_gpu(s, cell.code)
     c.figure("loaded_without_gpu", loaded)

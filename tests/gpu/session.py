@@ -24,9 +24,9 @@ from typing import Any
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local import warm
 from jupyter_disttrain.backends.local.torchrun import RDZV_BACKEND
-from jupyter_disttrain.procs import job_processes, stop_processes
-from jupyter_disttrain.specs import JobPhase, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobStatus
+from jupyter_disttrain.storage.procs import job_processes, stop_processes
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 from .kernel import CellRun, Kernel, write_kernelspec
 from .report import Check, Log

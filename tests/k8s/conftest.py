@@ -13,8 +13,8 @@ import yaml
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.informer import stop_all
-from jupyter_disttrain.specs import JobSpec, JobStatus, Volume
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobSpec, JobStatus, Volume
+from jupyter_disttrain.storage.store import JobStore
 
 from .toycluster import ToyCluster
 

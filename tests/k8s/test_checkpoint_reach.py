@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobPhase, ResumedFrom
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase, ResumedFrom
 
 from .conftest import ddp_spec, wait_for
 from .toycluster import ToyCluster

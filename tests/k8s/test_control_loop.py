@@ -10,8 +10,8 @@ import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.informer import all_informers
-from jupyter_disttrain.errors import BackendError
-from jupyter_disttrain.specs import JobPhase, JobStatus
+from jupyter_disttrain.model.errors import BackendError
+from jupyter_disttrain.model.specs import JobPhase, JobStatus
 
 from .conftest import DDP_SCRIPT, ddp_spec, wait_for
 from .toycluster import PODS, SERVICES, ToyCluster
@@ -161,7 +161,7 @@ def test_pending_reasons_are_verbatim(
 
 
 def backend_store(workspace: Path):  # type: ignore[no-untyped-def]
-    from jupyter_disttrain.store import JobStore
+    from jupyter_disttrain.storage.store import JobStore
 
     return JobStore(workspace / ".disttrain" / "jobs")
 
@@ -229,8 +229,8 @@ def test_missing_permission_names_verb_and_resource(
 def test_configmap_ships_the_script_when_the_job_dir_is_not_shared(
     toy: ToyCluster, workspace: Path, tmp_path: Path
 ) -> None:
-    from jupyter_disttrain.errors import InvalidSpecError
-    from jupyter_disttrain.store import JobStore
+    from jupyter_disttrain.model.errors import InvalidSpecError
+    from jupyter_disttrain.storage.store import JobStore
 
     backend = KubernetesBackend(JobStore(tmp_path / "local-jobs"))  # not under the mounted workspace
     spec = ddp_spec(workspace, nodes=1, options={"flavor": "job"})

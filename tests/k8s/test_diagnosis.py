@@ -6,9 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from jupyter_disttrain import jobdiagnosis
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.manager import manager_for
+from jupyter_disttrain.jobs.manager import manager_for
 from tests.test_diagnosis import LATE_SCRIPT, LATE_VERDICT
 
 from .conftest import ddp_spec, wait_for
@@ -22,7 +21,7 @@ def test_a_rank_late_to_all_reduce_5_is_named_through_pods_exec(
     try:
         wait_for(backend, job_id, lambda s: any("step 3" in ln.text for ln in backend.logs(job_id)), 180)
         time.sleep(0.5)  # rank 0 enters all_reduce #5
-        incident = jobdiagnosis.diagnose(manager_for(backend.store), job_id)
+        incident = manager_for(backend.store).diagnoses.diagnose(job_id)
         assert incident.verdict == LATE_VERDICT
         assert incident.seconds <= 5.0  # pods/exec included
         assert {p.replica: p.state for p in incident.ranks} == {"rank-0": "waiting", "rank-1": "not joined"}

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import DDP_SCRIPT, ddp_spec, wait_for
 from .fakeapi import BATCH_JOBS

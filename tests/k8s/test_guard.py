@@ -1,5 +1,5 @@
 """The server's guard of Kubernetes jobs on the toy cluster: a pod that stops making progress is
-flagged stalled at its threshold, and diagnosed through pods/exec (``jobguard.ServerGuard``)."""
+flagged stalled at its threshold, and diagnosed through pods/exec (``jobs/guard.py: ServerGuard``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.jobguard import ServerGuard
-from jupyter_disttrain.manager import manager_for
+from jupyter_disttrain.jobs.guard import ServerGuard
+from jupyter_disttrain.jobs.manager import manager_for
 from jupyter_disttrain.monitoring import guard, incidents
 from tests.test_diagnosis import LATE_SCRIPT
 

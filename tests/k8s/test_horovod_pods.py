@@ -17,8 +17,8 @@ import pytest
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.launchers import horovod_entry
 from jupyter_disttrain.launchers.base import TORCHRUN, Role
-from jupyter_disttrain.specs import JobPhase, Volume
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase, Volume
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_horovod_entry import RANK_SCRIPT, _free_port, horovod_src  # noqa: F401  (fixture)
 
 from .conftest import ddp_spec, start_toy, wait_for

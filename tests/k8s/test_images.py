@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase
 
 from .conftest import DDP_SCRIPT, ddp_spec, start_toy, wait_for
 from .toycluster import ToyCluster

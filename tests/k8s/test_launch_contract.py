@@ -10,9 +10,9 @@ import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.local.backend import LocalBackend
+from jupyter_disttrain.model.specs import JobPhase, JobSpec
 from jupyter_disttrain.runtime import contract
-from jupyter_disttrain.specs import JobPhase, JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import ddp_spec, start_toy, wait_for
 from .toycluster import ToyCluster

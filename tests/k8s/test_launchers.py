@@ -10,10 +10,10 @@ import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.podscript import PYTHON_LAUNCH
-from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.launchers.base import Role
-from jupyter_disttrain.specs import Volume
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import Volume
+from jupyter_disttrain.storage.store import JobStore
 
 from .schema_check import schema_errors, semantic_errors
 from .test_manifests import FLAVORS, VERSIONS, make_spec

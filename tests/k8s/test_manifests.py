@@ -11,9 +11,9 @@ from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes import manifests as mf
 from jupyter_disttrain.backends.kubernetes.flavors import BY_NAME
 from jupyter_disttrain.backends.kubernetes.options import FLAVORS as FLAG_CHOICES
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobSpec, Volume
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobSpec, Volume
+from jupyter_disttrain.storage.store import JobStore
 
 from .schema_check import schema_errors, semantic_errors
 

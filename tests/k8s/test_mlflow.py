@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 from tests.em_helpers import tensorboard
 
 from .conftest import ddp_spec, wait_for

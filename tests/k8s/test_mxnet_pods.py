@@ -14,10 +14,10 @@ import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.manifests import PS_ROOT_PORT
-from jupyter_disttrain.errors import InvalidSpecError
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, Volume
 from jupyter_disttrain.monitoring.resources import sampled_replicas
-from jupyter_disttrain.specs import JobPhase, JobSpec, Volume
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_mxnet_job import KV_CELL, REPLICAS
 
 from .conftest import wait_for

@@ -11,8 +11,8 @@ import pytest
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.client import SERVICES, ApiError, KubeClient
 from jupyter_disttrain.backends.kubernetes.flavors import flavor_named
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import MAX_NAME_LEN, JobPhase
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import MAX_NAME_LEN, JobPhase
 
 from .conftest import ddp_spec, wait_for
 from .schema_check import semantic_errors

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase
 
 from .conftest import ddp_spec, start_toy, wait_for
 from .fakeapi import (

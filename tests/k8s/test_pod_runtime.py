@@ -12,7 +12,7 @@ import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.podruntime import ARCHIVE, PACKAGE
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase
 
 from .conftest import ddp_spec, start_toy, wait_for
 from .toycluster import PODS, ToyCluster

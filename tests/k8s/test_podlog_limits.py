@@ -6,9 +6,9 @@ from pathlib import Path
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.manifests import JOB_ID_LABEL
-from jupyter_disttrain.logfiles import CUT_MARKER, MAX_LINE, Budget
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.logfiles import CUT_MARKER, MAX_LINE, Budget
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import ddp_spec, wait_for
 from .toycluster import PODS, ToyCluster

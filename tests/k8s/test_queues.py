@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.specs import JobPhase, JobStatus
+from jupyter_disttrain.model.specs import JobPhase, JobStatus
 
 from .conftest import DDP_SCRIPT, ddp_spec, start_toy, wait_for
 from .fakeapi import BATCH_JOBS, PYTORCHJOBS

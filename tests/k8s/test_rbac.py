@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.errors import BackendError
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import BackendError
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_horovod_entry import _free_port, horovod_src  # noqa: F401  (fixture)
 
 from .conftest import ddp_spec, start_toy, wait_for

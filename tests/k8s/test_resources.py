@@ -17,8 +17,8 @@ from jupyter_disttrain.backends.kubernetes.podmetrics import (
     go_duration,
     memory_bytes,
 )
-from jupyter_disttrain.errors import BackendError
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import BackendError
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import ddp_spec, start_toy, wait_for
 from .toycluster import PODS, ToyCluster

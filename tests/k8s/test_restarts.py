@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase
 
 from .conftest import ddp_spec, start_toy, wait_for
 from .test_control_loop import backend_store

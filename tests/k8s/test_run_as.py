@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend, podsecurity
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobPhase, JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase, JobSpec
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import ddp_spec, wait_for
 from .fakeapi import quota_requires, restricted_pod_security

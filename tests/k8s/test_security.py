@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.specs import JobPhase, JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobSpec
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import DDP_SCRIPT, wait_for
 from .fakeapi import restricted_pod_security

@@ -12,7 +12,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.store import ROOT_ENV, JobStore
+from jupyter_disttrain.storage.store import ROOT_ENV, JobStore
 
 from .conftest import DDP_SCRIPT, ddp_spec
 from .test_control_loop import SLOW_SCRIPT

@@ -6,7 +6,7 @@ from typing import Any
 
 from jupyter_disttrain.backends.kubernetes.flavors import flavor_named
 from jupyter_disttrain.backends.kubernetes.status import build_status
-from jupyter_disttrain.specs import JobPhase, JobStatus
+from jupyter_disttrain.model.specs import JobPhase, JobStatus
 
 JOB = flavor_named("job")
 

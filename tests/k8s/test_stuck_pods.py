@@ -11,9 +11,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobPhase, JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase, JobSpec
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import DDP_SCRIPT, ddp_spec, start_toy, wait_for
 from .fakeapi import BATCH_JOBS, ApiStatus

@@ -10,8 +10,8 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobPhase
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase
 from tests.prompt_helpers import PROMPT_SCRIPT, check_values_back, follow_answering
 
 from .conftest import ddp_spec

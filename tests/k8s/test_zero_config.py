@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobPhase, JobSpec, Volume
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, Volume
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import DDP_SCRIPT, start_toy, wait_for
 from .schema_check import schema_errors, semantic_errors

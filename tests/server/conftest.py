@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain.api import Job, submit
-from jupyter_disttrain.store import ROOT_ENV, JobStore
+from jupyter_disttrain.storage.store import ROOT_ENV, JobStore
 
 # Each rank prints LINES numbered lines; the tests check every one arrives once and in order.
 LINES = 40

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tornado.httpclient import HTTPClientError
 
-from jupyter_disttrain.intake import SPEC_FIELDS
+from jupyter_disttrain.jobs.intake import SPEC_FIELDS
 
 from .conftest import parse_sse, submit_job
 

@@ -12,7 +12,7 @@ from tornado.httpclient import HTTPClientError
 from traitlets import TraitError
 
 from jupyter_disttrain.server.app import DistTrainApp
-from jupyter_disttrain.store import ROOT_ENV
+from jupyter_disttrain.storage.store import ROOT_ENV
 
 
 async def test_info_and_the_exported_job_root(jp_fetch: Any, job_root: Path) -> None:

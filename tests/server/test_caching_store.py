@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain.errors import UnknownJobError
+from jupyter_disttrain.model.errors import UnknownJobError
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from jupyter_disttrain.server.caching_store import CachingJobStore
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 
 def test_reads_follow_every_write_and_copies_are_independent(tmp_path: Path) -> None:

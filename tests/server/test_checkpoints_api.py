@@ -17,7 +17,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_disttrain.api import Job
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import run_checkout_job
 
@@ -210,10 +210,10 @@ async def test_unknown_job_and_checkpoint_are_404(jp_fetch: Any, ckpt_job: str) 
 
 async def test_a_directory_larger_than_the_queue_streams_whole(jp_fetch: Any, shared_root: Path) -> None:
     """9 MiB of shards: more than the writer may hold queued (4 chunks of 1 MiB), sent whole."""
+    from jupyter_disttrain.model.specs import JobSpec
     from jupyter_disttrain.runtime.contract import CHECKPOINTS_DIR
     from jupyter_disttrain.server.checkpoints import CHUNK, QUEUED
-    from jupyter_disttrain.specs import JobSpec
-    from jupyter_disttrain.store import JobRecord
+    from jupyter_disttrain.storage.store import JobRecord
 
     store = JobStore(shared_root)
     store.create(JobRecord(id="big-abcde", spec=JobSpec(name="big")), "print(1)\n")
@@ -240,9 +240,9 @@ async def test_a_fifo_in_a_directory_checkpoint_is_left_out_of_its_download(
 ) -> None:
     """Another user's FIFO in a checkpoint dir: the download ends whole without it (it used to
     wait for a writer forever, holding a thread of the server's default pool)."""
+    from jupyter_disttrain.model.specs import JobSpec
     from jupyter_disttrain.runtime.contract import CHECKPOINTS_DIR
-    from jupyter_disttrain.specs import JobSpec
-    from jupyter_disttrain.store import JobRecord
+    from jupyter_disttrain.storage.store import JobRecord
 
     store = JobStore(shared_root)
     store.create(JobRecord(id="fifo-abcde", spec=JobSpec(name="fifo")), "print(1)\n")

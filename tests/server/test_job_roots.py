@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain.store import ROOT_ENV
+from jupyter_disttrain.storage.store import ROOT_ENV
 
 from .conftest import poll, submit_job
 

@@ -12,9 +12,9 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_disttrain.api import submit
+from jupyter_disttrain.model.specs import JobSpec, JobStatus
 from jupyter_disttrain.packaging import package_cell
-from jupyter_disttrain.specs import JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 from .conftest import LINES, parse_sse, poll, submit_job
 

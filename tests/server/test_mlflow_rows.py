@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 from jupyter_disttrain.tracking import mlflowdb
 from tests.em_helpers import MLFLOW_TABLES, hostile_mlflow_db
 

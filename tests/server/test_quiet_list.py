@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_disttrain.api import submit
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import poll
 

@@ -16,7 +16,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_disttrain.api import Job, submit
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import poll, wait_for
 

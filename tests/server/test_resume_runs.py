@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import CHECKOUT, poll, run_checkout_job
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import run_checkout_job
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import poll, run_checkout_job
 

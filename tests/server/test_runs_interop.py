@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_disttrain.launch import rank_env
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.backends.rankenv import rank_env
+from jupyter_disttrain.model.specs import JobSpec
+from jupyter_disttrain.storage.store import JobStore
 from tests.em_helpers import tensorboard
 
 from .conftest import run_checkout_job

@@ -16,7 +16,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.web import RequestHandler
 
 from jupyter_disttrain.server.routes import ROUTES, check_examples
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 
 from .conftest import poll
 

@@ -14,9 +14,9 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_disttrain.backends.local.backend import cpu_count
-from jupyter_disttrain.logfiles import CUT_MARKER, MAX_LINE
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.storage.logfiles import CUT_MARKER, MAX_LINE
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 from .conftest import parse_sse
 

@@ -16,9 +16,9 @@ import psutil
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from jupyter_disttrain.model.specs import JobSpec
 from jupyter_disttrain.server.context import SETTINGS_KEY
-from jupyter_disttrain.specs import JobSpec
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 from .conftest import poll
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
 from jupyter_disttrain.server.context import SETTINGS_KEY
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 
 
 @pytest.fixture

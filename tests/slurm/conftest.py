@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.specs import JobPhase, JobStatus
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobStatus
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_kernel import job_root  # noqa: F401 (the kernels' job root, a fixture)
 
 from .cluster import SlurmCluster

@@ -15,9 +15,9 @@ import pytest
 from jupyter_disttrain.backends.slurm import sbatchargs
 from jupyter_disttrain.backends.slurm.options import check_sbatch_option
 from jupyter_disttrain.backends.slurm.script import BATCH_SCRIPT, SLURM_DIR
-from jupyter_disttrain.errors import InvalidSpecError
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 from .cluster import SlurmCluster
 from .conftest import slurm_id, submit, wait_phase

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_diagnosis import LATE_SCRIPT, LATE_VERDICT, wait_for_output
 
 from .cluster import SlurmCluster

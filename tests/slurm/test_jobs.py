@@ -15,12 +15,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from jupyter_disttrain import api, procs
+from jupyter_disttrain import api
 from jupyter_disttrain.backends.slurm.script import START
-from jupyter_disttrain.errors import BackendError, InvalidSpecError
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.errors import BackendError, InvalidSpecError
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage import procs
+from jupyter_disttrain.storage.store import JobStore
 
 from .cluster import SlurmCluster
 from .conftest import slurm_id, slurm_state, submit, wait_for, wait_log, wait_phase

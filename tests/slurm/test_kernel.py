@@ -15,9 +15,9 @@ from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
-from jupyter_disttrain.manager import manager_for
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.jobs.manager import manager_for
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 
 from .cluster import SlurmCluster
 

@@ -22,9 +22,9 @@ from jupyter_disttrain.backends.slurm.script import (
     srun_argv,
     torchrun_argv,
 )
-from jupyter_disttrain.errors import InvalidSpecError
 from jupyter_disttrain.launchers.base import Role
-from jupyter_disttrain.specs import JobSpec
+from jupyter_disttrain.model.errors import InvalidSpecError
+from jupyter_disttrain.model.specs import JobSpec
 
 JOB_DIR = "/home/u/proj/.disttrain/jobs/mnist-abcde"
 SPEC = JobSpec(name="mnist", nodes=2, nproc_per_node=4, max_restarts=1, backend="slurm", args=["--lr", "0.1"])

@@ -9,7 +9,7 @@ import pytest
 from jupyter_disttrain.backends.slurm.parse import SlurmJob, parse_squeue_json, parse_squeue_text
 from jupyter_disttrain.backends.slurm.request import BATCH, STEP
 from jupyter_disttrain.backends.slurm.status import Seen, merge
-from jupyter_disttrain.specs import JobPhase, JobStatus, ReplicaStatus
+from jupyter_disttrain.model.specs import JobPhase, JobStatus, ReplicaStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LATER = parse_squeue_json((FIXTURES / "slurm-24.11" / "squeue.json").read_text())

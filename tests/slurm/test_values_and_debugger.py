@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from jupyter_disttrain.backends.slurm.onnode import node_of
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.prompt_helpers import PROMPT_SCRIPT, check_values_back, follow_answering
 
 from .cluster import SlurmCluster

@@ -14,11 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import BackendError, InvalidSpecError
-from ...logfiles import Budget
-from ...monitoring.resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
-from ...payloads import Resources, StackDump
-from ...specs import (
+from ...model.errors import BackendError, InvalidSpecError
+from ...model.specs import (
     DryRun,
     Event,
     JobPhase,
@@ -29,7 +26,10 @@ from ...specs import (
     ReplicaStatus,
     now_iso,
 )
-from ...store import JobRecord, JobStore
+from ...monitoring.resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
+from ...payloads.monitoring import Resources, StackDump
+from ...storage.logfiles import Budget
+from ...storage.store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
 from . import podruntime

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...errors import InvalidSpecError
-from ...specs import Volume
+from ...model.errors import InvalidSpecError
+from ...model.specs import Volume
 from .client import PVCS, ApiError, KubeClient
 
 SINGLE_NODE = ("ReadWriteOnce", "ReadWriteOncePod")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...errors import BackendError
+from ...model.errors import BackendError
 from .. import KUBERNETES_EXTRA, SERVICE_ACCOUNT_DIR
 from .. import in_pod_with_service_account as in_cluster
 

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...model.specs import Event, JobPhase, JobStatus, now_iso
 from ...runtime import contract
-from ...specs import Event, JobPhase, JobStatus, now_iso
 
 
 def read_exits(job_dir: Path) -> dict[str, dict[str, Any]]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import BackendError
+from ...model.errors import BackendError
 from .client import ApiError, KubeClient, Resource
 
 WATCH_TIMEOUT = 240  # seconds the server keeps one watch open before we renew it

@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import InvalidSpecError
-from ...launch import rank_env
 from ...launchers.base import PROCESS, Role
+from ...model.errors import InvalidSpecError
+from ...model.specs import JobSpec, Volume
 from ...runtime import contract
-from ...specs import JobSpec, Volume
+from ..rankenv import rank_env
 from . import podruntime
 from .options import KubeOptions, parse_quantity
 from .podscript import POD_WRAPPER, PYTHON_LAUNCH, SAME_PYTHON, TORCHRUN

@@ -12,7 +12,7 @@ import contextlib
 import logging
 from typing import Any
 
-from ...store import JobRecord, JobStore
+from ...storage.store import JobRecord, JobStore
 from . import manifests as mf
 from .client import BY_KIND, ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named

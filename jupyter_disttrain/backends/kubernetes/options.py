@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ...errors import InvalidSpecError
-from ...flags import check_values, group_access_option, option
+from ...model.errors import InvalidSpecError
+from ...model.flags import check_values, group_access_option, option
 from ...monitoring.guard import GuardOptions
 
 FLAVORS = ("job", "pytorchjob", "t9k")
@@ -72,7 +72,7 @@ class KubeOptions(GuardOptions):
     ``None`` means "decide for me". The flags of ``%%distrun`` and ``jupyter disttrain run`` are
     generated from the fields' ``option`` metadata; a flag's text is parsed by ``parse_options``.
     The stall and idle guard's (``GuardOptions``) are every guarded backend's: the Jupyter
-    server guards a Kubernetes job (``jobguard.py``)."""
+    server guards a Kubernetes job (``jobs/guard.py``)."""
 
     shm_size: str | None = option(help="size of /dev/shm (a Memory emptyDir), e.g. 16Gi")
     node_selector: dict[str, str] = option(

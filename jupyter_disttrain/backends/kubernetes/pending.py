@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
+from ...model.specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
 from .status import PROGRESS
 
 if TYPE_CHECKING:  # the flavours build on the status module, which this one sits beside

@@ -16,12 +16,12 @@ from typing import Any
 
 import yaml
 
-from ...errors import InvalidSpecError
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, Role
+from ...model.errors import InvalidSpecError
+from ...model.specs import DryRun, JobSpec, Volume
 from ...monitoring import guard
-from ...specs import DryRun, JobSpec, Volume
-from ...store import JobStore
+from ...storage.store import JobStore
 from . import manifests as mf
 from .claims import check_claims
 from .client import ApiError, ClusterAccess, KubeClient

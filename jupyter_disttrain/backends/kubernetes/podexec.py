@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from ...errors import BackendError
+from ...model.errors import BackendError
 from .client import KubeClient
 
 EXEC_TIMEOUT = 60.0

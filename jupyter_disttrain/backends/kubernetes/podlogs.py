@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...logfiles import CUT_MARKER, MAX_LINE, Budget, LogSource, format_offset, parse_offset, rank_of
+from ...model.specs import LogLine
 from ...runtime.contract import log_file
-from ...specs import LogLine
-from ...store import JobRecord
+from ...storage.logfiles import CUT_MARKER, MAX_LINE, Budget, LogSource, format_offset, parse_offset, rank_of
+from ...storage.store import JobRecord
 from . import manifests as mf
 from .client import PODS, ApiError, KubeClient
 from .flavors import Flavor

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...payloads import ReplicaResources, Resources, ResourceSample
-from ...specs import iso_seconds
+from ...model.specs import iso_seconds
+from ...payloads.monitoring import ReplicaResources, Resources, ResourceSample
 from .client import ApiError, KubeClient, Resource
 from .flavors.base import Flavor
 

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...errors import BackendError, NoPromptError
+from ...model.errors import BackendError, NoPromptError
 from ...runtime import contract, debugrelay
-from ...store import JobRecord
+from ...storage.store import JobRecord
 from .client import KubeClient
 from .flavors import flavor_named
 from .podexec import exec_in_pod

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...specs import Volume
+from ...model.specs import Volume
 
 # The securityContext fields a job takes over from the notebook: who the processes run as (so
 # files on the shared PVC keep the user's owner), and what PodSecurity "restricted" requires.

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...specs import JobPhase, JobStatus
-from ...store import JobRecord, JobStore
+from ...model.specs import JobPhase, JobStatus
+from ...storage.store import JobRecord, JobStore
 from . import manifests as mf
 from .client import EVENTS, PODS, ApiError, ClusterAccess, KubeClient
 from .exits import read_exits, status_from_exits

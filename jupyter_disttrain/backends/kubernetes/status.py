@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...specs import Condition, Event, JobPhase, JobStatus, ReplicaStatus, now_iso
+from ...model.specs import Condition, Event, JobPhase, JobStatus, ReplicaStatus, now_iso
 
 if TYPE_CHECKING:  # the flavours build on this module
     from .flavors import Flavor
@@ -180,11 +180,6 @@ def conditions_of(workload: dict[str, Any] | None) -> list[Condition]:
         )
         for c in workload.get("status", {}).get("conditions", []) or []
     ]
-
-
-def true_condition(conds: list[Condition], *types: str) -> Condition | None:
-    """The first condition of one of ``types`` that holds."""
-    return next((c for c in conds if c.type in types and c.status == "True"), None)
 
 
 def events_for(job_id: str, events: list[dict[str, Any]]) -> list[Event]:

@@ -17,19 +17,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ... import procs
-from ...errors import BackendError, InvalidSpecError
-from ...launch import user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ...logfiles import LogSource, last_line, replica_sources
+from ...model.errors import BackendError, InvalidSpecError
+from ...model.specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus, iso_seconds
 from ...monitoring import guard
-from ...payloads import StackDump
+from ...payloads.monitoring import StackDump
 from ...runtime import contract
-from ...specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus, iso_seconds
-from ...store import JobRecord, read_json
+from ...storage import procs
+from ...storage.logfiles import LogSource, last_line, replica_sources
+from ...storage.store import JobRecord, read_json
 from .. import option_owner
 from ..base import Backend
+from ..rankenv import user_cache_dir
 from .options import NAMES, LocalOptions, parse_options
 from .python import ensure_runtime_path, foreign, job_python, runtime_path
 from .request import AgentCommand, LocalRequest, request_roles

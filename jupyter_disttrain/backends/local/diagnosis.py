@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import procs
-from ...logfiles import last_line, last_lines
+from ...model.specs import JobPhase, ReplicaStatus, iso_seconds, now_iso
 from ...runtime import contract
-from ...specs import JobPhase, ReplicaStatus, iso_seconds, now_iso
+from ...storage import procs
+from ...storage.logfiles import last_line, last_lines
 from .exits import AgentExit, agent_exits, oom_kills, signal_name
 from .records import ReplicaRecords
 from .request import AgentProcess, LocalRequest

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...logfiles import last_lines
+from ...model.progress import last_bar
 from ...monitoring import guard, incidents
 from ...monitoring.resources import progress_times
-from ...payloads import GuardState
-from ...progress import last_bar
+from ...payloads.monitoring import GuardState
 from ...runtime import contract, debugsock
 from ...runtime.sampler import parse_samples
+from ...storage.logfiles import last_lines
 
 BAR_LINES = 20  # of rank 0's log searched for the bar's last redraw
 BAR_BYTES = 16 * 1024

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ...errors import InvalidSpecError
-from ...flags import check_values, group_access_option, option
+from ...model.errors import InvalidSpecError
+from ...model.flags import check_values, group_access_option, option
 from ...monitoring.guard import GuardOptions
 from .python import validate_python
 from .request import DEFAULT_EXIT_TIMEOUT, DEFAULT_GRACE_PERIOD, DEFAULT_MONITOR_INTERVAL

@@ -15,7 +15,7 @@ import hashlib
 import os
 import sys
 
-from ...errors import InvalidSpecError
+from ...model.errors import InvalidSpecError
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PACKAGE = os.path.basename(_PACKAGE_DIR)

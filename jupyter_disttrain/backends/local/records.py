@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ...logfiles import last_line
+from ...model.specs import JobPhase, ReplicaStatus
 from ...runtime import contract
-from ...specs import JobPhase, ReplicaStatus
-from ...store import read_json
+from ...storage.logfiles import last_line
+from ...storage.store import read_json
 
 
 class ReplicaRecords:

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from ...launchers.base import Role, default_roles
+from ...model.specs import JobSpec
 from ...runtime.sampler import DEFAULT_INTERVAL
-from ...specs import JobSpec
 
 # The defaults of the local options (``options.LocalOptions``), and of a request that lacks a field.
 DEFAULT_GRACE_PERIOD = 10.0

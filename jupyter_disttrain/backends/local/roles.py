@@ -15,8 +15,8 @@ import os
 from collections.abc import Sequence
 
 from ...launchers.base import HOROVODRUN, Role
+from ...model.specs import JobSpec
 from ...runtime import contract
-from ...specs import JobSpec
 from .request import AgentCommand
 from .torchrun import LOOPBACK_IFNAME, WORKER_MODULE, local_env, set_devices
 

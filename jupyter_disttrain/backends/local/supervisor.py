@@ -21,15 +21,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from ... import procs
-from ...failure import first_line
 from ...launchers.base import RANKED, replicas_of
+from ...model.failure import first_line
+from ...model.polling import Backoff
+from ...model.specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
 from ...monitoring.guard import GuardSettings
-from ...polling import Backoff
 from ...runtime.joined import lone_ranks
 from ...runtime.sampler import DEFAULT_INTERVAL
-from ...specs import Event, JobPhase, JobStatus, iso_seconds, now_iso
-from ...store import JobStore, write_record
+from ...storage import procs
+from ...storage.store import JobStore, write_record
 from .diagnosis import Busy, Diagnosis
 from .guarding import GuardThread
 from .records import ReplicaRecords, replica_status

@@ -10,10 +10,10 @@ import os
 import shlex
 from collections.abc import Sequence
 
-from ...launch import rank_env
 from ...launchers.base import Role
+from ...model.specs import JobSpec
 from ...runtime import contract
-from ...specs import JobSpec
+from ..rankenv import rank_env
 from .python import foreign_pythonpath
 from .request import AgentCommand
 

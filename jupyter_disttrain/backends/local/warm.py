@@ -199,7 +199,7 @@ def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
     this package (its imports resolve as a rank's do, from the interpreter's own path; a job's
     PYTHONPATH is checked against what it holds instead), and room in its environment block for
     a rank's own (``forked.become``)."""
-    from ...launch import user_cache_dir
+    from ..rankenv import user_cache_dir
     from .python import ensure_runtime_path, runtime_path
 
     package = runtime_path(user_cache_dir())

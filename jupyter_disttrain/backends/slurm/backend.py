@@ -17,25 +17,26 @@ import os
 import sys
 from typing import Any
 
-from ... import procs, specs
-from ...errors import BackendError, InvalidSpecError
-from ...launch import rank_env, user_cache_dir
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ...logfiles import LogSource, last_line, replica_sources
+from ...model import specs
+from ...model.errors import BackendError, InvalidSpecError
+from ...model.specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ...monitoring import guard
-from ...payloads import StackDump
-from ...specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
-from ...store import JobRecord, JobStore, write_record
+from ...payloads.monitoring import StackDump
+from ...storage import procs
+from ...storage.logfiles import LogSource, last_line, replica_sources
+from ...storage.store import JobRecord, JobStore, write_record
 from .. import option_owner
 from ..base import Backend
+from ..rankenv import rank_env, user_cache_dir
 from . import client as slurm
 from ._local import LAUNCHER_FILE, AgentCommand, request_roles, spawn_launcher
 from .allocation import Allocation, default_here
 from .checks import check_batch, check_paths, check_step
 from .checks import place as place_of
 from .launch import CANCEL_FILE, STOPPED_FILE
-from .onnode import node_of, step_argv
+from .onnode import node_of, read_ranks, step_argv
 from .options import NAMES, SlurmOptions, parse_options
 from .request import BATCH, STEP, SlurmRequest
 from .script import (
@@ -262,7 +263,7 @@ class SlurmBackend(Backend):
         return debug(self.store.job_dir(record.id), record.id, replica, request, timeout)
 
     def read_ranks(self, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
-        """Each rank's debug socket on its node (``read_ranks`` below)."""
+        """Each rank's debug socket on its node (``onnode.read_ranks``)."""
         return read_ranks(self.store, record, status)
 
     # -- stop ----------------------------------------------------------------------------------
@@ -311,28 +312,3 @@ def _unreachable(status: JobStatus, exc: Exception) -> JobStatus:
     if view.reason is None:
         view.reason, view.message = "SlurmUnreachable", f"{exc}; showing the job dir's status"
     return view
-
-
-def read_ranks(store: JobStore, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
-    """Each rank's debug socket on its node: this node's here, another's through a step of the job
-    running the collector there (``runtime/debugsock.py``), as stacks are read (the backend's, and
-    a Slurm launcher's automatic diagnosis)."""
-    from ...monitoring.incidents import collect_here
-
-    job_dir = store.job_dir(record.id)
-    names = [r.name for r in status.replicas]
-    nodes: dict[str, tuple[dict[str, Any], list[str]]] = {}  # Slurm node -> (its record, ranks)
-    for name in names:
-        if (node := node_of(job_dir, name)) is not None:
-            nodes.setdefault(str(node["slurm_node"]), (node, []))[1].append(name)
-    elsewhere = {name for _, on_node in nodes.values() for name in on_node}
-    answers = collect_here(job_dir, record.id, [n for n in names if n not in elsewhere])
-    for where, (node, on_node) in sorted(nodes.items()):
-        argv = step_argv(node, record.id, "diagnose", "jupyter_disttrain.runtime.debugsock", str(job_dir))
-        try:
-            found = json.loads(slurm.run(argv, timeout=30).strip().splitlines()[-1])
-        except (slurm.SlurmCommandError, ValueError, IndexError) as exc:
-            why = f"could not read it on node {where}: {exc}"
-            found = {name: {"fr": None, "stack": None, "errors": {"fr_trace_json": why}} for name in on_node}
-        answers.update({name: {**found[name], "method": "socket"} for name in on_node if name in found})
-    return answers

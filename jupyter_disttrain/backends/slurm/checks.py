@@ -6,8 +6,8 @@ Every refusal is one line naming the flag; the answers come from the cluster (``
 
 from __future__ import annotations
 
-from ...errors import InvalidSpecError
-from ...specs import JobSpec
+from ...model.errors import InvalidSpecError
+from ...model.specs import JobSpec
 from .allocation import Allocation
 from .client import Partition, SlurmClient
 from .options import BATCH_ONLY, CONTROL, SlurmOptions, flag, time_seconds

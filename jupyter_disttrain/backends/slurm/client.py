@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ...errors import BackendError
+from ...model.errors import BackendError
 from .parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,

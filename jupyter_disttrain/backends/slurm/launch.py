@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from ...model.specs import Event, JobPhase, JobStatus, now_iso
 from ...runtime import contract
-from ...specs import Event, JobPhase, JobStatus, now_iso
-from ...store import write_record
+from ...storage.store import write_record
 from . import client
 from ._local import AgentProcess, Supervisor, start
 from .node import NODES_DIR, RUN_ENV, SLURM_DIR
@@ -99,7 +99,7 @@ class SlurmSupervisor(Supervisor):
 
     def _read_ranks(self, names: list[str]) -> dict[str, dict[str, object]]:
         """A diagnosis reads the ranks of other nodes through srun, as the backend does."""
-        from .backend import read_ranks  # (the backend imports this module)
+        from .onnode import read_ranks
 
         return read_ranks(self.store, self.record, self.status)
 

@@ -1,8 +1,10 @@
-"""Reaching a rank on its Slurm node: its stacks, its debugger prompt.
+"""Reaching a rank on its Slurm node: its stacks, its debugger prompt, its collectives for a
+diagnosis (``read_ranks``: the backend's, and a Slurm launcher's own when its guard diagnoses).
 
 A rank's record names its node (``ranks/<replica>.json``, ``slurm/nodes/``). On this machine,
 the job dir is enough; on another node, a one-task ``srun --overlap`` step of the job runs the
-reader there (``stacks.py``, ``runtime/debugrelay.py``) and prints its answer as JSON.
+reader there (``stacks.py``, ``runtime/debugrelay.py``, ``runtime/debugsock.py``) and prints its
+answer as JSON.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...errors import BackendError, NoPromptError
+from ...model.errors import BackendError, NoPromptError
 from ...runtime import contract
 from ..debugaccess import debug_here
 from . import client as slurm
 from .node import node_file
 from .status import read_dict
+
+if TYPE_CHECKING:
+    from ...model.specs import JobStatus
+    from ...storage.store import JobRecord, JobStore
 
 
 def node_of(job_dir: Path, replica: str) -> dict[str, Any] | None:
@@ -76,3 +82,28 @@ def debug(
         return parse_answer(said[-1].encode() if said else b"")
     except RelayError as exc:
         raise BackendError(f"{replica}'s debugger on {node['slurm_node']}: {exc}") from None
+
+
+def read_ranks(store: JobStore, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
+    """Each rank's debug socket on its node: this node's here, another's through a step of the job
+    running the collector there (``runtime/debugsock.py``), as stacks are read (the backend's, and
+    a Slurm launcher's automatic diagnosis)."""
+    from ...monitoring.incidents import collect_here
+
+    job_dir = store.job_dir(record.id)
+    names = [r.name for r in status.replicas]
+    nodes: dict[str, tuple[dict[str, Any], list[str]]] = {}  # Slurm node -> (its record, ranks)
+    for name in names:
+        if (node := node_of(job_dir, name)) is not None:
+            nodes.setdefault(str(node["slurm_node"]), (node, []))[1].append(name)
+    elsewhere = {name for _, on_node in nodes.values() for name in on_node}
+    answers = collect_here(job_dir, record.id, [n for n in names if n not in elsewhere])
+    for where, (node, on_node) in sorted(nodes.items()):
+        argv = step_argv(node, record.id, "diagnose", "jupyter_disttrain.runtime.debugsock", str(job_dir))
+        try:
+            found = json.loads(slurm.run(argv, timeout=30).strip().splitlines()[-1])
+        except (slurm.SlurmCommandError, ValueError, IndexError) as exc:
+            why = f"could not read it on node {where}: {exc}"
+            found = {name: {"fr": None, "stack": None, "errors": {"fr_trace_json": why}} for name in on_node}
+        answers.update({name: {**found[name], "method": "socket"} for name in on_node if name in found})
+    return answers

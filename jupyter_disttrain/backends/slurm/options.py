@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ...errors import InvalidSpecError
-from ...flags import check_values, option
+from ...model.errors import InvalidSpecError
+from ...model.flags import check_values, option
 from ..local.options import SupervisorOptions
 from .sbatchargs import check_value, read_option
 

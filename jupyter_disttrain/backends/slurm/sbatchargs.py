@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...errors import InvalidSpecError
+from ...model.errors import InvalidSpecError
 
 VERSION = "22.05"  # of the sbatch the table was recorded from
 REQUIRED = frozenset(

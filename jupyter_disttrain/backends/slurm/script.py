@@ -24,10 +24,10 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from ...errors import InvalidSpecError
 from ...launchers.base import Role
+from ...model.errors import InvalidSpecError
+from ...model.specs import JobSpec
 from ...runtime import contract
-from ...specs import JobSpec
 from ._local import WORKER_MODULE
 from .options import CONTROL, SlurmOptions
 from .request import BATCH, SlurmRequest

@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ...errors import DistTrainError
+from ...model.errors import DistTrainError
 from ...monitoring.stacks import dump_replica
 
 

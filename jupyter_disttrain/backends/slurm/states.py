@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...specs import JobPhase
+from ...model.specs import JobPhase
 from .parse import BASE_STATES, SlurmJob
 
 RUNNING_STATES = frozenset({"RUNNING", "SUSPENDED"})

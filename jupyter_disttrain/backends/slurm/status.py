@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...specs import JobPhase, JobStatus
-from ...store import read_json
+from ...model.specs import JobPhase, JobStatus
+from ...storage.store import read_json
 from .parse import SlurmJob
 from .request import STEP
 from .states import BUSY_FLAGS, REQUEUE_FLAGS, Verdict, verdict

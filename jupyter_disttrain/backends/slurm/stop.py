@@ -11,8 +11,8 @@ import os
 import signal
 import time
 
-from ... import procs
-from ...store import JobRecord, JobStore
+from ...storage import procs
+from ...storage.store import JobRecord, JobStore
 from ._local import LAUNCHER_FILE
 from .client import SlurmClient
 from .request import BATCH

@@ -19,8 +19,8 @@ const SHOTS = process.env.SCREENSHOT_DIR ?? 'test-results';
 const OLD_JOB = `
 import sys
 from datetime import datetime, timedelta, timezone
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 store = JobStore(sys.argv[1])
 then = (datetime.now(timezone.utc) - timedelta(days=3)).isoformat()
 job_id = store.new_job_id("palold")
@@ -33,8 +33,8 @@ print(job_id)
 // 120 jobs that have just ended, by the same writers.
 const MANY_JOBS = `
 import sys
-from jupyter_disttrain.specs import JobPhase, JobSpec, JobStatus
-from jupyter_disttrain.store import JobRecord, JobStore
+from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
+from jupyter_disttrain.storage.store import JobRecord, JobStore
 store = JobStore(sys.argv[1])
 for i in range(120):
     record = JobRecord(id=store.new_job_id("bulk"), spec=JobSpec(name="bulk"))

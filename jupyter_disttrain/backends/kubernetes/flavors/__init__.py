@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ....errors import InvalidSpecError
+from ....model.errors import InvalidSpecError
 from ..client import Resource
 from .base import End, Flavor, ReplicaGroup, process_roles
 from .job import IndexedJob

@@ -15,14 +15,18 @@ from typing import Any, ClassVar
 
 from ....launchers import get_launcher
 from ....launchers.base import HELPER_ROLES, PROCESS, LaunchContext, Role
-from ....specs import Condition, JobPhase, JobSpec, ReplicaStatus
+from ....model.specs import Condition, JobPhase, JobSpec, ReplicaStatus
 from .. import manifests as mf
 from ..client import Resource
 from ..options import KubeOptions
-from ..status import true_condition
 
 # How a workload ended: (Succeeded or Failed, reason, message) as its object says.
 End = tuple[JobPhase, "str | None", "str | None"]
+
+
+def true_condition(conds: list[Condition], *types: str) -> Condition | None:
+    """The first condition of one of ``types`` that holds."""
+    return next((c for c in conds if c.type in types and c.status == "True"), None)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import dataclasses
 from typing import Any
 
 from ....launchers.base import HELPER_ROLES, PROCESS, Role
-from ....specs import JobSpec
+from ....model.specs import JobSpec
 from .. import manifests as mf
 from ..client import JOBS
 from ..options import KubeOptions

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....specs import JobSpec
+from ....model.specs import JobSpec
 from .. import manifests as mf
 from ..client import PYTORCHJOBS
 from ..options import KubeOptions

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....specs import Condition, JobPhase, JobSpec
+from ....model.specs import Condition, JobPhase, JobSpec
 from .. import manifests as mf
 from ..client import T9KJOBS
 from ..options import KubeOptions

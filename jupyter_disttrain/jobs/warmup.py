@@ -1,0 +1,52 @@
+"""Warm start from the front ends: the local backend's zygote started ahead of the first job.
+
+``%load_ext`` and the server call ``start``: the zygote for the process's environment starts in a
+background thread (loading the extension waits for none of it), and the callback it returns keeps
+that zygote holding the heavy libraries the process imports later (IPython calls it after each
+cell). Nothing of the backend is imported until then.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+
+def start(
+    env: MutableMapping[str, str], *, enabled: bool = True, parent: int | None = None
+) -> Callable[..., None] | None:
+    """Start the zygote for ``env`` in the background; the after-cell callback, or None when warm
+    start is off (``enabled=False`` turns it off for the processes started with ``env`` from here
+    on). ``parent``: the zygote ends with that process (a Jupyter server)."""
+    if not enabled:
+        from ..backends.local.warm import WARM_ENV
+
+        env[WARM_ENV] = "0"
+        return None
+    snapshot = dict(env)
+    threading.Thread(target=_start, args=(snapshot, parent), name="disttrain-warm", daemon=True).start()
+    return _AfterCell(snapshot)
+
+
+def _start(env: dict[str, str], parent: int | None) -> None:
+    from ..backends.local import warm
+
+    warm.start(env, preload=warm.heavy_loaded(), parent=parent)
+
+
+class _AfterCell:
+    """IPython's ``post_run_cell`` callback: the zygote learns the heavy libraries a cell imported."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.preloader: Any = None
+
+    def __call__(self, *args: object) -> None:
+        if self.preloader is None:
+            from ..backends.local import warm
+
+            if not warm.enabled(self.env):
+                return
+            self.preloader = warm.Preloader(self.env)
+        self.preloader()
