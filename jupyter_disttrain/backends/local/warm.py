@@ -196,17 +196,19 @@ def enabled(env: Mapping[str, str] = os.environ) -> bool:
 
 def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
     """The environment a zygote starts with: the kernel's, one thread per pool, on PYTHONPATH only
-    this package (its imports resolve as a rank's do, from the interpreter's own path; a job's
-    PYTHONPATH is checked against what it holds instead), and room in its environment block for
-    a rank's own (``forked.become``)."""
+    this package and stand-ins for the site hooks, which run in each rank instead
+    (``fresh.shadow_site_hooks``; its imports resolve as a rank's do, from the interpreter's own
+    path; a job's PYTHONPATH is checked against what it holds instead), and room in its
+    environment block for a rank's own (``forked.become``)."""
     from ..rankenv import user_cache_dir
+    from .fresh import shadow_site_hooks
     from .python import ensure_runtime_path, runtime_path
 
     package = runtime_path(user_cache_dir())
     ensure_runtime_path(package)
     out = {k: v for k, v in env.items() if not k.startswith(("JPY_", "DISTTRAIN_")) and k != "PYTHONPATH"}
     out.update({k: "1" for k in THREAD_ENV})
-    out["PYTHONPATH"] = package
+    out["PYTHONPATH"] = os.pathsep.join([shadow_site_hooks(str(zygote_dir())), package])
     out[ROOM_ENV] = " " * ROOM_BYTES
     return out
 

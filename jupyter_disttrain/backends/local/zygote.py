@@ -43,11 +43,14 @@ from typing import Any
 
 from ...runtime import joined
 from . import forked
+from .fresh import SITE_HOOKS, Interpreter
 from .warm import THREAD_ENV
 
 # What every job needs, imported once here instead of in every rank: torch and the parts of it a
 # training loop reaches first (``torch._dynamo`` is what the first ``optimizer.step()`` imports).
 BASE_MODULES = ("torch", "torch.distributed", "torch.nn.parallel", "torch.optim", "torch._dynamo")
+# What each rank imports to restore a fresh interpreter's state (``fresh.py``), held here too.
+RANK_MODULES = ("site", "tempfile", "threadpoolctl")
 MAX_REQUEST = 1 << 20  # bytes of one request line: the env of a job is the biggest part
 REQUEST_TIMEOUT = 10.0  # seconds a client may take to send its request
 
@@ -96,15 +99,18 @@ class Zygote:
         # The rank wrapper notes the process group a rank joins by wrapping torch's c10d module
         # as it is imported: it must be watching before the imports below import it.
         joined.watch()
-        self._import([*BASE_MODULES, *preload])
+        before = dict(os.environ)
+        self._import([*BASE_MODULES, *RANK_MODULES, *preload])
         import torch
 
-        threads_default, interop_default = probe.result(torch.get_num_interop_threads())
-        forked.INTERPRETER = forked.Interpreter(
+        threads_default, interop_default, pools = probe.result(torch.get_num_interop_threads())
+        forked.INTERPRETER = Interpreter(
             base_path=tuple(p for p in sys.path[1:] if p not in _own_pythonpath()),
             threads=threads_default,
             interop_threads=interop_default,
             coerced_locale=_coerced_locale(),
+            pools=pools,
+            import_env={k: v for k, v in os.environ.items() if before.get(k) != v},
         )
         self.baseline = threads()
         self._write_state("ready")
@@ -263,7 +269,7 @@ def _held_modules() -> dict[str, str]:
     first runs cold (``warm.plan``)."""
     held = {}
     for name, module in list(sys.modules.items()):
-        if "." in name or name.startswith("_"):
+        if "." in name or name.startswith("_") or name in SITE_HOOKS:  # those rerun in a rank
             continue
         where = getattr(module, "__file__", None) or ""
         if where and hasattr(module, "__path__"):
@@ -291,11 +297,17 @@ def check_job(request: dict[str, Any]) -> None:
 
 
 class _ThreadProbe:
-    """torch's default thread counts in a fresh process of this environment, which this one (with
-    one thread per pool) cannot ask torch for: measured once per fingerprint by a fresh
-    interpreter, in parallel with the zygote's own imports, and kept beside the zygote."""
+    """torch's default thread counts and each BLAS/OpenMP pool's default size in a fresh process of
+    this environment, which this one (with one thread per pool) cannot ask for: measured once per
+    fingerprint by a fresh interpreter, in parallel with the zygote's own imports, and kept beside
+    the zygote."""
 
-    CODE = "import torch; print(torch.get_num_threads(), torch.get_num_interop_threads())"
+    CODE = (
+        "import json, torch\n"
+        "from jupyter_disttrain.backends.local.fresh import measure_pools\n"
+        "try:\n    import numpy\nexcept ImportError:\n    pass\n"
+        "print(json.dumps([torch.get_num_threads(), torch.get_num_interop_threads(), measure_pools()]))\n"
+    )
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -310,28 +322,30 @@ class _ThreadProbe:
                 stderr=subprocess.DEVNULL,
             )
 
-    def _read(self) -> tuple[int, int] | None:
+    def _read(self, text: str | bytes | None = None) -> tuple[int, int, dict[str, int]] | None:
         try:
-            threads, interop = json.loads(self.path.read_text())
-            return int(threads), int(interop)
-        except (OSError, ValueError, TypeError):
+            threads, interop, pools = json.loads(self.path.read_text() if text is None else text)
+            return int(threads), int(interop), {str(k): int(v) for k, v in pools.items()}
+        except (OSError, ValueError, TypeError, AttributeError):
             return None
 
-    def result(self, interop_fallback: int) -> tuple[int, int]:
+    def result(self, interop_fallback: int) -> tuple[int, int, dict[str, int]]:
         found = self._read()
         if found is not None:
             return found
-        fallback = (len(os.sched_getaffinity(0)), interop_fallback)
+        fallback: tuple[int, int, dict[str, int]] = (len(os.sched_getaffinity(0)), interop_fallback, {})
         if self.proc is None:
             return fallback
         try:
             out, _ = self.proc.communicate(timeout=120)
-            threads, interop = (int(x) for x in out.split())
-        except (subprocess.TimeoutExpired, ValueError):
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             return fallback
-        self.path.write_text(json.dumps([threads, interop]))
-        return threads, interop
+        measured = self._read(out)
+        if measured is None:
+            return fallback
+        self.path.write_text(json.dumps(measured))
+        return measured
 
 
 def _own_pythonpath() -> set[str]:
