@@ -115,7 +115,7 @@ def _probe(
 
 
 def test_a_warm_rank_is_the_same_program_as_a_cold_one(
-    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zygote_dir: Path
 ) -> None:
     runs = {how: [_probe(store, tmp_path, monkeypatch, how, r) for r in (0, 1)] for how in ("cold", "warm")}
     for how, (first, second) in runs.items():

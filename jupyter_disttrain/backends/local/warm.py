@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .zygote_protocol import read_answer
+
 WARM_ENV = "DISTTRAIN_WARM"  # "0": every job runs cold (the server's DistTrainApp.warm_start)
 IDLE_ENV = "DISTTRAIN_WARM_IDLE"  # seconds a zygote with no job waits before it exits
 DEFAULT_IDLE = 1800.0
@@ -35,8 +37,12 @@ ZYGOTE_MODULE = "jupyter_disttrain.backends.local.zygote"
 # differs from the zygote's in one of these runs cold.
 IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "LD_", "KMP_", "GOMP_", "LC_", "CUBLAS", "CUDNN")
 IMPORT_TIME_NAMES = frozenset({"LANG", "LANGUAGE"})
-# Per process and set by the launch itself, not by what the zygote imported.
-_NOT_IMPORT_TIME = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHELASTIC_SIGNALS_TO_HANDLE"})
+# Per process and set by the launch itself, not by what the zygote imported; and read only when
+# used, never as torch or the zygote's libraries import (tests/test_warm.py records every
+# variable their imports read): DeepSpeed's launcher sets where torch builds its extensions.
+_NOT_IMPORT_TIME = frozenset(
+    {"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHELASTIC_SIGNALS_TO_HANDLE", "TORCH_EXTENSIONS_DIR"}
+)
 # The thread pools the zygote imports with (one thread each); a rank gets torchrun's counts back.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # Libraries worth holding in a zygote when a job imports them: heavy, and fork-safe at import.
@@ -62,6 +68,9 @@ HEAVY = frozenset(
     }
 )
 SPAWN_TIMEOUT = 120.0  # seconds a launcher waits for a zygote still importing
+# Seconds a launcher waits for a ready zygote's answer (it forks at once: it never imports while
+# it serves): one that does not answer in time is stuck (stopped, swapped out) and is replaced.
+ANSWER_TIMEOUT = 10.0
 # A forked process shows its own environment where /proc/PID/environ reads it, in the block the
 # zygote was started with: room for the variables a rank adds to the kernel's.
 ROOM_ENV = "DISTTRAIN_ZYGOTE_ROOM"
@@ -116,6 +125,35 @@ def import_time_env(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def _inductor_cache_dir() -> str | None:
+    """torch's default for ``TORCHINDUCTOR_CACHE_DIR``, if torch has worked it out here."""
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    return os.path.abspath(utils.default_cache_dir()) if utils is not None else None
+
+
+# Set by libraries in their own process's environment as they import or run (in the kernel too,
+# once it imports them), to what every fresh process of theirs sets: no part of what a zygote
+# depends on while they hold that value.
+SET_BY_LIBRARIES = {
+    "KMP_DUPLICATE_LIB_OK": lambda: "True",  # threadpoolctl, scikit-learn
+    "TORCHINDUCTOR_CACHE_DIR": _inductor_cache_dir,  # torch._inductor, once torch._dynamo runs
+}
+
+
+def env_key(env: Mapping[str, str]) -> str:
+    """The environment a zygote is for, whatever its packages' files: the interpreter and the
+    variables read at import. A zygote of a newer fingerprint of the same key replaces the others."""
+    own = {
+        k: v
+        for k, v in import_time_env(env).items()
+        if k not in SET_BY_LIBRARIES or v != SET_BY_LIBRARIES[k]()
+    }
+    # A venv's python links to its base one; two copies of this package are two environments.
+    where = [os.path.realpath(sys.executable), sys.prefix, str(Path(__file__).resolve().parents[2])]
+    data = {"python": where, "version": sys.version, "env": sorted(own.items())}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_CHARS]
+
+
 def fingerprint(env: Mapping[str, str]) -> str:
     """What a zygote's imports depend on, hashed: a change of any of it needs another zygote."""
     import site
@@ -132,12 +170,7 @@ def fingerprint(env: Mapping[str, str]) -> str:
     for path in watched:
         with contextlib.suppress(OSError):
             stamps[path] = os.stat(path).st_mtime_ns
-    data = {
-        "python": os.path.realpath(sys.executable),
-        "version": sys.version,
-        "stamps": stamps,
-        "env": sorted(import_time_env(env).items()),
-    }
+    data = {"environment": env_key(env), "stamps": stamps}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
@@ -161,32 +194,77 @@ def alive(directory: Path, fp: str) -> bool:
     return False
 
 
-def held_modules(directory: Path, fp: str) -> dict[str, str]:
-    """The top-level modules a live zygote has imported, and where it found them (its state file)."""
+def zygote_state(directory: Path, fp: str) -> dict[str, Any]:
+    """A zygote's state file (pid, state, env_key, the modules it holds); {} when unreadable."""
     _, _, state = _paths(directory, fp)
     try:
-        held = json.loads(state.read_bytes()[: 1 << 20]).get("modules", {})
-    except (OSError, ValueError, AttributeError):
+        data = json.loads(state.read_bytes()[: 1 << 20])
+    except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
+
+
+def held_modules(directory: Path, fp: str) -> dict[str, str]:
+    """The top-level modules a live zygote has imported, and where it found them (its state file)."""
+    held = zygote_state(directory, fp).get("modules", {})
     return {str(k): str(v) for k, v in held.items()} if isinstance(held, dict) else {}
+
+
+def zygote_pid(directory: Path, fp: str) -> int | None:
+    """The pid of the live zygote of ``fp``, checked to be that zygote (never a reused pid)."""
+    try:
+        pid = int(zygote_state(directory, fp).get("pid", 0))
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().split(b"\0")
+    except (OSError, ValueError, TypeError):
+        return None
+    if alive(directory, fp) and ZYGOTE_MODULE.encode() in cmdline and fp.encode() in cmdline:
+        return pid
+    return None
+
+
+def _signal(directory: Path, fp: str, sig: int) -> int | None:
+    pid = zygote_pid(directory, fp)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    return pid
+
+
+def _fingerprints(directory: Path) -> list[str]:
+    return [p.stem.removeprefix("zygote-") for p in sorted(directory.glob("zygote-*.json"))]
 
 
 def stop(directory: Path) -> list[int]:
     """Stop every zygote living in ``directory`` (SIGTERM: the jobs it forked run on); their pids."""
-    stopped = []
-    for state in sorted(directory.glob("zygote-*.json")):
-        fp = state.stem.removeprefix("zygote-")
-        try:
-            pid = int(json.loads(state.read_bytes()[: 1 << 20]).get("pid", 0))
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().split(b"\0")
-        except (OSError, ValueError, AttributeError):
-            continue
-        # Never a pid reused by another process: it must be this fingerprint's zygote.
-        if alive(directory, fp) and ZYGOTE_MODULE.encode() in cmdline and fp.encode() in cmdline:
-            os.kill(pid, signal.SIGTERM)
-            stopped.append(pid)
-    return stopped
+    return [pid for fp in _fingerprints(directory) if (pid := _signal(directory, fp, signal.SIGTERM))]
+
+
+def stop_stale(directory: Path, key: str, fp: str) -> list[int]:
+    """Stop the zygotes of environment ``key`` other than ``fp`` (a ready zygote calls it)."""
+    fps = _fingerprints(directory)
+    stale = [f for f in fps if f != fp and zygote_state(directory, f).get("env_key") == key]
+    return [pid for f in stale if (pid := _signal(directory, f, signal.SIGTERM))]
+
+
+def stuck(directory: Path, fp: str) -> bool:
+    """Whether the zygote of ``fp`` is stopped (SIGSTOP, a debugger): it cannot answer."""
+    pid = zygote_pid(directory, fp)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return pid is not None and f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
+
+
+def replace(directory: Path, fp: str, env: Mapping[str, str], preload: Iterable[str] = ()) -> None:
+    """End a zygote that does not answer (SIGKILL: it may be stopped; its jobs run on) and start a
+    fresh one for the next job."""
+    pid = _signal(directory, fp, signal.SIGKILL)
+    deadline = time.monotonic() + 10.0
+    while pid is not None and alive(directory, fp) and time.monotonic() < deadline:
+        time.sleep(0.02)  # its lock goes with its last descriptor
+    start(env, preload=preload, fp=fp)
 
 
 # -- start -----------------------------------------------------------------------------------------------
@@ -213,24 +291,28 @@ def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def start(env: Mapping[str, str], *, preload: Iterable[str] = (), parent: int | None = None) -> str | None:
+def start(
+    env: Mapping[str, str], *, preload: Iterable[str] = (), parent: int | None = None, fp: str | None = None
+) -> str | None:
     """Start a zygote for ``env`` in the background unless one lives; its fingerprint, or None
-    when warm start is off or cannot be used here."""
+    when warm start is off or cannot be used here. It serves while ``parent`` (this process by
+    default: the kernel, the server, or a job's launcher) or another process it served lives.
+    ``fp``: the fingerprint a plan was made for (else worked out from ``env``), so that a launcher
+    and the kernel that planned its job start the same zygote, whichever gets there first."""
     if not enabled(env):
         return None
     try:
         directory = zygote_dir()
     except (WarmUnavailable, OSError):
         return None
-    fp = fingerprint(env)
+    fp = fp or fingerprint(env)
     if alive(directory, fp):
         return fp
     idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
     argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
+    argv += ["--env-key", env_key(env), "--parent", str(parent or os.getpid())]
     if preload:
         argv += ["--preload", ",".join(sorted(set(preload) & HEAVY))]
-    if parent:
-        argv += ["--parent", str(parent)]
     log = open(directory / f"zygote-{fp}.log", "ab")  # noqa: SIM115
     with log:
         subprocess.Popen(
@@ -246,9 +328,19 @@ def start(env: Mapping[str, str], *, preload: Iterable[str] = (), parent: int | 
 
 
 def ensure_zygote(plan: WarmPlan, env: Mapping[str, str]) -> None:
-    """Start the plan's zygote unless it lives."""
+    """Start the plan's zygote unless it lives; one that lives serves as long as this process."""
     if not alive(Path(plan.socket).parent, plan.fingerprint):
-        start(env, preload=plan.preload)
+        start(env, preload=plan.preload, fp=plan.fingerprint)
+    else:
+        tell(plan.socket, {"op": "ping", "owner": os.getpid()})
+
+
+def tell(path: str, message: Mapping[str, Any]) -> None:
+    """Send a zygote one request and wait for nothing (never for a stuck zygote)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(1.0)
+        conn.connect(path)
+        conn.sendall(json.dumps(message).encode() + b"\n")
 
 
 def script_imports(source: bytes | None) -> set[str]:
@@ -296,10 +388,7 @@ class Preloader:
                 start(self.env, preload=self.sent)
                 return
             sock, _, _ = _paths(directory, fp)
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(1.0)
-                conn.connect(str(sock))
-                conn.sendall(json.dumps({"op": "preload", "modules": sorted(new)}).encode() + b"\n")
+            tell(str(sock), {"op": "preload", "modules": sorted(new), "owner": os.getpid()})
 
 
 # -- which path ------------------------------------------------------------------------------------
@@ -331,8 +420,17 @@ def plan(
         return None, f"cold: {shadowed}"
     sock, _, _ = _paths(directory, fp)
     preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
-    state = "forked from a zygote" if alive(directory, fp) else "forked from a zygote started now"
-    return WarmPlan(str(sock), fp, preload), f"warm: {state} (--cold to run torchrun afresh)"
+    line = f"warm: {_readiness(directory, fp)} (--cold to run torchrun afresh)"
+    return WarmPlan(str(sock), fp, preload), line
+
+
+def _readiness(directory: Path, fp: str) -> str:
+    """How soon the zygote can fork: a job waits for one that is still importing torch."""
+    if not alive(directory, fp):
+        return "forked from a zygote started now (the job waits while it imports torch)"
+    if zygote_state(directory, fp).get("state") != "ready":
+        return "forked from a zygote (the job waits while it imports torch)"
+    return "forked from a zygote"
 
 
 def _cold_because(
@@ -459,8 +557,10 @@ def spawn(
     """Ask the plan's zygote (started now if none lives) for one agent; WarmUnavailable when it
     cannot give one (the launcher then starts the job cold)."""
     ensure_zygote(plan, env)
+    directory = Path(plan.socket).parent
     request = {
         "op": "spawn",
+        "owner": os.getppid(),  # who submitted the job (kernel, server): the zygote serves it
         "fingerprint": plan.fingerprint,
         "job_dir": job_dir,
         "argv": argv,
@@ -470,17 +570,23 @@ def spawn(
         "preload": list(plan.preload),
     }
     conn = _connect(plan.socket)
+    ready = zygote_state(directory, plan.fingerprint).get("state") == "ready"
+    timeout = ANSWER_TIMEOUT if ready or stuck(directory, plan.fingerprint) else SPAWN_TIMEOUT
     try:
-        conn.settimeout(SPAWN_TIMEOUT)
+        conn.settimeout(timeout)
         conn.sendall(json.dumps(request).encode() + b"\n")
-        answer, rest = _answer(conn)
+        answer, rest = read_answer(conn)
+    except TimeoutError:
+        conn.close()  # it drops the request unforked once it sees this end closed
+        replace(directory, plan.fingerprint, env, plan.preload)
+        raise WarmUnavailable(f"the zygote did not answer within {timeout:.0f} s: replaced") from None
     except (OSError, ValueError) as exc:
         conn.close()
         raise WarmUnavailable(f"the zygote did not answer: {exc}") from None
     if not answer.get("ok"):
         conn.close()
         if answer.get("replace"):
-            start(env, preload=plan.preload)  # a fresh one for the next job
+            start(env, preload=plan.preload, fp=plan.fingerprint)  # a fresh one for the next job
         raise WarmUnavailable(str(answer.get("error") or "the zygote refused the job"))
     return WarmAgent(conn, int(answer["pid"]), rest)
 
@@ -498,17 +604,3 @@ def _connect(path: str) -> socket.socket:
             if exc.errno not in (errno.ENOENT, errno.ECONNREFUSED) or time.monotonic() > deadline:
                 raise WarmUnavailable(f"no zygote at {path}: {exc.strerror}") from None
             time.sleep(0.02)
-
-
-def _answer(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
-    data = b""
-    while b"\n" not in data:
-        chunk = conn.recv(4096)
-        if not chunk:
-            raise ValueError("the zygote closed the connection")
-        data += chunk
-    line, _, rest = data.partition(b"\n")
-    answer = json.loads(line)
-    if not isinstance(answer, dict):
-        raise ValueError("not an answer")
-    return answer, rest
