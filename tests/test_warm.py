@@ -152,6 +152,8 @@ def test_the_dry_run_says_which_path_and_why(store: JobStore, tmp_path: Path) ->
     assert "restarts" in start(gpus=2, max_restarts=1)
     assert "--nodes" in start(gpus=1, nodes=2)
     assert start(gpus=2, env={"TORCH_LOGS": "dynamo"}).startswith("cold: TORCH_LOGS is read when")
+    # DeepSpeed's launcher sets TORCH_EXTENSIONS_DIR, which torch reads only when it builds.
+    assert start(gpus=2, accelerator="cpu", launcher="deepspeed").startswith("warm: forked from a zygote")
     shadow = tmp_path / "notebook"
     (shadow / "numpy").mkdir(parents=True)
     why = start(gpus=2, working_dir=str(shadow))

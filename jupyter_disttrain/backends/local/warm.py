@@ -257,14 +257,16 @@ def stuck(directory: Path, fp: str) -> bool:
         return False
 
 
-def replace(directory: Path, fp: str, env: Mapping[str, str], preload: Iterable[str] = ()) -> None:
+def replace(
+    directory: Path, fp: str, env: Mapping[str, str], preload: Iterable[str] = (), parent: int | None = None
+) -> None:
     """End a zygote that does not answer (SIGKILL: it may be stopped; its jobs run on) and start a
     fresh one for the next job."""
     pid = _signal(directory, fp, signal.SIGKILL)
     deadline = time.monotonic() + 10.0
     while pid is not None and alive(directory, fp) and time.monotonic() < deadline:
         time.sleep(0.02)  # its lock goes with its last descriptor
-    start(env, preload=preload, fp=fp)
+    start(env, preload=preload, fp=fp, parent=parent)
 
 
 # -- start -----------------------------------------------------------------------------------------------
@@ -307,6 +309,8 @@ def start(
         return None
     fp = fp or fingerprint(env)
     if alive(directory, fp):
+        sock, _, _ = _paths(directory, fp)
+        tell(str(sock), {"op": "ping", "owner": parent or os.getpid()})  # it serves us too
         return fp
     idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
     argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
@@ -327,12 +331,14 @@ def start(
     return fp
 
 
-def ensure_zygote(plan: WarmPlan, env: Mapping[str, str]) -> None:
-    """Start the plan's zygote unless it lives; one that lives serves as long as this process."""
+def ensure_zygote(plan: WarmPlan, env: Mapping[str, str], owner: int | None = None) -> None:
+    """Start the plan's zygote unless it lives; either way it serves as long as ``owner`` (this
+    process by default) lives."""
+    owner = owner or os.getpid()
     if not alive(Path(plan.socket).parent, plan.fingerprint):
-        start(env, preload=plan.preload, fp=plan.fingerprint)
+        start(env, preload=plan.preload, fp=plan.fingerprint, parent=owner)
     else:
-        tell(plan.socket, {"op": "ping", "owner": os.getpid()})
+        tell(plan.socket, {"op": "ping", "owner": owner})
 
 
 def tell(path: str, message: Mapping[str, Any]) -> None:
@@ -556,11 +562,12 @@ def spawn(
 ) -> WarmAgent:
     """Ask the plan's zygote (started now if none lives) for one agent; WarmUnavailable when it
     cannot give one (the launcher then starts the job cold)."""
-    ensure_zygote(plan, env)
+    owner = os.getppid()  # who submitted the job (kernel, server): the zygote serves it
+    ensure_zygote(plan, env, owner)
     directory = Path(plan.socket).parent
     request = {
         "op": "spawn",
-        "owner": os.getppid(),  # who submitted the job (kernel, server): the zygote serves it
+        "owner": owner,
         "fingerprint": plan.fingerprint,
         "job_dir": job_dir,
         "argv": argv,
@@ -578,7 +585,7 @@ def spawn(
         answer, rest = read_answer(conn)
     except TimeoutError:
         conn.close()  # it drops the request unforked once it sees this end closed
-        replace(directory, plan.fingerprint, env, plan.preload)
+        replace(directory, plan.fingerprint, env, plan.preload, owner)
         raise WarmUnavailable(f"the zygote did not answer within {timeout:.0f} s: replaced") from None
     except (OSError, ValueError) as exc:
         conn.close()
@@ -586,7 +593,7 @@ def spawn(
     if not answer.get("ok"):
         conn.close()
         if answer.get("replace"):
-            start(env, preload=plan.preload, fp=plan.fingerprint)  # a fresh one for the next job
+            start(env, preload=plan.preload, fp=plan.fingerprint, parent=owner)  # for the next job
         raise WarmUnavailable(str(answer.get("error") or "the zygote refused the job"))
     return WarmAgent(conn, int(answer["pid"]), rest)
 
