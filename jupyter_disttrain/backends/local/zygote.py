@@ -310,6 +310,8 @@ class Zygote:
         return 0
 
     def _leave(self) -> None:
+        if self.listener is not None:  # refused from now on: a new zygote need not wait for us
+            self.listener.close()
         if not self.handed_over:  # else the socket and the state are the successor's
             with contextlib.suppress(OSError):
                 self.sock_path.unlink()
@@ -494,17 +496,28 @@ def _coerced_locale() -> str | None:
 
 
 def _lock(fd: int, sock: Path, exiting: float = 5.0) -> bool:
-    """Take the fingerprint's lock; False while another zygote serves. One that is exiting (it
-    removes its socket first, and releases the lock as its process ends) is waited for."""
+    """Take the fingerprint's lock; False while another zygote serves (it answers a ping). One
+    that holds it but no longer answers is exiting (it releases the lock as its process ends):
+    it is waited for."""
     deadline = time.monotonic() + exiting
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            if sock.exists() or time.monotonic() > deadline:
+            if time.monotonic() > deadline or _answers(sock):
                 return False
             time.sleep(0.05)
+
+
+def _answers(sock: Path) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(0.5)
+            conn.connect(str(sock))
+            return True  # connected: it serves (or is importing, its socket bound)
+    except OSError:
+        return False
 
 
 def main(argv: list[str]) -> int:
