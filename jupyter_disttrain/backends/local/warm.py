@@ -478,7 +478,8 @@ def _shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
         for name in names:
             module = name.partition(".")[0]
             # This package runs the rank wrapper, the zygote's copy as the launcher's: not the job's.
-            if module == __name__.partition(".")[0] or module not in held or not (name == module or name.endswith((".py", ".so", ".pyd"))):
+            ours = module == __name__.partition(".")[0]
+            if ours or module not in held or not (name == module or name.endswith((".py", ".so", ".pyd"))):
                 continue
             found = os.path.join(entry, name)
             if os.path.realpath(found) != held[module]:
