@@ -332,7 +332,7 @@ def test_a_zygote_ends_with_its_parent_and_when_idle(tmp_path: Path) -> None:
     runtime = Path(os.environ["XDG_RUNTIME_DIR"], "jupyter_disttrain")
     parent = subprocess.Popen(["sleep", "600"])
     env = {**os.environ, "TORCH_EXTRA_FOR_THIS_TEST": "1"}  # a fingerprint of its own
-    fp = warm.start(env, parent=parent.pid)
+    fp = warm.start(env, owners=[parent.pid])
     assert fp is not None
     _wait(lambda: _state(runtime, fp).get("state") == "ready")
     pid = int(_state(runtime, fp)["pid"])

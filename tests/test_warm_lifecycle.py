@@ -83,16 +83,18 @@ def test_a_stopped_zygote_is_replaced_and_a_request_whose_launcher_left_is_never
         os.kill(pid, signal.SIGSTOP)
         stuck = api.submit("print('cold')\n", store=store, gpus=2, name="stuck")
         assert stuck.wait(timeout=180).phase is JobPhase.SUCCEEDED
-        assert (
-            "cold: the warm zygote could not start it (the zygote did not answer within 10 s: replaced)"
-            in (_started(stuck))
-        )
+        why = "the zygote is stopped (SIGSTOP, a debugger): replaced"
+        assert f"cold: the warm zygote could not start it ({why})" in _started(stuck)
     finally:
         if psutil.pid_exists(pid):
             os.kill(pid, signal.SIGCONT)
     _wait(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    # A fresh zygote replaced it (started by the launcher that gave up on it).
+    # A fresh zygote replaced it, started by the launcher that found it stopped; it outlives that
+    # launcher's job and serves the next one.
     _wait(lambda: warm.zygote_pid(zygote_dir, _fp(first)) not in (None, pid))
+    replacement = warm.zygote_pid(zygote_dir, _fp(first))
+    _wait(lambda: warm.zygote_state(zygote_dir, _fp(first)).get("state") == "ready")
+    assert _zygote_pid(zygote_dir, _warm_job(store, "next")) == replacement
 
 
 HANGS = "import time\ntime.sleep(600)\n"
@@ -115,7 +117,9 @@ def test_a_hanging_preload_never_blocks_the_zygote(store: JobStore, zygote_dir: 
         assert len(successors) == 1  # still importing, never serving
     finally:
         (zygote_dir / "hangs_on_import.py").unlink()
-        warm.replace(zygote_dir, _fp(before), os.environ)  # a zygote without it
+        warm.replace(zygote_dir, _fp(before), os.environ, (), [os.getpid()])  # a zygote without it
+    # A successor that never took over ends with its predecessor, its import still hanging.
+    _wait(lambda: not successors[0].is_running() or successors[0].status() == psutil.STATUS_ZOMBIE)
 
 
 PACKAGE = """
@@ -185,7 +189,12 @@ import json, os, sys
 read = set()
 cls = type(os.environ)
 get, has = cls.__getitem__, cls.__contains__
-cls.__getitem__ = lambda self, k: read.add(k) or get(self, k)
+WHOLE = ("__iter__", "copy")  # a library walking or copying the whole environment (tqdm's envwrap)
+def getitem(self, key):
+    if sys._getframe(1).f_code.co_name not in WHOLE:
+        read.add(key)
+    return get(self, key)
+cls.__getitem__ = getitem
 cls.__contains__ = lambda self, k: read.add(k) or has(self, k)
 from jupyter_disttrain.backends.local.zygote import BASE_MODULES, RANK_MODULES
 for name in [*BASE_MODULES, *RANK_MODULES, *sys.argv[1:]]:

@@ -22,12 +22,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ...runtime.contract import JOB_ID_ENV
 from .zygote_protocol import read_answer
+
+if TYPE_CHECKING:
+    import psutil
 
 WARM_ENV = "DISTTRAIN_WARM"  # "0": every job runs cold (the server's DistTrainApp.warm_start)
 IDLE_ENV = "DISTTRAIN_WARM_IDLE"  # seconds a zygote with no job waits before it exits
@@ -257,16 +261,29 @@ def stuck(directory: Path, fp: str) -> bool:
         return False
 
 
+def serves_others(proc: psutil.Process, job_id: str) -> bool:
+    """Whether ``proc``, a descendant of job ``job_id``'s launcher, works for others: a zygote
+    the launcher started (it serves the kernel and the next jobs; its successors too), or what
+    such a zygote forked for another job."""
+    import psutil  # not on a warm launch's path to its agent
+
+    try:
+        job = proc.environ().get(JOB_ID_ENV)
+        return job != job_id if job is not None else ZYGOTE_MODULE in proc.cmdline()
+    except psutil.Error:
+        return False
+
+
 def replace(
-    directory: Path, fp: str, env: Mapping[str, str], preload: Iterable[str] = (), parent: int | None = None
+    directory: Path, fp: str, env: Mapping[str, str], preload: Iterable[str], owners: Sequence[int]
 ) -> None:
     """End a zygote that does not answer (SIGKILL: it may be stopped; its jobs run on) and start a
-    fresh one for the next job."""
+    fresh one for the next job, serving ``owners``."""
     pid = _signal(directory, fp, signal.SIGKILL)
     deadline = time.monotonic() + 10.0
     while pid is not None and alive(directory, fp) and time.monotonic() < deadline:
         time.sleep(0.02)  # its lock goes with its last descriptor
-    start(env, preload=preload, fp=fp, parent=parent)
+    start(env, preload=preload, fp=fp, owners=owners)
 
 
 # -- start -----------------------------------------------------------------------------------------------
@@ -294,11 +311,15 @@ def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def start(
-    env: Mapping[str, str], *, preload: Iterable[str] = (), parent: int | None = None, fp: str | None = None
+    env: Mapping[str, str],
+    *,
+    preload: Iterable[str] = (),
+    owners: Sequence[int] = (),
+    fp: str | None = None,
 ) -> str | None:
     """Start a zygote for ``env`` in the background unless one lives; its fingerprint, or None
-    when warm start is off or cannot be used here. It serves while ``parent`` (this process by
-    default: the kernel, the server, or a job's launcher) or another process it served lives.
+    when warm start is off or cannot be used here. It serves while one of ``owners`` (this process
+    by default: the kernel, the server, or a job's launcher) or another process it served lives.
     ``fp``: the fingerprint a plan was made for (else worked out from ``env``), so that a launcher
     and the kernel that planned its job start the same zygote, whichever gets there first."""
     if not enabled(env):
@@ -308,13 +329,16 @@ def start(
     except (WarmUnavailable, OSError):
         return None
     fp = fp or fingerprint(env)
+    owners = list(owners) or [os.getpid()]
     if alive(directory, fp):
         sock, _, _ = _paths(directory, fp)
-        tell(str(sock), {"op": "ping", "owner": parent or os.getpid()})  # it serves us too
+        tell(str(sock), {"op": "ping", "owner": owners})  # it serves us too
         return fp
     idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
     argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
-    argv += ["--env-key", env_key(env), "--parent", str(parent or os.getpid())]
+    argv += ["--env-key", env_key(env)]
+    for owner in owners:
+        argv += ["--owner", str(owner)]
     if preload:
         argv += ["--preload", ",".join(sorted(set(preload) & HEAVY))]
     log = open(directory / f"zygote-{fp}.log", "ab")  # noqa: SIM115
@@ -331,14 +355,14 @@ def start(
     return fp
 
 
-def ensure_zygote(plan: WarmPlan, env: Mapping[str, str], owner: int | None = None) -> None:
-    """Start the plan's zygote unless it lives; either way it serves as long as ``owner`` (this
-    process by default) lives."""
-    owner = owner or os.getpid()
+def ensure_zygote(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int] = ()) -> None:
+    """Start the plan's zygote unless it lives; either way it serves as long as one of ``owners``
+    (this process by default) lives."""
+    owners = list(owners) or [os.getpid()]
     if not alive(Path(plan.socket).parent, plan.fingerprint):
-        start(env, preload=plan.preload, fp=plan.fingerprint, parent=owner)
+        start(env, preload=plan.preload, fp=plan.fingerprint, owners=owners)
     else:
-        tell(plan.socket, {"op": "ping", "owner": owner})
+        tell(plan.socket, {"op": "ping", "owner": owners})
 
 
 def tell(path: str, message: Mapping[str, Any]) -> None:
@@ -564,12 +588,18 @@ def spawn(
 ) -> WarmAgent:
     """Ask the plan's zygote (started now if none lives) for one agent; WarmUnavailable when it
     cannot give one (the launcher then starts the job cold)."""
-    owner = os.getppid()  # who submitted the job (kernel, server): the zygote serves it
-    ensure_zygote(plan, env, owner)
+    # The zygote serves this launcher while its job runs, and who submitted the job (a kernel,
+    # a server) as long as that lives. One started here starts with the launcher's environment
+    # (the submitter's, whose zygote it is), not the job's.
+    owners = [os.getpid(), os.getppid()]
+    ensure_zygote(plan, os.environ, owners)
     directory = Path(plan.socket).parent
+    if stuck(directory, plan.fingerprint):
+        replace(directory, plan.fingerprint, os.environ, plan.preload, owners)
+        raise WarmUnavailable("the zygote is stopped (SIGSTOP, a debugger): replaced")
     request = {
         "op": "spawn",
-        "owner": owner,
+        "owner": owners,
         "fingerprint": plan.fingerprint,
         "job_dir": job_dir,
         "argv": argv,
@@ -580,14 +610,14 @@ def spawn(
     }
     conn = _connect(plan.socket)
     ready = zygote_state(directory, plan.fingerprint).get("state") == "ready"
-    timeout = ANSWER_TIMEOUT if ready or stuck(directory, plan.fingerprint) else SPAWN_TIMEOUT
+    timeout = ANSWER_TIMEOUT if ready else SPAWN_TIMEOUT
     try:
         conn.settimeout(timeout)
         conn.sendall(json.dumps(request).encode() + b"\n")
         answer, rest = read_answer(conn)
     except TimeoutError:
         conn.close()  # it drops the request unforked once it sees this end closed
-        replace(directory, plan.fingerprint, env, plan.preload, owner)
+        replace(directory, plan.fingerprint, os.environ, plan.preload, owners)
         raise WarmUnavailable(f"the zygote did not answer within {timeout:.0f} s: replaced") from None
     except (OSError, ValueError) as exc:
         conn.close()
@@ -595,7 +625,7 @@ def spawn(
     if not answer.get("ok"):
         conn.close()
         if answer.get("replace"):
-            start(env, preload=plan.preload, fp=plan.fingerprint, parent=owner)  # for the next job
+            start(os.environ, preload=plan.preload, fp=plan.fingerprint, owners=owners)  # the next job's
         raise WarmUnavailable(str(answer.get("error") or "the zygote refused the job"))
     return WarmAgent(conn, int(answer["pid"]), rest)
 

@@ -1,7 +1,7 @@
 """The warm zygote: a process that has imported torch and waits to fork a job's agent and ranks.
 
-``python -u -m jupyter_disttrain.backends.local.zygote DIR FINGERPRINT [--parent PID] [--idle S]
-[--preload MOD,...]`` (``warm.py`` starts it; users never do). It imports torch,
+``python -u -m jupyter_disttrain.backends.local.zygote DIR FINGERPRINT [--owner PID]... [--idle S]
+[--preload MOD,...] (``warm.py`` starts it; users never do). It imports torch,
 ``torch.distributed``, ``torch.optim``, ``torch._dynamo`` and the heavy libraries asked for, with one
 OpenMP/MKL/OpenBLAS thread, never runs a tensor op and never initialises CUDA. Then it serves its
 control socket, ``DIR/zygote-FINGERPRINT.sock`` (``DIR`` is this user's 0700 runtime dir; the
@@ -15,9 +15,10 @@ socket is 0600 and a peer of another uid is refused), one JSON request per line:
 
 Before each fork it checks that it is still fork-safe: as many threads as after its imports, CUDA
 not initialised. If not, it answers so, says why in its log and exits; the job runs cold and the
-next one starts a fresh zygote. It exits after ``--idle`` seconds with no job of its running, when
-the process ``--parent`` ends (the Jupyter server that started it), or on SIGTERM; the jobs it
-forked run on. It holds ``DIR/zygote-FINGERPRINT.lock`` while it lives (one zygote per
+next one starts a fresh zygote. It exits after ``--idle`` seconds with no job of its running, once
+every process it serves has ended (each ``--owner``: the kernel, server or launcher that started
+it; and each a request named since: a job's launcher and who submitted the job), or on SIGTERM;
+the jobs it forked run on. It holds ``DIR/zygote-FINGERPRINT.lock`` while it lives (one zygote per
 fingerprint) and keeps ``DIR/zygote-FINGERPRINT.json`` current (pid, state, the modules it holds).
 """
 
@@ -40,6 +41,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ...procs import parent_death_signal
 from ...runtime import joined
 from . import forked
 from .fresh import SITE_HOOKS, Interpreter
@@ -57,7 +59,7 @@ PRELOAD_TIMEOUT = 300.0  # seconds a successor may take to import what it was as
 
 class Zygote:
     def __init__(
-        self, directory: Path, fingerprint: str, parent: int | None, idle: float, env_key: str
+        self, directory: Path, fingerprint: str, owners: list[int], idle: float, env_key: str
     ) -> None:
         self.dir = directory
         self.fingerprint = fingerprint
@@ -69,7 +71,7 @@ class Zygote:
         self.agents: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, the launcher's connection)
         self.own_fds: set[int] = set()  # closed in every child
         self.owners: dict[int, int] = {}  # pidfd -> pid of a kernel or server this zygote serves
-        self.parent = parent
+        self.started_for = owners  # serves while one of them, or one it served since, lives
         self.listener: socket.socket | None = None
         self.successor: _Successor | None = None
         self.failed: set[str] = set()  # modules a successor could not hold
@@ -78,6 +80,7 @@ class Zygote:
         self.stopping = False
         self.handed_over = False
         self.unsafe: str | None = None
+        self.pid = os.getpid()  # a successor's predecessor, as the successor sees it
 
     # -- life ----------------------------------------------------------------------------------
     def serve(self, lock_fd: int, preload: Iterable[str]) -> int:
@@ -114,8 +117,8 @@ class Zygote:
         )
         self.baseline = threads()
         self.own_fds.add(self.sel.fileno())
-        if self.parent:
-            self._own(self.parent)
+        for owner in self.started_for:
+            self._own(owner)
         self._ready()
         return self._serve_loop()
 
@@ -137,6 +140,9 @@ class Zygote:
                 self._say(f"importing {', '.join(self.successor.modules)} hangs: given up")
                 self._successor_gone(None)
             if self.handed_over and not self.agents:
+                return
+            if self.started_for and not self.owners and not self.stopping:  # all ended before it was ready
+                self._say("no process it serves is alive: exiting")
                 return
             if not self.agents and time.monotonic() - self.last_active > self.idle:
                 self._say(f"idle for {self.idle:.0f} s: exiting")
@@ -180,7 +186,9 @@ class Zygote:
             except (OSError, ValueError) as exc:
                 answer(conn, {"ok": False, "error": f"bad request: {exc}"})
                 return
-            self._own(request.get("owner"))
+            owners = request.get("owner")
+            for owner in owners if isinstance(owners, list) else [owners]:
+                self._own(owner)
             op = request.get("op")
             if op == "spawn":
                 if self._spawn(conn, request):
@@ -280,6 +288,11 @@ class Zygote:
     def _become_successor(self, modules: list[str], ready_w: int) -> None:
         code = 1
         try:
+            # Until it takes over, it ends with its predecessor (an import that hangs included).
+            parent_death_signal(signal.SIGKILL)
+            if os.getppid() != self.pid:
+                return
+            self.pid = os.getpid()
             self.baseline = threads()  # a fork has one thread, whatever its parent ran
             forked.close_fds({*self.agents, *(conn.fileno() for _, conn in self.agents.values())})
             self.agents.clear()
@@ -294,7 +307,9 @@ class Zygote:
             for fd, owner in owners.items():
                 os.close(fd)
                 self._own(owner)
-            os.write(ready_w, b"1")
+            parent_death_signal(0)  # it serves on its own from here
+            with contextlib.suppress(OSError):  # a predecessor that has gone no longer listens
+                os.write(ready_w, b"1")
             os.close(ready_w)
             self._ready()
             self._say(f"now holding {', '.join(modules)}")
@@ -524,7 +539,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m jupyter_disttrain.backends.local.zygote")
     parser.add_argument("dir", type=Path)
     parser.add_argument("fingerprint")
-    parser.add_argument("--parent", type=int)
+    parser.add_argument("--owner", type=int, action="append", default=[])
     parser.add_argument("--idle", type=float, default=1800.0)
     parser.add_argument("--preload", default="")
     parser.add_argument("--env-key", default="")
@@ -533,7 +548,7 @@ def main(argv: list[str]) -> int:
     lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     if not _lock(lock_fd, args.dir / f"zygote-{args.fingerprint}.sock"):
         return 0  # a zygote of this fingerprint is alive: it serves
-    zygote = Zygote(args.dir, args.fingerprint, args.parent, args.idle, args.env_key)
+    zygote = Zygote(args.dir, args.fingerprint, args.owner, args.idle, args.env_key)
     return zygote.serve(lock_fd, [m for m in args.preload.split(",") if m])
 
 
