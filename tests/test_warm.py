@@ -154,10 +154,24 @@ def test_the_dry_run_says_which_path_and_why(store: JobStore, tmp_path: Path) ->
     assert start(gpus=2, env={"TORCH_LOGS": "dynamo"}).startswith("cold: TORCH_LOGS is read when")
     # DeepSpeed's launcher sets TORCH_EXTENSIONS_DIR, which torch reads only when it builds.
     assert start(gpus=2, accelerator="cpu", launcher="deepspeed").startswith("warm: forked from a zygote")
+    # Packages installed with `pip install --target`: Lightning, imported ahead in the zygote,
+    # would not have found their rich there.
+    target = tmp_path / "target"
+    (target / "rich-13.9.4.dist-info").mkdir(parents=True)
+    why = start(gpus=2, env={"PYTHONPATH": str(target)})
+    assert why == f"cold: {target} holds packages (rich-13.9.4) the zygote's imports could not look for"
+    # A numpy beside the notebook: the zygote's own would be used. Planned cold once the zygote
+    # says what it holds; before that, the zygote itself refuses such a job, which then runs cold.
     shadow = tmp_path / "notebook"
     (shadow / "numpy").mkdir(parents=True)
-    why = start(gpus=2, working_dir=str(shadow))
-    assert why.startswith("cold: ") and "numpy" in why and "the zygote imported" in why
+    (shadow / "numpy" / "__init__.py").write_text('raise ImportError("the notebook numpy")\n')
+    uses = "import numpy\nprint(numpy.__file__)\n"
+    job = api.submit(uses, store=store, gpus=2, name="shadowed", working_dir=str(shadow))
+    assert job.wait(timeout=180).phase is JobPhase.FAILED  # it imported the notebook's numpy
+    assert any("the notebook numpy" in ln.text for ln in job.logs())
+    replace = f"{shadow / 'numpy'} would replace the numpy the zygote imported"
+    assert any(replace in e.message and "(cold: " in e.message for e in job.status().events)
+    assert start(gpus=2, working_dir=str(shadow)) == f"cold: {replace}"
 
 
 def _zygote_pid(directory: Path) -> int:

@@ -445,9 +445,10 @@ def plan(
     except (WarmUnavailable, OSError) as exc:
         return None, f"cold: no private runtime dir for a zygote ({exc})"
     fp = fingerprint(env)
-    shadowed = _shadowed(job_env.get("PYTHONPATH", ""), held_modules(directory, fp))
-    if shadowed:
-        return None, f"cold: {shadowed}"
+    pythonpath = job_env.get("PYTHONPATH", "")
+    why_cold = shadowed(pythonpath, held_modules(directory, fp)) or _unseen_packages(pythonpath)
+    if why_cold:
+        return None, f"cold: {why_cold}"
     sock, _, _ = _paths(directory, fp)
     preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
     line = f"warm: {_readiness(directory, fp)} (--cold to run torchrun afresh)"
@@ -492,8 +493,9 @@ def _cold_because(
     return None
 
 
-def _shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
-    """Why the job's PYTHONPATH would import another copy of a module the zygote holds, if so."""
+def shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
+    """Why the job's PYTHONPATH would import another copy of a module the zygote holds, if so
+    (checked when the job is planned, and by the zygote, which knows, before it forks)."""
     for entry in filter(None, pythonpath.split(os.pathsep)):
         try:
             names = os.listdir(entry)
@@ -508,6 +510,25 @@ def _shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
             found = os.path.join(entry, name)
             if os.path.realpath(found) != held[module]:
                 return f"{found} would replace the {module} the zygote imported"
+    return None
+
+
+def _unseen_packages(pythonpath: str) -> str | None:
+    """Why the job's PYTHONPATH holds installed packages (``pip install --target``: their
+    ``*.dist-info``) that the libraries the zygote imported could not see, if so: a library may
+    look for an optional one as it imports (Lightning picks Rich's progress bar when it finds
+    ``rich``), and in a warm rank it has looked already."""
+    import site
+
+    own = {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    for entry in filter(None, pythonpath.split(os.pathsep)):
+        if os.path.realpath(entry) in own:
+            continue
+        with contextlib.suppress(OSError):
+            found = sorted(n for n in os.listdir(entry) if n.endswith((".dist-info", ".egg-info")))
+            if found:
+                names = ", ".join(n.rpartition(".")[0] for n in found[:3]) + (", ..." if found[3:] else "")
+                return f"{entry} holds packages ({names}) the zygote's imports could not look for"
     return None
 
 

@@ -45,7 +45,7 @@ from ...procs import parent_death_signal
 from ...runtime import joined
 from . import forked
 from .fresh import SITE_HOOKS, Interpreter
-from .warm import THREAD_ENV, stop_stale
+from .warm import THREAD_ENV, shadowed, stop_stale
 from .zygote_protocol import MAX_REQUEST, answer, fork_unsafe, peer_left, peer_uid, read_request, threads
 
 # What every job needs, imported once here instead of in every rank: torch and the parts of it a
@@ -253,9 +253,10 @@ class Zygote:
             return {"ok": False, "error": "another environment's job"}
         try:
             check_job(request)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            why = shadowed(str(request["env"].get("PYTHONPATH", "")), _held_modules())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             return {"ok": False, "error": str(exc)}
-        return None
+        return {"ok": False, "error": why} if why else None
 
     def _safety(self) -> dict[str, Any] | None:
         """None while a fork is safe; else the answer that says why, and this zygote ends."""
