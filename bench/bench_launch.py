@@ -7,7 +7,7 @@ For 2 and 4 CPU ranks, side by side in one run, each of:
 - ``cold``: ``%%distrun --cold`` from a kernel (torchrun afresh, as before warm start);
 - ``warm first``: a fresh kernel's first ``%%distrun`` after ``%load_ext`` (the zygote started at
   load, while the user typed: the bench waits until it is ready, as typing would);
-- ``warm rerun``: the same cell run again in that kernel;
+- ``warm rerun``: the same cell run again in that kernel, its zygote ready (as after any run);
 - ``run all``: a fresh kernel's cells run one after the other without a pause (Run All): the
   ``%%distrun`` cell is sent as soon as the cell with ``%load_ext`` has run, while the zygote
   still imports torch (the job waits for it; its dry run says so).
@@ -160,6 +160,15 @@ def warm_first(
         kernel.close()
 
 
+def ready_zygote(env: dict[str, str]) -> None:
+    """A ready zygote for a re-run: the previous fresh kernel's ended with it (a zygote ends with
+    the last process it served), so start one serving this process and wait, as a user who ran a
+    cell before would have."""
+    fp = warm.start(env)
+    while _state(warm.zygote_dir() / f"zygote-{fp}.json") != "ready":
+        time.sleep(0.1)
+
+
 def _state(path: Path) -> str | None:
     try:
         return str(json.loads(path.read_text()).get("state"))
@@ -203,6 +212,7 @@ def main() -> None:
                     elif kind in ("warm first", "run all"):
                         result = warm_first(work, env, root, ranks, args.steps, typing=kind == "warm first")
                     else:
+                        ready_zygote(env)
                         result = run_cell(kernel, root, ranks, args.steps, "")
                     results.setdefault((ranks, kind), []).append(result)
                     print(
@@ -210,6 +220,7 @@ def main() -> None:
                         + ", ".join(f"{k} {v:.3f}" for k, v in result.items()),
                         flush=True,
                     )
+        ready_zygote(env)
         time.sleep(2)
         rss, pss = zygote_memory(env)
     finally:

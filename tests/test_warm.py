@@ -140,7 +140,9 @@ def test_a_warm_rank_is_the_same_program_as_a_cold_one(
     assert hot[1][0]["threads"][0] == 2 and ["openblas", 2] in hot[1][0]["pools"]
 
 
-def test_the_dry_run_says_which_path_and_why(store: JobStore, tmp_path: Path) -> None:
+def test_the_dry_run_says_which_path_and_why(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zygote_dir: Path
+) -> None:
     def start(**kw: object) -> str:
         info = api.dryrun("import torch\n", store=store, **kw)  # type: ignore[arg-type]
         line = info.request.to_json()["start"]
@@ -148,6 +150,11 @@ def test_the_dry_run_says_which_path_and_why(store: JobStore, tmp_path: Path) ->
         return str(line)
 
     assert start(gpus=2).startswith("warm: forked from a zygote")
+    with monkeypatch.context() as other:  # an environment no zygote serves yet (Run All, new kernel)
+        other.setenv("PYTHONDRYRUNTEST", "1")
+        waits = "warm: forked from a zygote started now (the job waits while it imports torch)"
+        assert start(gpus=2).startswith(waits)
+        assert not warm.alive(zygote_dir, warm.fingerprint(os.environ))  # a dry run starts nothing
     assert start(gpus=2, options={"cold": True}) == "cold: --cold"
     assert "restarts" in start(gpus=2, max_restarts=1)
     assert "--nodes" in start(gpus=1, nodes=2)
