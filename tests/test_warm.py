@@ -374,8 +374,8 @@ def _state(directory: Path, fp: str) -> dict:
         return {}
 
 
-def _wait(ready, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def _wait(ready, timeout: float = 120.0, why=lambda: "") -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not ready():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out {why()}"
         time.sleep(0.05)

@@ -29,9 +29,15 @@ def _fp(job: api.Job) -> str:
 
 def _zygote_pid(directory: Path, job: api.Job) -> int:
     pid = warm.zygote_pid(directory, _fp(job))
-    logs = {p.name: p.read_text()[-2000:] for p in directory.glob("*.log")}
-    assert pid is not None, logs
+    assert pid is not None, _logs(directory)
     return pid
+
+
+def _logs(directory: Path) -> dict[str, str]:
+    """What the zygotes said, and their states, for a failure's message."""
+    logs = {p.name: p.read_text()[-2000:] for p in directory.glob("*.log")}
+    states = {f: warm.zygote_state(directory, f) for f in warm._fingerprints(directory)}
+    return {**logs, **{f: {k: v for k, v in s.items() if k != "modules"} for f, s in states.items()}}
 
 
 def _started(job: api.Job) -> str:
@@ -117,7 +123,8 @@ def test_a_hanging_preload_never_blocks_the_zygote(store: JobStore, zygote_dir: 
         assert len(successors) == 1  # still importing, never serving
     finally:
         (zygote_dir / "hangs_on_import.py").unlink()
-        warm.replace(zygote_dir, _fp(before), os.environ, (), [os.getpid()])  # a zygote without it
+        plan = warm.WarmPlan.from_json(json.loads((before.dir / "job.json").read_text())["request"]["warm"])
+        warm.replace(plan, os.environ, [os.getpid()])  # a zygote without it
     # A successor that never took over ends with its predecessor, its import still hanging.
     _wait(lambda: not successors[0].is_running() or successors[0].status() == psutil.STATUS_ZOMBIE)
 
@@ -158,7 +165,10 @@ def test_two_pip_installs_each_get_a_new_zygote_and_leave_one(
             assert [ln.text for ln in job.logs() if ln.text.startswith("hook")] == ["hook yes"] * 2
             new = _zygote_pid(zygote_dir, job)
             assert new != old
-            _wait(lambda gone=old: not psutil.pid_exists(gone) or psutil.Process(gone).status() == "zombie")
+            _wait(
+                lambda gone=old: not psutil.pid_exists(gone) or psutil.Process(gone).status() == "zombie",
+                why=lambda: _logs(zygote_dir),
+            )
             same_env = [
                 f
                 for f in warm._fingerprints(zygote_dir)

@@ -89,19 +89,23 @@ class WarmUnavailable(Exception):
 
 @dataclass(frozen=True)
 class WarmPlan:
-    """Where a job's agents are forked: the zygote's socket and fingerprint, and what it should
-    hold before it forks (the heavy libraries the script imports)."""
+    """Where a job's agents are forked: the zygote's socket and fingerprint, what it should hold
+    before it forks (the heavy libraries the script imports), and the environment it is for
+    (``env_key``). Whoever starts the zygote (the submitter, the launcher) starts this one, so
+    that a zygote's key never depends on which process got there first."""
 
     socket: str
     fingerprint: str
     preload: tuple[str, ...] = ()
+    env_key: str = ""  # "": worked out by whoever starts it (a plan recorded before it was)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "preload": list(self.preload)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WarmPlan:
-        return cls(str(data["socket"]), str(data["fingerprint"]), tuple(data.get("preload", ())))
+        preload = tuple(data.get("preload", ()))
+        return cls(str(data["socket"]), str(data["fingerprint"]), preload, str(data.get("env_key", "")))
 
 
 # -- where ---------------------------------------------------------------------------------------------
@@ -274,16 +278,15 @@ def serves_others(proc: psutil.Process, job_id: str) -> bool:
         return False
 
 
-def replace(
-    directory: Path, fp: str, env: Mapping[str, str], preload: Iterable[str], owners: Sequence[int]
-) -> None:
-    """End a zygote that does not answer (SIGKILL: it may be stopped; its jobs run on) and start a
-    fresh one for the next job, serving ``owners``."""
+def replace(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int]) -> None:
+    """End the plan's zygote, which does not answer (SIGKILL: it may be stopped; its jobs run on),
+    and start a fresh one for the next job, serving ``owners``."""
+    directory, fp = Path(plan.socket).parent, plan.fingerprint
     pid = _signal(directory, fp, signal.SIGKILL)
     deadline = time.monotonic() + 10.0
     while pid is not None and alive(directory, fp) and time.monotonic() < deadline:
         time.sleep(0.02)  # its lock goes with its last descriptor
-    start(env, preload=preload, fp=fp, owners=owners)
+    start(env, preload=plan.preload, fp=fp, key=plan.env_key, owners=owners)
 
 
 # -- start -----------------------------------------------------------------------------------------------
@@ -316,12 +319,14 @@ def start(
     preload: Iterable[str] = (),
     owners: Sequence[int] = (),
     fp: str | None = None,
+    key: str = "",
 ) -> str | None:
     """Start a zygote for ``env`` in the background unless one lives; its fingerprint, or None
     when warm start is off or cannot be used here. It serves while one of ``owners`` (this process
     by default: the kernel, the server, or a job's launcher) or another process it served lives.
-    ``fp``: the fingerprint a plan was made for (else worked out from ``env``), so that a launcher
-    and the kernel that planned its job start the same zygote, whichever gets there first."""
+    ``fp``, ``key``: the fingerprint and environment key a plan was made for (else worked out from
+    ``env``), so that a launcher and the kernel that planned its job start the same zygote,
+    whichever gets there first."""
     if not enabled(env):
         return None
     try:
@@ -336,7 +341,7 @@ def start(
         return fp
     idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
     argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
-    argv += ["--env-key", env_key(env)]
+    argv += ["--env-key", key or env_key(env)]
     for owner in owners:
         argv += ["--owner", str(owner)]
     if preload:
@@ -360,7 +365,7 @@ def ensure_zygote(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int] 
     (this process by default) lives."""
     owners = list(owners) or [os.getpid()]
     if not alive(Path(plan.socket).parent, plan.fingerprint):
-        start(env, preload=plan.preload, fp=plan.fingerprint, owners=owners)
+        start(env, preload=plan.preload, fp=plan.fingerprint, key=plan.env_key, owners=owners)
     else:
         tell(plan.socket, {"op": "ping", "owner": owners})
 
@@ -444,7 +449,7 @@ def plan(
         directory = zygote_dir()
     except (WarmUnavailable, OSError) as exc:
         return None, f"cold: no private runtime dir for a zygote ({exc})"
-    fp = fingerprint(env)
+    fp, key = fingerprint(env), env_key(env)
     pythonpath = job_env.get("PYTHONPATH", "")
     why_cold = shadowed(pythonpath, held_modules(directory, fp)) or _unseen_packages(pythonpath)
     if why_cold:
@@ -452,7 +457,7 @@ def plan(
     sock, _, _ = _paths(directory, fp)
     preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
     line = f"warm: {_readiness(directory, fp)} (--cold to run torchrun afresh)"
-    return WarmPlan(str(sock), fp, preload), line
+    return WarmPlan(str(sock), fp, preload, key), line
 
 
 def _readiness(directory: Path, fp: str) -> str:
@@ -616,7 +621,7 @@ def spawn(
     ensure_zygote(plan, os.environ, owners)
     directory = Path(plan.socket).parent
     if stuck(directory, plan.fingerprint):
-        replace(directory, plan.fingerprint, os.environ, plan.preload, owners)
+        replace(plan, os.environ, owners)
         raise WarmUnavailable("the zygote is stopped (SIGSTOP, a debugger): replaced")
     request = {
         "op": "spawn",
@@ -638,7 +643,7 @@ def spawn(
         answer, rest = read_answer(conn)
     except TimeoutError:
         conn.close()  # it drops the request unforked once it sees this end closed
-        replace(directory, plan.fingerprint, os.environ, plan.preload, owners)
+        replace(plan, os.environ, owners)
         raise WarmUnavailable(f"the zygote did not answer within {timeout:.0f} s: replaced") from None
     except (OSError, ValueError) as exc:
         conn.close()
@@ -646,7 +651,7 @@ def spawn(
     if not answer.get("ok"):
         conn.close()
         if answer.get("replace"):
-            start(os.environ, preload=plan.preload, fp=plan.fingerprint, owners=owners)  # the next job's
+            start(os.environ, preload=plan.preload, fp=plan.fingerprint, key=plan.env_key, owners=owners)
         raise WarmUnavailable(str(answer.get("error") or "the zygote refused the job"))
     return WarmAgent(conn, int(answer["pid"]), rest)
 
