@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -158,6 +159,7 @@ def warm_first(
         return run_cell(kernel, root, ranks, steps, "")
     finally:
         kernel.close()
+        _until(lambda: not warm.alive(directory, fp), "the zygote to end with its kernel")
 
 
 def ready_zygote(env: dict[str, str]) -> None:
@@ -165,8 +167,15 @@ def ready_zygote(env: dict[str, str]) -> None:
     the last process it served), so start one serving this process and wait, as a user who ran a
     cell before would have."""
     fp = warm.start(env)
-    while _state(warm.zygote_dir() / f"zygote-{fp}.json") != "ready":
-        time.sleep(0.1)
+    _until(lambda: _state(warm.zygote_dir() / f"zygote-{fp}.json") == "ready", "a ready zygote")
+
+
+def _until(done: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.05)
 
 
 def _state(path: Path) -> str | None:
