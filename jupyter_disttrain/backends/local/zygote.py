@@ -85,16 +85,8 @@ class Zygote:
     # -- life ----------------------------------------------------------------------------------
     def serve(self, lock_fd: int, preload: Iterable[str]) -> int:
         self.own_fds.add(lock_fd)
-        listener = self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with contextlib.suppress(FileNotFoundError):
-            self.sock_path.unlink()  # a dead zygote's: we hold the lock, so no live one has it
-        old_umask = os.umask(0o177)
-        try:
-            listener.bind(str(self.sock_path))
-        finally:
-            os.umask(old_umask)
-        listener.listen(64)  # clients wait here while the imports below run
-        self.own_fds.add(listener.fileno())
+        self.listener = _listen(self.sock_path)  # clients wait there while the imports below run
+        self.own_fds.add(self.listener.fileno())
         self._write_state("importing")
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
@@ -104,17 +96,7 @@ class Zygote:
         joined.watch()
         before = dict(os.environ)
         self._import([*BASE_MODULES, *RANK_MODULES, *preload])
-        import torch
-
-        threads_default, interop_default, pools = probe.result(torch.get_num_interop_threads())
-        forked.INTERPRETER = Interpreter(
-            base_path=tuple(p for p in sys.path[1:] if p not in _own_pythonpath()),
-            threads=threads_default,
-            interop_threads=interop_default,
-            coerced_locale=_coerced_locale(),
-            pools=pools,
-            import_env={k: v for k, v in os.environ.items() if before.get(k) != v},
-        )
+        forked.INTERPRETER = _interpreter(probe, before)
         self.baseline = threads()
         self.own_fds.add(self.sel.fileno())
         for owner in self.started_for:
@@ -496,6 +478,37 @@ class _ThreadProbe:
             return fallback
         self.path.write_text(json.dumps(measured))
         return measured
+
+
+def _listen(path: Path) -> socket.socket:
+    """The zygote's socket, only its user's (0600), replacing a dead zygote's (the caller holds
+    the lock, so no live one has it)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    return listener
+
+
+def _interpreter(probe: _ThreadProbe, env_before: dict[str, str]) -> Interpreter:
+    """What a fresh interpreter of this environment has, once the zygote has imported: its
+    ``sys.path``, default thread counts and pools, and what the imports set in ``os.environ``."""
+    import torch
+
+    threads_default, interop_default, pools = probe.result(torch.get_num_interop_threads())
+    return Interpreter(
+        base_path=tuple(p for p in sys.path[1:] if p not in _own_pythonpath()),
+        threads=threads_default,
+        interop_threads=interop_default,
+        coerced_locale=_coerced_locale(),
+        pools=pools,
+        import_env={k: v for k, v in os.environ.items() if env_before.get(k) != v},
+    )
 
 
 def _own_pythonpath() -> set[str]:
