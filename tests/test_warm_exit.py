@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_warm import _ran_warm
 
 DDP_MAIN = """

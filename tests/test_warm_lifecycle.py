@@ -16,8 +16,8 @@ import psutil
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local import warm
-from jupyter_disttrain.specs import JobPhase
-from jupyter_disttrain.store import JobStore
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage.store import JobStore
 from tests.test_warm import _ran_warm, _wait
 
 

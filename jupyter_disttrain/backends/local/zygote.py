@@ -41,8 +41,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...procs import parent_death_signal
 from ...runtime import joined
+from ...storage.procs import parent_death_signal
 from . import forked
 from .fresh import SITE_HOOKS, Interpreter
 from .warm import THREAD_ENV, shadowed, stop_stale
