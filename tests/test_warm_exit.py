@@ -9,28 +9,22 @@ script imported torch._dynamo first, as the zygote has).
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
 from tests.test_warm import _ran_warm
+from tests.test_warm_kernel import DDP_BODY, IMPORTS
 
-DDP_MAIN = """
-import torch, torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
+# The kernel test's DDP loop, as a script's main() behind a __main__ guard.
+DDP_MAIN = f"""{IMPORTS}
 
 
 def main():
-    dist.init_process_group("gloo")
-    model = DDP(torch.nn.Linear(8, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(3):
-        opt.zero_grad()
-        model(torch.rand(4, 8)).sum().backward()
-        opt.step()
-    dist.destroy_process_group()
-
+{textwrap.indent(DDP_BODY, "    ")}
 
 if __name__ == "__main__":
     main()
