@@ -7,7 +7,10 @@ For 2 and 4 CPU ranks, side by side in one run, each of:
 - ``cold``: ``%%distrun --cold`` from a kernel (torchrun afresh, as before warm start);
 - ``warm first``: a fresh kernel's first ``%%distrun`` after ``%load_ext`` (the zygote started at
   load, while the user typed: the bench waits until it is ready, as typing would);
-- ``warm rerun``: the same cell run again in that kernel.
+- ``warm rerun``: the same cell run again in that kernel, its zygote ready (as after any run);
+- ``run all``: a fresh kernel's cells run one after the other without a pause (Run All): the
+  ``%%distrun`` cell is sent as soon as the cell with ``%load_ext`` has run, while the zygote
+  still imports torch (the job waits for it; its dry run says so).
 
 Times are from the moment the cell is sent (for torchrun: the moment it is started) to rank 0's
 first line, to every rank being in the process group, to the first optimizer step (all ranks),
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -68,7 +72,7 @@ if dist.get_rank() == 0:
 dist.destroy_process_group()
 """
 CELL = "%%distrun --gpus {ranks} --name bench --oversubscribe {flags}\n" + BODY
-KINDS = ("torchrun", "cold", "warm first", "warm rerun")
+KINDS = ("torchrun", "cold", "warm first", "warm rerun", "run all")
 MEASURES = ("first line", "all in group", "first step", "whole job")
 _MARK = re.compile(r"MARK (\w+) (\d+) (\d+\.\d{6})")
 _SPS = re.compile(r"STEPS_PER_SEC (\d+\.\d+)")
@@ -129,12 +133,19 @@ def run_cell(kernel: Kernel, root: Path, ranks: int, steps: int, flags: str) -> 
 def run_torchrun(script: Path, cwd: Path, ranks: int) -> dict[str, float]:
     t0 = time.time()
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
-    out = subprocess.run([*argv, str(script)], cwd=cwd, capture_output=True, text=True, check=True).stdout
-    return measure(out, t0, time.time(), ranks)
+    done = subprocess.run([*argv, str(script)], cwd=cwd, capture_output=True, text=True)
+    end = time.time()
+    try:  # a rank torch aborts at exit after its work (a known teardown crash) still timed it
+        return measure(done.stdout, t0, end, ranks)
+    except (AssertionError, AttributeError):
+        raise RuntimeError(f"torchrun exited with {done.returncode}: {done.stderr[-2000:]}") from None
 
 
-def warm_first(work: Path, env: dict[str, str], root: Path, ranks: int, steps: int) -> dict[str, float]:
-    """A fresh kernel: %load_ext starts a zygote (none lives), the user types, the first run."""
+def warm_first(
+    work: Path, env: dict[str, str], root: Path, ranks: int, steps: int, *, typing: bool = True
+) -> dict[str, float]:
+    """A fresh kernel: %load_ext starts a zygote (none lives), the user types (``typing``; else
+    Run All goes on at once), the first run."""
     directory = warm.zygote_dir()
     warm.stop(directory)
     fp = warm.fingerprint(env)
@@ -143,11 +154,35 @@ def warm_first(work: Path, env: dict[str, str], root: Path, ranks: int, steps: i
     kernel = Kernel(work, env)
     try:
         kernel.run(SETUP.format(steps=steps))
-        while json.loads((directory / f"zygote-{fp}.json").read_text() or "{}").get("state") != "ready":
+        while typing and _state(directory / f"zygote-{fp}.json") != "ready":
             time.sleep(0.1)  # the user still typing
         return run_cell(kernel, root, ranks, steps, "")
     finally:
         kernel.close()
+        _until(lambda: not warm.alive(directory, fp), "the zygote to end with its kernel")
+
+
+def ready_zygote(env: dict[str, str]) -> None:
+    """A ready zygote for a re-run: the previous fresh kernel's ended with it (a zygote ends with
+    the last process it served), so start one serving this process and wait, as a user who ran a
+    cell before would have."""
+    fp = warm.start(env)
+    _until(lambda: _state(warm.zygote_dir() / f"zygote-{fp}.json") == "ready", "a ready zygote")
+
+
+def _until(done: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.05)
+
+
+def _state(path: Path) -> str | None:
+    try:
+        return str(json.loads(path.read_text()).get("state"))
+    except (OSError, ValueError):
+        return None  # not written yet
 
 
 def zygote_memory(env: dict[str, str]) -> tuple[float, float]:
@@ -183,9 +218,10 @@ def main() -> None:
                         result = run_torchrun(script, work, ranks)
                     elif kind == "cold":
                         result = run_cell(kernel, root, ranks, args.steps, "--cold")
-                    elif kind == "warm first":
-                        result = warm_first(work, env, root, ranks, args.steps)
+                    elif kind in ("warm first", "run all"):
+                        result = warm_first(work, env, root, ranks, args.steps, typing=kind == "warm first")
                     else:
+                        ready_zygote(env)
                         result = run_cell(kernel, root, ranks, args.steps, "")
                     results.setdefault((ranks, kind), []).append(result)
                     print(
@@ -193,6 +229,7 @@ def main() -> None:
                         + ", ".join(f"{k} {v:.3f}" for k, v in result.items()),
                         flush=True,
                     )
+        ready_zygote(env)
         time.sleep(2)
         rss, pss = zygote_memory(env)
     finally:

@@ -95,6 +95,11 @@ def test_a_deepspeed_zero2_cell_trains_and_checkpoints_on_two_cpu_ranks(
     status = job.status()
     tails = "\n".join(f"{ln.replica}: {ln.text}" for ln in job.logs(tail=15))
     assert status.phase is JobPhase.SUCCEEDED, f"{status.reason}: {status.message}\n{tails}"
+    # Forked from the kernel's warm zygote, as any torchrun job: DeepSpeed's launcher adds only
+    # what torch reads when it builds an op (TORCH_EXTENSIONS_DIR), never at import.
+    assert "# start: warm: forked from a zygote" in dry
+    started = [e.message for e in status.events if e.reason == "Started"]
+    assert len(started) == 1 and "(warm: forked from the zygote" in started[0], started
     assert record.spec.launcher == "deepspeed"
     assert json.loads((job.dir / "ds_config.json").read_text()) == DS_CONFIG
     ckpt = job.dir / "ckpt"

@@ -24,45 +24,82 @@ from jupyter_disttrain.backends.local import warm
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
 
-# What a rank sees of its own start: compared between a warm and a cold rank.
+# What a rank sees of its own start: compared between warm and cold ranks (issue 33).
 PROBE = r"""
-import json, os, random, signal, sys
-import numpy, torch, torch.distributed as dist
-
-dist.init_process_group("gloo")
-handlers = {str(s): str(signal.getsignal(s)) for s in signal.valid_signals()
-            if s not in (signal.SIGKILL, signal.SIGSTOP)}
-with open("/proc/self/environ", "rb") as f:
+import json, logging, os, random, signal, sys, warnings
+with open("/proc/self/environ", "rb") as f:  # what ps and /proc show of the process
     shown = dict(e.decode().split("=", 1) for e in f.read().split(b"\0") if b"=" in e)
+import numpy, torch, torch.distributed as dist
+from threadpoolctl import threadpool_info
+
 seen = {
-    "env": dict(os.environ),
-    "shown_is_env": shown == dict(os.environ),
-    "path": sys.path,
+    "hook": os.environ.get("SITE_HOOK_RAN"),
+    "seed": [torch.initial_seed(), torch.rand(1).item()],
+    "random": [random.random(), numpy.random.random()],
+    "pools": sorted((i["internal_api"], i["num_threads"]) for i in threadpool_info()),
     "threads": [torch.get_num_threads(), torch.get_num_interop_threads()],
+    "torch": [str(torch.get_default_dtype()), torch.are_deterministic_algorithms_enabled(),
+              torch.backends.cudnn.benchmark, torch.get_float32_matmul_precision()],
+    "path": sys.path,
     "cwd": os.getcwd(),
-    "argv": sys.argv,
+    "argv": [sys.argv, sys.orig_argv],
     "main": [__name__, __file__, sys.modules["__main__"].__dict__ is globals()],
     "session_leader": os.getsid(0) == os.getpid(),
-    "signals": handlers,
-    "flags": [sys.stdout.write_through, sys.flags.optimize, sys.flags.hash_randomization],
+    "signals": {str(s): str(signal.getsignal(s)) for s in signal.valid_signals()
+                if s not in (signal.SIGKILL, signal.SIGSTOP)},
+    "flags": [sys.stdout.write_through, list(sys.flags)],
     "cuda": [torch.cuda.is_initialized(), torch.cuda._is_in_bad_fork()],
-    "random": [random.random(), numpy.random.random()],
 }
-t = torch.tensor([1.0])
-dist.all_reduce(t)
+seen["shown"] = shown
+
+def train():  # a real DDP loop: its losses, unseeded and then seeded
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = model(torch.randn(4, 8)).square().mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+dist.init_process_group("gloo")
+seen["unseeded"] = train()
+torch.manual_seed(0)
+seen["seeded"] = train()
+# After a first optimizer step, which imports torch._dynamo in a cold rank too (the zygote has).
+seen["filters"] = [(a, str(getattr(m, "pattern", m)), c.__name__, str(getattr(mod, "pattern", mod)), n)
+                   for a, m, c, mod, n in warnings.filters]
+loggers = logging.root.manager.loggerDict.items()
+seen["handlers"] = sorted(n for n, lg in loggers if getattr(lg, "handlers", None))
+seen["root"] = [logging.root.level, len(logging.root.handlers)]
+seen["env"] = dict(os.environ)
 with open(os.path.join(os.environ["PROBE_DIR"], f"{dist.get_rank()}.json"), "w") as f:
     json.dump(seen, f)
 dist.destroy_process_group()
 """
+SITE_HOOK = "import os\nos.environ['SITE_HOOK_RAN'] = os.environ.get('RANK', 'no rank')\n"
 # Differ between any two jobs, warm or cold: where the store served them, and the switch itself.
 PER_JOB = ("MASTER_PORT", "TORCHELASTIC_ERROR_FILE", warm.WARM_ENV)
+# Differ between any two processes, warm or cold (unless seeded).
+PER_PROCESS = ("seed", "random", "unseeded")
 
 
-def _probe(store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> list[dict]:
+def _probe(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, run: int
+) -> list[dict]:
     monkeypatch.setenv(warm.WARM_ENV, "1" if how == "warm" else "0")
-    out = tmp_path / how
+    out = tmp_path / f"{how}{run}"
     out.mkdir()
-    job = api.submit(PROBE, store=store, gpus=2, name=f"probe-{how}", env={"PROBE_DIR": str(out)})
+    hooks = tmp_path / "hooks"  # a sitecustomize on the job's PYTHONPATH, as shims and agents use
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(SITE_HOOK)
+    env = {"PROBE_DIR": str(out), "PYTHONPATH": str(hooks)}
+    if run:  # BLAS and torch pools sized by the rank's own variable
+        env["OMP_NUM_THREADS"] = "2"
+    job = api.submit(PROBE, store=store, gpus=2, name=f"probe-{how}", env=env)
     status = job.wait(timeout=180)
     assert status.phase is JobPhase.SUCCEEDED, status
     started = next(e.message for e in status.events if e.reason == "Started")
@@ -73,27 +110,39 @@ def _probe(store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how
         rank.clear()
         rank.update(json.loads(text))
         for key in PER_JOB:
-            rank["env"].pop(key)
+            rank["env"].pop(key), rank["shown"].pop(key)
     return seen
 
 
-def test_a_warm_rank_starts_as_a_cold_rank_does(
-    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_warm_rank_is_the_same_program_as_a_cold_one(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zygote_dir: Path
 ) -> None:
-    cold = _probe(store, tmp_path, monkeypatch, "cold")
-    hot = _probe(store, tmp_path, monkeypatch, "warm")
-    # Each forked rank seeds its own random states, as a fresh interpreter does.
-    randoms = hot[0].pop("random"), hot[1].pop("random")
-    assert randoms[0][0] != randoms[1][0] and randoms[0][1] != randoms[1][1]
-    for rank in (0, 1):
-        cold[rank].pop("random")
-        assert hot[rank] == cold[rank]
-    assert hot[0]["env"]["RANK"] == "0" and hot[1]["env"]["RANK"] == "1"
-    assert hot[0]["shown_is_env"] and hot[0]["cuda"] == [False, False]
-    assert hot[0]["threads"][0] == 1  # torchrun's OMP_NUM_THREADS=1 for 2 processes per node
+    runs = {how: [_probe(store, tmp_path, monkeypatch, how, r) for r in (0, 1)] for how in ("cold", "warm")}
+    for how, (first, second) in runs.items():
+        ranks = [*first, *second]
+        for key in PER_PROCESS:  # from fresh entropy in every rank of every run, warm as cold
+            values = [json.dumps(rank[key]) for rank in ranks]
+            assert len(set(values)) == len(values), (how, key, values)
+        for rank in (0, 1):  # a seeded loop repeats itself, warm as cold
+            assert first[rank]["seeded"] == second[rank]["seeded"] == runs["cold"][0][rank]["seeded"]
+            assert first[rank]["hook"] == str(rank)  # the site hook ran in the rank itself
+    for run in (0, 1):
+        for rank in (0, 1):
+            hot, cold = runs["warm"][run][rank], runs["cold"][run][rank]
+            for key in PER_PROCESS:
+                hot.pop(key), cold.pop(key)
+            differ = {k: (hot.get(k), cold.get(k)) for k in {*hot, *cold} if hot.get(k) != cold.get(k)}
+            assert not differ, (run, rank, differ)
+    hot = runs["warm"]
+    assert hot[0][0]["env"]["RANK"] == "0" and hot[0][1]["env"]["RANK"] == "1"
+    assert hot[0][0]["shown"]["RANK"] == "0" and hot[0][0]["cuda"] == [False, False]
+    assert hot[0][0]["threads"][0] == 1  # torchrun's OMP_NUM_THREADS=1 for 2 processes per node
+    assert hot[1][0]["threads"][0] == 2 and ["openblas", 2] in hot[1][0]["pools"]
 
 
-def test_the_dry_run_says_which_path_and_why(store: JobStore, tmp_path: Path) -> None:
+def test_the_dry_run_says_which_path_and_why(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zygote_dir: Path
+) -> None:
     def start(**kw: object) -> str:
         info = api.dryrun("import torch\n", store=store, **kw)  # type: ignore[arg-type]
         line = info.request.to_json()["start"]
@@ -101,14 +150,35 @@ def test_the_dry_run_says_which_path_and_why(store: JobStore, tmp_path: Path) ->
         return str(line)
 
     assert start(gpus=2).startswith("warm: forked from a zygote")
+    with monkeypatch.context() as other:  # an environment no zygote serves yet (Run All, new kernel)
+        other.setenv("PYTHONDRYRUNTEST", "1")
+        waits = "warm: forked from a zygote started now (the job waits while it imports torch)"
+        assert start(gpus=2).startswith(waits)
+        assert not warm.alive(zygote_dir, warm.fingerprint(os.environ))  # a dry run starts nothing
     assert start(gpus=2, options={"cold": True}) == "cold: --cold"
     assert "restarts" in start(gpus=2, max_restarts=1)
     assert "--nodes" in start(gpus=1, nodes=2)
     assert start(gpus=2, env={"TORCH_LOGS": "dynamo"}).startswith("cold: TORCH_LOGS is read when")
+    # DeepSpeed's launcher sets TORCH_EXTENSIONS_DIR, which torch reads only when it builds.
+    assert start(gpus=2, accelerator="cpu", launcher="deepspeed").startswith("warm: forked from a zygote")
+    # Packages installed with `pip install --target`: Lightning, imported ahead in the zygote,
+    # would not have found their rich there.
+    target = tmp_path / "target"
+    (target / "rich-13.9.4.dist-info").mkdir(parents=True)
+    why = start(gpus=2, env={"PYTHONPATH": str(target)})
+    assert why == f"cold: {target} holds packages (rich-13.9.4) the zygote's imports could not look for"
+    # A numpy beside the notebook: the zygote's own would be used. Planned cold once the zygote
+    # says what it holds; before that, the zygote itself refuses such a job, which then runs cold.
     shadow = tmp_path / "notebook"
     (shadow / "numpy").mkdir(parents=True)
-    why = start(gpus=2, working_dir=str(shadow))
-    assert why.startswith("cold: ") and "numpy" in why and "the zygote imported" in why
+    (shadow / "numpy" / "__init__.py").write_text('raise ImportError("the notebook numpy")\n')
+    uses = "import numpy\nprint(numpy.__file__)\n"
+    job = api.submit(uses, store=store, gpus=2, name="shadowed", working_dir=str(shadow))
+    assert job.wait(timeout=180).phase is JobPhase.FAILED  # it imported the notebook's numpy
+    assert any("the notebook numpy" in ln.text for ln in job.logs())
+    replace = f"{shadow / 'numpy'} would replace the numpy the zygote imported"
+    assert any(replace in e.message and "(cold: " in e.message for e in job.status().events)
+    assert start(gpus=2, working_dir=str(shadow)) == f"cold: {replace}"
 
 
 def _zygote_pid(directory: Path) -> int:
@@ -283,7 +353,7 @@ def test_a_zygote_ends_with_its_parent_and_when_idle(tmp_path: Path) -> None:
     runtime = Path(os.environ["XDG_RUNTIME_DIR"], "jupyter_disttrain")
     parent = subprocess.Popen(["sleep", "600"])
     env = {**os.environ, "TORCH_EXTRA_FOR_THIS_TEST": "1"}  # a fingerprint of its own
-    fp = warm.start(env, parent=parent.pid)
+    fp = warm.start(env, owners=[parent.pid])
     assert fp is not None
     _wait(lambda: _state(runtime, fp).get("state") == "ready")
     pid = int(_state(runtime, fp)["pid"])
@@ -304,8 +374,8 @@ def _state(directory: Path, fp: str) -> dict:
         return {}
 
 
-def _wait(ready, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def _wait(ready, timeout: float = 120.0, why=lambda: "") -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not ready():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out {why()}"
         time.sleep(0.05)

@@ -17,6 +17,7 @@ from jupyter_disttrain.backends.local import warm
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
 from tests.notebook_helpers import run_cells
+from tests.test_warm import _wait
 
 DDP_CELL = """%%distrun --gpus 2 --name soak
 dist.init_process_group("gloo")
@@ -74,6 +75,7 @@ def test_load_ext_starts_the_zygote_and_a_cells_heavy_imports_reach_it(
             "while time.time() < deadline and not (state.exists() and "
             "'einops' in json.loads(state.read_text()).get('modules', {})):\n"
             "    time.sleep(0.1)\n"
+            f"pathlib.Path({str(tmp_path / 'held.json')!r}).write_text(state.read_text())\n"
         )
         cells = [
             "%load_ext jupyter_disttrain",
@@ -83,13 +85,14 @@ def test_load_ext_starts_the_zygote_and_a_cells_heavy_imports_reach_it(
             DDP_CELL,
         ]
         run_cells(cells, tmp_path, timeout=300)
-        held = json.loads(state.read_text())["modules"]
+        held = json.loads((tmp_path / "held.json").read_text())["modules"]
         assert "einops" in held and "torch" in held
         (record,) = JobStore(job_root).records()
         assert JobStore(job_root).read_status(record.id).phase is JobPhase.SUCCEEDED  # type: ignore[union-attr]
         assert "(warm:" in _started(JobStore(job_root), record.id)
         assert record.request["warm"]["fingerprint"] == fp
         assert "einops" not in record.request["warm"]["preload"]  # the cell did not import it
+        _wait(lambda: not warm.alive(zygote_dir, fp))  # it ends with the kernel that started it
     finally:
         del os.environ[env_marker]
 

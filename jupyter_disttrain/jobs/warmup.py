@@ -32,7 +32,7 @@ def start(
 def _start(env: dict[str, str], parent: int | None) -> None:
     from ..backends.local import warm
 
-    warm.start(env, preload=warm.heavy_loaded(), parent=parent)
+    warm.start(env, preload=warm.heavy_loaded(), owners=[parent] if parent else [])
 
 
 class _AfterCell:

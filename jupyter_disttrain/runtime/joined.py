@@ -6,6 +6,15 @@ device). Scripts usually call ``destroy_process_group`` before they exit, so the
 says nothing; instead, when the script itself imports ``torch.distributed``, its
 ``init_process_group`` is wrapped to remember the world size it joined. Nothing is imported or
 changed for a script that never imports torch.distributed.
+
+A group the script destroys is kept here until the script has made its next default group, or
+the rank ends (past the interpreter's teardown: ``worker._exit_before_teardown``). Its C++
+destructor, run wherever its last reference goes (a DDP model released as ``main()`` returns,
+after ``destroy_process_group``), waits for gloo's worker threads while holding the GIL; a worker
+that has just finished a collective is at that moment releasing the work, whose captured
+thread-local state holds a Python object (the autograd context torch stashes during each
+backward), and waits for the GIL: a deadlock, likelier when torch._dynamo was imported before
+the group was made (a warm rank's, or a script that imports a library that imports it).
 """
 
 from __future__ import annotations
@@ -19,18 +28,29 @@ from .importhook import after_import
 _C10D = "torch.distributed.distributed_c10d"
 _joined: list[int] = []  # world sizes of the default groups this process initialised
 _watching: list[bool] = []
+_kept: list[object] = []  # groups the script destroyed, ended only once none can be mid-collective
 
 
 def _wrap(c10d: Any) -> None:  # torch's c10d module; torch is not imported here
     init = c10d.init_process_group
+    destroy = c10d.destroy_process_group
 
     @functools.wraps(init)
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
         out = init(*args, **kwargs)
         _joined.append(int(c10d.get_world_size()))
+        # The rendezvous waited on the store without the GIL: an older group's workers are idle.
+        _kept.clear()
         return out
 
+    @functools.wraps(destroy)
+    def destroy_process_group(group: Any = None, *args: Any, **kwargs: Any) -> Any:
+        everything = group is None or group == c10d.GroupMember.WORLD
+        _kept.extend(list(c10d._world.pg_map) if everything else [group])
+        return destroy(group, *args, **kwargs)
+
     c10d.init_process_group = init_process_group
+    c10d.destroy_process_group = destroy_process_group
 
 
 def watch() -> None:

@@ -27,6 +27,7 @@ LAUNCHER_MODULE = "jupyter_disttrain.backends.local.launch"
 # Every name a launcher ran under, so jobs started by an earlier version are still found.
 LAUNCHER_MODULES = (LAUNCHER_MODULE, "jupyter_disttrain.backends.local_launch")
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 
 
 def become_subreaper() -> None:
@@ -34,6 +35,14 @@ def become_subreaper() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def parent_death_signal(sig: int) -> None:
+    """Have the kernel send this process ``sig`` when its parent ends, even by SIGKILL (Linux;
+    0: no longer). It is kept across ``exec``."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
 def process_identity(pid: int) -> dict[str, Any]:

@@ -10,8 +10,9 @@ the cold path's own.
 
 What a fork inherits that a fresh interpreter would not have is undone here: the zygote's
 environment (replaced by the process's own, also where ``/proc/PID/environ`` shows it, so that
-cancel and stack dumps find the process by its job id), its ``sys.path``, its random state, its
-signal handlers, its open descriptors, and torch's thread counts (the zygote imports with one thread).
+cancel and stack dumps find the process by its job id), its signal handlers, its open
+descriptors, and in a rank the rest of a fresh interpreter's state (``fresh.py``: ``sys.path``,
+site hooks, thread pools, random states).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 
 from ...runtime import contract
 from ...runtime.atomic import open_own
+from .fresh import Interpreter, restore, site_hooks
 
 # torchrun's own: the signals its agent passes on to the ranks, how often it looks at them
 # (``--monitor-interval``) and how long its ``close`` waits before SIGKILL.
@@ -185,6 +187,8 @@ def agent_main(conn: socket.socket, argv: list[str], env: dict[str, str], cwd: s
         os.chdir(cwd)
         _redirect(log_path)
         _send(conn, {"ok": True, "pid": os.getpid()})
+        if INTERPRETER is not None:  # torchrun's own interpreter runs them too, and its ranks inherit
+            site_hooks(INTERPRETER, os.environ)  # what they set in its environment
         code = _Agent(conn, parse_agent(argv)).run()
     except BaseException as exc:  # the agent ends here, whatever happened
         with contextlib.suppress(Exception):
@@ -311,19 +315,6 @@ class _Agent:
 
 
 # -- a rank ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Interpreter:
-    """What a fresh interpreter of the zygote's kind starts with, which a fork must restore: the
-    ``sys.path`` it has without PYTHONPATH, torch's default thread counts (the zygote itself runs
-    with one thread: see ``zygote.py``), and the ``LC_CTYPE`` Python sets at start in a C locale
-    (PEP 538), which the zygote's environment shows when it did."""
-
-    base_path: tuple[str, ...]
-    threads: int
-    interop_threads: int
-    coerced_locale: str | None = None
-
-
 INTERPRETER: Interpreter | None = None  # set by the zygote once it has imported
 
 
@@ -335,7 +326,7 @@ def rank_main(env: dict[str, str], script: str, args: list[str]) -> None:
         os.setsid()  # torchrun starts each rank in a session of its own
         _fresh_signals()
         become(env)
-        _fresh_interpreter(env)
+        _fresh_interpreter(env, script, args)
         from ...runtime import worker
 
         try:
@@ -355,30 +346,11 @@ def rank_main(env: dict[str, str], script: str, args: list[str]) -> None:
         os._exit(code)
 
 
-def _fresh_interpreter(env: Mapping[str, str]) -> None:
-    """Undo what the fork inherited of the zygote's interpreter state."""
-    import importlib
-
-    interpreter = INTERPRETER
-    if interpreter is None:
+def _fresh_interpreter(env: Mapping[str, str], script: str, args: list[str]) -> None:
+    """Undo what the fork inherited of the zygote's interpreter state (``fresh.restore``)."""
+    if INTERPRETER is None:
         raise RuntimeError("the zygote did not record its interpreter")
-    pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    # [0] is the script's directory (the rank wrapper sets it), then PYTHONPATH, then the rest,
-    # where (as ``site`` does) an entry already listed is not listed again.
-    seen = {os.path.abspath(p) for p in pythonpath}
-    base = [p for p in interpreter.base_path if os.path.abspath(p) not in seen]
-    sys.path[:] = ["", *pythonpath, *base]
-    sys.path_importer_cache.clear()
-    importlib.invalidate_caches()
-    # Each fresh interpreter seeds its own random state. Python's ``random`` reseeds itself in a
-    # forked child; numpy's global one does not (it would repeat across the ranks).
-    if (np_random := sys.modules.get("numpy.random")) is not None:
-        np_random.seed()
-    import torch
-
-    threads = env.get("OMP_NUM_THREADS", "")
-    torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else interpreter.threads)
-    torch.set_num_interop_threads(interpreter.interop_threads)
+    restore(INTERPRETER, env, [sys.executable, "-u", "-m", WORKER_MODULE, script, *args])
 
 
 def _finalize() -> None:

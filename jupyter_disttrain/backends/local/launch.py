@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # not typing's: this module is on the launch's critical p
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .warm import WarmAgent
+    from .warmagent import WarmAgent
 
 # Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
 _KERNEL_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL")
@@ -80,7 +80,8 @@ def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[b
 def start_warm(job_dir: str, request: LocalRequest) -> tuple[list[WarmAgent], str]:
     """The job's one agent forked by its zygote (``warm``), and the line that says so; raises
     ``WarmUnavailable`` when the zygote cannot give one (the job then starts cold)."""
-    from .warm import WarmPlan, spawn
+    from .warm import WarmPlan
+    from .warmagent import spawn
 
     plan = WarmPlan.from_json(request.warm or {})
     env = clean_env(dict(os.environ))

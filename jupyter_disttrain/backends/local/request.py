@@ -91,7 +91,7 @@ def request_roles(spec: JobSpec, request: LocalRequest) -> list[Role]:
 
 class AgentProcess(Protocol):
     """A started agent or replica process as the supervisor drives it: a ``subprocess.Popen``, or
-    a ``warm.WarmAgent`` forked by the zygote."""
+    a ``warmagent.WarmAgent`` forked by the zygote."""
 
     pid: int
     returncode: int | None

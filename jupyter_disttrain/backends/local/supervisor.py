@@ -35,6 +35,7 @@ from .guarding import GuardThread
 from .records import ReplicaRecords, replica_status
 from .request import AgentProcess, LocalRequest, request_roles
 from .sidethreads import SideThreads
+from .warm import serves_others
 
 POLL_SECONDS = 0.1  # while stopping processes
 FOLLOWER_WAIT = 30.0  # seconds a run's TensorBoard follower gets to finish after its rank ended
@@ -276,11 +277,12 @@ class Supervisor:
         self._sweep(grace=max(0.0, deadline - time.monotonic()))
 
     def _sweep(self, grace: float = 0.0) -> None:
-        """Leave no orphan: every descendant and every process carrying the job id goes."""
+        """Leave no orphan: every descendant and every process carrying the job id goes (not a
+        zygote this launcher started, nor what it forked for other jobs)."""
         import psutil
 
         me = psutil.Process()
-        leftover = {p.pid: p for p in me.children(recursive=True)}
+        leftover = {p.pid: p for p in me.children(recursive=True) if not serves_others(p, self.job_id)}
         leftover.update((p.pid, p) for p in procs.job_processes(self.job_id))
         followers = [p for p in leftover.values() if procs.is_follower(p)]
         if others := [p for p in leftover.values() if p not in followers]:

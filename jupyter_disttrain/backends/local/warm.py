@@ -1,5 +1,5 @@
-"""Warm start: which local jobs fork their ranks from a zygote, where the zygote lives, and how a
-launcher asks it for a job's agent.
+"""Warm start: which local jobs fork their ranks from a zygote, and where the zygote lives (a
+launcher asks it for a job's agent in ``warmagent.py``).
 
 A zygote (``zygote.py``) is keyed by a fingerprint of what its imports depend on: the interpreter,
 its site-packages (a ``pip install`` changes them), where torch is, this package's own files, and
@@ -11,21 +11,24 @@ under the kernel's own interpreter; ``plan`` says which path a job takes, and wh
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ...runtime.contract import JOB_ID_ENV
+
+if TYPE_CHECKING:
+    import psutil
 
 WARM_ENV = "DISTTRAIN_WARM"  # "0": every job runs cold (the server's DistTrainApp.warm_start)
 IDLE_ENV = "DISTTRAIN_WARM_IDLE"  # seconds a zygote with no job waits before it exits
@@ -35,8 +38,12 @@ ZYGOTE_MODULE = "jupyter_disttrain.backends.local.zygote"
 # differs from the zygote's in one of these runs cold.
 IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "LD_", "KMP_", "GOMP_", "LC_", "CUBLAS", "CUDNN")
 IMPORT_TIME_NAMES = frozenset({"LANG", "LANGUAGE"})
-# Per process and set by the launch itself, not by what the zygote imported.
-_NOT_IMPORT_TIME = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHELASTIC_SIGNALS_TO_HANDLE"})
+# Per process and set by the launch itself, not by what the zygote imported; and read only when
+# used, never as torch or the zygote's libraries import (tests/test_warm.py records every
+# variable their imports read): DeepSpeed's launcher sets where torch builds its extensions.
+_NOT_IMPORT_TIME = frozenset(
+    {"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHELASTIC_SIGNALS_TO_HANDLE", "TORCH_EXTENSIONS_DIR"}
+)
 # The thread pools the zygote imports with (one thread each); a rank gets torchrun's counts back.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # Libraries worth holding in a zygote when a job imports them: heavy, and fork-safe at import.
@@ -62,6 +69,9 @@ HEAVY = frozenset(
     }
 )
 SPAWN_TIMEOUT = 120.0  # seconds a launcher waits for a zygote still importing
+# Seconds a launcher waits for a ready zygote's answer (it forks at once: it never imports while
+# it serves): one that does not answer in time is stuck (stopped, swapped out) and is replaced.
+ANSWER_TIMEOUT = 10.0
 # A forked process shows its own environment where /proc/PID/environ reads it, in the block the
 # zygote was started with: room for the variables a rank adds to the kernel's.
 ROOM_ENV = "DISTTRAIN_ZYGOTE_ROOM"
@@ -76,19 +86,23 @@ class WarmUnavailable(Exception):
 
 @dataclass(frozen=True)
 class WarmPlan:
-    """Where a job's agents are forked: the zygote's socket and fingerprint, and what it should
-    hold before it forks (the heavy libraries the script imports)."""
+    """Where a job's agents are forked: the zygote's socket and fingerprint, what it should hold
+    before it forks (the heavy libraries the script imports), and the environment it is for
+    (``env_key``). Whoever starts the zygote (the submitter, the launcher) starts this one, so
+    that a zygote's key never depends on which process got there first."""
 
     socket: str
     fingerprint: str
     preload: tuple[str, ...] = ()
+    env_key: str = ""  # "": worked out by whoever starts it (a plan recorded before it was)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "preload": list(self.preload)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WarmPlan:
-        return cls(str(data["socket"]), str(data["fingerprint"]), tuple(data.get("preload", ())))
+        preload = tuple(data.get("preload", ()))
+        return cls(str(data["socket"]), str(data["fingerprint"]), preload, str(data.get("env_key", "")))
 
 
 # -- where ---------------------------------------------------------------------------------------------
@@ -116,6 +130,35 @@ def import_time_env(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def _inductor_cache_dir() -> str | None:
+    """torch's default for ``TORCHINDUCTOR_CACHE_DIR``, if torch has worked it out here."""
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    return os.path.abspath(utils.default_cache_dir()) if utils is not None else None
+
+
+# Set by libraries in their own process's environment as they import or run (in the kernel too,
+# once it imports them), to what every fresh process of theirs sets: no part of what a zygote
+# depends on while they hold that value.
+SET_BY_LIBRARIES = {
+    "KMP_DUPLICATE_LIB_OK": lambda: "True",  # threadpoolctl, scikit-learn
+    "TORCHINDUCTOR_CACHE_DIR": _inductor_cache_dir,  # torch._inductor, once torch._dynamo runs
+}
+
+
+def env_key(env: Mapping[str, str]) -> str:
+    """The environment a zygote is for, whatever its packages' files: the interpreter and the
+    variables read at import. A zygote of a newer fingerprint of the same key replaces the others."""
+    own = {
+        k: v
+        for k, v in import_time_env(env).items()
+        if k not in SET_BY_LIBRARIES or v != SET_BY_LIBRARIES[k]()
+    }
+    # A venv's python links to its base one; two copies of this package are two environments.
+    where = [os.path.realpath(sys.executable), sys.prefix, str(Path(__file__).resolve().parents[2])]
+    data = {"python": where, "version": sys.version, "env": sorted(own.items())}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_CHARS]
+
+
 def fingerprint(env: Mapping[str, str]) -> str:
     """What a zygote's imports depend on, hashed: a change of any of it needs another zygote."""
     import site
@@ -132,12 +175,7 @@ def fingerprint(env: Mapping[str, str]) -> str:
     for path in watched:
         with contextlib.suppress(OSError):
             stamps[path] = os.stat(path).st_mtime_ns
-    data = {
-        "python": os.path.realpath(sys.executable),
-        "version": sys.version,
-        "stamps": stamps,
-        "env": sorted(import_time_env(env).items()),
-    }
+    data = {"environment": env_key(env), "stamps": stamps}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
@@ -161,32 +199,91 @@ def alive(directory: Path, fp: str) -> bool:
     return False
 
 
-def held_modules(directory: Path, fp: str) -> dict[str, str]:
-    """The top-level modules a live zygote has imported, and where it found them (its state file)."""
+def zygote_state(directory: Path, fp: str) -> dict[str, Any]:
+    """A zygote's state file (pid, state, env_key, the modules it holds); {} when unreadable."""
     _, _, state = _paths(directory, fp)
     try:
-        held = json.loads(state.read_bytes()[: 1 << 20]).get("modules", {})
-    except (OSError, ValueError, AttributeError):
+        data = json.loads(state.read_bytes()[: 1 << 20])
+    except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
+
+
+def held_modules(directory: Path, fp: str) -> dict[str, str]:
+    """The top-level modules a live zygote has imported, and where it found them (its state file)."""
+    held = zygote_state(directory, fp).get("modules", {})
     return {str(k): str(v) for k, v in held.items()} if isinstance(held, dict) else {}
+
+
+def zygote_pid(directory: Path, fp: str) -> int | None:
+    """The pid of the live zygote of ``fp``, checked to be that zygote (never a reused pid)."""
+    try:
+        pid = int(zygote_state(directory, fp).get("pid", 0))
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().split(b"\0")
+    except (OSError, ValueError, TypeError):
+        return None
+    if alive(directory, fp) and ZYGOTE_MODULE.encode() in cmdline and fp.encode() in cmdline:
+        return pid
+    return None
+
+
+def _signal(directory: Path, fp: str, sig: int) -> int | None:
+    pid = zygote_pid(directory, fp)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    return pid
+
+
+def _fingerprints(directory: Path) -> list[str]:
+    return [p.stem.removeprefix("zygote-") for p in sorted(directory.glob("zygote-*.json"))]
 
 
 def stop(directory: Path) -> list[int]:
     """Stop every zygote living in ``directory`` (SIGTERM: the jobs it forked run on); their pids."""
-    stopped = []
-    for state in sorted(directory.glob("zygote-*.json")):
-        fp = state.stem.removeprefix("zygote-")
-        try:
-            pid = int(json.loads(state.read_bytes()[: 1 << 20]).get("pid", 0))
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().split(b"\0")
-        except (OSError, ValueError, AttributeError):
-            continue
-        # Never a pid reused by another process: it must be this fingerprint's zygote.
-        if alive(directory, fp) and ZYGOTE_MODULE.encode() in cmdline and fp.encode() in cmdline:
-            os.kill(pid, signal.SIGTERM)
-            stopped.append(pid)
-    return stopped
+    return [pid for fp in _fingerprints(directory) if (pid := _signal(directory, fp, signal.SIGTERM))]
+
+
+def stop_stale(directory: Path, key: str, fp: str) -> list[int]:
+    """Stop the zygotes of environment ``key`` other than ``fp`` (a ready zygote calls it)."""
+    fps = _fingerprints(directory)
+    stale = [f for f in fps if f != fp and zygote_state(directory, f).get("env_key") == key]
+    return [pid for f in stale if (pid := _signal(directory, f, signal.SIGTERM))]
+
+
+def stuck(directory: Path, fp: str) -> bool:
+    """Whether the zygote of ``fp`` is stopped (SIGSTOP, a debugger): it cannot answer."""
+    pid = zygote_pid(directory, fp)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return pid is not None and f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
+
+
+def serves_others(proc: psutil.Process, job_id: str) -> bool:
+    """Whether ``proc``, a descendant of job ``job_id``'s launcher, works for others: a zygote
+    the launcher started (it serves the kernel and the next jobs; its successors too), or what
+    such a zygote forked for another job."""
+    import psutil  # not on a warm launch's path to its agent
+
+    try:
+        job = proc.environ().get(JOB_ID_ENV)
+        return job != job_id if job is not None else ZYGOTE_MODULE in proc.cmdline()
+    except psutil.Error:
+        return False
+
+
+def replace(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int]) -> None:
+    """End the plan's zygote, which does not answer (SIGKILL: it may be stopped; its jobs run on),
+    and start a fresh one for the next job, serving ``owners``."""
+    directory, fp = Path(plan.socket).parent, plan.fingerprint
+    pid = _signal(directory, fp, signal.SIGKILL)
+    deadline = time.monotonic() + 10.0
+    while pid is not None and alive(directory, fp) and time.monotonic() < deadline:
+        time.sleep(0.02)  # its lock goes with its last descriptor
+    start(env, preload=plan.preload, fp=fp, key=plan.env_key, owners=owners)
 
 
 # -- start -----------------------------------------------------------------------------------------------
@@ -196,39 +293,56 @@ def enabled(env: Mapping[str, str] = os.environ) -> bool:
 
 def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
     """The environment a zygote starts with: the kernel's, one thread per pool, on PYTHONPATH only
-    this package (its imports resolve as a rank's do, from the interpreter's own path; a job's
-    PYTHONPATH is checked against what it holds instead), and room in its environment block for
-    a rank's own (``forked.become``)."""
+    this package and stand-ins for the site hooks, which run in each rank instead
+    (``fresh.shadow_site_hooks``; its imports resolve as a rank's do, from the interpreter's own
+    path; a job's PYTHONPATH is checked against what it holds instead), and room in its
+    environment block for a rank's own (``forked.become``)."""
     from ..rankenv import user_cache_dir
+    from .fresh import shadow_site_hooks
     from .python import ensure_runtime_path, runtime_path
 
     package = runtime_path(user_cache_dir())
     ensure_runtime_path(package)
     out = {k: v for k, v in env.items() if not k.startswith(("JPY_", "DISTTRAIN_")) and k != "PYTHONPATH"}
     out.update({k: "1" for k in THREAD_ENV})
-    out["PYTHONPATH"] = package
+    out["PYTHONPATH"] = os.pathsep.join([shadow_site_hooks(str(zygote_dir())), package])
     out[ROOM_ENV] = " " * ROOM_BYTES
     return out
 
 
-def start(env: Mapping[str, str], *, preload: Iterable[str] = (), parent: int | None = None) -> str | None:
+def start(
+    env: Mapping[str, str],
+    *,
+    preload: Iterable[str] = (),
+    owners: Sequence[int] = (),
+    fp: str | None = None,
+    key: str = "",
+) -> str | None:
     """Start a zygote for ``env`` in the background unless one lives; its fingerprint, or None
-    when warm start is off or cannot be used here."""
+    when warm start is off or cannot be used here. It serves while one of ``owners`` (this process
+    by default: the kernel, the server, or a job's launcher) or another process it served lives.
+    ``fp``, ``key``: the fingerprint and environment key a plan was made for (else worked out from
+    ``env``), so that a launcher and the kernel that planned its job start the same zygote,
+    whichever gets there first."""
     if not enabled(env):
         return None
     try:
         directory = zygote_dir()
     except (WarmUnavailable, OSError):
         return None
-    fp = fingerprint(env)
+    fp = fp or fingerprint(env)
+    owners = list(owners) or [os.getpid()]
     if alive(directory, fp):
+        sock, _, _ = _paths(directory, fp)
+        tell(str(sock), {"op": "ping", "owner": owners})  # it serves us too
         return fp
     idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
     argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
+    argv += ["--env-key", key or env_key(env)]
+    for owner in owners:
+        argv += ["--owner", str(owner)]
     if preload:
         argv += ["--preload", ",".join(sorted(set(preload) & HEAVY))]
-    if parent:
-        argv += ["--parent", str(parent)]
     log = open(directory / f"zygote-{fp}.log", "ab")  # noqa: SIM115
     with log:
         subprocess.Popen(
@@ -243,10 +357,22 @@ def start(env: Mapping[str, str], *, preload: Iterable[str] = (), parent: int | 
     return fp
 
 
-def ensure_zygote(plan: WarmPlan, env: Mapping[str, str]) -> None:
-    """Start the plan's zygote unless it lives."""
+def ensure_zygote(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int] = ()) -> None:
+    """Start the plan's zygote unless it lives; either way it serves as long as one of ``owners``
+    (this process by default) lives."""
+    owners = list(owners) or [os.getpid()]
     if not alive(Path(plan.socket).parent, plan.fingerprint):
-        start(env, preload=plan.preload)
+        start(env, preload=plan.preload, fp=plan.fingerprint, key=plan.env_key, owners=owners)
+    else:
+        tell(plan.socket, {"op": "ping", "owner": owners})
+
+
+def tell(path: str, message: Mapping[str, Any]) -> None:
+    """Send a zygote one request and wait for nothing (never for a stuck zygote)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(1.0)
+        conn.connect(path)
+        conn.sendall(json.dumps(message).encode() + b"\n")
 
 
 def script_imports(source: bytes | None) -> set[str]:
@@ -294,10 +420,7 @@ class Preloader:
                 start(self.env, preload=self.sent)
                 return
             sock, _, _ = _paths(directory, fp)
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(1.0)
-                conn.connect(str(sock))
-                conn.sendall(json.dumps({"op": "preload", "modules": sorted(new)}).encode() + b"\n")
+            tell(str(sock), {"op": "preload", "modules": sorted(new), "owner": os.getpid()})
 
 
 # -- which path ------------------------------------------------------------------------------------
@@ -323,14 +446,24 @@ def plan(
         directory = zygote_dir()
     except (WarmUnavailable, OSError) as exc:
         return None, f"cold: no private runtime dir for a zygote ({exc})"
-    fp = fingerprint(env)
-    shadowed = _shadowed(job_env.get("PYTHONPATH", ""), held_modules(directory, fp))
-    if shadowed:
-        return None, f"cold: {shadowed}"
+    fp, key = fingerprint(env), env_key(env)
+    pythonpath = job_env.get("PYTHONPATH", "")
+    why_cold = shadowed(pythonpath, held_modules(directory, fp)) or _unseen_packages(pythonpath)
+    if why_cold:
+        return None, f"cold: {why_cold}"
     sock, _, _ = _paths(directory, fp)
     preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
-    state = "forked from a zygote" if alive(directory, fp) else "forked from a zygote started now"
-    return WarmPlan(str(sock), fp, preload), f"warm: {state} (--cold to run torchrun afresh)"
+    line = f"warm: {_readiness(directory, fp)} (--cold to run torchrun afresh)"
+    return WarmPlan(str(sock), fp, preload, key), line
+
+
+def _readiness(directory: Path, fp: str) -> str:
+    """How soon the zygote can fork: a job waits for one that is still importing torch."""
+    if not alive(directory, fp):
+        return "forked from a zygote started now (the job waits while it imports torch)"
+    if zygote_state(directory, fp).get("state") != "ready":
+        return "forked from a zygote (the job waits while it imports torch)"
+    return "forked from a zygote"
 
 
 def _cold_because(
@@ -362,8 +495,9 @@ def _cold_because(
     return None
 
 
-def _shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
-    """Why the job's PYTHONPATH would import another copy of a module the zygote holds, if so."""
+def shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
+    """Why the job's PYTHONPATH would import another copy of a module the zygote holds, if so
+    (checked when the job is planned, and by the zygote, which knows, before it forks)."""
     for entry in filter(None, pythonpath.split(os.pathsep)):
         try:
             names = os.listdir(entry)
@@ -371,7 +505,9 @@ def _shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
             continue
         for name in names:
             module = name.partition(".")[0]
-            if module not in held or not (name == module or name.endswith((".py", ".so", ".pyd"))):
+            # This package runs the rank wrapper, the zygote's copy as the launcher's: not the job's.
+            ours = module == __name__.partition(".")[0]
+            if ours or module not in held or not (name == module or name.endswith((".py", ".so", ".pyd"))):
                 continue
             found = os.path.join(entry, name)
             if os.path.realpath(found) != held[module]:
@@ -379,134 +515,20 @@ def _shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
     return None
 
 
-# -- spawn ------------------------------------------------------------------------------------------------
-class WarmAgent:
-    """A torchrun agent forked by a zygote, driven like the ``subprocess.Popen`` of a cold one:
-    its end arrives on the launcher's connection (the agent's own word, else the zygote's), and
-    signals go through a pidfd, so a reused pid is never signalled."""
+def _unseen_packages(pythonpath: str) -> str | None:
+    """Why the job's PYTHONPATH holds installed packages (``pip install --target``: their
+    ``*.dist-info``) that the libraries the zygote imported could not see, if so: a library may
+    look for an optional one as it imports (Lightning picks Rich's progress bar when it finds
+    ``rich``), and in a warm rank it has looked already."""
+    import site
 
-    def __init__(self, conn: socket.socket, pid: int, buffered: bytes = b"") -> None:
-        self.conn = conn
-        self.pid = pid
-        self.returncode: int | None = None
-        self._pidfd = os.pidfd_open(pid)
-        self._buffer = b""
-        conn.setblocking(False)  # a socket timeout would make even a MSG_DONTWAIT read wait
-        self._take(buffered)
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self._read()
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired([f"warm agent {self.pid}"], timeout or 0)
-            select.select([self.conn], [], [], left)
-            self._read()
-        return self.returncode
-
-    def fileno(self) -> int:
-        """Readable when the agent's end (or more of its answer) arrives."""
-        return self.conn.fileno()
-
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError, OSError):
-                signal.pidfd_send_signal(self._pidfd, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-    def _read(self) -> None:
-        try:
-            chunk = self.conn.recv(4096)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:  # neither the agent nor the zygote said how it ended: it was killed
-            self._ended(-signal.SIGKILL)
-            return
-        self._take(chunk)
-
-    def _take(self, chunk: bytes) -> None:
-        self._buffer += chunk
-        while b"\n" in self._buffer and self.returncode is None:
-            line, _, self._buffer = self._buffer.partition(b"\n")
-            with contextlib.suppress(ValueError, TypeError):
-                code = json.loads(line).get("exit")
-                if isinstance(code, int):
-                    self._ended(code)
-
-    def _ended(self, code: int) -> None:
-        self.returncode = code
-        self.conn.close()
-        os.close(self._pidfd)
-
-
-def spawn(
-    plan: WarmPlan, *, job_dir: str, argv: list[str], env: Mapping[str, str], cwd: str, log: str
-) -> WarmAgent:
-    """Ask the plan's zygote (started now if none lives) for one agent; WarmUnavailable when it
-    cannot give one (the launcher then starts the job cold)."""
-    ensure_zygote(plan, env)
-    request = {
-        "op": "spawn",
-        "fingerprint": plan.fingerprint,
-        "job_dir": job_dir,
-        "argv": argv,
-        "env": dict(env),
-        "cwd": cwd,
-        "log": log,
-        "preload": list(plan.preload),
-    }
-    conn = _connect(plan.socket)
-    try:
-        conn.settimeout(SPAWN_TIMEOUT)
-        conn.sendall(json.dumps(request).encode() + b"\n")
-        answer, rest = _answer(conn)
-    except (OSError, ValueError) as exc:
-        conn.close()
-        raise WarmUnavailable(f"the zygote did not answer: {exc}") from None
-    if not answer.get("ok"):
-        conn.close()
-        if answer.get("replace"):
-            start(env, preload=plan.preload)  # a fresh one for the next job
-        raise WarmUnavailable(str(answer.get("error") or "the zygote refused the job"))
-    return WarmAgent(conn, int(answer["pid"]), rest)
-
-
-def _connect(path: str) -> socket.socket:
-    """Connect, waiting a little for a zygote that is starting (its socket appears first)."""
-    deadline = time.monotonic() + 10.0
-    while True:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.connect(path)
-            return conn
-        except OSError as exc:
-            conn.close()
-            if exc.errno not in (errno.ENOENT, errno.ECONNREFUSED) or time.monotonic() > deadline:
-                raise WarmUnavailable(f"no zygote at {path}: {exc.strerror}") from None
-            time.sleep(0.02)
-
-
-def _answer(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
-    data = b""
-    while b"\n" not in data:
-        chunk = conn.recv(4096)
-        if not chunk:
-            raise ValueError("the zygote closed the connection")
-        data += chunk
-    line, _, rest = data.partition(b"\n")
-    answer = json.loads(line)
-    if not isinstance(answer, dict):
-        raise ValueError("not an answer")
-    return answer, rest
+    own = {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    for entry in filter(None, pythonpath.split(os.pathsep)):
+        if os.path.realpath(entry) in own:
+            continue
+        with contextlib.suppress(OSError):
+            found = sorted(n for n in os.listdir(entry) if n.endswith((".dist-info", ".egg-info")))
+            if found:
+                names = ", ".join(n.rpartition(".")[0] for n in found[:3]) + (", ..." if found[3:] else "")
+                return f"{entry} holds packages ({names}) the zygote's imports could not look for"
+    return None

@@ -1,7 +1,7 @@
 """The warm zygote: a process that has imported torch and waits to fork a job's agent and ranks.
 
-``python -u -m jupyter_disttrain.backends.local.zygote DIR FINGERPRINT [--parent PID] [--idle S]
-[--preload MOD,...]`` (``warm.py`` starts it; users never do). It imports torch,
+``python -u -m jupyter_disttrain.backends.local.zygote DIR FINGERPRINT [--owner PID]... [--idle S]
+[--preload MOD,...] (``warm.py`` starts it; users never do). It imports torch,
 ``torch.distributed``, ``torch.optim``, ``torch._dynamo`` and the heavy libraries asked for, with one
 OpenMP/MKL/OpenBLAS thread, never runs a tensor op and never initialises CUDA. Then it serves its
 control socket, ``DIR/zygote-FINGERPRINT.sock`` (``DIR`` is this user's 0700 runtime dir; the
@@ -15,9 +15,10 @@ socket is 0600 and a peer of another uid is refused), one JSON request per line:
 
 Before each fork it checks that it is still fork-safe: as many threads as after its imports, CUDA
 not initialised. If not, it answers so, says why in its log and exits; the job runs cold and the
-next one starts a fresh zygote. It exits after ``--idle`` seconds with no job of its running, when
-the process ``--parent`` ends (the Jupyter server that started it), or on SIGTERM; the jobs it
-forked run on. It holds ``DIR/zygote-FINGERPRINT.lock`` while it lives (one zygote per
+next one starts a fresh zygote. It exits after ``--idle`` seconds with no job of its running, once
+every process it serves has ended (each ``--owner``: the kernel, server or launcher that started
+it; and each a request named since: a job's launcher and who submitted the job), or on SIGTERM;
+the jobs it forked run on. It holds ``DIR/zygote-FINGERPRINT.lock`` while it lives (one zygote per
 fingerprint) and keeps ``DIR/zygote-FINGERPRINT.json`` current (pid, state, the modules it holds).
 """
 
@@ -33,7 +34,6 @@ import os
 import selectors
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -42,53 +42,51 @@ from pathlib import Path
 from typing import Any
 
 from ...runtime import joined
+from ...storage.procs import parent_death_signal
 from . import forked
-from .warm import THREAD_ENV
+from .fresh import SITE_HOOKS, Interpreter
+from .warm import THREAD_ENV, shadowed, stop_stale
+from .zygote_protocol import MAX_REQUEST, answer, fork_unsafe, peer_left, peer_uid, read_request, threads
 
 # What every job needs, imported once here instead of in every rank: torch and the parts of it a
 # training loop reaches first (``torch._dynamo`` is what the first ``optimizer.step()`` imports).
 BASE_MODULES = ("torch", "torch.distributed", "torch.nn.parallel", "torch.optim", "torch._dynamo")
-MAX_REQUEST = 1 << 20  # bytes of one request line: the env of a job is the biggest part
+# What each rank imports to restore a fresh interpreter's state (``fresh.py``), held here too.
+RANK_MODULES = ("site", "tempfile", "threadpoolctl")
 REQUEST_TIMEOUT = 10.0  # seconds a client may take to send its request
-
-
-def threads() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    raise RuntimeError("no Threads line in /proc/self/status")
+PRELOAD_TIMEOUT = 300.0  # seconds a successor may take to import what it was asked to hold
 
 
 class Zygote:
-    def __init__(self, directory: Path, fingerprint: str, parent: int | None, idle: float) -> None:
+    def __init__(
+        self, directory: Path, fingerprint: str, owners: list[int], idle: float, env_key: str
+    ) -> None:
         self.dir = directory
         self.fingerprint = fingerprint
+        self.env_key = env_key
         self.sock_path = directory / f"zygote-{fingerprint}.sock"
         self.state_path = directory / f"zygote-{fingerprint}.json"
         self.idle = idle
         self.sel = selectors.DefaultSelector()
         self.agents: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, the launcher's connection)
         self.own_fds: set[int] = set()  # closed in every child
-        self.parent_fd = os.pidfd_open(parent) if parent else None
+        self.owners: dict[int, int] = {}  # pidfd -> pid of a kernel or server this zygote serves
+        self.started_for = owners  # serves while one of them, or one it served since, lives
+        self.listener: socket.socket | None = None
+        self.successor: _Successor | None = None
+        self.failed: set[str] = set()  # modules a successor could not hold
         self.baseline = 0
         self.last_active = time.monotonic()
         self.stopping = False
+        self.handed_over = False
         self.unsafe: str | None = None
+        self.pid = os.getpid()  # a successor's predecessor, as the successor sees it
 
     # -- life ----------------------------------------------------------------------------------
     def serve(self, lock_fd: int, preload: Iterable[str]) -> int:
         self.own_fds.add(lock_fd)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with contextlib.suppress(FileNotFoundError):
-            self.sock_path.unlink()  # a dead zygote's: we hold the lock, so no live one has it
-        old_umask = os.umask(0o177)
-        try:
-            listener.bind(str(self.sock_path))
-        finally:
-            os.umask(old_umask)
-        listener.listen(64)  # clients wait here while the imports below run
-        self.own_fds.add(listener.fileno())
+        self.listener = _listen(self.sock_path)  # clients wait there while the imports below run
+        self.own_fds.add(self.listener.fileno())
         self._write_state("importing")
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
@@ -96,36 +94,38 @@ class Zygote:
         # The rank wrapper notes the process group a rank joins by wrapping torch's c10d module
         # as it is imported: it must be watching before the imports below import it.
         joined.watch()
-        self._import([*BASE_MODULES, *preload])
-        import torch
-
-        threads_default, interop_default = probe.result(torch.get_num_interop_threads())
-        forked.INTERPRETER = forked.Interpreter(
-            base_path=tuple(p for p in sys.path[1:] if p not in _own_pythonpath()),
-            threads=threads_default,
-            interop_threads=interop_default,
-            coerced_locale=_coerced_locale(),
-        )
+        before = dict(os.environ)
+        self._import([*BASE_MODULES, *RANK_MODULES, *preload])
+        forked.INTERPRETER = _interpreter(probe, before)
         self.baseline = threads()
-        self._write_state("ready")
-        self.sel.register(listener, selectors.EVENT_READ, self._accept)
         self.own_fds.add(self.sel.fileno())
-        if self.parent_fd is not None:
-            self.sel.register(self.parent_fd, selectors.EVENT_READ, self._parent_gone)
-            self.own_fds.add(self.parent_fd)
-        try:
-            self._loop()
-        finally:
-            with contextlib.suppress(OSError):
-                self.sock_path.unlink()
-            with contextlib.suppress(OSError):
-                self.state_path.unlink()
-        return 0
+        for owner in self.started_for:
+            self._own(owner)
+        self._ready()
+        return self._serve_loop()
+
+    def _ready(self) -> None:
+        """Serve from now on; a zygote of another fingerprint of this environment (before a
+        ``pip install``) is stale from now on: it is stopped (its jobs run on)."""
+        assert self.listener is not None
+        self.last_active = time.monotonic()  # idle from now on
+        self._write_state("ready")
+        self.sel.register(self.listener, selectors.EVENT_READ, self._accept)
+        for pid in stop_stale(self.dir, self.env_key, self.fingerprint):
+            self._say(f"stopped the stale zygote {pid} of this environment")
 
     def _loop(self) -> None:
         while not self.stopping and self.unsafe is None:
             for key, _ in self.sel.select(timeout=1.0):
                 key.data(key)
+            if self.successor is not None and self.successor.overdue():
+                self._say(f"importing {', '.join(self.successor.modules)} hangs: given up")
+                self._successor_gone(None)
+            if self.handed_over and not self.agents:
+                return
+            if self.started_for and not self.owners and not self.stopping:  # all ended before it was ready
+                self._say("no process it serves is alive: exiting")
+                return
             if not self.agents and time.monotonic() - self.last_active > self.idle:
                 self._say(f"idle for {self.idle:.0f} s: exiting")
                 return
@@ -133,9 +133,26 @@ class Zygote:
     def _on_term(self, signum: int, frame: object) -> None:
         self.stopping = True
 
-    def _parent_gone(self, key: selectors.SelectorKey) -> None:
-        self._say("the process that started this zygote has ended: exiting")
-        self.stopping = True
+    def _own(self, pid: object) -> None:
+        """Serve as long as the process ``pid`` (a kernel or server this zygote serves) lives."""
+        if not isinstance(pid, int) or pid <= 1 or pid in self.owners.values():
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return
+        self.owners[fd] = pid
+        self.own_fds.add(fd)
+        self.sel.register(fd, selectors.EVENT_READ, self._owner_gone)
+
+    def _owner_gone(self, key: selectors.SelectorKey) -> None:
+        self.sel.unregister(key.fd)
+        os.close(key.fd)
+        self.own_fds.discard(key.fd)
+        pid = self.owners.pop(key.fd)
+        if not self.owners:
+            self._say(f"the last process it served ({pid}) has ended: exiting")
+            self.stopping = True
 
     # -- requests ------------------------------------------------------------------------------
     def _accept(self, key: selectors.SelectorKey) -> None:
@@ -143,37 +160,43 @@ class Zygote:
         self.last_active = time.monotonic()
         with contextlib.ExitStack() as keep:
             keep.callback(conn.close)
-            if _peer_uid(conn) != os.getuid():
+            if peer_uid(conn) != os.getuid():
                 return  # the directory is 0700 and the socket 0600: only a privileged peer gets here
             conn.settimeout(REQUEST_TIMEOUT)
             try:
-                request = _read_request(conn)
+                request = read_request(conn)
             except (OSError, ValueError) as exc:
-                _answer(conn, {"ok": False, "error": f"bad request: {exc}"})
+                answer(conn, {"ok": False, "error": f"bad request: {exc}"})
                 return
+            owners = request.get("owner")
+            for owner in owners if isinstance(owners, list) else [owners]:
+                self._own(owner)
             op = request.get("op")
             if op == "spawn":
                 if self._spawn(conn, request):
                     keep.pop_all()  # the connection now reports that agent's end
             elif op == "preload":
-                self._import(request.get("modules") or [])
-                _answer(conn, self._safety() or {"ok": True})
+                self._preload(request.get("modules") or [])
+                answer(conn, {"ok": True})
             elif op == "ping":
-                _answer(conn, {"ok": True, "pid": os.getpid(), "fingerprint": self.fingerprint})
+                answer(conn, {"ok": True, "pid": os.getpid(), "fingerprint": self.fingerprint})
             elif op == "stop":
-                _answer(conn, {"ok": True})
+                answer(conn, {"ok": True})
                 self.stopping = True
             else:
-                _answer(conn, {"ok": False, "error": f"unknown op {op!r}"})
+                answer(conn, {"ok": False, "error": f"unknown op {op!r}"})
 
     def _spawn(self, conn: socket.socket, request: dict[str, Any]) -> bool:
-        """Fork one agent for ``request``; True when it runs (it then owns the answer)."""
-        refusal = self._refusal(request)
-        if refusal is None:
-            self._import(request.get("preload") or [])
-            refusal = self._safety()
+        """Fork one agent for ``request``; True when it runs (it then owns the answer). What the
+        job imports that this zygote does not hold, its ranks import themselves; a successor
+        that holds it is prepared meanwhile (``_preload``)."""
+        refusal = self._refusal(request) or self._safety()
         if refusal is not None:
-            _answer(conn, refusal)
+            answer(conn, refusal)
+            return False
+        self._preload(request.get("preload") or [])
+        if peer_left(conn):
+            self._say("a launcher gave up waiting before its agent was forked: dropped")
             return False
         sys.stdout.flush()
         sys.stderr.flush()
@@ -193,7 +216,8 @@ class Zygote:
     def _fds(self) -> set[int]:
         """What a child must not keep open: the zygote's own descriptors, and those of the
         agents it forked before (their pidfds and their launchers' connections)."""
-        return self.own_fds | set(self.agents) | {conn.fileno() for _, conn in self.agents.values()}
+        fds = self.own_fds | set(self.agents) | {conn.fileno() for _, conn in self.agents.values()}
+        return fds | (self.successor.fds() if self.successor is not None else set())
 
     def _reap(self, key: selectors.SelectorKey) -> None:
         """An agent ended: tell its launcher how, unless the agent said so itself."""
@@ -202,8 +226,7 @@ class Zygote:
         pid, conn = self.agents.pop(pidfd)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
-        with contextlib.suppress(OSError):
-            conn.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+        answer(conn, {"exit": os.waitstatus_to_exitcode(status)})
         conn.close()
         self.last_active = time.monotonic()
 
@@ -212,40 +235,114 @@ class Zygote:
             return {"ok": False, "error": "another environment's job"}
         try:
             check_job(request)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            why = shadowed(str(request["env"].get("PYTHONPATH", "")), _held_modules())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             return {"ok": False, "error": str(exc)}
-        return None
+        return {"ok": False, "error": why} if why else None
 
     def _safety(self) -> dict[str, Any] | None:
         """None while a fork is safe; else the answer that says why, and this zygote ends."""
-        import torch
-
-        now = threads()
-        if now != self.baseline:
-            self.unsafe = f"{now} threads instead of {self.baseline}: a fork could deadlock"
-        elif torch.cuda.is_initialized():
-            self.unsafe = "CUDA was initialised: a fork could not use it"
+        self.unsafe = fork_unsafe(self.baseline)
         if self.unsafe is None:
             return None
         self._say(f"no longer fork-safe ({self.unsafe}): exiting so that a fresh zygote replaces it")
         return {"ok": False, "error": f"the zygote is no longer fork-safe: {self.unsafe}", "replace": True}
 
     # -- imports -------------------------------------------------------------------------------
+    def _preload(self, modules: Iterable[object]) -> None:
+        """Hold ``modules`` from now on, without ever blocking this loop: a forked successor
+        imports them and, once it holds them (and is still fork-safe), takes over the socket;
+        this zygote then serves its running jobs to their end. One successor at a time."""
+        missing = sorted(
+            {m for m in modules if isinstance(m, str) and m not in sys.modules and m not in self.failed}
+        )
+        if not missing or self.successor is not None or self.handed_over:
+            return
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(ready_r)
+            self._become_successor(missing, ready_w)
+        os.close(ready_w)
+        self.successor = _Successor(pid, ready_r, missing)
+        self.sel.register(self.successor.pidfd, selectors.EVENT_READ, self._successor_gone)
+        self.sel.register(ready_r, selectors.EVENT_READ, self._successor_ready)
+
+    def _become_successor(self, modules: list[str], ready_w: int) -> None:
+        code = 1
+        try:
+            # Until it takes over, it ends with its predecessor (an import that hangs included).
+            parent_death_signal(signal.SIGKILL)
+            if os.getppid() != self.pid:
+                return
+            self.pid = os.getpid()
+            self.baseline = threads()  # a fork has one thread, whatever its parent ran
+            forked.close_fds({*self.agents, *(conn.fileno() for _, conn in self.agents.values())})
+            self.agents.clear()
+            self.sel = selectors.DefaultSelector()  # the inherited one is the predecessor's
+            self._import(modules)
+            unsafe = fork_unsafe(self.baseline)
+            if unsafe is not None or any(m not in sys.modules for m in modules):
+                self._say(f"not holding {', '.join(modules)}: {unsafe or 'could not import it'}")
+                return
+            self.own_fds = {fd for fd in self.own_fds if fd not in self.owners} | {self.sel.fileno()}
+            owners, self.owners = self.owners, {}
+            for fd, owner in owners.items():
+                os.close(fd)
+                self._own(owner)
+            parent_death_signal(0)  # it serves on its own from here
+            with contextlib.suppress(OSError):  # a predecessor that has gone no longer listens
+                os.write(ready_w, b"1")
+            os.close(ready_w)
+            self._ready()
+            self._say(f"now holding {', '.join(modules)}")
+            code = self._serve_loop()
+        finally:
+            os._exit(code)
+
+    def _serve_loop(self) -> int:
+        try:
+            self._loop()
+        finally:
+            self._leave()
+        return 0
+
+    def _leave(self) -> None:
+        if self.listener is not None:  # refused from now on: a new zygote need not wait for us
+            self.listener.close()
+        if not self.handed_over:  # else the socket and the state are the successor's
+            with contextlib.suppress(OSError):
+                self.sock_path.unlink()
+            with contextlib.suppress(OSError):
+                self.state_path.unlink()
+
+    def _successor_ready(self, key: selectors.SelectorKey) -> None:
+        """The successor holds what was asked: it serves new requests from now on."""
+        assert self.successor is not None and self.listener is not None
+        self.sel.unregister(key.fd)
+        if os.read(key.fd, 1) != b"1":  # it ended without taking over
+            return
+        self.sel.unregister(self.listener)
+        self.handed_over = True
+        self._say(f"handed over to {self.successor.pid}, which holds {', '.join(self.successor.modules)}")
+
+    def _successor_gone(self, key: selectors.SelectorKey | None) -> None:
+        successor, self.successor = self.successor, None
+        if successor is None:
+            return
+        if not self.handed_over:
+            self.failed.update(successor.modules)
+        successor.close(self.sel, kill=key is None)
+
     def _import(self, modules: Iterable[str]) -> None:
-        for name in modules:
-            if not isinstance(name, str) or name in sys.modules:
-                continue
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # a job that imports it fails the same way, in its own log
-                self._say(f"could not import {name}: {type(exc).__name__}: {exc}")
-        if self.baseline:
-            self._write_state("ready")
+        for name, exc in import_all(modules):  # a job that imports it fails the same way, in its log
+            self._say(f"could not import {name}: {type(exc).__name__}: {exc}")
 
     def _write_state(self, state: str) -> None:
         data = {
             "pid": os.getpid(),
             "fingerprint": self.fingerprint,
+            "env_key": self.env_key,
             "state": state,
             "modules": _held_modules(),
         }
@@ -257,13 +354,54 @@ class Zygote:
         print(f"disttrain zygote {os.getpid()}: {line}", flush=True)
 
 
+class _Successor:
+    """A forked zygote importing more modules, which takes over once it holds them."""
+
+    def __init__(self, pid: int, ready_fd: int, modules: list[str]) -> None:
+        self.pid = pid
+        self.pidfd = os.pidfd_open(pid)
+        self.ready_fd = ready_fd
+        self.modules = modules
+        self.started = time.monotonic()
+
+    def overdue(self) -> bool:
+        return time.monotonic() - self.started > PRELOAD_TIMEOUT
+
+    def fds(self) -> set[int]:
+        return {self.pidfd, self.ready_fd}
+
+    def close(self, sel: selectors.BaseSelector, *, kill: bool) -> None:
+        if kill:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        for fd in self.fds():
+            with contextlib.suppress(KeyError, ValueError):
+                sel.unregister(fd)
+            os.close(fd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def import_all(modules: Iterable[object]) -> list[tuple[str, Exception]]:
+    """Import each of ``modules`` not imported yet; those that failed, and how."""
+    failed = []
+    for name in modules:
+        if not isinstance(name, str) or name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            failed.append((name, exc))
+    return failed
+
+
 def _held_modules() -> dict[str, str]:
     """Each top-level module this process has imported, and where it was found (a package's
     directory, a module's file; "" for one built in): a job whose PYTHONPATH finds another copy
     first runs cold (``warm.plan``)."""
     held = {}
     for name, module in list(sys.modules.items()):
-        if "." in name or name.startswith("_"):
+        if "." in name or name.startswith("_") or name in SITE_HOOKS:  # those rerun in a rank
             continue
         where = getattr(module, "__file__", None) or ""
         if where and hasattr(module, "__path__"):
@@ -291,11 +429,17 @@ def check_job(request: dict[str, Any]) -> None:
 
 
 class _ThreadProbe:
-    """torch's default thread counts in a fresh process of this environment, which this one (with
-    one thread per pool) cannot ask torch for: measured once per fingerprint by a fresh
-    interpreter, in parallel with the zygote's own imports, and kept beside the zygote."""
+    """torch's default thread counts and each BLAS/OpenMP pool's default size in a fresh process of
+    this environment, which this one (with one thread per pool) cannot ask for: measured once per
+    fingerprint by a fresh interpreter, in parallel with the zygote's own imports, and kept beside
+    the zygote."""
 
-    CODE = "import torch; print(torch.get_num_threads(), torch.get_num_interop_threads())"
+    CODE = (
+        "import json, torch\n"
+        "from jupyter_disttrain.backends.local.fresh import measure_pools\n"
+        "try:\n    import numpy\nexcept ImportError:\n    pass\n"
+        "print(json.dumps([torch.get_num_threads(), torch.get_num_interop_threads(), measure_pools()]))\n"
+    )
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -310,28 +454,61 @@ class _ThreadProbe:
                 stderr=subprocess.DEVNULL,
             )
 
-    def _read(self) -> tuple[int, int] | None:
+    def _read(self, text: str | bytes | None = None) -> tuple[int, int, dict[str, int]] | None:
         try:
-            threads, interop = json.loads(self.path.read_text())
-            return int(threads), int(interop)
-        except (OSError, ValueError, TypeError):
+            threads, interop, pools = json.loads(self.path.read_text() if text is None else text)
+            return int(threads), int(interop), {str(k): int(v) for k, v in pools.items()}
+        except (OSError, ValueError, TypeError, AttributeError):
             return None
 
-    def result(self, interop_fallback: int) -> tuple[int, int]:
+    def result(self, interop_fallback: int) -> tuple[int, int, dict[str, int]]:
         found = self._read()
         if found is not None:
             return found
-        fallback = (len(os.sched_getaffinity(0)), interop_fallback)
+        fallback: tuple[int, int, dict[str, int]] = (len(os.sched_getaffinity(0)), interop_fallback, {})
         if self.proc is None:
             return fallback
         try:
             out, _ = self.proc.communicate(timeout=120)
-            threads, interop = (int(x) for x in out.split())
-        except (subprocess.TimeoutExpired, ValueError):
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             return fallback
-        self.path.write_text(json.dumps([threads, interop]))
-        return threads, interop
+        measured = self._read(out)
+        if measured is None:
+            return fallback
+        self.path.write_text(json.dumps(measured))
+        return measured
+
+
+def _listen(path: Path) -> socket.socket:
+    """The zygote's socket, only its user's (0600), replacing a dead zygote's (the caller holds
+    the lock, so no live one has it)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    return listener
+
+
+def _interpreter(probe: _ThreadProbe, env_before: dict[str, str]) -> Interpreter:
+    """What a fresh interpreter of this environment has, once the zygote has imported: its
+    ``sys.path``, default thread counts and pools, and what the imports set in ``os.environ``."""
+    import torch
+
+    threads_default, interop_default, pools = probe.result(torch.get_num_interop_threads())
+    return Interpreter(
+        base_path=tuple(p for p in sys.path[1:] if p not in _own_pythonpath()),
+        threads=threads_default,
+        interop_threads=interop_default,
+        coerced_locale=_coerced_locale(),
+        pools=pools,
+        import_env={k: v for k, v in os.environ.items() if env_before.get(k) != v},
+    )
 
 
 def _own_pythonpath() -> set[str]:
@@ -347,58 +524,45 @@ def _coerced_locale() -> str | None:
     return value if value is not None and b"LC_CTYPE" not in started else None
 
 
-def _peer_uid(conn: socket.socket) -> int:
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
-
-
-def _read_request(conn: socket.socket) -> dict[str, Any]:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ValueError("the connection ended before the request did")
-        data += chunk
-        if len(data) > MAX_REQUEST:
-            raise ValueError(f"a request is at most {MAX_REQUEST} bytes")
-    request = json.loads(data)
-    if not isinstance(request, dict):
-        raise ValueError("a request is a JSON object")
-    return request
-
-
-def _answer(conn: socket.socket, message: dict[str, Any]) -> None:
-    with contextlib.suppress(OSError):
-        conn.sendall(json.dumps(message).encode() + b"\n")
-
-
 def _lock(fd: int, sock: Path, exiting: float = 5.0) -> bool:
-    """Take the fingerprint's lock; False while another zygote serves. One that is exiting (it
-    removes its socket first, and releases the lock as its process ends) is waited for."""
+    """Take the fingerprint's lock; False while another zygote serves (it answers a ping). One
+    that holds it but no longer answers is exiting (it releases the lock as its process ends):
+    it is waited for."""
     deadline = time.monotonic() + exiting
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            if sock.exists() or time.monotonic() > deadline:
+            if time.monotonic() > deadline or _answers(sock):
                 return False
             time.sleep(0.05)
+
+
+def _answers(sock: Path) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(0.5)
+            conn.connect(str(sock))
+            return True  # connected: it serves (or is importing, its socket bound)
+    except OSError:
+        return False
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m jupyter_disttrain.backends.local.zygote")
     parser.add_argument("dir", type=Path)
     parser.add_argument("fingerprint")
-    parser.add_argument("--parent", type=int)
+    parser.add_argument("--owner", type=int, action="append", default=[])
     parser.add_argument("--idle", type=float, default=1800.0)
     parser.add_argument("--preload", default="")
+    parser.add_argument("--env-key", default="")
     args = parser.parse_args(argv)
     lock_path = args.dir / f"zygote-{args.fingerprint}.lock"
     lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     if not _lock(lock_fd, args.dir / f"zygote-{args.fingerprint}.sock"):
         return 0  # a zygote of this fingerprint is alive: it serves
-    zygote = Zygote(args.dir, args.fingerprint, args.parent, args.idle)
+    zygote = Zygote(args.dir, args.fingerprint, args.owner, args.idle, args.env_key)
     return zygote.serve(lock_fd, [m for m in args.preload.split(",") if m])
 
 

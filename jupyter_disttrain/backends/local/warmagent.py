@@ -1,0 +1,163 @@
+"""A launcher's side of warm start: ask the job's zygote for its torchrun agent (``spawn``), then
+drive that agent as the ``subprocess.Popen`` of a cold one (``WarmAgent``). What a job's plan is,
+and where its zygote lives, is ``warm.py``'s."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from .warm import (
+    ANSWER_TIMEOUT,
+    SPAWN_TIMEOUT,
+    WarmPlan,
+    WarmUnavailable,
+    ensure_zygote,
+    replace,
+    start,
+    stuck,
+    zygote_state,
+)
+from .zygote_protocol import read_answer
+
+
+class WarmAgent:
+    """A torchrun agent forked by a zygote, driven like the ``subprocess.Popen`` of a cold one:
+    its end arrives on the launcher's connection (the agent's own word, else the zygote's), and
+    signals go through a pidfd, so a reused pid is never signalled."""
+
+    def __init__(self, conn: socket.socket, pid: int, buffered: bytes = b"") -> None:
+        self.conn = conn
+        self.pid = pid
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)
+        self._buffer = b""
+        conn.setblocking(False)  # a socket timeout would make even a MSG_DONTWAIT read wait
+        self._take(buffered)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired([f"warm agent {self.pid}"], timeout or 0)
+            select.select([self.conn], [], [], left)
+            self._read()
+        return self.returncode
+
+    def fileno(self) -> int:
+        """Readable when the agent's end (or more of its answer) arrives."""
+        return self.conn.fileno()
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _read(self) -> None:
+        try:
+            chunk = self.conn.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:  # neither the agent nor the zygote said how it ended: it was killed
+            self._ended(-signal.SIGKILL)
+            return
+        self._take(chunk)
+
+    def _take(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        while b"\n" in self._buffer and self.returncode is None:
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            with contextlib.suppress(ValueError, TypeError):
+                code = json.loads(line).get("exit")
+                if isinstance(code, int):
+                    self._ended(code)
+
+    def _ended(self, code: int) -> None:
+        self.returncode = code
+        self.conn.close()
+        os.close(self._pidfd)
+
+
+def spawn(
+    plan: WarmPlan, *, job_dir: str, argv: list[str], env: Mapping[str, str], cwd: str, log: str
+) -> WarmAgent:
+    """Ask the plan's zygote (started now if none lives) for one agent; WarmUnavailable when it
+    cannot give one (the launcher then starts the job cold)."""
+    # The zygote serves this launcher while its job runs, and who submitted the job (a kernel,
+    # a server) as long as that lives. One started here starts with the launcher's environment
+    # (the submitter's, whose zygote it is), not the job's.
+    owners = [os.getpid(), os.getppid()]
+    ensure_zygote(plan, os.environ, owners)
+    directory = Path(plan.socket).parent
+    if stuck(directory, plan.fingerprint):
+        replace(plan, os.environ, owners)
+        raise WarmUnavailable("the zygote is stopped (SIGSTOP, a debugger): replaced")
+    request = {
+        "op": "spawn",
+        "owner": owners,
+        "fingerprint": plan.fingerprint,
+        "job_dir": job_dir,
+        "argv": argv,
+        "env": dict(env),
+        "cwd": cwd,
+        "log": log,
+        "preload": list(plan.preload),
+    }
+    conn = _connect(plan.socket)
+    ready = zygote_state(directory, plan.fingerprint).get("state") == "ready"
+    timeout = ANSWER_TIMEOUT if ready else SPAWN_TIMEOUT
+    try:
+        conn.settimeout(timeout)
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        answer, rest = read_answer(conn)
+    except TimeoutError:
+        conn.close()  # it drops the request unforked once it sees this end closed
+        replace(plan, os.environ, owners)
+        raise WarmUnavailable(f"the zygote did not answer within {timeout:.0f} s: replaced") from None
+    except (OSError, ValueError) as exc:
+        conn.close()
+        raise WarmUnavailable(f"the zygote did not answer: {exc}") from None
+    if not answer.get("ok"):
+        conn.close()
+        if answer.get("replace"):
+            start(os.environ, preload=plan.preload, fp=plan.fingerprint, key=plan.env_key, owners=owners)
+        raise WarmUnavailable(str(answer.get("error") or "the zygote refused the job"))
+    return WarmAgent(conn, int(answer["pid"]), rest)
+
+
+def _connect(path: str) -> socket.socket:
+    """Connect, waiting a little for a zygote that is starting (its socket appears first)."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+            return conn
+        except OSError as exc:
+            conn.close()
+            if exc.errno not in (errno.ENOENT, errno.ECONNREFUSED) or time.monotonic() > deadline:
+                raise WarmUnavailable(f"no zygote at {path}: {exc.strerror}") from None
+            time.sleep(0.02)
