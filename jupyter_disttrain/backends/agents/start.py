@@ -1,6 +1,8 @@
-"""Entry point of a local job's launcher: start the torchrun agents first, then supervise.
+"""A launcher's first step: start the job's agents, cold, from its request.
 
-``python -m jupyter_disttrain.backends.local.launch JOB_DIR``. The agents are on the critical
+Every launcher of ours runs it before its supervisor: the local one
+(``backends/local/launch.py``, which first tries the warm zygote) and Slurm's
+(``backends/slurm/launch.py``, whose agents are ``srun`` steps). The agents are on the critical
 path from "run the cell" to "first line of training code", so this module imports only what
 starting them needs; the supervisor and its imports load while torchrun starts up.
 """
@@ -8,7 +10,6 @@ starting them needs; the supervisor and its imports load while torchrun starts u
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -21,8 +22,6 @@ from .request import AgentProcess, LocalRequest
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from .warm import WarmAgent
 
 # Set by ipykernel for the kernel's own use; wrong or harmful in a training process.
 _KERNEL_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL")
@@ -77,55 +76,13 @@ def start_agents(job_dir: str, request: LocalRequest) -> list[subprocess.Popen[b
     return agents
 
 
-def start_warm(job_dir: str, request: LocalRequest) -> tuple[list[WarmAgent], str]:
-    """The job's one agent forked by its zygote (``warm``), and the line that says so; raises
-    ``WarmUnavailable`` when the zygote cannot give one (the job then starts cold)."""
-    from .warm import WarmPlan, spawn
-
-    plan = WarmPlan.from_json(request.warm or {})
-    env = clean_env(dict(os.environ))
-    agent = request.agents[0]
-    log = os.path.join(job_dir, contract.LOGS_DIR, contract.log_file(contract.agent_name(agent.node)))
-    forked = spawn(
-        plan, job_dir=job_dir, argv=agent.argv, env={**env, **agent.env}, cwd=request.cwd or job_dir, log=log
-    )
-    return [forked], f"warm: forked from the zygote (agent pid {forked.pid})"
-
-
-def start(
-    job_dir: str, request: LocalRequest, what: str = "torchrun"
+def start_cold(
+    job_dir: str, request: LocalRequest, how: str, what: str = "torchrun"
 ) -> tuple[list[AgentProcess], str, str | None]:
-    """The job's agents started (warm when the request says so and the zygote can give one, else
-    cold), the line saying how (the supervisor's Started event repeats it), and the error that
-    kept them from starting (``what`` names the program then). A request without ``warm`` (a
-    cold local job; every Slurm job, whose agents are ``srun`` steps) starts cold as it says."""
-    how = request.start
-    if request.warm:
-        from .warm import WarmUnavailable
-
-        try:
-            agents, how = start_warm(job_dir, request)
-            return list(agents), how, None
-        except WarmUnavailable as exc:
-            how = f"cold: the warm zygote could not start it ({exc})"
+    """The job's agents started cold, the line saying how (``how``: the supervisor's Started
+    event repeats it), and the error that kept them from starting (``what`` names the program
+    then)."""
     try:
         return list(start_agents(job_dir, request)), how, None
     except OSError as exc:
         return [], how, f"could not start {what}: {exc}"
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m jupyter_disttrain.backends.local.launch JOB_DIR", file=sys.stderr)
-        return 2
-    job_dir = os.path.abspath(argv[0])
-    with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
-        request = LocalRequest.from_json(json.load(f)["request"])
-    agents, how, error = start(job_dir, request)
-    from .supervisor import Supervisor
-
-    return Supervisor(job_dir, agents, error, how).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,66 @@
+"""The local backend's options (``spec.options``), declared once and checked before anything runs.
+
+The flags of ``%%distrun`` and ``jupyter disttrain run`` are generated from the fields of
+``LocalOptions`` (their help and defaults); ``parse_options`` checks ``spec.options`` and returns
+them typed, refusing a bad value or an option of another backend with a one-line error. The
+backend registry loads this module without the backend (``backends.options_class``), so the
+magic's flags cost no more than it. The supervisor's options, which Slurm's share, come from
+``backends/agents/options.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ...model.errors import InvalidSpecError
+from ...model.flags import check_values, group_access_option, option
+from ..agents.options import SupervisorOptions, validate_switch
+from .python import validate_python
+
+
+def _python(value: object, field: str) -> str:
+    validate_python(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class LocalOptions(SupervisorOptions):
+    """The local backend's options, with their defaults."""
+
+    oversubscribe: bool = option(
+        False,
+        switch=True,
+        check=validate_switch,
+        help="local backend: start more processes than this machine has CPUs",
+    )
+    python: str | None = option(
+        check=_python,
+        metavar="PATH",
+        help="local backend: the Python interpreter that runs the job's processes (default: the "
+        "kernel's), e.g. a virtual environment's bin/python that has MXNet",
+    )
+    cold: bool = option(
+        False,
+        switch=True,
+        check=validate_switch,
+        help="local backend: start torchrun afresh instead of forking the ranks from the warm "
+        "zygote (which holds torch imported; see docs/warm-start.md)",
+    )
+    group_access: bool = group_access_option(check=validate_switch)
+
+
+NAMES = tuple(f.name for f in fields(LocalOptions))
+
+
+def parse_options(options: dict[str, Any], other: str | None = None) -> LocalOptions:
+    """Check ``spec.options`` for the local backend and return them typed. ``other``: the
+    backend that has an option this one does not know, named in the error."""
+    unknown = sorted(set(options) - set(NAMES))
+    if unknown:
+        where = f"it is a {other.capitalize()} option: add --backend {other}" if other else None
+        raise InvalidSpecError(
+            f"the local backend has no option {unknown[0]!r}; "
+            + (where or f"its options are: {', '.join(NAMES)}")
+        )
+    return LocalOptions(**check_values(LocalOptions, options))
