@@ -10,7 +10,7 @@ import os
 import shlex
 from collections.abc import Sequence
 
-from ...launchers.base import Role
+from ...launchers.base import Role, default_roles
 from ...model.specs import JobSpec
 from ...runtime import contract
 from ..agents.request import AgentCommand
@@ -86,7 +86,7 @@ def agent_commands(
     per local rank. ``role``: the launcher's role these agents start (its script arguments and
     env); the spec's own arguments, as a plain torchrun worker, when None.
     """
-    role = role or Role("worker", spec.world_size, list(spec.args))
+    role = role or default_roles(spec)[0]
     program = [os.path.join(job_dir, spec.entrypoint), *role.args]
     base_env = local_env(
         spec, job_id, job_dir, role, cpu=gpu_ids is None, working_dir=working_dir, runtime_path=runtime_path
