@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jupyter_disttrain.api import submit  # noqa: E402
-from jupyter_disttrain.backends.local.request import DEFAULT_MONITOR_INTERVAL  # noqa: E402
+from jupyter_disttrain.backends.agents.request import DEFAULT_MONITOR_INTERVAL  # noqa: E402
 from jupyter_disttrain.runtime.sampler import Monitor  # noqa: E402
 from jupyter_disttrain.storage.store import JobStore  # noqa: E402
 

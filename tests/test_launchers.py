@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local.request import LocalRequest, request_roles
+from jupyter_disttrain.backends.agents.request import LocalRequest, request_roles
 from jupyter_disttrain.jobs.intake import choose_launcher, job_flag_classes, spec_from_flags
 from jupyter_disttrain.jobs.manager import manager_for
 from jupyter_disttrain.launchers import get_launcher

@@ -241,11 +241,58 @@ def test_the_checker_sees_relative_and_lazy_imports() -> None:
     # A checker that saw nothing would pass everything: it must resolve what the modules import.
     seen = {target for _, target, ours in imports(PACKAGE / "notebook" / "magics.py") if ours}
     assert {"api", "commands", "notebook.widgets", "model.specs"} <= seen  # some inside functions
-    seen = {target for _, target, ours in imports(PACKAGE / "backends" / "local" / "supervisor.py") if ours}
-    assert {"storage.procs", "runtime.joined", "backends.local.diagnosis", "launchers"} <= seen  # lazy
+    seen = {target for _, target, ours in imports(PACKAGE / "backends" / "agents" / "supervisor.py") if ours}
+    assert {"storage.procs", "runtime.joined", "backends.agents.diagnosis", "launchers"} <= seen  # lazy
     seen = {target for _, target, ours in imports(PACKAGE / "backends" / "local" / "backend.py") if ours}
     assert "backends" in seen  # from .. import option_owner: the registry, not a module of that name
     assert layer_of("server.handlers") == "front:server" and layer_of("model.specs") == "model"
+
+
+# Packages of ``backends/`` that are no backend: what several backends share, which every backend
+# may import and which imports no backend's package (the process agents: the launcher's start,
+# its request, torchrun's command line, the supervisor and its options).
+SHARED_BACKEND_PACKAGES = {"agents"}
+
+
+def backend_trespass(module: str, target: str) -> str | None:
+    """Why ``module`` may not import ``target``: a backend's package (``backends/local/``,
+    ``backends/slurm/``...) imports its own modules, the shared packages and the modules of
+    ``backends/`` itself (the base, the rank env, the registry), never another backend's; a
+    shared package imports no backend's. None when it may."""
+    mine, theirs = module.split("."), target.split(".")
+    if mine[0] != "backends" or theirs[0] != "backends" or len(mine) < 3 or len(theirs) < 3:
+        return None  # not inside a package of backends/, or a module of backends/ itself
+    if mine[1] == theirs[1] or (
+        theirs[1] in SHARED_BACKEND_PACKAGES and mine[1] not in SHARED_BACKEND_PACKAGES
+    ):
+        return None
+    return (
+        f"{module} imports {target}: a backend's own module (share it through backends/agents/ or the like)"
+    )
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if module_name(p).startswith("backends.")], ids=str)
+def test_no_backend_imports_another_backends_modules(path: Path) -> None:
+    module = module_name(path)
+    wrong = [
+        f"line {line}: {why}"
+        for line, target, ours in imports(path)
+        if ours and (why := backend_trespass(module, target))
+    ]
+    assert wrong == []
+
+
+def test_the_backend_rule_refuses_what_it_should() -> None:
+    # The Slurm backend once imported the local backend's launcher through a module of its own.
+    assert backend_trespass("backends.slurm._local", "backends.local.supervisor")
+    assert backend_trespass("backends.kubernetes.backend", "backends.slurm.client")
+    assert backend_trespass("backends.agents.supervisor", "backends.local.warm")  # shared: no backend's
+    assert backend_trespass("backends.slurm.launch", "backends.agents.supervisor") is None
+    assert backend_trespass("backends.local.backend", "backends.base") is None
+    assert backend_trespass("backends", "backends.slurm.allocation") is None  # the registry
+    # the rule sees what the sources import: Slurm's launcher builds on the shared supervisor
+    seen = {target for _, target, ours in imports(PACKAGE / "backends" / "slurm" / "launch.py") if ours}
+    assert "backends.agents.supervisor" in seen
 
 
 # Import circles between modules that are allowed, each with its reason (docs/architecture.md):

@@ -98,8 +98,8 @@ def test_a_link_planted_for_the_log_is_not_appended_to(tmp_path: Path) -> None:
 def test_a_link_planted_for_an_agents_log_is_not_appended_to(tmp_path: Path) -> None:
     """The launcher opens ``logs/agent-0.log`` for the torchrun agent's output the way the rank
     wrapper opens its log: a planted link fails the start, saying why, and the target is untouched."""
+    from jupyter_disttrain.backends.agents.request import AgentCommand, LocalRequest
     from jupyter_disttrain.backends.local import launch
-    from jupyter_disttrain.backends.local.request import AgentCommand, LocalRequest
 
     outside = tmp_path / "outside.txt"
     outside.write_text("not the job's\n")

@@ -83,7 +83,8 @@ def replicas_of(roles: list[Role]) -> list[tuple[str, str, int]]:
 
 
 def default_roles(spec: JobSpec) -> list[Role]:
-    """The roles of a job recorded before jobs had roles: torchrun workers."""
+    """torchrun's one role, ``worker``, its ranks running the script with the spec's arguments:
+    the torchrun launcher's roles, and those of a job recorded before jobs had roles."""
     return [Role("worker", spec.world_size, list(spec.args))]
 
 

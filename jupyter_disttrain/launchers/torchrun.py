@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model.specs import JobSpec
-from .base import LaunchContext, Launcher, Role
+from .base import LaunchContext, Launcher, Role, default_roles
 
 
 class TorchrunLauncher(Launcher):
@@ -12,4 +12,4 @@ class TorchrunLauncher(Launcher):
     name = "torchrun"
 
     def roles(self, spec: JobSpec, ctx: LaunchContext) -> list[Role]:
-        return [Role("worker", spec.world_size, list(spec.args))]
+        return default_roles(spec)

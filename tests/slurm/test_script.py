@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_disttrain.backends.local.request import AgentCommand, LocalRequest
+from jupyter_disttrain.backends.agents.request import AgentCommand, LocalRequest
 from jupyter_disttrain.backends.slurm.options import (
     SlurmOptions,
     check_sbatch_option,

@@ -11,38 +11,36 @@ from __future__ import annotations
 import os
 import shlex
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ...launchers import get_launcher
 from ...launchers.base import TORCHRUN, LaunchContext, replicas_of
-from ...model.errors import BackendError, InvalidSpecError
+from ...model.errors import InvalidSpecError
 from ...model.specs import DryRun, JobPhase, JobSpec, JobStatus, LaunchRequest, ReplicaStatus, iso_seconds
 from ...monitoring import guard
 from ...payloads.monitoring import StackDump
 from ...runtime import contract
 from ...storage import procs
-from ...storage.logfiles import LogSource, last_line, replica_sources
+from ...storage.logfiles import LogSource, replica_sources
 from ...storage.store import JobRecord, read_json
 from .. import option_owner
+from ..agents.request import AgentCommand, LocalRequest, request_roles
+from ..agents.spawn import START_TIMEOUT, spawn_launcher
+from ..agents.supervisor import LAUNCHER_FILE
 from ..base import Backend
 from ..rankenv import user_cache_dir
 from .options import NAMES, LocalOptions, parse_options
 from .python import ensure_runtime_path, foreign, job_python, runtime_path
-from .request import AgentCommand, LocalRequest, request_roles
 from .roles import role_commands
-from .supervisor import LAUNCHER_FILE
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
 from .warm import SPAWN_TIMEOUT, WarmPlan, ensure_zygote, script_imports
 from .warm import plan as warm_plan
 
 # The launcher records itself once its agents started: a warm one may first wait for a zygote
-# still importing (SPAWN_TIMEOUT), as on a loaded machine right after %load_ext. A launcher that
-# exits before that is seen at once (its exit code, launcher.log's last line).
-_LAUNCH_TIMEOUT = 30.0 + SPAWN_TIMEOUT
+# still importing (SPAWN_TIMEOUT), as on a loaded machine right after %load_ext.
+_LAUNCH_TIMEOUT = START_TIMEOUT + SPAWN_TIMEOUT
 # A job with no launcher record this long after it was created, and no process, never will have
 # one: its submit was cut short (the server or kernel killed between writing job.json and
 # starting the launcher). Well past the time the submit itself waits for its launcher.
@@ -171,7 +169,7 @@ class LocalBackend(Backend):
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
         if request.warm:  # its imports run while the launcher starts
             ensure_zygote(WarmPlan.from_json(request.warm), os.environ)
-        spawn_launcher(job_dir)
+        spawn_launcher(job_dir, procs.LAUNCHER_MODULE, _LAUNCH_TIMEOUT)
 
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
         if status.is_terminal:
@@ -233,35 +231,6 @@ class LocalBackend(Backend):
 
     def _log_sources(self, record: JobRecord) -> list[LogSource]:
         return replica_sources(self.store.logs_dir(record.id))
-
-
-def spawn_launcher(job_dir: Path, module: str = procs.LAUNCHER_MODULE) -> None:
-    """Start a job's launcher, ``python -m MODULE JOB_DIR``, in a session of its own (it outlives
-    the kernel and its process group); return once it has recorded itself in the job dir."""
-    log = open(job_dir / "launcher.log", "ab")  # noqa: SIM115
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, str(job_dir)],
-            cwd=job_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    finally:
-        log.close()
-    deadline = time.monotonic() + _LAUNCH_TIMEOUT
-    while not (job_dir / LAUNCHER_FILE).exists():
-        if proc.poll() is not None:
-            detail = last_line(job_dir / "launcher.log") or f"exit code {proc.returncode}"
-            raise BackendError(f"the job launcher exited at once: {detail}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise BackendError(
-                f"the job launcher did not start within {_LAUNCH_TIMEOUT:.0f} s; "
-                "see launcher.log in the job dir"
-            )
-        time.sleep(0.005)
 
 
 def _never_launched(job_dir: Path, record: JobRecord, status: JobStatus) -> JobStatus:

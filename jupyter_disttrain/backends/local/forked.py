@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from ...runtime import contract
 from ...runtime.atomic import open_own
+from ..agents.torchrun import WORKER_MODULE
 from .fresh import Interpreter, restore, site_hooks
 
 # torchrun's own: the signals its agent passes on to the ranks, how often it looks at them
@@ -42,7 +43,6 @@ AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 SIGNALS_TO_HANDLE = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 MONITOR_INTERVAL = 0.1
 CLOSE_TIMEOUT = 30.0
-WORKER_MODULE = "jupyter_disttrain.runtime.worker"
 # Signals whose handlers a fresh interpreter sets itself (the rest start at their defaults).
 _PYTHON_IGNORES = (signal.SIGPIPE, signal.SIGXFSZ)
 

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from ...launchers.base import HOROVODRUN, Role
 from ...model.specs import JobSpec
 from ...runtime import contract
-from .request import AgentCommand
-from .torchrun import LOOPBACK_IFNAME, WORKER_MODULE, local_env, set_devices
+from ..agents.request import AgentCommand
+from ..agents.torchrun import WORKER_MODULE
+from .torchrun import LOOPBACK_IFNAME, local_env, set_devices
 
 HOROVOD_LOCAL = "jupyter_disttrain.launchers.horovod_local"  # horovodrun, its servers on loopback
 # Roles whose processes compute: they get --gpus GPUs each; the others (a scheduler, a server)

@@ -10,14 +10,14 @@ import os
 import shlex
 from collections.abc import Sequence
 
-from ...launchers.base import Role
+from ...launchers.base import Role, default_roles
 from ...model.specs import JobSpec
 from ...runtime import contract
+from ..agents.request import AgentCommand
+from ..agents.torchrun import WORKER_MODULE, torchrun_argv
 from ..rankenv import rank_env
 from .python import foreign_pythonpath
-from .request import AgentCommand
 
-WORKER_MODULE = "jupyter_disttrain.runtime.worker"
 # torchrun's own flags, in the words torchrun uses; a ``--nodes M`` job on one machine
 # becomes M agents that meet through a c10d rendezvous hosted by the first one, in stores that
 # listen on loopback only (``runtime/rendezvous.py``; a single agent's store takes any free port).
@@ -86,8 +86,8 @@ def agent_commands(
     per local rank. ``role``: the launcher's role these agents start (its script arguments and
     env); the spec's own arguments, as a plain torchrun worker, when None.
     """
-    role = role or Role("worker", spec.world_size, list(spec.args))
-    script = os.path.join(job_dir, spec.entrypoint)
+    role = role or default_roles(spec)[0]
+    program = [os.path.join(job_dir, spec.entrypoint), *role.args]
     base_env = local_env(
         spec, job_id, job_dir, role, cpu=gpu_ids is None, working_dir=working_dir, runtime_path=runtime_path
     )
@@ -95,25 +95,17 @@ def agent_commands(
     for node in range(spec.nodes):
         if spec.nodes > 1 and rdzv_port is None:
             raise ValueError("a multi-node job needs a rendezvous port")
-        argv = [
+        endpoint = f"{LOOPBACK}:{rdzv_port or 0}"
+        argv = torchrun_argv(
             python,
-            "-m",
-            "torch.distributed.run",
-            f"--nnodes={spec.nodes}",
-            f"--rdzv-backend={RDZV_BACKEND}",
-            f"--rdzv-endpoint={LOOPBACK}:{rdzv_port or 0}",
-            f"--rdzv-id={job_id}",
-            f"--rdzv-conf=is_host={'true' if node == 0 else 'false'}",
-            f"--local-addr={LOOPBACK}",
-        ]
-        argv += [
-            f"--nproc-per-node={spec.nproc_per_node}",
-            f"--max-restarts={spec.max_restarts}",
-            "-m",
-            WORKER_MODULE,
-            script,
-            *role.args,
-        ]
+            spec,
+            job_id,
+            node,
+            program,
+            rdzv_backend=RDZV_BACKEND,
+            endpoint=endpoint,
+            local_addr=LOOPBACK,
+        )
         env = dict(base_env)
         env[contract.NODE_ENV] = str(node)
         set_devices(env, spec, gpu_ids, node)

@@ -3,8 +3,9 @@
 Which one is decided without asking: a kernel inside an allocation (``SLURM_JOB_ID`` in its
 environment: ``salloc``, batchspawner) runs the job as job steps on the allocated nodes, no
 queue; elsewhere, or with ``--batch``, the job is a new batch job. Either way the job is the
-local backend's launcher whose agents are ``srun`` steps, one per node (``script.py``), and the
-job dir, on the shared filesystem, holds every rank's log, exit and resource samples. The
+shared launcher (``backends/agents/``) whose agents are ``srun`` steps, one per node
+(``script.py``), and the job dir, on the shared filesystem, holds every rank's log, exit and
+resource samples. The
 status merges those records with what Slurm says (``status.py``): the queue and its reasons,
 stops Slurm made; after Slurm forgets a job (``MinJobAge``), the job dir alone.
 """
@@ -28,10 +29,12 @@ from ...storage import procs
 from ...storage.logfiles import LogSource, last_line, replica_sources
 from ...storage.store import JobRecord, JobStore, write_record
 from .. import option_owner
+from ..agents.request import AgentCommand, request_roles
+from ..agents.spawn import spawn_launcher
+from ..agents.supervisor import LAUNCHER_FILE
 from ..base import Backend
 from ..rankenv import rank_env, user_cache_dir
 from . import client as slurm
-from ._local import LAUNCHER_FILE, AgentCommand, request_roles, spawn_launcher
 from .allocation import Allocation, default_here
 from .checks import check_batch, check_paths, check_step
 from .checks import place as place_of

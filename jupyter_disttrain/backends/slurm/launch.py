@@ -2,7 +2,7 @@
 
 ``python -m jupyter_disttrain.backends.slurm.launch JOB_DIR``: the batch script ``exec``s it on
 the job's first node (a batch job), or the backend starts it beside the kernel (job steps in an
-allocation). It is the local backend's launcher with ``srun`` agents (``SlurmSupervisor``);
+allocation). It is the shared launcher (``backends/agents/``) with ``srun`` agents (``SlurmSupervisor``);
 what differs is how a step is stopped and who asked.
 
 A requeued job runs it again (``SLURM_RESTART_COUNT``): the new run appends to the same logs
@@ -25,8 +25,10 @@ from types import FrameType
 from ...model.specs import Event, JobPhase, JobStatus, now_iso
 from ...runtime import contract
 from ...storage.store import write_record
+from ..agents.request import AgentProcess
+from ..agents.start import start_cold
+from ..agents.supervisor import Supervisor
 from . import client
-from ._local import AgentProcess, Supervisor, start
 from .node import NODES_DIR, RUN_ENV, SLURM_DIR
 from .node import read_json as read_node
 from .request import BATCH, SlurmRequest
@@ -224,8 +226,10 @@ def main(argv: list[str]) -> int:
         old.unlink(missing_ok=True)
     run = secrets.token_hex(4)
     agents = [dataclasses.replace(a, env={**a.env, RUN_ENV: run}) for a in request.agents]
-    # The local launcher's start; cold, as ``request.start`` says (a Slurm request has no ``warm``).
-    started, how, error = start(str(job_dir), dataclasses.replace(request, agents=agents), what="srun")
+    # Cold, as ``request.start`` says (a Slurm request has no ``warm``).
+    started, how, error = start_cold(
+        str(job_dir), dataclasses.replace(request, agents=agents), request.start, "srun"
+    )
     wrapped = [SrunAgent(p, str(job_dir), i) for i, p in enumerate(started)]
     return SlurmSupervisor(str(job_dir), wrapped, error, how).run()
 

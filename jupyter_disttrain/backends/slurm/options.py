@@ -4,10 +4,10 @@ The flags of ``%%distrun`` and ``jupyter disttrain run`` are generated from ``Sl
 fields, in sbatch's own words. Every bad value is refused with a one-line error that names the
 flag and shows a good value; ``parse_options`` returns them typed.
 
-A Slurm job is supervised by the local backend's supervisor, so its options begin with the
-supervisor's (``--grace-period``, ``--exit-timeout``, ``--monitor-interval``: one declaration,
-one flag each). They come from the local options module itself, not through ``_local``: the
-backend registry loads this module without any backend (``backends.options_class``).
+A Slurm job is supervised by the shared supervisor (``backends/agents/``), so its options begin
+with the supervisor's (``--grace-period``, ``--exit-timeout``, ``--monitor-interval``: one
+declaration, one flag each); the backend registry loads this module without any backend
+(``backends.options_class``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from ...model.errors import InvalidSpecError
 from ...model.flags import check_values, option
-from ..local.options import SupervisorOptions
+from ..agents.options import SupervisorOptions
 from .sbatchargs import check_value, read_option
 
 # Slurm names: partitions, accounts, QOS, reservations (letters, digits, '_', '-', '.').

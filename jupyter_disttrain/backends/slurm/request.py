@@ -1,8 +1,9 @@
 """The Slurm backend's launch request, typed: what ``--dry-run`` shows and ``job.json`` keeps.
 
-It is the local backend's request (the launcher reads it as one: ``agents`` are the per-node
-``srun`` commands, ``monitor_interval`` is 0 because each node's agent samples its own ranks)
-plus what is Slurm's own: how the job reaches the cluster and the batch script.
+It is the shared launcher's request (``backends/agents/request.py``; the launcher reads it as
+one: ``agents`` are the per-node ``srun`` commands, ``monitor_interval`` is 0 because each
+node's agent samples its own ranks) plus what is Slurm's own: how the job reaches the cluster
+and the batch script.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._local import LocalRequest
+from ..agents.request import LocalRequest
 
 BATCH = "batch"  # a new job: sbatch, the launcher runs as the batch script on the first node
 STEP = "step"  # inside an allocation: the launcher runs beside the kernel, its agents are job steps

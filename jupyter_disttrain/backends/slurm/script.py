@@ -1,7 +1,7 @@
 """Pure translation of a ``JobSpec`` into what Slurm runs: the sbatch command line, the batch
 script, and per node the ``srun`` line of its agent (golden-tested: ``tests/slurm/test_script.py``).
 
-A job is the local backend's launcher whose agents are ``srun`` job steps, one per node:
+A job is the shared launcher (``backends/agents/``) whose agents are ``srun`` job steps, one per node:
 
 - through ``sbatch`` (``BATCH``), the batch script ``exec``s the launcher on the first node;
 - inside an allocation (``STEP``: ``salloc``, batchspawner), the launcher runs beside the kernel.
@@ -28,7 +28,7 @@ from ...launchers.base import Role
 from ...model.errors import InvalidSpecError
 from ...model.specs import JobSpec
 from ...runtime import contract
-from ._local import WORKER_MODULE
+from ..agents import torchrun
 from .options import CONTROL, SlurmOptions
 from .request import BATCH, SlurmRequest
 
@@ -149,20 +149,7 @@ def torchrun_argv(spec: JobSpec, job_id: str, job_dir: str, python: str, role: R
     there, comes in ``PET_RDZV_ENDPOINT`` from the node agent (torchrun reads each flag's
     ``PET_`` variable): no one knows either before the job runs."""
     program = [role.entry, *role.args] if role.entry else [f"{job_dir}/{spec.entrypoint}", *role.args]
-    return [
-        python,
-        "-m",
-        "torch.distributed.run",
-        f"--nnodes={spec.nodes}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-id={job_id}",
-        f"--rdzv-conf=is_host={'true' if node == 0 else 'false'}",
-        f"--nproc-per-node={spec.nproc_per_node}",
-        f"--max-restarts={spec.max_restarts}",
-        "-m",
-        WORKER_MODULE,
-        *program,
-    ]
+    return torchrun.torchrun_argv(python, spec, job_id, node, program, rdzv_backend="c10d")
 
 
 def node_env(base: dict[str, str], spec: JobSpec, job_dir: str, node: int, gpu: bool) -> dict[str, str]:

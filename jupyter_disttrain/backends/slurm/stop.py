@@ -13,7 +13,7 @@ import time
 
 from ...storage import procs
 from ...storage.store import JobRecord, JobStore
-from ._local import LAUNCHER_FILE
+from ..agents.supervisor import LAUNCHER_FILE
 from .client import SlurmClient
 from .request import BATCH
 from .status import read_dict

@@ -17,9 +17,10 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from ...launchers.base import RANKED, replicas_of
 from ...model.failure import first_line
@@ -35,7 +36,9 @@ from .guarding import GuardThread
 from .records import ReplicaRecords, replica_status
 from .request import AgentProcess, LocalRequest, request_roles
 from .sidethreads import SideThreads
-from .warm import serves_others
+
+if TYPE_CHECKING:
+    import psutil
 
 POLL_SECONDS = 0.1  # while stopping processes
 FOLLOWER_WAIT = 30.0  # seconds a run's TensorBoard follower gets to finish after its rank ended
@@ -51,7 +54,12 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 class Supervisor:
     def __init__(
-        self, job_dir: str, agents: Sequence[AgentProcess], launch_error: str | None, how: str = ""
+        self,
+        job_dir: str,
+        agents: Sequence[AgentProcess],
+        launch_error: str | None,
+        how: str = "",
+        spare: Callable[[psutil.Process, str], bool] | None = None,
     ) -> None:
         self.job_dir = Path(job_dir)
         self.store = JobStore(self.job_dir.parent)
@@ -62,6 +70,9 @@ class Supervisor:
         self.agents = agents
         self.launch_error = launch_error
         self.how = how  # warm or cold, and why (request.start, or why warm start fell through)
+        # Which of the launcher's descendants work for others and outlive the job (a backend's
+        # own: the local one's warm zygote); the sweep leaves them.
+        self._spare = spare or (lambda proc, job_id: False)
         self._ends: list[int | None] | None = None  # each agent's end as a readable descriptor
         self.cancel_requested = False
         self._failed_node: int | None = None  # the first node whose agent failed
@@ -278,11 +289,11 @@ class Supervisor:
 
     def _sweep(self, grace: float = 0.0) -> None:
         """Leave no orphan: every descendant and every process carrying the job id goes (not a
-        zygote this launcher started, nor what it forked for other jobs)."""
+        process the backend spares, such as a zygote this launcher started)."""
         import psutil
 
         me = psutil.Process()
-        leftover = {p.pid: p for p in me.children(recursive=True) if not serves_others(p, self.job_id)}
+        leftover = {p.pid: p for p in me.children(recursive=True) if not self._spare(p, self.job_id)}
         leftover.update((p.pid, p) for p in procs.job_processes(self.job_id))
         followers = [p for p in leftover.values() if procs.is_follower(p)]
         if others := [p for p in leftover.values() if p not in followers]:
