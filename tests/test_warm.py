@@ -6,7 +6,9 @@ the runtime dir of ``conftest.zygote_dir``.
 
 from __future__ import annotations
 
+import importlib
 import json
+import logging
 import os
 import signal
 import site
@@ -14,13 +16,14 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import psutil
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local import warm
+from jupyter_disttrain.backends.local import fresh, warm
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
 
@@ -138,6 +141,34 @@ def test_a_warm_rank_is_the_same_program_as_a_cold_one(
     assert hot[0][0]["shown"]["RANK"] == "0" and hot[0][0]["cuda"] == [False, False]
     assert hot[0][0]["threads"][0] == 1  # torchrun's OMP_NUM_THREADS=1 for 2 processes per node
     assert hot[1][0]["threads"][0] == 2 and ["openblas", 2] in hot[1][0]["pools"]
+
+
+NOISY = "import logging, warnings\nwarnings.filterwarnings('ignore', 'noisy preload')\n" + (
+    "logging.getLogger('noisy').addHandler(logging.NullHandler())\n"
+)
+
+
+def test_what_a_preload_for_another_job_configured_is_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The zygote's preloads for other notebooks' jobs (deepspeed's filters, alembic's handler)
+    are not in a rank whose job does not import them; a job that does keeps them."""
+    (tmp_path / "noisy_preload.py").write_text(NOISY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(fresh, "LEFTOVERS", {})
+    logger = logging.getLogger("noisy")
+
+    def filtered() -> bool:
+        return any(getattr(f[1], "pattern", None) == "noisy preload" for f in warnings.filters)
+
+    with warnings.catch_warnings():
+        fresh.traced_imports(["noisy_preload"], lambda names: [importlib.import_module(n) for n in names])
+        assert filtered() and logger.handlers
+        fresh.drop_leftovers(["noisy_preload"])  # its own job's import: kept
+        assert filtered() and logger.handlers
+        fresh.drop_leftovers(["deepspeed"])
+        assert not filtered() and not logger.handlers
+    sys.modules.pop("noisy_preload")
 
 
 def test_the_dry_run_says_which_path_and_why(

@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 # Modules ``site`` imports by name at start: the zygote's shadows (no-ops) are dropped in a rank,
 # whose own import finds the user's.
@@ -50,6 +51,57 @@ class Interpreter:
     import_env: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class Leftover:
+    """What importing one preloaded module added to the process-wide configuration: warnings
+    filters and logging handlers (by identity, with the logger that holds each)."""
+
+    filters: list[Any] = field(default_factory=list)
+    handlers: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+# Per module the zygote preloaded for some notebook's job (beyond the modules every rank gets):
+# what its import configured. Inherited by every fork; a rank of a job that does not import the
+# module drops it (``drop_leftovers``), as its cold twin never had it.
+LEFTOVERS: dict[str, Leftover] = {}
+# Set in a forked agent: the heavy modules its own job imports (their leftovers are its own too).
+KEEP: frozenset[str] = frozenset()
+
+
+def _handlers() -> set[tuple[Any, Any]]:
+    import logging
+
+    loggers = [logging.root, *logging.root.manager.loggerDict.values()]
+    return {(lg, h) for lg in loggers for h in getattr(lg, "handlers", ())}
+
+
+def traced_imports(modules: Iterable[str], load: Callable[[list[str]], None]) -> None:
+    """``load`` each of ``modules`` in turn, noting in ``LEFTOVERS`` what each one's import
+    configured."""
+    import warnings
+
+    for name in modules:
+        filters, handlers = list(warnings.filters), _handlers()
+        load([name])
+        added = [f for f in warnings.filters if not any(f is g for g in filters)]
+        LEFTOVERS[name] = Leftover(added, [pair for pair in _handlers() - handlers])
+
+
+def drop_leftovers(keep: Iterable[str]) -> None:
+    """Undo what preloads other than ``keep`` configured: a cold rank that does not import them
+    has neither their warnings filters nor their loggers' handlers."""
+    import warnings
+
+    kept = set(keep)
+    dropped = [left for name, left in LEFTOVERS.items() if name not in kept]
+    gone = {id(f) for left in dropped for f in left.filters}
+    if gone:
+        warnings.filters[:] = [f for f in warnings.filters if id(f) not in gone]  # type: ignore[index]
+    for left in dropped:
+        for logger, handler in left.handlers:
+            logger.removeHandler(handler)
+
+
 def shadow_site_hooks(directory: str) -> str:
     """A directory holding empty ``sitecustomize``/``usercustomize`` modules, which the zygote
     imports in place of the user's (first on its PYTHONPATH): a hook runs in each rank, with the
@@ -69,6 +121,7 @@ def restore(interpreter: Interpreter, env: Mapping[str, str], worker_argv: list[
     """Undo what a forked rank inherited of the zygote's interpreter state; ``worker_argv`` is the
     command line a cold rank runs (its ``sys.orig_argv``)."""
     sys.orig_argv[:] = worker_argv
+    drop_leftovers(KEEP)
     fresh_warnings()
     site_hooks(interpreter, env)
     sys.path.insert(0, "")  # where ``-m`` puts the working dir, after ``site`` ran; the wrapper sets it
@@ -107,8 +160,8 @@ def site_hooks(interpreter: Interpreter, env: Mapping[str, str]) -> None:
 
 def fresh_warnings() -> None:
     """Warnings the zygote showed (once per location, or once at all) show again here, as in a
-    fresh process; the filters stay: the modules the zygote imported added them, as they do in a
-    cold rank when its script imports them."""
+    fresh process; the filters of the modules every rank gets stay (a cold rank's imports add
+    them too), those of other jobs' preloads went (``drop_leftovers``)."""
     import warnings
 
     warnings.onceregistry.clear()  # type: ignore[attr-defined]

@@ -43,7 +43,7 @@ from typing import Any
 
 from ...runtime import joined
 from ...storage.procs import parent_death_signal
-from . import forked
+from . import forked, fresh
 from .fresh import SITE_HOOKS, Interpreter
 from .warm import THREAD_ENV, shadowed, stop_stale
 from .zygote_protocol import MAX_REQUEST, answer, fork_unsafe, peer_left, peer_uid, read_request, threads
@@ -95,7 +95,8 @@ class Zygote:
         # as it is imported: it must be watching before the imports below import it.
         joined.watch()
         before = dict(os.environ)
-        self._import([*BASE_MODULES, *RANK_MODULES, *preload])
+        self._import([*BASE_MODULES, *RANK_MODULES])
+        fresh.traced_imports(preload, self._import)
         forked.INTERPRETER = _interpreter(probe, before)
         self.baseline = threads()
         self.own_fds.add(self.sel.fileno())
@@ -207,6 +208,7 @@ class Zygote:
         if pid == 0:
             self.sel = None  # type: ignore[assignment]
             forked.close_fds(self._fds())
+            fresh.KEEP = frozenset(m for m in request.get("preload") or () if isinstance(m, str))
             forked.agent_main(conn, request["argv"], request["env"], request["cwd"], request["log"])
         pidfd = os.pidfd_open(pid)
         self.agents[pidfd] = (pid, conn)
@@ -280,7 +282,7 @@ class Zygote:
             forked.close_fds({*self.agents, *(conn.fileno() for _, conn in self.agents.values())})
             self.agents.clear()
             self.sel = selectors.DefaultSelector()  # the inherited one is the predecessor's
-            self._import(modules)
+            fresh.traced_imports(modules, self._import)
             unsafe = fork_unsafe(self.baseline)
             if unsafe is not None or any(m not in sys.modules for m in modules):
                 self._say(f"not holding {', '.join(modules)}: {unsafe or 'could not import it'}")
