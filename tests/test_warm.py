@@ -39,7 +39,9 @@ seen = {
     "hook": os.environ.get("SITE_HOOK_RAN"),
     "seed": [torch.initial_seed(), torch.rand(1).item()],
     "random": [random.random(), numpy.random.random()],
-    "pools": sorted((i["internal_api"], i["num_threads"]) for i in threadpool_info()),
+    # Each kind of pool's sizes: a second OpenBLAS that a preload for another job loaded stays
+    # loaded in a warm rank (a shared library cannot be unloaded), sized from the env as the rest.
+    "pools": sorted({(i["internal_api"], i["num_threads"]) for i in threadpool_info()}),
     "threads": [torch.get_num_threads(), torch.get_num_interop_threads()],
     "torch": [str(torch.get_default_dtype()), torch.are_deterministic_algorithms_enabled(),
               torch.backends.cudnn.benchmark, torch.get_float32_matmul_precision()],
