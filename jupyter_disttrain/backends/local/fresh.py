@@ -81,10 +81,10 @@ def traced_imports(modules: Iterable[str], load: Callable[[list[str]], None]) ->
     import warnings
 
     for name in modules:
-        filters, handlers = list(warnings.filters), _handlers()
+        filters, handlers = {id(f) for f in warnings.filters}, _handlers()
         load([name])
-        added = [f for f in warnings.filters if not any(f is g for g in filters)]
-        LEFTOVERS[name] = Leftover(added, [pair for pair in _handlers() - handlers])
+        added = [f for f in warnings.filters if id(f) not in filters]
+        LEFTOVERS[name] = Leftover(added, list(_handlers() - handlers))
 
 
 def drop_leftovers(keep: Iterable[str]) -> None:
