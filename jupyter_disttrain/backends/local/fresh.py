@@ -81,9 +81,10 @@ def traced_imports(modules: Iterable[str], load: Callable[[list[str]], None]) ->
     import warnings
 
     for name in modules:
-        filters, handlers = {id(f) for f in warnings.filters}, _handlers()
+        before, handlers = list(warnings.filters), _handlers()  # held: their ids stay theirs
+        known = {id(f) for f in before}
         load([name])
-        added = [f for f in warnings.filters if id(f) not in filters]
+        added = [f for f in warnings.filters if id(f) not in known]
         LEFTOVERS[name] = Leftover(added, list(_handlers() - handlers))
 
 
