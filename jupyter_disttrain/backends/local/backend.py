@@ -30,13 +30,13 @@ from ..agents.request import AgentCommand, LocalRequest, request_roles
 from ..agents.spawn import START_TIMEOUT, spawn_launcher
 from ..agents.supervisor import LAUNCHER_FILE
 from ..base import Backend
-from ..rankenv import user_cache_dir
+from ..rankenv import ensure_runtime_path, runtime_path, user_cache_dir
+from ..warm.plan import SPAWN_TIMEOUT, WarmPlan, ensure_zygote, script_imports
+from ..warm.plan import plan as warm_plan
 from .options import NAMES, LocalOptions, parse_options
-from .python import ensure_runtime_path, foreign, job_python, runtime_path
+from .python import foreign, job_python
 from .roles import role_commands
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
-from .warm import SPAWN_TIMEOUT, WarmPlan, ensure_zygote, script_imports
-from .warm import plan as warm_plan
 
 # The launcher records itself once its agents started: a warm one may first wait for a zygote
 # still importing (SPAWN_TIMEOUT), as on a loaded machine right after %load_ext.

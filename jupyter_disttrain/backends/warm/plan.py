@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 WARM_ENV = "DISTTRAIN_WARM"  # "0": every job runs cold (the server's DistTrainApp.warm_start)
 IDLE_ENV = "DISTTRAIN_WARM_IDLE"  # seconds a zygote with no job waits before it exits
 DEFAULT_IDLE = 1800.0
-ZYGOTE_MODULE = "jupyter_disttrain.backends.local.zygote"
+ZYGOTE_MODULE = "jupyter_disttrain.backends.warm.zygote"
 # Read when an interpreter or torch starts, so a fork cannot change them: a job whose environment
 # differs from the zygote's in one of these runs cold.
 IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "LD_", "KMP_", "GOMP_", "LC_", "CUBLAS", "CUDNN")
@@ -169,7 +169,7 @@ def fingerprint(env: Mapping[str, str]) -> str:
     watched = [*site.getsitepackages(), site.getusersitepackages(), str(here)]
     if torch is not None and torch.origin:
         watched.append(os.path.dirname(torch.origin))
-    for sub in ("runtime", "backends/local"):
+    for sub in ("runtime", "backends/warm"):
         watched += [str(p) for p in sorted((here / sub).glob("*.py"))]
     stamps = {}
     for path in watched:
@@ -297,9 +297,8 @@ def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
     (``fresh.shadow_site_hooks``; its imports resolve as a rank's do, from the interpreter's own
     path; a job's PYTHONPATH is checked against what it holds instead), and room in its
     environment block for a rank's own (``forked.become``)."""
-    from ..rankenv import user_cache_dir
+    from ..rankenv import ensure_runtime_path, runtime_path, user_cache_dir
     from .fresh import shadow_site_hooks
-    from .python import ensure_runtime_path, runtime_path
 
     package = runtime_path(user_cache_dir())
     ensure_runtime_path(package)

@@ -1,6 +1,6 @@
 """A launcher's side of warm start: ask the job's zygote for its torchrun agent (``spawn``), then
 drive that agent as the ``subprocess.Popen`` of a cold one (``WarmAgent``). What a job's plan is,
-and where its zygote lives, is ``warm.py``'s."""
+and where its zygote lives, is ``plan.py``'s."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from .warm import (
+from .plan import (
     ANSWER_TIMEOUT,
     SPAWN_TIMEOUT,
     WarmPlan,
