@@ -46,7 +46,16 @@ from ...storage.procs import parent_death_signal
 from . import forked, fresh
 from .fresh import SITE_HOOKS, Interpreter
 from .plan import THREAD_ENV, shadowed, stop_stale
-from .zygote_protocol import MAX_REQUEST, answer, fork_unsafe, peer_left, peer_uid, read_request, threads
+from .zygote_protocol import (
+    MAX_REQUEST,
+    answer,
+    fork_unsafe,
+    listen,
+    peer_left,
+    peer_uid,
+    read_request,
+    threads,
+)
 
 # What every job needs, imported once here instead of in every rank: torch and the parts of it a
 # training loop reaches first (``torch._dynamo`` is what the first ``optimizer.step()`` imports).
@@ -85,7 +94,7 @@ class Zygote:
     # -- life ----------------------------------------------------------------------------------
     def serve(self, lock_fd: int, preload: Iterable[str]) -> int:
         self.own_fds.add(lock_fd)
-        self.listener = _listen(self.sock_path)  # clients wait there while the imports below run
+        self.listener = listen(self.sock_path)  # clients wait there while the imports below run
         self.own_fds.add(self.listener.fileno())
         self._write_state("importing")
         signal.signal(signal.SIGTERM, self._on_term)
@@ -480,21 +489,6 @@ class _ThreadProbe:
             return fallback
         self.path.write_text(json.dumps(measured))
         return measured
-
-
-def _listen(path: Path) -> socket.socket:
-    """The zygote's socket, only its user's (0600), replacing a dead zygote's (the caller holds
-    the lock, so no live one has it)."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    old_umask = os.umask(0o177)
-    try:
-        listener.bind(str(path))
-    finally:
-        os.umask(old_umask)
-    listener.listen(64)
-    return listener
 
 
 def _interpreter(probe: _ThreadProbe, env_before: dict[str, str]) -> Interpreter:
