@@ -1,7 +1,8 @@
 """Warm steps inside an allocation, on the test cluster: the first job starts one long-lived
 ``srun`` step on its node holding the zygote, a re-run forks from it (no new step, torch already
 imported, its own changed script, a notebook module's state fresh), a cancelled one leaves the
-step usable, and the step ends by itself once idle (docs/warm-start.md, "Warm on the cluster")."""
+step usable, a refused one runs cold saying why, the step ends by itself once idle, and a step
+ended mid-run fails its job naming it (docs/warm-start.md, "Warm on the cluster")."""
 
 from __future__ import annotations
 
@@ -147,3 +148,15 @@ def test_a_rerun_forks_from_the_warm_step_and_the_step_ends_when_idle(
     wait_for(lambda: not steps(slurm_cluster, allocation), 90, "the warm step ended when idle")
     wait_for(lambda: not alive("keeper", keeper_socket), 30, "the keeper ended with its last step")
     wait_for(lambda: not alive("zygote", f"slurm-{allocation}.{step_id}"), 30, "the step's zygote ended")
+
+    # The next job starts a new warm step; that step ended mid-run (scancel) fails the job, naming
+    # it, and nothing hangs.
+    lost = submit(store, tmp_path, "fifth", WAIT)
+    wait_for(lambda: len(counts(lost, "fifth")) == 2, 120, "the fifth run's ranks printed")
+    (new_step,) = steps(slurm_cluster, allocation)
+    assert new_step != warm_step and new_step.endswith("disttrain-warm"), new_step
+    slurm_cluster.run("scancel", new_step.split()[0])
+    assert wait_phase(lost, {JobPhase.SUCCEEDED, JobPhase.FAILED}, 60).phase is JobPhase.FAILED
+    (said,) = [e.message for e in lost.status().events if e.reason == "WarmStepLost"]
+    assert said.startswith(f"the warm step {new_step.split()[0]} on "), said
+    wait_for(lambda: not alive("keeper", keeper_socket), 30, "the keeper ended with its last step")

@@ -22,6 +22,7 @@ import fcntl
 import json
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -97,6 +98,7 @@ class _Step:
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.buffer = b""
         self.channels: set[int] = set()
+        self.name = "of node"  # JOB.STEP on NODE, once the step said so
 
     def send(self, frame: dict[str, Any]) -> bool:
         data = memoryview(json.dumps(frame).encode() + b"\n")
@@ -193,28 +195,34 @@ class Keeper:
     def _from_step(self, node: int) -> None:
         step = self.steps[node]
         chunk = os.read(step.stdout.fileno(), 65536)
-        if not chunk:  # the step ended (idle, the allocation's end): its launchers see their ends
+        if not chunk:  # the step ended (idle, scancel, the allocation's end, its node lost)
             self.sel.unregister(step.stdout)
+            lost = f"the warm step {step.name} ended while the job ran (scancel, the allocation's end"
+            lost += ", its node lost): its agent and ranks went with it; a re-run starts a new one"
             for channel in list(step.channels):
-                self._drop(channel)
+                self._to_launcher(step, channel, {"exit": -signal.SIGKILL, "lost": lost})
             step.proc.wait()
             del self.steps[node]
             return
         step.buffer += chunk
         while b"\n" in step.buffer:
             line, _, step.buffer = step.buffer.partition(b"\n")
-            self._to_launcher(line)
+            try:
+                frame = json.loads(line)
+                channel, message = int(frame["c"]), frame["m"]
+            except (ValueError, KeyError, TypeError):
+                print(f"keeper: not a frame: {line[:80]!r}", flush=True)
+                continue
+            if isinstance(message, dict):
+                self._to_launcher(step, channel, message)
         if len(step.buffer) > MAX_REQUEST:
             step.buffer = b""
 
-    def _to_launcher(self, line: bytes) -> None:
-        try:
-            frame = json.loads(line)
-            channel, message = int(frame["c"]), frame["m"]
-        except (ValueError, KeyError, TypeError):
-            print(f"keeper: not a frame: {line[:80]!r}", flush=True)
+    def _to_launcher(self, step: _Step, channel: int, message: dict[str, Any]) -> None:
+        if isinstance(message.get("hello"), dict):  # the step says which it is
+            step.name = f"{message['hello'].get('step')} on {message['hello'].get('node')}"
             return
-        if channel not in self.conns or not isinstance(message, dict):
+        if channel not in self.conns:
             return
         conn, _ = self.conns[channel]
         if message.get("ok") and channel in self.new_step:

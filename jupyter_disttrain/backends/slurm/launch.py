@@ -119,6 +119,13 @@ class SlurmSupervisor(Supervisor):
         # Slurm (and sacct) then say FAILED for a failed job, not COMPLETED.
         return code or int(self.status.phase is JobPhase.FAILED)
 
+    def _finish(self, phase: JobPhase, reason: str, message: str) -> None:
+        """The end, and first what ended a warm step under the job, if so (its agent's last word)."""
+        for agent in self.agents:
+            if lost := getattr(agent, "last_word", {}).get("lost"):
+                self._event("Warning", "WarmStepLost", str(lost))
+        super()._finish(phase, reason, message)
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signal = signal.Signals(signum).name
         super()._on_signal(signum, frame)

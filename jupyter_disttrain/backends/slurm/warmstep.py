@@ -11,7 +11,8 @@ opened. One JSON object per line, each for one launcher's channel ``c``:
   spawn request, plus ``interval``, the node's resource sampling); ``{"c", "signal": SIG}``:
   signal that agent; ``{"c", "close": true}``: its launcher has gone, the agent is stopped;
 - out: ``{"c", "m": ANSWER}``: the zygote protocol's answers (``{"ok", "pid"}`` or the refusal,
-  then ``{"exit": CODE}``).
+  then ``{"exit": CODE}``); first ``{"c": 0, "m": {"hello": {"step", "node"}}}``, which step
+  this is and where.
 
 For each job it does what a cold step's node agent (``node.py``) does around torchrun: the node
 record, the ranks' environment as ``srun`` gives it (the step's own Slurm variables, less its
@@ -64,6 +65,10 @@ class WarmStep:
         self.last_active = time.monotonic()
 
     def serve(self, stdin: int) -> int:
+        # Which step this is, for the keeper to name it to a job it ends with (channel 0: none).
+        name = f"{os.environ.get('SLURM_JOB_ID')}.{os.environ.get('SLURM_STEP_ID')}"
+        where = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+        self._send(0, {"hello": {"step": name, "node": where}})
         buffer = b""
         with selectors.DefaultSelector() as sel:
             sel.register(stdin, selectors.EVENT_READ)

@@ -50,6 +50,7 @@ class WarmAgent:
         self.conn = conn
         self.pid = pid
         self.answer = answer or {}  # what the zygote (or a relay for it) answered the request with
+        self.last_word: dict[str, Any] = {}  # the message that said how it ended
         self.returncode: int | None = None
         self._pidfd = None if remote else os.pidfd_open(pid)
         self._buffer = b""
@@ -106,10 +107,11 @@ class WarmAgent:
         self._buffer += chunk
         while b"\n" in self._buffer and self.returncode is None:
             line, _, self._buffer = self._buffer.partition(b"\n")
-            with contextlib.suppress(ValueError, TypeError):
-                code = json.loads(line).get("exit")
-                if isinstance(code, int):
-                    self._ended(code)
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                message = json.loads(line)
+                if isinstance(message.get("exit"), int):
+                    self.last_word = message  # with ``lost`` when what forked it went mid-run
+                    self._ended(message["exit"])
 
     def _ended(self, code: int) -> None:
         self.returncode = code
