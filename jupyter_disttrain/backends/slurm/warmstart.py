@@ -26,6 +26,7 @@ from ..warm.plan import (
     HEAVY,
     IDLE_ENV,
     SPAWN_TIMEOUT,
+    JobShape,
     WarmPlan,
     WarmUnavailable,
     cold_because,
@@ -67,7 +68,8 @@ def plan(
         return None, [], f"{START} (a batch job: warm steps run inside an allocation)"
     keep = keep_warm(opts, os.environ)
     job_env = agents[0].env
-    why = cold_because(os.environ, job_env, spec.nodes, spec.max_restarts, True, False, opts.cold)
+    shape = JobShape(spec.nodes, spec.max_restarts, torchrun_only=True, foreign_python=False, cold=opts.cold)
+    why = cold_because(os.environ, job_env, shape)
     why = why or unseen_packages(job_env.get("PYTHONPATH", "")) or ("--keep-warm 0" if keep == 0 else None)
     if why:
         return None, [], f"{START} ({why})"

@@ -427,22 +427,25 @@ class Preloader:
 
 
 # -- which path ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobShape:
+    """What of a job decides whether its ranks may fork from a zygote, wherever it lives."""
+
+    agents: int  # torchrun agents (nodes)
+    max_restarts: int
+    torchrun_only: bool  # every role's processes are a torchrun agent's ranks
+    foreign_python: bool  # --python: another interpreter than the zygote's
+    cold: bool  # --cold
+
+
 def plan(
-    *,
-    env: Mapping[str, str],
-    job_env: Mapping[str, str],
-    agents: int,
-    max_restarts: int,
-    torchrun_only: bool,
-    foreign_python: bool,
-    cold: bool,
-    imports: Iterable[str],
+    *, env: Mapping[str, str], job_env: Mapping[str, str], shape: JobShape, imports: Iterable[str]
 ) -> tuple[WarmPlan | None, str]:
     """Whether a local job forks its ranks from a warm zygote, and the line that says why.
 
     ``env`` is what the job's processes inherit (the kernel's), ``job_env`` what its launch adds;
     ``imports`` the top-level modules its script imports."""
-    why_cold = cold_because(env, job_env, agents, max_restarts, torchrun_only, foreign_python, cold)
+    why_cold = cold_because(env, job_env, shape)
     if why_cold:
         return None, f"cold: {why_cold}"
     try:
@@ -469,30 +472,22 @@ def _readiness(directory: Path, fp: str) -> str:
     return "forked from a zygote"
 
 
-def cold_because(
-    env: Mapping[str, str],
-    job_env: Mapping[str, str],
-    agents: int,
-    max_restarts: int,
-    torchrun_only: bool,
-    foreign_python: bool,
-    cold: bool,
-) -> str | None:
-    """Why a job of ``agents`` torchrun agents runs cold wherever its zygote lives (here, or a
-    Slurm warm step's), if it does: the words the dry run's ``cold:`` line ends with."""
-    if cold:
+def cold_because(env: Mapping[str, str], job_env: Mapping[str, str], shape: JobShape) -> str | None:
+    """Why a job of this shape runs cold wherever its zygote lives (here, or a Slurm warm
+    step's), if it does: the words the dry run's ``cold:`` line ends with."""
+    if shape.cold:
         return "--cold"
     if not enabled(env):
         return f"warm start is off (${WARM_ENV}={env.get(WARM_ENV)})"
     if not hasattr(os, "pidfd_open") or not sys.platform.startswith("linux"):
         return "warm start needs Linux's pidfd (kernel 5.3, Python 3.9)"
-    if foreign_python:
+    if shape.foreign_python:
         return "--python runs another interpreter"
-    if max_restarts:
+    if shape.max_restarts:
         return "--max-restarts restarts ranks as torchrun does"
-    if agents != 1:
+    if shape.agents != 1:
         return "several torchrun agents (--nodes > 1)"
-    if not torchrun_only:
+    if not shape.torchrun_only:
         return "this launcher starts its own processes"
     changed = sorted(k for k, v in import_time_env(job_env).items() if env.get(k) != v)
     if changed:
