@@ -39,7 +39,7 @@ from pathlib import Path
 import psutil
 from jupyter_client.manager import KernelManager
 
-from jupyter_disttrain.backends.local import warm
+from jupyter_disttrain.backends.warm import plan as warm
 
 SETUP = """
 %load_ext jupyter_disttrain

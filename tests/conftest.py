@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_disttrain.backends.local import warm
+from jupyter_disttrain.backends.warm import plan as warm
 from jupyter_disttrain.storage.store import JobStore
 from tests.slurm.cluster import SlurmCluster, missing
 from tests.venvs import MXNET_CHECK, MXNET_REQUIREMENTS, VenvUnavailable, ensure_venv

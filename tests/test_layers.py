@@ -250,21 +250,21 @@ def test_the_checker_sees_relative_and_lazy_imports() -> None:
 
 # Packages of ``backends/`` that are no backend: what several backends share, which every backend
 # may import and which imports no backend's package (the process agents: the launcher's start,
-# its request, torchrun's command line, the supervisor and its options).
-SHARED_BACKEND_PACKAGES = {"agents"}
+# its request, torchrun's command line, the supervisor and its options; warm start: the zygote,
+# what it forks, a launcher's side of it, which the local backend and Slurm's warm steps use).
+# A shared package may build on another.
+SHARED_BACKEND_PACKAGES = {"agents", "warm"}
 
 
 def backend_trespass(module: str, target: str) -> str | None:
     """Why ``module`` may not import ``target``: a backend's package (``backends/local/``,
     ``backends/slurm/``...) imports its own modules, the shared packages and the modules of
     ``backends/`` itself (the base, the rank env, the registry), never another backend's; a
-    shared package imports no backend's. None when it may."""
+    shared package imports no backend's (another shared package's it may). None when it may."""
     mine, theirs = module.split("."), target.split(".")
     if mine[0] != "backends" or theirs[0] != "backends" or len(mine) < 3 or len(theirs) < 3:
         return None  # not inside a package of backends/, or a module of backends/ itself
-    if mine[1] == theirs[1] or (
-        theirs[1] in SHARED_BACKEND_PACKAGES and mine[1] not in SHARED_BACKEND_PACKAGES
-    ):
+    if mine[1] == theirs[1] or theirs[1] in SHARED_BACKEND_PACKAGES:
         return None
     return (
         f"{module} imports {target}: a backend's own module (share it through backends/agents/ or the like)"
@@ -286,7 +286,8 @@ def test_the_backend_rule_refuses_what_it_should() -> None:
     # The Slurm backend once imported the local backend's launcher through a module of its own.
     assert backend_trespass("backends.slurm._local", "backends.local.supervisor")
     assert backend_trespass("backends.kubernetes.backend", "backends.slurm.client")
-    assert backend_trespass("backends.agents.supervisor", "backends.local.warm")  # shared: no backend's
+    assert backend_trespass("backends.agents.supervisor", "backends.local.launch")  # shared: no backend's
+    assert backend_trespass("backends.warm.forked", "backends.agents.torchrun") is None  # shared on shared
     assert backend_trespass("backends.slurm.launch", "backends.agents.supervisor") is None
     assert backend_trespass("backends.local.backend", "backends.base") is None
     assert backend_trespass("backends", "backends.slurm.allocation") is None  # the registry

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local.warm import WARM_ENV
+from jupyter_disttrain.backends.warm.plan import WARM_ENV
 from jupyter_disttrain.jobs.manager import manager_for
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore

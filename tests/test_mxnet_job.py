@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local.python import runtime_path
+from jupyter_disttrain.backends.rankenv import runtime_path
 from jupyter_disttrain.launchers.base import Role
 from jupyter_disttrain.model.errors import InvalidSpecError
 from jupyter_disttrain.model.specs import JobPhase

@@ -23,7 +23,8 @@ import psutil
 import pytest
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local import fresh, warm
+from jupyter_disttrain.backends.warm import fresh
+from jupyter_disttrain.backends.warm import plan as warm
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_disttrain.backends.local import warm
+from jupyter_disttrain.backends.warm import plan as warm
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
 from tests.notebook_helpers import run_cells
@@ -53,7 +53,7 @@ def _kernels_fingerprint(cwd: Path) -> str:
     # The kernel imports the installed copy of the package (CI installs it; this process imports
     # the checkout), and a zygote's fingerprint covers its package's files: ask a fresh
     # interpreter outside the checkout, as the kernel is.
-    code = "import os; from jupyter_disttrain.backends.local import warm; print(warm.fingerprint(os.environ))"
+    code = "import os; from jupyter_disttrain.backends.warm import plan; print(plan.fingerprint(os.environ))"
     done = subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True, capture_output=True, text=True)
     return done.stdout.strip()
 

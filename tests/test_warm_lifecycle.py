@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local import warm
+from jupyter_disttrain.backends.warm import plan as warm
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
 from tests.test_warm import _ran_warm, _wait
@@ -206,7 +206,7 @@ def getitem(self, key):
     return get(self, key)
 cls.__getitem__ = getitem
 cls.__contains__ = lambda self, k: read.add(k) or has(self, k)
-from jupyter_disttrain.backends.local.zygote import BASE_MODULES, RANK_MODULES
+from jupyter_disttrain.backends.warm.zygote import BASE_MODULES, RANK_MODULES
 for name in [*BASE_MODULES, *RANK_MODULES, *sys.argv[1:]]:
     __import__(name)
 print(json.dumps(sorted(k for k in read if isinstance(k, str))))

@@ -19,6 +19,7 @@ torchrun agents and for the Kubernetes pods alike:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -26,6 +27,10 @@ from collections.abc import Mapping
 
 from ..model.specs import DEBUG_TIMEOUT, JobSpec
 from ..runtime import contract
+
+# This package, which another interpreter (--python) and a zygote reach through ``runtime_path``.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE = os.path.basename(_PACKAGE_DIR)
 
 
 def launcher_env(spec: JobSpec, *, cpu: bool) -> dict[str, str]:
@@ -108,3 +113,22 @@ def rank_env(
     paths = [spec.env.get("PYTHONPATH"), working_dir, inherited.get("PYTHONPATH")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env
+
+
+def runtime_path(cache_dir: str) -> str:
+    """The ``PYTHONPATH`` entry through which another interpreter imports this package: pure (the
+    dry run shows it); ``ensure_runtime_path`` makes it. Keyed by where the package is, so two
+    installs never share one."""
+    key = hashlib.sha256(_PACKAGE_DIR.encode()).hexdigest()[:12]
+    return os.path.join(cache_dir, "pythonpath", key)
+
+
+def ensure_runtime_path(path: str) -> None:
+    """Make ``path`` hold a symlink to this package (replaced atomically if it points elsewhere)."""
+    os.makedirs(path, exist_ok=True)
+    link = os.path.join(path, _PACKAGE)
+    if os.path.islink(link) and os.readlink(link) == _PACKAGE_DIR:
+        return
+    tmp = f"{link}.{os.getpid()}.tmp"
+    os.symlink(_PACKAGE_DIR, tmp)
+    os.replace(tmp, link)

@@ -20,7 +20,7 @@ def start(
     start is off (``enabled=False`` turns it off for the processes started with ``env`` from here
     on). ``parent``: the zygote ends with that process (a Jupyter server)."""
     if not enabled:
-        from ..backends.local.warm import WARM_ENV
+        from ..backends.warm.plan import WARM_ENV
 
         env[WARM_ENV] = "0"
         return None
@@ -30,7 +30,7 @@ def start(
 
 
 def _start(env: dict[str, str], parent: int | None) -> None:
-    from ..backends.local import warm
+    from ..backends.warm import plan as warm
 
     warm.start(env, preload=warm.heavy_loaded(), owners=[parent] if parent else [])
 
@@ -44,7 +44,7 @@ class _AfterCell:
 
     def __call__(self, *args: object) -> None:
         if self.preloader is None:
-            from ..backends.local import warm
+            from ..backends.warm import plan as warm
 
             if not warm.enabled(self.env):
                 return

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..launchers.names import NAMES as LAUNCHERS
+from .errors import InvalidSpecError
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,20 @@ def option(default: Any = None, *, check: Callable[[Any, str], Any] | None = Non
     if isinstance(default, (list, dict)):
         return field(default_factory=type(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")
+
+
+def duration_seconds(value: Any, flag: str, zero: str = "no limit") -> float:
+    """``"15m"``, ``"90s"``, ``"1h"``, ``"600"`` or a number of seconds → seconds, or a one-line
+    error naming ``flag`` (``zero``: what 0 means there)."""
+    m = _DURATION.fullmatch(str(value)) if isinstance(value, (str, int, float)) else None
+    if not m or isinstance(value, bool):
+        raise InvalidSpecError(
+            f"{flag} {value!r} is not a duration; write e.g. '15m', '90s' or '1h' (0: {zero})"
+        )
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
 
 
 # The option of the backends whose job dirs a group may share (each checks it is a switch; the

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_disttrain import api
-from jupyter_disttrain.backends.local import warm
 from jupyter_disttrain.backends.local.torchrun import RDZV_BACKEND
+from jupyter_disttrain.backends.warm import plan as warm
 from jupyter_disttrain.model.specs import JobPhase, JobStatus
 from jupyter_disttrain.storage.procs import job_processes, stop_processes
 from jupyter_disttrain.storage.store import JobRecord, JobStore

@@ -85,7 +85,7 @@ def test_cancel_stops_every_process_after_the_grace_signal(
     wait_log(job, "ready")
     wait_for(lambda: sum("ready" in ln.text for ln in job.logs()) == 2, 60, "both ranks ready")
     (started,) = [e.message for e in job.status().events if e.reason == "Started"]
-    assert started.endswith(f"({START})"), started  # the local launcher's start, cold as the request says
+    assert f"({START} (a batch job" in started, started  # the launcher's start: cold, as the request says
     stacks = manager_for(store).stack(job.id, "rank-1")  # on node dt2, read through srun --overlap
     assert "time.sleep" in stacks.text or "<module>" in stacks.text, stacks
     status = job.cancel()
@@ -158,6 +158,8 @@ def test_bad_input_is_one_line_and_submits_nothing(
         ({"accelerator": "gpu"}, "partition debug has no GPUs: leave out --accelerator gpu"),
         ({"nodes": 3}, "--nodes 3: partition debug has 2 node(s)"),
         ({"memory": "4Gi"}, "--memory is a Kubernetes flag; use --mem (e.g. 64G)"),
+        ({"options": {"keep_warm": "20m"}}, "--keep-warm keeps the warm steps of an allocation"),
+        ({"options": {"keep_warm": "soon"}}, "--keep-warm 'soon' is not a duration; write e.g. '15m'"),
         (
             {"launcher": "mxnet", "launcher_options": {"workers": 2}},
             "--launcher mxnet runs on the local and kub",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from jupyter_disttrain.backends.agents.request import AgentCommand, LocalRequest
@@ -206,11 +208,24 @@ def test_the_request_round_trips_and_reads_as_a_local_request() -> None:
     assert LocalRequest.from_json(request.to_json()).cwd == "/w"  # what the local launcher reads
 
 
-def test_a_slurm_request_is_never_warm() -> None:
-    # The zygote holds torch on the kernel's machine; a Slurm job's ranks run on its nodes.
-    data = {**SlurmRequest(cwd="/w", start=START).to_json(), "warm": {"socket": "/run/z.sock"}}
-    request = SlurmRequest.from_json(data)
-    assert request.warm is None and request.start.startswith("cold: ")
+def test_a_warm_request_keeps_its_plan_and_the_dry_run_shows_each_warm_step() -> None:
+    # Inside an allocation the launcher forks from each node's warm step (warmstart.py): the
+    # request it reads back names the keeper and each node's warm step command line.
+    request = SlurmRequest(
+        cwd="/w",
+        agents=[AgentCommand(node=0, argv=["srun", "a"], env={})],
+        start="warm: forked from the warm step on each node",
+        warm={"socket": "/run/slurm-7-f.sock", "fingerprint": "f", "preload": [], "env_key": "k"},
+        warm_steps=[["srun", "--overlap", "python", "-m", "warmstep"]],
+        mode="step",
+        allocation="7",
+    )
+    assert SlurmRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
+    text = format_request(request).splitlines()
+    assert "# node 0: srun --overlap python -m warmstep" in text
+    assert text.index("# ---- and cold, when the warm step cannot take the job: ----") < text.index(
+        "# node 0"
+    )
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...model.errors import InvalidSpecError
-from ...model.flags import check_values, group_access_option, option
+from ...model.flags import check_values, duration_seconds, group_access_option, option
 from ...monitoring.guard import GuardOptions
 
 FLAVORS = ("job", "pytorchjob", "t9k")
@@ -44,7 +44,6 @@ _LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAM
 _LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
 LABEL_VALUE_MAX = 63
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")
 DEFAULT_PENDING_TIMEOUT = 900.0  # seconds a job may wait for all its pods to start
 
 
@@ -172,12 +171,7 @@ def parse_duration(value: Any, flag: str) -> float:
     """``"15m"``, ``"90s"``, ``"1h"``, ``"600"`` or a number → seconds (``None``: the default)."""
     if value is None or value == "":
         return DEFAULT_PENDING_TIMEOUT
-    m = _DURATION.fullmatch(str(value)) if isinstance(value, (str, int, float)) else None
-    if not m or isinstance(value, bool):
-        raise InvalidSpecError(
-            f"{flag} {value!r} is not a duration; write e.g. '15m', '90s' or '1h' (0: no limit)"
-        )
-    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
+    return duration_seconds(value, flag)
 
 
 def _opt_bool(options: dict[str, Any], key: str) -> bool:

@@ -30,13 +30,13 @@ from ..agents.request import AgentCommand, LocalRequest, request_roles
 from ..agents.spawn import START_TIMEOUT, spawn_launcher
 from ..agents.supervisor import LAUNCHER_FILE
 from ..base import Backend
-from ..rankenv import user_cache_dir
+from ..rankenv import ensure_runtime_path, runtime_path, user_cache_dir
+from ..warm.plan import SPAWN_TIMEOUT, JobShape, WarmPlan, ensure_zygote, script_imports
+from ..warm.plan import plan as warm_plan
 from .options import NAMES, LocalOptions, parse_options
-from .python import ensure_runtime_path, foreign, job_python, runtime_path
+from .python import foreign, job_python
 from .roles import role_commands
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
-from .warm import SPAWN_TIMEOUT, WarmPlan, ensure_zygote, script_imports
-from .warm import plan as warm_plan
 
 # The launcher records itself once its agents started: a warm one may first wait for a zygote
 # still importing (SPAWN_TIMEOUT), as on a loaded machine right after %load_ext.
@@ -130,14 +130,17 @@ class LocalBackend(Backend):
                 agents += agent_commands(spec, job_id, str(job_dir), rdzv_port=port, role=role, **where)
             else:
                 agents += role_commands(spec, job_id, str(job_dir), role, **where)
-        warm, start = warm_plan(
-            env=os.environ,  # what the launcher, and so the job, inherits
-            job_env=agents[0].env if agents else {},
+        shape = JobShape(
             agents=len(agents),
             max_restarts=spec.max_restarts,
             torchrun_only=all(role.via == TORCHRUN for role in roles),
             foreign_python=foreign(python),
             cold=opts.cold,
+        )
+        warm, start = warm_plan(
+            env=os.environ,  # what the launcher, and so the job, inherits
+            job_env=agents[0].env if agents else {},
+            shape=shape,
             imports=script_imports(payload.get(spec.entrypoint)),
         )
         request = LocalRequest(

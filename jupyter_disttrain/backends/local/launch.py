@@ -17,14 +17,14 @@ from ..agents.start import clean_env, start_cold
 
 TYPE_CHECKING = False  # not typing's: this module is on the launch's critical path
 if TYPE_CHECKING:
-    from .warmagent import WarmAgent
+    from ..warm.warmagent import WarmAgent
 
 
 def start_warm(job_dir: str, request: LocalRequest) -> tuple[list[WarmAgent], str]:
     """The job's one agent forked by its zygote (``warm``), and the line that says so; raises
     ``WarmUnavailable`` when the zygote cannot give one (the job then starts cold)."""
-    from .warm import WarmPlan
-    from .warmagent import spawn
+    from ..warm.plan import WarmPlan
+    from ..warm.warmagent import spawn
 
     plan = WarmPlan.from_json(request.warm or {})
     env = clean_env(dict(os.environ))
@@ -41,7 +41,7 @@ def start(job_dir: str, request: LocalRequest) -> tuple[list[AgentProcess], str,
     cold), the line saying how, and the error that kept them from starting."""
     how = request.start
     if request.warm:
-        from .warm import WarmUnavailable
+        from ..warm.plan import WarmUnavailable
 
         try:
             agents, how = start_warm(job_dir, request)
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         request = LocalRequest.from_json(json.load(f)["request"])
     agents, how, error = start(job_dir, request)
     from ..agents.supervisor import Supervisor
-    from .warm import serves_others
+    from ..warm.plan import serves_others
 
     return Supervisor(job_dir, agents, error, how, spare=serves_others).run()
 

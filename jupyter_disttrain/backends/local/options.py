@@ -4,8 +4,8 @@ The flags of ``%%distrun`` and ``jupyter disttrain run`` are generated from the 
 ``LocalOptions`` (their help and defaults); ``parse_options`` checks ``spec.options`` and returns
 them typed, refusing a bad value or an option of another backend with a one-line error. The
 backend registry loads this module without the backend (``backends.options_class``), so the
-magic's flags cost no more than it. The supervisor's options, which Slurm's share, come from
-``backends/agents/options.py``.
+magic's flags cost no more than it. The supervisor's options and ``--cold``, which Slurm's share,
+come from ``backends/agents/options.py`` and ``backends/warm/options.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 from ...model.errors import InvalidSpecError
 from ...model.flags import check_values, group_access_option, option
-from ..agents.options import SupervisorOptions, validate_switch
+from ..agents.options import validate_switch
+from ..warm.options import WarmOptions
 from .python import validate_python
 
 
@@ -25,7 +26,7 @@ def _python(value: object, field: str) -> str:
 
 
 @dataclass(frozen=True)
-class LocalOptions(SupervisorOptions):
+class LocalOptions(WarmOptions):
     """The local backend's options, with their defaults."""
 
     oversubscribe: bool = option(
@@ -39,13 +40,6 @@ class LocalOptions(SupervisorOptions):
         metavar="PATH",
         help="local backend: the Python interpreter that runs the job's processes (default: the "
         "kernel's), e.g. a virtual environment's bin/python that has MXNet",
-    )
-    cold: bool = option(
-        False,
-        switch=True,
-        check=validate_switch,
-        help="local backend: start torchrun afresh instead of forking the ranks from the warm "
-        "zygote (which holds torch imported; see docs/warm-start.md)",
     )
     group_access: bool = group_access_option(check=validate_switch)
 

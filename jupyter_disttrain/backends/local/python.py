@@ -5,20 +5,17 @@ A job may run under another interpreter than the kernel's, e.g. a virtual enviro
 (``python -m jupyter_disttrain.runtime.worker``), which imports only the standard library and
 this package's ``runtime`` (the package's ``__init__`` imports nothing either). So the job gets,
 last on its ``PYTHONPATH``, a directory that holds nothing but this package (a symlink to it in
-the user's cache): putting the directory the package is installed in there instead would hand
-that interpreter the kernel's whole site-packages (its numpy among them).
+the user's cache: ``rankenv.runtime_path``, which a warm zygote's path holds too): putting the
+directory the package is installed in there instead would hand that interpreter the kernel's
+whole site-packages (its numpy among them).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 
 from ...model.errors import InvalidSpecError
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_PACKAGE = os.path.basename(_PACKAGE_DIR)
 
 
 def job_python(chosen: str | None) -> str:
@@ -57,22 +54,3 @@ def foreign_pythonpath(pythonpath: str, runtime: str) -> str:
 
     kept = [p for p in pythonpath.split(os.pathsep) if p and not ours(p)]
     return os.pathsep.join(dict.fromkeys([*kept, runtime]))
-
-
-def runtime_path(cache_dir: str) -> str:
-    """The ``PYTHONPATH`` entry through which another interpreter imports this package: pure (the
-    dry run shows it); ``ensure_runtime_path`` makes it. Keyed by where the package is, so two
-    installs never share one."""
-    key = hashlib.sha256(_PACKAGE_DIR.encode()).hexdigest()[:12]
-    return os.path.join(cache_dir, "pythonpath", key)
-
-
-def ensure_runtime_path(path: str) -> None:
-    """Make ``path`` hold a symlink to this package (replaced atomically if it points elsewhere)."""
-    os.makedirs(path, exist_ok=True)
-    link = os.path.join(path, _PACKAGE)
-    if os.path.islink(link) and os.readlink(link) == _PACKAGE_DIR:
-        return
-    tmp = f"{link}.{os.getpid()}.tmp"
-    os.symlink(_PACKAGE_DIR, tmp)
-    os.replace(tmp, link)

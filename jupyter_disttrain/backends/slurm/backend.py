@@ -30,10 +30,11 @@ from ...storage.logfiles import LogSource, last_line, replica_sources
 from ...storage.store import JobRecord, JobStore, write_record
 from .. import option_owner
 from ..agents.request import AgentCommand, request_roles
-from ..agents.spawn import spawn_launcher
+from ..agents.spawn import START_TIMEOUT, spawn_launcher
 from ..agents.supervisor import LAUNCHER_FILE
 from ..base import Backend
 from ..rankenv import rank_env, user_cache_dir
+from ..warm.plan import script_imports
 from . import client as slurm
 from .allocation import Allocation, default_here
 from .checks import check_batch, check_paths, check_step
@@ -46,7 +47,6 @@ from .script import (
     BATCH_SCRIPT,
     LAUNCH_MODULE,
     SLURM_DIR,
-    START,
     Place,
     batch_script,
     format_request,
@@ -58,6 +58,8 @@ from .script import (
 )
 from .status import Seen, merge, read_dict
 from .stop import cancel_batch, cancel_steps, stop_leftovers
+from .warmstart import WARM_TIMEOUT
+from .warmstart import plan as warm_plan
 
 # Kubernetes' words for a pod: a Slurm job says the same in sbatch's.
 _KUBE_WORDS = {"image": "--image", "cpu": "--cpu", "memory": "--memory", "volumes": "--pvc"}
@@ -135,6 +137,8 @@ class SlurmBackend(Backend):
             for node in range(spec.nodes)
         ]
         sbatch = sbatch_argv(spec, job_id, job_dir, opts, place, working_dir) if place.mode == BATCH else []
+        imports = script_imports(payload.get(spec.entrypoint))
+        warm, warm_steps, start = warm_plan(spec, opts, place, agents, imports)
         request = SlurmRequest(
             cwd=working_dir,
             agents=agents,
@@ -144,8 +148,9 @@ class SlurmBackend(Backend):
             roles=[role.to_json()],
             cache_dir=cache,
             monitor_interval=0.0,  # the launcher sees only its own node: each node agent samples its ranks
-            warm=None,
-            start=START,
+            warm=warm.to_json() if warm else None,
+            start=start,
+            warm_steps=warm_steps,
             mode=place.mode,
             allocation=place.allocation,
             sbatch=sbatch,
@@ -197,8 +202,8 @@ class SlurmBackend(Backend):
             slurm_job = str(request.allocation)
         record.backend_state.update({"slurm_job_id": slurm_job, "mode": request.mode})
         self.store.write_record(record)
-        if request.mode == STEP:
-            spawn_launcher(job_dir, LAUNCH_MODULE)
+        if request.mode == STEP:  # a warm one may first wait for its warm step to start
+            spawn_launcher(job_dir, LAUNCH_MODULE, START_TIMEOUT + (WARM_TIMEOUT if request.warm else 0))
 
     # -- observe -------------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:

@@ -29,6 +29,7 @@ from ..agents.request import AgentProcess
 from ..agents.start import start_cold
 from ..agents.supervisor import Supervisor
 from . import client
+from .keeper import serves_others as keeper_serves_others
 from .node import NODES_DIR, RUN_ENV, SLURM_DIR
 from .node import read_json as read_node
 from .request import BATCH, SlurmRequest
@@ -36,6 +37,8 @@ from .request import BATCH, SlurmRequest
 CANCEL_FILE = "cancel.json"  # written by the backend before it signals: a cancel by the user
 STOPPED_FILE = "stopped.json"  # written here when Slurm stopped the job: what Slurm said then
 RUNS_DIR = "runs"
+WARM_STARTED = "warm: forked from the warm step on each node (no new step)"
+WARM_NEW_STEP = "warm: forked from the warm step started for it on each node (re-runs start no step)"
 
 
 class SrunAgent:
@@ -89,7 +92,9 @@ class SlurmSupervisor(Supervisor):
     def __init__(
         self, job_dir: str, agents: Sequence[AgentProcess], launch_error: str | None, how: str = ""
     ) -> None:
-        super().__init__(job_dir, agents, launch_error, how)
+        # The keeper of the allocation's warm steps that this launcher may have started (and its
+        # srun steps) serves the next jobs: the sweep spares it.
+        super().__init__(job_dir, agents, launch_error, how, spare=keeper_serves_others)
         self.slurm_request = SlurmRequest.from_json(self.record.request)
         self.slurm_job = os.environ.get("SLURM_JOB_ID") or self.slurm_request.allocation
         self.restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
@@ -113,6 +118,13 @@ class SlurmSupervisor(Supervisor):
         code = super().run()
         # Slurm (and sacct) then say FAILED for a failed job, not COMPLETED.
         return code or int(self.status.phase is JobPhase.FAILED)
+
+    def _finish(self, phase: JobPhase, reason: str, message: str) -> None:
+        """The end, and first what ended a warm step under the job, if so (its agent's last word)."""
+        for agent in self.agents:
+            if lost := getattr(agent, "last_word", {}).get("lost"):
+                self._event("Warning", "WarmStepLost", str(lost))
+        super()._finish(phase, reason, message)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signal = signal.Signals(signum).name
@@ -225,11 +237,22 @@ def main(argv: list[str]) -> int:
     for old in (job_dir / SLURM_DIR).glob("rdzv-*.json"):
         old.unlink(missing_ok=True)
     run = secrets.token_hex(4)
-    agents = [dataclasses.replace(a, env={**a.env, RUN_ENV: run}) for a in request.agents]
-    # Cold, as ``request.start`` says (a Slurm request has no ``warm``).
-    started, how, error = start_cold(
-        str(job_dir), dataclasses.replace(request, agents=agents), request.start, "srun"
+    request = dataclasses.replace(
+        request, agents=[dataclasses.replace(a, env={**a.env, RUN_ENV: run}) for a in request.agents]
     )
+    how = request.start
+    if request.warm:  # forked on each node by its warm step, else a cold step
+        from ..warm.plan import WarmUnavailable
+        from .warmstart import start_warm
+
+        try:
+            forked = start_warm(str(job_dir), request)
+        except WarmUnavailable as exc:
+            how = f"cold: one srun step per node, the warm step could not start it ({exc})"
+        else:
+            new = any(agent.answer.get("new_step") for agent in forked)
+            return SlurmSupervisor(str(job_dir), forked, None, WARM_NEW_STEP if new else WARM_STARTED).run()
+    started, how, error = start_cold(str(job_dir), request, how, "srun")
     wrapped = [SrunAgent(p, str(job_dir), i) for i, p in enumerate(started)]
     return SlurmSupervisor(str(job_dir), wrapped, error, how).run()
 

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 
 from ...runtime import contract
 from ...runtime.atomic import write_json
@@ -93,13 +94,14 @@ def rendezvous(job_dir: str, run: str, node: int, timeout: float = RDZV_TIMEOUT)
     return f"{found['host']}:{found['port']}"
 
 
-def ranks_of(agent: subprocess.Popen[bytes]) -> dict[str, int]:
-    """torchrun's running workers by replica name (``rank-N``, from each worker's ``RANK``)."""
+def ranks_of(agent: int) -> dict[str, int]:
+    """The running workers of torchrun's agent ``agent`` (a pid) by replica name (``rank-N``, from
+    each worker's ``RANK``)."""
     import psutil
 
     found: dict[str, int] = {}
     try:
-        workers = psutil.Process(agent.pid).children()
+        workers = psutil.Process(agent).children()
     except psutil.Error:
         return found
     for worker in workers:
@@ -112,8 +114,9 @@ def ranks_of(agent: subprocess.Popen[bytes]) -> dict[str, int]:
     return found
 
 
-def sample(job_dir: str, interval: float, agent: subprocess.Popen[bytes]) -> object | None:
-    """Start sampling this node's ranks (the sampler's thread); None when it cannot."""
+def sample(job_dir: str, interval: float, agent: int) -> object | None:
+    """Start sampling the ranks of this node's agent ``agent`` (a pid; the sampler's thread);
+    None when it cannot."""
     if interval <= 0:
         return None
     from ...runtime.sampler import Monitor
@@ -134,6 +137,16 @@ def sample(job_dir: str, interval: float, agent: subprocess.Popen[bytes]) -> obj
         say(f"no resource samples on this node: {exc}")
         return None
     return monitor
+
+
+def step_env(job: Mapping[str, str], step: Mapping[str, str]) -> dict[str, str]:
+    """A rank's environment in a step that was started for another job (a warm step's): the job's
+    (what its launcher exports), with the step's own Slurm variables over it as ``srun`` puts them
+    there, and its GPUs unless the job runs CPU processes; less the step's task layout, as here."""
+    env = {**job, **{k: v for k, v in step.items() if k.startswith(("SLURM_", "SLURMD_"))}}
+    if job.get("CUDA_VISIBLE_DEVICES") != "" and "CUDA_VISIBLE_DEVICES" in step:
+        env["CUDA_VISIBLE_DEVICES"] = step["CUDA_VISIBLE_DEVICES"]
+    return {k: v for k, v in env.items() if k not in TASK_ENV}
 
 
 def main(argv: list[str]) -> int:
@@ -165,7 +178,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         say(f"could not start torchrun: {exc}")
         return 127
-    monitor = sample(job_dir, interval, agent)
+    monitor = sample(job_dir, interval, agent.pid)
     code = agent.wait()
     if monitor is not None:
         monitor.stop()  # type: ignore[attr-defined]

@@ -6,8 +6,8 @@ flag and shows a good value; ``parse_options`` returns them typed.
 
 A Slurm job is supervised by the shared supervisor (``backends/agents/``), so its options begin
 with the supervisor's (``--grace-period``, ``--exit-timeout``, ``--monitor-interval``: one
-declaration, one flag each); the backend registry loads this module without any backend
-(``backends.options_class``).
+declaration, one flag each) and warm start's (``--cold``); the backend registry loads this
+module without any backend (``backends.options_class``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...model.errors import InvalidSpecError
-from ...model.flags import check_values, option
-from ..agents.options import SupervisorOptions
+from ...model.flags import check_values, duration_seconds, option
+from ..warm.options import WarmOptions
 from .sbatchargs import check_value, read_option
 
 # Slurm names: partitions, accounts, QOS, reservations (letters, digits, '_', '-', '.').
@@ -73,7 +73,7 @@ def _cpus_per_gpu(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class SlurmOptions(SupervisorOptions):
+class SlurmOptions(WarmOptions):
     """The Slurm backend's options; ``None`` leaves the choice to the cluster's defaults."""
 
     partition: str | None = option(
@@ -95,6 +95,12 @@ class SlurmOptions(SupervisorOptions):
     exclusive: bool = option(False, switch=True, help="slurm: whole nodes, shared with no other job")
     requeue: bool = option(False, switch=True, help="slurm: run again after preemption or a node failure")
     batch: bool = option(False, switch=True, help="slurm: a batch job (sbatch) even inside an allocation")
+    keep_warm: float | None = option(
+        metavar="DURATION",
+        help="slurm: inside an allocation, how long the warm steps (one srun step per node holding "
+        "torch imported, which re-runs fork from) stay when idle, e.g. 20m (default: "
+        "$DISTTRAIN_WARM_IDLE, else 30m; 0: end each warm step with its job)",
+    )
     sbatch_options: list[str] = option(
         [],
         name="--sbatch-option",
@@ -133,8 +139,10 @@ def parse_options(options: dict[str, Any], other: str | None = None) -> SlurmOpt
             f"the slurm backend has no option {flag(unknown[0])}; "
             + (where or "its options are: " + ", ".join(flag(f.name) for f in fields(SlurmOptions)))
         )
-    shared = {f.name for f in fields(SupervisorOptions)}
-    values: dict[str, Any] = check_values(SupervisorOptions, {k: options[k] for k in shared & set(options)})
+    shared = {f.name for f in fields(WarmOptions)}
+    values: dict[str, Any] = check_values(WarmOptions, {k: options[k] for k in shared & set(options)})
+    keep = options.get("keep_warm")
+    values["keep_warm"] = None if keep in (None, "") else duration_seconds(keep, "--keep-warm", "none")
     for key in ("partition", "account", "qos", "reservation"):
         values[key] = _name(options.get(key), key)
     values["time"] = _text(options.get("time"), "time")

@@ -26,6 +26,9 @@ class SlurmRequest(LocalRequest):
     slurm_version: str = ""  # of the client commands that laid the job out
     node_monitor_interval: float = 0.0  # seconds between each node agent's resource samples
     why: str = ""  # how the backend and the mode were chosen, for the dry run and the details
+    # Warm (``warm``: the keeper's socket, the fingerprint; ``warmstart.py``): each node's warm step
+    # command line, started once by the keeper when the node has none, and how long it stays idle.
+    warm_steps: list[list[str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,8 +37,7 @@ class SlurmRequest(LocalRequest):
     def from_json(cls, data: dict[str, Any]) -> SlurmRequest:
         base = LocalRequest.from_json(data)
         return cls(
-            # Never warm: the zygote is on the kernel's machine, the ranks on the job's nodes.
-            **{k: getattr(base, k) for k in LocalRequest.__dataclass_fields__ if k != "warm"},
+            **{k: getattr(base, k) for k in LocalRequest.__dataclass_fields__},
             mode=str(data.get("mode", BATCH)),
             allocation=data.get("allocation"),
             sbatch=[str(a) for a in data.get("sbatch", [])],
@@ -43,4 +45,5 @@ class SlurmRequest(LocalRequest):
             slurm_version=str(data.get("slurm_version", "")),
             node_monitor_interval=float(data.get("node_monitor_interval", 0.0)),
             why=str(data.get("why", "")),
+            warm_steps=[[str(a) for a in argv] for argv in data.get("warm_steps", [])],
         )

@@ -41,9 +41,9 @@ OVERLAP_SINCE = (20, 11)  # --overlap: a step shares the CPUs another step holds
 WHOLE_SINCE = (21, 8)  # --whole: a step gets all of the allocation on its node
 
 
-# How a Slurm job's processes start (the request's ``start``: the dry run shows it, the launcher's
-# Started event repeats it). Never warm: the zygote holds torch on the kernel's machine only.
-START = "cold: one srun step per node starts torchrun there (a Slurm job never forks from the warm zygote)"
+# How a cold Slurm job's processes start (the request's ``start``: the dry run shows it, the
+# launcher's Started event repeats it, with why it is not warm: ``warmstart.plan``).
+START = "cold: one srun step per node starts torchrun there"
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,10 @@ def format_request(request: SlurmRequest) -> str:
         lines.append("# ---- run by the launcher, one job step per node ----")
     else:
         lines.append("# ---- run by the launcher beside this kernel, one job step per node ----")
+    if request.warm:
+        lines.append("# ---- warm: each node's warm step, started once (re-runs fork from it), else: ----")
+        lines += [f"# node {node}: {shlex.join(argv)}" for node, argv in enumerate(request.warm_steps)]
+        lines.append("# ---- and cold, when the warm step cannot take the job: ----")
     for agent in request.agents:
         words = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(agent.env.items()))
         lines += [f"# node {agent.node}", f"env {words} \\\n  {shlex.join(agent.argv)}"]

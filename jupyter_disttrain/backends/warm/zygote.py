@@ -1,7 +1,7 @@
 """The warm zygote: a process that has imported torch and waits to fork a job's agent and ranks.
 
-``python -u -m jupyter_disttrain.backends.local.zygote DIR FINGERPRINT [--owner PID]... [--idle S]
-[--preload MOD,...] (``warm.py`` starts it; users never do). It imports torch,
+``python -u -m jupyter_disttrain.backends.warm.zygote DIR FINGERPRINT [--owner PID]... [--idle S]
+[--preload MOD,...] (``plan.py`` starts it; users never do). It imports torch,
 ``torch.distributed``, ``torch.optim``, ``torch._dynamo`` and the heavy libraries asked for, with one
 OpenMP/MKL/OpenBLAS thread, never runs a tensor op and never initialises CUDA. Then it serves its
 control socket, ``DIR/zygote-FINGERPRINT.sock`` (``DIR`` is this user's 0700 runtime dir; the
@@ -45,8 +45,17 @@ from ...runtime import joined
 from ...storage.procs import parent_death_signal
 from . import forked, fresh
 from .fresh import SITE_HOOKS, Interpreter
-from .warm import THREAD_ENV, shadowed, stop_stale
-from .zygote_protocol import MAX_REQUEST, answer, fork_unsafe, peer_left, peer_uid, read_request, threads
+from .plan import THREAD_ENV, shadowed, stop_stale
+from .zygote_protocol import (
+    MAX_REQUEST,
+    answer,
+    fork_unsafe,
+    listen,
+    peer_left,
+    peer_uid,
+    read_request,
+    threads,
+)
 
 # What every job needs, imported once here instead of in every rank: torch and the parts of it a
 # training loop reaches first (``torch._dynamo`` is what the first ``optimizer.step()`` imports).
@@ -85,7 +94,7 @@ class Zygote:
     # -- life ----------------------------------------------------------------------------------
     def serve(self, lock_fd: int, preload: Iterable[str]) -> int:
         self.own_fds.add(lock_fd)
-        self.listener = _listen(self.sock_path)  # clients wait there while the imports below run
+        self.listener = listen(self.sock_path)  # clients wait there while the imports below run
         self.own_fds.add(self.listener.fileno())
         self._write_state("importing")
         signal.signal(signal.SIGTERM, self._on_term)
@@ -438,7 +447,7 @@ class _ThreadProbe:
 
     CODE = (
         "import json, torch\n"
-        "from jupyter_disttrain.backends.local.fresh import measure_pools\n"
+        "from jupyter_disttrain.backends.warm.fresh import measure_pools\n"
         "try:\n    import numpy\nexcept ImportError:\n    pass\n"
         "print(json.dumps([torch.get_num_threads(), torch.get_num_interop_threads(), measure_pools()]))\n"
     )
@@ -480,21 +489,6 @@ class _ThreadProbe:
             return fallback
         self.path.write_text(json.dumps(measured))
         return measured
-
-
-def _listen(path: Path) -> socket.socket:
-    """The zygote's socket, only its user's (0600), replacing a dead zygote's (the caller holds
-    the lock, so no live one has it)."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    old_umask = os.umask(0o177)
-    try:
-        listener.bind(str(path))
-    finally:
-        os.umask(old_umask)
-    listener.listen(64)
-    return listener
 
 
 def _interpreter(probe: _ThreadProbe, env_before: dict[str, str]) -> Interpreter:
@@ -552,7 +546,7 @@ def _answers(sock: Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_disttrain.backends.local.zygote")
+    parser = argparse.ArgumentParser(prog="python -m jupyter_disttrain.backends.warm.zygote")
     parser.add_argument("dir", type=Path)
     parser.add_argument("fingerprint")
     parser.add_argument("--owner", type=int, action="append", default=[])

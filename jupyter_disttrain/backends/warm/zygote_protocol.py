@@ -10,11 +10,14 @@ not initialised CUDA (``fork_unsafe``).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import select
 import socket
 import struct
 import sys
+from pathlib import Path
 from typing import Any
 
 MAX_REQUEST = 1 << 20  # bytes of one request line: the env of a job is the biggest part
@@ -88,3 +91,33 @@ def read_answer(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
     if not isinstance(message, dict):
         raise ValueError("not an answer")
     return message, rest
+
+
+def held(lock: Path) -> bool:
+    """Whether a live server holds ``lock`` (it takes it at start and keeps it until it ends)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def listen(path: Path) -> socket.socket:
+    """A server's socket at ``path``, its user's alone (0600), replacing a dead server's (the
+    caller holds the lock, so no live one has it)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    return listener

@@ -11,7 +11,6 @@ under the kernel's own interpreter; ``plan`` says which path a job takes, and wh
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...runtime.contract import JOB_ID_ENV
+from .zygote_protocol import held
 
 if TYPE_CHECKING:
     import psutil
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 WARM_ENV = "DISTTRAIN_WARM"  # "0": every job runs cold (the server's DistTrainApp.warm_start)
 IDLE_ENV = "DISTTRAIN_WARM_IDLE"  # seconds a zygote with no job waits before it exits
 DEFAULT_IDLE = 1800.0
-ZYGOTE_MODULE = "jupyter_disttrain.backends.local.zygote"
+ZYGOTE_MODULE = "jupyter_disttrain.backends.warm.zygote"
 # Read when an interpreter or torch starts, so a fork cannot change them: a job whose environment
 # differs from the zygote's in one of these runs cold.
 IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "LD_", "KMP_", "GOMP_", "LC_", "CUBLAS", "CUDNN")
@@ -112,6 +112,12 @@ def zygote_dir() -> Path:
     another user made first, or a link)."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     path = Path(base, "jupyter_disttrain") if base else Path(f"/tmp/jupyter_disttrain-{os.getuid()}")
+    return private_dir(path)
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` made 0700 if it is not there (its parent must be), and refused (WarmUnavailable)
+    when it is not this user's alone or too long a path for a zygote's socket in it."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
     st = os.lstat(path)
@@ -169,7 +175,7 @@ def fingerprint(env: Mapping[str, str]) -> str:
     watched = [*site.getsitepackages(), site.getusersitepackages(), str(here)]
     if torch is not None and torch.origin:
         watched.append(os.path.dirname(torch.origin))
-    for sub in ("runtime", "backends/local"):
+    for sub in ("runtime", "backends/warm"):
         watched += [str(p) for p in sorted((here / sub).glob("*.py"))]
     stamps = {}
     for path in watched:
@@ -185,18 +191,7 @@ def _paths(directory: Path, fp: str) -> tuple[Path, Path, Path]:
 
 def alive(directory: Path, fp: str) -> bool:
     """Whether a zygote of ``fp`` lives (it holds its lock from start to end)."""
-    _, lock, _ = _paths(directory, fp)
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return held(_paths(directory, fp)[1])
 
 
 def zygote_state(directory: Path, fp: str) -> dict[str, Any]:
@@ -283,7 +278,7 @@ def replace(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int]) -> No
     deadline = time.monotonic() + 10.0
     while pid is not None and alive(directory, fp) and time.monotonic() < deadline:
         time.sleep(0.02)  # its lock goes with its last descriptor
-    start(env, preload=plan.preload, fp=fp, key=plan.env_key, owners=owners)
+    start_for(plan, env, owners)
 
 
 # -- start -----------------------------------------------------------------------------------------------
@@ -297,9 +292,8 @@ def zygote_env(env: Mapping[str, str]) -> dict[str, str]:
     (``fresh.shadow_site_hooks``; its imports resolve as a rank's do, from the interpreter's own
     path; a job's PYTHONPATH is checked against what it holds instead), and room in its
     environment block for a rank's own (``forked.become``)."""
-    from ..rankenv import user_cache_dir
+    from ..rankenv import ensure_runtime_path, runtime_path, user_cache_dir
     from .fresh import shadow_site_hooks
-    from .python import ensure_runtime_path, runtime_path
 
     package = runtime_path(user_cache_dir())
     ensure_runtime_path(package)
@@ -317,17 +311,19 @@ def start(
     owners: Sequence[int] = (),
     fp: str | None = None,
     key: str = "",
+    directory: Path | None = None,
 ) -> str | None:
     """Start a zygote for ``env`` in the background unless one lives; its fingerprint, or None
     when warm start is off or cannot be used here. It serves while one of ``owners`` (this process
     by default: the kernel, the server, or a job's launcher) or another process it served lives.
     ``fp``, ``key``: the fingerprint and environment key a plan was made for (else worked out from
     ``env``), so that a launcher and the kernel that planned its job start the same zygote,
-    whichever gets there first."""
+    whichever gets there first. ``directory``: where it lives, if not in this user's runtime dir
+    (a plan's socket names it: a Slurm warm step's zygote has a dir of its own)."""
     if not enabled(env):
         return None
     try:
-        directory = zygote_dir()
+        directory = directory or zygote_dir()
     except (WarmUnavailable, OSError):
         return None
     fp = fp or fingerprint(env)
@@ -357,12 +353,19 @@ def start(
     return fp
 
 
+def start_for(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int]) -> None:
+    """Start the plan's zygote (its fingerprint and key, in the dir its socket is in) unless one
+    lives, serving ``owners``."""
+    where = Path(plan.socket).parent
+    start(env, preload=plan.preload, fp=plan.fingerprint, key=plan.env_key, owners=owners, directory=where)
+
+
 def ensure_zygote(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int] = ()) -> None:
     """Start the plan's zygote unless it lives; either way it serves as long as one of ``owners``
     (this process by default) lives."""
     owners = list(owners) or [os.getpid()]
     if not alive(Path(plan.socket).parent, plan.fingerprint):
-        start(env, preload=plan.preload, fp=plan.fingerprint, key=plan.env_key, owners=owners)
+        start_for(plan, env, owners)
     else:
         tell(plan.socket, {"op": "ping", "owner": owners})
 
@@ -424,22 +427,25 @@ class Preloader:
 
 
 # -- which path ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobShape:
+    """What of a job decides whether its ranks may fork from a zygote, wherever it lives."""
+
+    agents: int  # torchrun agents (nodes)
+    max_restarts: int
+    torchrun_only: bool  # every role's processes are a torchrun agent's ranks
+    foreign_python: bool  # --python: another interpreter than the zygote's
+    cold: bool  # --cold
+
+
 def plan(
-    *,
-    env: Mapping[str, str],
-    job_env: Mapping[str, str],
-    agents: int,
-    max_restarts: int,
-    torchrun_only: bool,
-    foreign_python: bool,
-    cold: bool,
-    imports: Iterable[str],
+    *, env: Mapping[str, str], job_env: Mapping[str, str], shape: JobShape, imports: Iterable[str]
 ) -> tuple[WarmPlan | None, str]:
     """Whether a local job forks its ranks from a warm zygote, and the line that says why.
 
     ``env`` is what the job's processes inherit (the kernel's), ``job_env`` what its launch adds;
     ``imports`` the top-level modules its script imports."""
-    why_cold = _cold_because(env, job_env, agents, max_restarts, torchrun_only, foreign_python, cold)
+    why_cold = cold_because(env, job_env, shape)
     if why_cold:
         return None, f"cold: {why_cold}"
     try:
@@ -448,7 +454,7 @@ def plan(
         return None, f"cold: no private runtime dir for a zygote ({exc})"
     fp, key = fingerprint(env), env_key(env)
     pythonpath = job_env.get("PYTHONPATH", "")
-    why_cold = shadowed(pythonpath, held_modules(directory, fp)) or _unseen_packages(pythonpath)
+    why_cold = shadowed(pythonpath, held_modules(directory, fp)) or unseen_packages(pythonpath)
     if why_cold:
         return None, f"cold: {why_cold}"
     sock, _, _ = _paths(directory, fp)
@@ -466,28 +472,22 @@ def _readiness(directory: Path, fp: str) -> str:
     return "forked from a zygote"
 
 
-def _cold_because(
-    env: Mapping[str, str],
-    job_env: Mapping[str, str],
-    agents: int,
-    max_restarts: int,
-    torchrun_only: bool,
-    foreign_python: bool,
-    cold: bool,
-) -> str | None:
-    if cold:
+def cold_because(env: Mapping[str, str], job_env: Mapping[str, str], shape: JobShape) -> str | None:
+    """Why a job of this shape runs cold wherever its zygote lives (here, or a Slurm warm
+    step's), if it does: the words the dry run's ``cold:`` line ends with."""
+    if shape.cold:
         return "--cold"
     if not enabled(env):
         return f"warm start is off (${WARM_ENV}={env.get(WARM_ENV)})"
     if not hasattr(os, "pidfd_open") or not sys.platform.startswith("linux"):
         return "warm start needs Linux's pidfd (kernel 5.3, Python 3.9)"
-    if foreign_python:
+    if shape.foreign_python:
         return "--python runs another interpreter"
-    if max_restarts:
+    if shape.max_restarts:
         return "--max-restarts restarts ranks as torchrun does"
-    if agents != 1:
+    if shape.agents != 1:
         return "several torchrun agents (--nodes > 1)"
-    if not torchrun_only:
+    if not shape.torchrun_only:
         return "this launcher starts its own processes"
     changed = sorted(k for k, v in import_time_env(job_env).items() if env.get(k) != v)
     if changed:
@@ -515,7 +515,7 @@ def shadowed(pythonpath: str, held: Mapping[str, str]) -> str | None:
     return None
 
 
-def _unseen_packages(pythonpath: str) -> str | None:
+def unseen_packages(pythonpath: str) -> str | None:
     """Why the job's PYTHONPATH holds installed packages (``pip install --target``: their
     ``*.dist-info``) that the libraries the zygote imported could not see, if so: a library may
     look for an optional one as it imports (Lightning picks Rich's progress bar when it finds

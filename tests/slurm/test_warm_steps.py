@@ -1,0 +1,162 @@
+"""Warm steps inside an allocation, on the test cluster: the first job starts one long-lived
+``srun`` step on its node holding the zygote, a re-run forks from it (no new step, torch already
+imported, its own changed script, a notebook module's state fresh), a cancelled one leaves the
+step usable, a refused one runs cold saying why, the step ends by itself once idle, and a step
+ended mid-run fails its job naming it (docs/warm-start.md, "Warm on the cluster")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jupyter_disttrain import api
+from jupyter_disttrain.backends.slurm.script import START
+from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.storage import procs
+from jupyter_disttrain.storage.store import JobStore
+
+from .cluster import SlurmCluster
+from .conftest import wait_for, wait_phase
+
+pytestmark = pytest.mark.slurm
+
+# The module state a re-run must not inherit, and the step and process each run is in.
+SCRIPT = """
+import os, sys
+held = "torch" in sys.modules  # imported ahead by the zygote: a warm rank's, not a cold one's
+import torch.distributed as dist
+import counted
+dist.init_process_group("gloo")
+counted.COUNT += 1
+print("{word} count", counted.COUNT, "rank", dist.get_rank(), "held", held,
+      "step", os.environ["SLURM_STEP_ID"], flush=True)
+{wait}
+dist.destroy_process_group()
+"""
+WAIT = "import time\nwhile True:\n    time.sleep(0.1)"  # until cancelled
+KEEP = "15s"  # the warm step's idle time: a re-run comes sooner, the release is waited for
+
+
+@pytest.fixture
+def allocation(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A one-node allocation held by ``salloc --no-shell``, which this test process is 'inside'
+    (as a kernel started in salloc): the jobs it submits run as its job steps."""
+    done = slurm_cluster.run("salloc", "--no-shell", "--nodes=1", "--job-name=warm-alloc", timeout=60)
+    found = re.search(r"allocation (\d+)", done.stderr + done.stdout)
+    assert found, done.stderr
+    monkeypatch.setenv("SLURM_JOB_ID", found.group(1))
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
+    yield found.group(1)
+    slurm_cluster.run("scancel", found.group(1), check=False)
+
+
+def steps(cluster: SlurmCluster, allocation: str) -> list[str]:
+    """The allocation's running steps, as ``ID NAME``."""
+    out = cluster.run("squeue", "--steps", "--noheader", f"--jobs={allocation}", "--format=%i %j")
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def job_words(tmp_path: Path) -> dict[str, object]:
+    return {"backend": "slurm", "gpus": 2, "working_dir": str(tmp_path), "options": {"keep_warm": KEEP}}
+
+
+def submit(store: JobStore, tmp_path: Path, word: str, wait: str = "") -> api.Job:
+    return api.submit(SCRIPT.format(word=word, wait=wait), store=store, **job_words(tmp_path))
+
+
+def run(store: JobStore, tmp_path: Path, word: str) -> tuple[api.Job, list[str]]:
+    job = submit(store, tmp_path, word)
+    status = wait_phase(job, {JobPhase.SUCCEEDED, JobPhase.FAILED}, timeout=240)
+    logs = [ln.text for ln in job.logs()]
+    assert status.phase is JobPhase.SUCCEEDED, (status.message, logs[-20:])
+    return job, [line for line in logs if f"{word} count" in line]
+
+
+def counts(job: api.Job, word: str) -> list[str]:
+    return sorted(ln.text for ln in job.logs() if f"{word} count" in ln.text)
+
+
+def alive(*words: str) -> list[str]:
+    """Command lines of this user's processes that name all of ``words``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if all(w in cmdline for w in words):
+            found.append(cmdline)
+    return found
+
+
+def test_a_rerun_forks_from_the_warm_step_and_the_step_ends_when_idle(
+    tmp_path: Path, store: JobStore, slurm_cluster: SlurmCluster, allocation: str
+) -> None:
+    (tmp_path / "counted.py").write_text("COUNT = 0\n")
+    for words, why in [
+        ({"options": {"cold": True}}, "--cold"),
+        ({"max_restarts": 1}, "--max-restarts restarts ranks as torchrun does"),
+        ({"options": {"keep_warm": 0}}, "--keep-warm 0"),
+        ({"env": {"TORCH_SHOW_CPP_STACKTRACES": "1"}}, "TORCH_SHOW_CPP_STACKTRACES is read when Python"),
+    ]:
+        dry = api.dryrun("print(1)", store=store, **{**job_words(tmp_path), **words})
+        assert f"# start: {START} ({why}" in dry.text, dry.text
+    dry = api.dryrun("print(1)", store=store, **job_words(tmp_path))
+    assert "# start: warm: a warm step starts on each node now" in dry.text, dry.text
+    keeper_socket = dry.request.warm["socket"]  # type: ignore[attr-defined]
+
+    first, lines = run(store, tmp_path, "first")
+    (started,) = [e.message for e in first.status().events if e.reason == "Started"]
+    assert "warm: forked from the warm step started for it on each node (re-runs start no" in started
+    (warm_step,) = steps(slurm_cluster, allocation)
+    step_id = warm_step.split()[0].rpartition(".")[2]
+    assert warm_step.endswith("disttrain-warm"), warm_step
+    assert sorted(lines) == [f"first count 1 rank {r} held True step {step_id}" for r in (0, 1)], lines
+
+    dry = api.dryrun("print(1)", store=store, **job_words(tmp_path))
+    assert "# start: warm: forked from the warm step on each node (no new step" in dry.text, dry.text
+    # A re-run, its script changed, cancelled while it runs: its ranks go, the warm step stays.
+    second = submit(store, tmp_path, "second", WAIT)
+    expected = [f"second count 1 rank {r} held True step {step_id}" for r in (0, 1)]
+    wait_for(lambda: counts(second, "second") == expected, 120, "the second run's ranks printed")
+    (started,) = [e.message for e in second.status().events if e.reason == "Started"]
+    assert "warm: forked from the warm step on each node (no new step)" in started, started
+    assert second.cancel().phase is JobPhase.CANCELLED
+    wait_for(lambda: not procs.job_processes(second.id), 60, "the cancelled run's processes ended")
+    assert steps(slurm_cluster, allocation) == [warm_step]  # none started for it, the warm one kept
+
+    _, lines = run(store, tmp_path, "third")
+    assert sorted(lines) == [f"third count 1 rank {r} held True step {step_id}" for r in (0, 1)], lines
+    assert steps(slurm_cluster, allocation) == [warm_step]
+
+    # A job the warm step's zygote refuses (beside it, another copy of a module the zygote holds)
+    # runs cold in a step of its own, saying why; the warm step stays.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "counted.py").write_text("COUNT = 0\n")
+    (other / "threadpoolctl.py").write_text("")
+    refused = api.submit(SCRIPT.format(word="fourth", wait=""), store=store, **job_words(other))
+    assert wait_phase(refused, {JobPhase.SUCCEEDED, JobPhase.FAILED}, 240).phase is JobPhase.SUCCEEDED
+    (started,) = [e.message for e in refused.status().events if e.reason == "Started"]
+    assert "cold: one srun step per node, the warm step could not start it (" in started, started
+    assert "threadpoolctl.py would replace the threadpoolctl the zygote imported" in started, started
+    (line,) = [t for t in counts(refused, "fourth") if "rank 0" in t]
+    assert "held False" in line and f"step {step_id}" not in line, line
+
+    # Idle for KEEP: the warm step ends by itself, and its zygote and the keeper with it.
+    wait_for(lambda: not steps(slurm_cluster, allocation), 90, "the warm step ended when idle")
+    wait_for(lambda: not alive("keeper", keeper_socket), 30, "the keeper ended with its last step")
+    wait_for(lambda: not alive("zygote", f"slurm-{allocation}.{step_id}"), 30, "the step's zygote ended")
+
+    # The next job starts a new warm step; that step ended mid-run (scancel) fails the job, naming
+    # it, and nothing hangs.
+    lost = submit(store, tmp_path, "fifth", WAIT)
+    wait_for(lambda: len(counts(lost, "fifth")) == 2, 120, "the fifth run's ranks printed")
+    (new_step,) = steps(slurm_cluster, allocation)
+    assert new_step != warm_step and new_step.endswith("disttrain-warm"), new_step
+    slurm_cluster.run("scancel", new_step.split()[0])
+    assert wait_phase(lost, {JobPhase.SUCCEEDED, JobPhase.FAILED}, 60).phase is JobPhase.FAILED
+    (said,) = [e.message for e in lost.status().events if e.reason == "WarmStepLost"]
+    assert said.startswith(f"the warm step {new_step.split()[0]} on "), said
+    wait_for(lambda: not alive("keeper", keeper_socket), 30, "the keeper ended with its last step")
