@@ -34,7 +34,7 @@ from ..warm.plan import (
     fingerprint,
     unseen_packages,
 )
-from . import keeper
+from . import keeper, pools
 from .options import SlurmOptions
 from .request import STEP
 from .script import START, Place, srun_argv
@@ -93,7 +93,7 @@ def plan(
         for node in range(spec.nodes)
     ]
     preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
-    if keeper.alive(path):
+    if pools.alive(path):
         line = "warm: forked from the warm step on each node (no new step"
     else:
         line = "warm: a warm step starts on each node now (the job waits while it imports torch; re-runs "
@@ -108,7 +108,7 @@ def start_warm(job_dir: str, request: SlurmRequest) -> list[WarmAgent]:
     from ..warm.warmagent import ask
 
     warm = WarmPlan.from_json(request.warm or {})
-    keeper.ensure(Path(warm.socket), os.environ)
+    keeper.ensure(Path(warm.socket), os.environ, warm.env_key)
     env = clean_env(dict(os.environ))
     started: list[WarmAgent] = []
     try:

@@ -68,7 +68,10 @@ class WarmStep:
         # Which step this is, for the keeper to name it to a job it ends with (channel 0: none).
         name = f"{os.environ.get('SLURM_JOB_ID')}.{os.environ.get('SLURM_STEP_ID')}"
         where = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
-        self._send(0, {"hello": {"step": name, "node": where}})
+        gpus = [g for g in (os.environ.get("SLURM_STEP_GPUS") or "").split(",") if g]
+        self._send(
+            0, {"hello": {"step": name, "node": where, "host": where, "gpus": gpus, "idle": self.idle}}
+        )
         buffer = b""
         with selectors.DefaultSelector() as sel:
             sel.register(stdin, selectors.EVENT_READ)
