@@ -6,7 +6,10 @@ ended mid-run fails its job naming it (docs/warm-start.md, "Warm on the cluster"
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.slurm.script import START
+from jupyter_disttrain.backends.slurm.warmstep import WARMSTEP_MODULE
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage import procs
 from jupyter_disttrain.storage.store import JobStore
@@ -160,3 +164,26 @@ def test_a_rerun_forks_from_the_warm_step_and_the_step_ends_when_idle(
     (said,) = [e.message for e in lost.status().events if e.reason == "WarmStepLost"]
     assert said.startswith(f"the warm step {new_step.split()[0]} on "), said
     wait_for(lambda: not alive("keeper", keeper_socket), 30, "the keeper ended with its last step")
+
+
+def test_a_node_whose_environment_differs_forks_no_job(slurm_cluster: SlurmCluster, allocation: str) -> None:
+    """A warm step started for a kernel of another venv (or one installed into since) starts no
+    zygote and refuses each job, saying why (the launcher then runs it cold, saying so)."""
+    argv = ["srun", f"--jobid={allocation}", "--overlap", "--nodes=1", "--ntasks=1", "--unbuffered"]
+    argv += [sys.executable, "-u", "-m", WARMSTEP_MODULE, "0" * 20, "key", "30", "another-venv"]
+    spawn = {"c": 1, "m": {"op": "spawn", "job_dir": "/nonexistent", "node": 0}}
+    done = subprocess.run(
+        argv,
+        input=json.dumps(spawn) + "\n",
+        env=slurm_cluster.client_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    assert frames[0]["c"] == 0 and "hello" in frames[0]["m"], frames
+    (answer,) = [f["m"] for f in frames if f["c"] == 1]
+    assert answer["ok"] is False, answer
+    assert re.match(r"node \S+'s Python environment differs from the kernel's \(", answer["error"]), answer
+    assert not alive("zygote", f"slurm-{allocation}.")  # none was started for it

@@ -33,6 +33,7 @@ from ..warm.plan import (
     env_key,
     fingerprint,
     unseen_packages,
+    venv_fingerprint,
 )
 from . import keeper, pools
 from .options import SlurmOptions
@@ -73,7 +74,7 @@ def plan(
     why = why or unseen_packages(job_env.get("PYTHONPATH", "")) or ("--keep-warm 0" if keep == 0 else None)
     if why:
         return None, [], f"{START} ({why})"
-    fp, key = fingerprint(os.environ), env_key(os.environ)
+    fp, key, venv = fingerprint(os.environ), env_key(os.environ), venv_fingerprint()
     try:
         path = keeper.socket_path(place.allocation, fp)
     except (WarmUnavailable, OSError) as exc:
@@ -89,6 +90,7 @@ def plan(
             fp,
             key,
             f"{keep:g}",
+            venv,
         ]
         for node in range(spec.nodes)
     ]
