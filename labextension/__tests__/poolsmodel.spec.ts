@@ -18,13 +18,13 @@ function pool(overrides: Partial<IPool> = {}): IPool {
 
 describe('a pool as the sidebar shows it', () => {
   it('says where, its nodes, the accelerators held, idle for and releases in', () => {
-    expect(poolCells(pool())).toEqual({
-      place: 'slurm, allocation 12',
-      nodes: 'n1 (step 12.3)',
-      accelerators: '2 GPUs held',
-      idle: 'idle 1m 15s',
-      releases: 'releases itself in 28m 45s'
-    });
+    const cells = poolCells(pool());
+    expect([cells.place, cells.nodes, cells.accelerators]).toEqual([
+      'slurm, allocation 12',
+      'n1 (step 12.3)',
+      '2 GPUs held'
+    ]);
+    expect(`${cells.idle}; ${cells.releases}`).toBe('idle 1m 15s; releases itself in 28m 45s');
   });
 
   it('says which job runs in it instead of how long it was idle', () => {
