@@ -3,7 +3,8 @@ is listed as a pool (its step, node, the job running in it, then idle for and re
 Python API, by another process (a restarted kernel finds it by its socket) and over REST; a
 release of a pool running a job is refused naming the job; a keeper of an older fingerprint of the
 same allocation (after a ``pip install``) is released once a new one serves; ``DELETE pools/ID``
-ends the pool's steps and keeper; an unknown id is a 404 naming it."""
+of a pool running a job is a 409 unless forced, and then ends the pool's steps and keeper (the job
+fails, naming the release); an unknown id is a 404 naming it."""
 
 from __future__ import annotations
 
@@ -81,8 +82,6 @@ async def test_pools_are_listed_and_released(
     # Busy: refused, naming the job, and nothing ended.
     with pytest.raises(PoolBusyError, match=f"pool {pool.id} runs job {first.id}: cancel it first"):
         api.release_pool(pool.id, store=store)
-    code, reply = await answer(jp_fetch, "pools", pool.id, method="DELETE")
-    assert code == 409 and first.id in reply["message"], reply
     assert first.cancel().phase is JobPhase.CANCELLED
     wait_for(lambda: not procs.job_processes(first.id), 60, "the cancelled run's processes ended")
     (idle,) = wait_for(lambda: [p for p in api.pools(store).pools if not p.jobs], 30, "the pool idle")
@@ -98,9 +97,17 @@ async def test_pools_are_listed_and_released(
     assert new.id != pool.id and new.nodes[0].step not in (warm_step.split()[0], "?"), new
     assert steps(slurm_cluster, allocation) == [f"{new.nodes[0].step} disttrain-warm"]
 
-    # Released over REST: its step and keeper end; no pool is left.
+    # Released over REST while a job runs in it: refused unless forced; forced, the job fails
+    # naming the release, its step and keeper end, and no pool is left.
+    third = submit(store, tmp_path, "third", WAIT)
+    wait_for(lambda: len(counts(third, "third")) == 2, 120, "the third run's ranks printed")
     code, reply = await answer(jp_fetch, "pools", new.id, method="DELETE")
+    assert code == 409 and f"runs job {third.id}" in reply["message"], reply
+    code, reply = await answer(jp_fetch, "pools", new.id, method="DELETE", params={"force": "true"})
     assert code == 200 and reply["released"] is True and new.nodes[0].step in reply["message"], reply
     assert not steps(slurm_cluster, allocation)
+    assert wait_phase(third, {JobPhase.SUCCEEDED, JobPhase.FAILED}, 60).phase is JobPhase.FAILED
+    (said,) = [e.message for e in third.status().events if e.reason == "WarmStepLost"]
+    assert said.startswith(f"the warm step {new.nodes[0].step} on ") and "released by force" in said, said
     code, listing = await answer(jp_fetch, "pools")
     assert code == 200 and listing == {"pools": [], "errors": []}, listing

@@ -254,10 +254,8 @@ class Keeper:
         chunk = os.read(step.stdout.fileno(), 65536)
         if not chunk:  # the step ended (idle, scancel, the allocation's end, its node lost)
             self.sel.unregister(step.stdout)
-            why = "was released" if step.released else "ended"
-            lost = f"the warm step {step.name} {why} while the job ran (scancel, the allocation's end"
-            lost += ", its node lost, a release by force): its agent and ranks went with it; a re-run"
-            lost += " starts a new one"
+            lost = f"the warm step {step.name} ended while the job ran (scancel, the allocation's end, its"
+            lost += " node lost): its agent and ranks went with it; a re-run starts a new one"
             for channel in list(step.channels):
                 self._to_launcher(step, channel, {"exit": -signal.SIGKILL, "lost": lost})
             step.proc.wait()
@@ -288,6 +286,9 @@ class Keeper:
         conn, _ = self.conns[channel]
         if message.get("ok") and channel in self.new_step:
             message = {**message, "new_step": True}
+        if "exit" in message and step.released and "lost" not in message:  # its agent was stopped for it
+            lost = f"the warm step {step.name} was released by force while the job ran: its agent and ranks"
+            message = {**message, "lost": lost + " were stopped"}
         try:
             conn.setblocking(True)
             conn.sendall(json.dumps(message).encode() + b"\n")
