@@ -7,6 +7,7 @@ ended mid-run fails its job naming it (docs/warm-start.md, "Warm on the cluster"
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.slurm.script import START
 from jupyter_disttrain.backends.slurm.warmstep import WARMSTEP_MODULE
+from jupyter_disttrain.jobs import warmup
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage import procs
 from jupyter_disttrain.storage.store import JobStore
@@ -187,3 +189,27 @@ def test_a_node_whose_environment_differs_forks_no_job(slurm_cluster: SlurmClust
     assert answer["ok"] is False, answer
     assert re.match(r"node \S+'s Python environment differs from the kernel's \(", answer["error"]), answer
     assert not alive("zygote", f"slurm-{allocation}.")  # none was started for it
+
+
+def test_load_ext_starts_node_0s_warm_step_ahead(
+    tmp_path: Path,
+    store: JobStore,
+    slurm_cluster: SlurmCluster,
+    allocation: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a kernel inside an allocation whose default backend is Slurm, ``%load_ext`` (its
+    ``warmup.start``) starts node 0's warm step without a job: even the first job forks from it."""
+    monkeypatch.setenv("DISTTRAIN_BACKEND", "slurm")
+    assert warmup.start(os.environ) is None  # no local zygote: this kernel's jobs go to its allocation
+    (warm_step,) = wait_for(lambda: steps(slurm_cluster, allocation), 60, "node 0's warm step started ahead")
+    assert warm_step.endswith("disttrain-warm"), warm_step
+    (tmp_path / "counted.py").write_text("COUNT = 0\n")
+    dry = api.dryrun("print(1)", store=store, **job_words(tmp_path))
+    assert "# start: warm: forked from the warm step on each node (no new step" in dry.text, dry.text
+    first, lines = run(store, tmp_path, "first")
+    (started,) = [e.message for e in first.status().events if e.reason == "Started"]
+    assert "warm: forked from the warm step on each node (no new step)" in started, started
+    step_id = warm_step.split()[0].rpartition(".")[2]
+    assert sorted(lines) == [f"first count 1 rank {r} held True step {step_id}" for r in (0, 1)], lines
+    assert steps(slurm_cluster, allocation) == [warm_step]

@@ -11,7 +11,8 @@ reads the zygote's answers back on the same connection; later lines it sends are
 agent (``{"op": "signal", "signal": SIG}``), and closing the connection stops the agent. Each
 connection is one channel multiplexed over its node's ``srun`` stdin and stdout.
 
-Two more requests, each answered on its connection and closed: ``{"op": "status"}`` (its warm
+Three more requests, each answered on its connection and closed: ``{"op": "start", "node",
+"warm_step"}`` (that node's warm step started without a job: ``%load_ext``), ``{"op": "status"}`` (its warm
 steps: node, step, host, GPUs, the jobs running in each, idle since when, the idle time after which
 each ends: ``jobs/pools.py`` lists them as a pool) and ``{"op": "release", "force", "drain"}``
 (each step told to end: a keeper whose steps run a job refuses, naming the jobs, unless ``force``
@@ -172,13 +173,26 @@ class Keeper:
             answer(conn, {"ok": False, "error": f"not a request: {exc}"})
             conn.close()
             return
-        if request.get("op") in ("status", "release"):
-            answer(conn, self._status() if request["op"] == "status" else self._release(request))
+        ops = {"status": self._status, "release": self._release, "start": self._start_ahead}
+        if request.get("op") in ops:
+            answer(conn, ops[request["op"]](request))
             conn.close()
             return
         self._spawn(conn, request)
 
-    def _status(self) -> dict[str, Any]:
+    def _start_ahead(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A node's warm step started before any job needs it (``%load_ext``: the first job forks too)."""
+        try:
+            if self.releasing is not None:
+                raise ValueError("its warm steps are being released")
+            node = int(request["node"])
+            if node not in self.steps:
+                self._start(node, request["warm_step"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return {"ok": False, "error": f"no warm step started: {exc}"}
+        return {"ok": True}
+
+    def _status(self, request: dict[str, Any]) -> dict[str, Any]:
         steps = [step.status(node) for node, step in sorted(self.steps.items())]
         return {"ok": True, "env_key": self.env_key, "releasing": self.releasing is not None, "steps": steps}
 
