@@ -30,6 +30,7 @@ from .model.specs import DryRun, JobPhase, JobSpec, JobStatus, LogLine
 from .payloads.checkpoints import CheckpointList
 from .payloads.jobs import Failure, KeptValue
 from .payloads.monitoring import Incident, IncidentSummary, Resources, StackDump
+from .payloads.pools import PoolList, ReleaseAnswer
 from .payloads.runs import RunSummary
 from .runtime import contract
 from .storage.logfiles import Budget
@@ -256,6 +257,16 @@ def list_jobs(store: JobStore | None = None) -> list[JobStatus]:
     hide its jobs: their last stored status is shown.
     """
     return [listed.status for listed in manager_for(store or JobStore()).list_jobs()]
+
+
+def pools(store: JobStore | None = None) -> PoolList:
+    """The capacity kept warm between jobs (Slurm's warm steps), of every backend that keeps it."""
+    return manager_for(store or JobStore()).pools.list_pools()
+
+
+def release_pool(pool_id: str, force: bool = False, store: JobStore | None = None) -> ReleaseAnswer:
+    """Give a warm pool back now; one running a job only with ``force`` (the job fails)."""
+    return manager_for(store or JobStore()).pools.release(pool_id, force)
 
 
 def cancel_orphans(grace: float = 10.0) -> dict[str, int]:

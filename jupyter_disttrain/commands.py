@@ -1,7 +1,8 @@
 """The subcommands of ``jupyter disttrain`` and of the ``%distrun`` line magic.
 
-list, status, logs, stack, diagnose, checkpoints, debug, cancel, delete and run: words in, lines of text out,
-over the job layer (``api``). The two front ends (``cli.py``, ``magics.py``) only say how the user typed them.
+list, status, logs, stack, diagnose, checkpoints, debug, cancel, delete, pools and run: words in, lines
+of text out, over the job layer (``api``). The two front ends (``cli.py``, ``magics.py``) only say how the
+user typed them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .model.tracebacks import plain
 from .monitoring.stacks import METHODS
 
 if TYPE_CHECKING:
-    from .api import CheckpointList, Failure, Incident, Job, KeptValue
+    from .api import CheckpointList, Failure, Incident, Job, KeptValue, PoolList
     from .jobs.manager import Listed
 
 
@@ -79,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("delete", help="remove a job from the list (files are kept unless --purge)")
     d.add_argument("job_id")
     d.add_argument("--purge", action="store_true", help="also remove its script, logs and TensorBoard data")
+    pl = sub.add_parser(
+        "pools", help="capacity kept warm between jobs (Slurm's warm steps): nodes, GPUs, idle, release"
+    )
+    pl.add_argument("action", nargs="?", choices=["release"], help="release: give the pool ID back now")
+    pl.add_argument("pool_id", nargs="?", help="the pool to release (an ID of the listing)")
+    pl.add_argument(
+        "--force", action="store_true", help="release it even while a job runs in it (the job fails)"
+    )
     r = sub.add_parser("run", help="run a Python script as a distributed job")
     r.add_argument("file")
     # The same flags as %%distrun, generated from their declarations.
@@ -112,8 +121,8 @@ def run_subcommand(
             where = " or ".join(str(r) for r in store.roots())
             out(f"no jobs in {where}; submit one with `{command} run FILE` or %%distrun in a notebook")
         return 0
-    if args.command == "run":
-        return _run_file(args, store, out)
+    if args.command in _OWN_STORE:  # not of one job
+        return _OWN_STORE[args.command](args, store, out, command)
     if args.command == "cancel" and (args.orphans or not args.job_id):
         return _cancel_orphans(args, out, command)
     job = job_of(args.job_id, command, store)
@@ -195,6 +204,47 @@ def _debug(job: Job, replica: str | None, out: Callable[[str], Any]) -> int:
     return 0
 
 
+def _pools(args: argparse.Namespace, store: Any, out: Callable[[str], Any], command: str) -> int:
+    from . import api
+
+    if args.action is None:
+        if args.pool_id or args.force:
+            raise DistTrainError(f"to release a pool: `{command} pools release ID [--force]`")
+        listing = api.pools(store)
+        out(format_pools(listing, command))
+        return 1 if listing.errors and not listing.pools else 0
+    if not args.pool_id:
+        raise DistTrainError(f"which pool? `{command} pools release ID` (`{command} pools` lists them)")
+    answer = api.release_pool(args.pool_id, args.force, store)
+    out(f"{answer.id}: {answer.message}")
+    return 0 if answer.released else 1
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    secs = int(value)
+    return f"{secs // 60}m{secs % 60:02d}s" if secs >= 60 else f"{secs}s"
+
+
+def format_pools(listing: PoolList, command: str) -> str:
+    """A table of the pools (id, where, nodes, GPUs, jobs, idle for, releases in) and how to release one."""
+    lines = [f"# {error}" for error in listing.errors]
+    if not listing.pools:
+        return "\n".join([*lines, "no warm pools (a warm job inside a Slurm allocation keeps one)"])
+    rows = [("ID", "WHERE", "NODES", "GPUS", "JOBS", "IDLE", "RELEASES IN")]
+    for p in listing.pools:
+        nodes = ",".join(f"{n.host}({n.step})" for n in p.nodes)
+        jobs = ",".join(p.jobs) or "-"
+        rows.append(
+            (p.id, p.place, nodes, str(p.accelerators), jobs, _seconds(p.idle_for), _seconds(p.releases_in))
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append(f"release one now with `{command} pools release ID` (idle pools release themselves)")
+    return "\n".join(lines)
+
+
 def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command: str) -> int:
     if not args.orphans or args.job_id:
         raise DistTrainError(
@@ -210,7 +260,7 @@ def _cancel_orphans(args: argparse.Namespace, out: Callable[[str], Any], command
     return 0
 
 
-def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -> int:
+def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any], command: str) -> int:
     from . import api
     from .jobs import values as jobvalues
     from .jobs.debug import Prompts, answer_in_text
@@ -247,7 +297,7 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
                 answer_in_text(job.manager, job.id, prompt, input, out)
     except KeyboardInterrupt:
         if not args.cancel_on_interrupt:
-            out(f"stopped following; the job runs on (cancel it with: jupyter disttrain cancel {job.id})")
+            out(f"stopped following; the job runs on (cancel it with: {command} cancel {job.id})")
             raise
         out(f"{job.id}: {job.cancel().phase.value}")
         return 130
@@ -255,6 +305,9 @@ def _run_file(args: argparse.Namespace, store: Any, out: Callable[[str], Any]) -
     if job.values() and page.status.phase.value == "Succeeded":
         out(f"load the values with jupyter_disttrain.get_job({job.id!r}).result() or %distrun load {job.id}")
     return 0 if page.status.phase.value == "Succeeded" else 1
+
+
+_OWN_STORE = {"run": _run_file, "pools": _pools}
 
 
 def _lines(job: Job, replica: str | None, tail: int | None, follow: bool) -> Iterator[LogLine]:

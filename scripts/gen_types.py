@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jupyter_disttrain.model import progress, specs  # noqa: E402 (the checkout's, not an installed copy)
-from jupyter_disttrain.payloads import checkpoints, jobs, monitoring, runs  # noqa: E402
+from jupyter_disttrain.payloads import checkpoints, jobs, monitoring, pools, runs  # noqa: E402
 
 OUT = ROOT / "labextension" / "rest" / "types.ts"
 # In dependency order, as a reader meets them.
@@ -79,6 +79,10 @@ SHAPES: list[type] = [
     checkpoints.CheckpointCode,
     runs.TensorBoardInfo,
     runs.TensorBoardList,
+    pools.PoolNode,
+    pools.Pool,
+    pools.PoolList,
+    pools.ReleaseAnswer,
 ]
 QUERIES: list[type] = [jobs.LogQuery, runs.RunQuery]  # request parameters: every field optional
 _PRIMITIVES = {str: "string", int: "number", float: "number", bool: "boolean", Any: "unknown"}

@@ -20,12 +20,13 @@ from ..payloads.monitoring import Resources, StackDump
 from ..storage.logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..storage.store import JobRecord, JobStore
 from .debugaccess import DebugAccess
+from .poolaccess import PoolAccess
 
 if TYPE_CHECKING:  # a protocol: each backend has its own request type
     from ..model.specs import LaunchRequest
 
 
-class Backend(DebugAccess, abc.ABC):
+class Backend(DebugAccess, PoolAccess, abc.ABC):
     """Runs jobs somewhere and reports on them through the job store."""
 
     #: The name users pass to ``--backend``.

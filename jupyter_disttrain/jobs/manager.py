@@ -38,6 +38,7 @@ from .checkpoints import Chosen, JobCheckpoints
 from .diagnosis import JobDiagnoses, detail_parts, guard_of
 from .intake import validate_replica
 from .logs import JobLogs
+from .pools import JobPools
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -73,6 +74,7 @@ class JobManager:
         self.job_checkpoints = JobCheckpoints(store, self.runs, self.stored_status)
         self.diagnoses = JobDiagnoses(store, self.backend)
         self.logs = JobLogs(self.backend_of)
+        self.pools = JobPools(self.backend)
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` over this store, made once and kept.

@@ -82,3 +82,11 @@ class JobEndedError(DistTrainError):
     def __init__(self, job_id: str, phase: str, what: str) -> None:
         super().__init__(f"job {job_id} has ended ({phase}): {what} needs a running job")
         self.phase = phase
+
+
+class UnknownPoolError(DistTrainError, LookupError):
+    """No warm pool has that id (ids come from the pool listing) (REST: 404)."""
+
+
+class PoolBusyError(DistTrainError):
+    """A pool runs a job and was not released by force (REST: 409)."""

@@ -72,7 +72,7 @@ def warm_up(ipython: Any) -> None:
 
 @magics_class
 class DistTrainMagics(Magics):
-    """``%%distrun`` and ``%distrun list|status|logs|stack|diagnose|checkpoints|cancel|delete``."""
+    """``%%distrun`` and ``%distrun list|status|logs|stack|diagnose|checkpoints|cancel|delete|pools``."""
 
     @magic_arguments()
     @_job_flags

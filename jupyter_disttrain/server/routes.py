@@ -15,6 +15,7 @@ from tornado.web import RequestHandler
 from . import checkpoints as c
 from . import diagnosis as d
 from . import handlers as h
+from . import pools as p
 from .debug import DebugHandler
 from .proxy import TensorBoardProxyHandler
 
@@ -87,6 +88,12 @@ ROUTES: tuple[Route, ...] = (
         rf"disttrain/api/jobs/{_JOB}/resubmit", c.ResubmitHandler, "disttrain/api/jobs/demo-abcde/resubmit"
     ),
     Route(r"disttrain/api/runs/?", h.RunsHandler, "disttrain/api/runs"),
+    Route(r"disttrain/api/pools/?", p.PoolsHandler, "disttrain/api/pools"),
+    Route(
+        r"disttrain/api/pools/(?P<pool_id>[^/]+)",
+        p.PoolHandler,
+        "disttrain/api/pools/slurm-12-0123456789abcdef0123",
+    ),
     Route(
         rf"disttrain/api/jobs/{_JOB}/runs/{_RUN}/?", h.RunHandler, "disttrain/api/jobs/demo-abcde/runs/mnist"
     ),

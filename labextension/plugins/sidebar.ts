@@ -1,10 +1,17 @@
-/** The sidebar plugin: the jobs panel in the left area and the commands that show or refresh it. */
+/**
+ * The sidebar plugin: the jobs panel in the left area (with its "Warm pools" section) and the
+ * commands that show or refresh it.
+ */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 
 import { CommandIDs } from '../ids';
 import { disttrainIcon } from '../icons';
 import { IJobsModel, JobsModel } from '../models/jobsmodel';
+import { PoolsModel } from '../models/poolsmodel';
+import { listPools, releasePool } from '../rest/client';
 import { JobsPanel } from '../views/panel';
+import { PoolsSection } from '../views/poolsview';
 import { DistTrainSettings, IDistTrainSettings } from '../settings';
 
 export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
@@ -20,7 +27,20 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null
   ) => {
     const { commands, shell } = app;
-    const panel = new JobsPanel(model, commands, () => settings.values.foldEndedAfterHours);
+    const pools: PoolsModel = new PoolsModel({
+      fetchPools: listPools,
+      releasePool,
+      interval: settings.values.refreshInterval,
+      visible: (): boolean => panel.isVisible
+    });
+    const poolsSection = new PoolsSection(pools, confirmRelease);
+    const panel: JobsPanel = new JobsPanel(
+      model,
+      commands,
+      () => settings.values.foldEndedAfterHours,
+      [poolsSection]
+    );
+    void pools.start();
     settings.changed.connect(() => panel.update());
     shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, panel.id);
@@ -38,7 +58,20 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     });
     commands.addCommand(CommandIDs.refresh, {
       label: 'Refresh Distributed Training Jobs',
-      execute: () => model.poll.refresh()
+      execute: () => Promise.all([model.poll.refresh(), pools.poll.refresh()])
     });
   }
 };
+
+/** The confirm dialog before a pool's release. */
+async function confirmRelease(question: string, force: boolean): Promise<boolean> {
+  const answer = await showDialog({
+    title: 'Release warm pool?',
+    body: question,
+    buttons: [
+      Dialog.cancelButton({ label: 'Keep it' }),
+      Dialog.warnButton({ label: force ? 'Release (the job fails)' : 'Release' })
+    ]
+  });
+  return answer.button.accept;
+}

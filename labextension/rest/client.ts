@@ -21,6 +21,8 @@ import type {
   IJobSummary,
   ILogPage,
   ILogQuery,
+  IPoolList,
+  IReleaseAnswer,
   IResources,
   IRunDetail,
   IRunList,
@@ -287,4 +289,14 @@ export function diagnoseJob(id: string): Promise<IIncident> {
 /** One of the job's incidents, by the name its details list. */
 export function getIncident(id: string, name: string): Promise<IIncident> {
   return requestAPI<IIncident>(`jobs/${enc(id)}/incidents/${enc(name)}`);
+}
+
+/** The capacity kept warm between jobs (Slurm's warm steps), of every backend that keeps it. */
+export function listPools(): Promise<IPoolList> {
+  return requestAPI<IPoolList>('pools');
+}
+
+/** Give a warm pool back now; one running a job only with `force` (the job fails). */
+export function releasePool(id: string, force = false): Promise<IReleaseAnswer> {
+  return requestAPI<IReleaseAnswer>(`pools/${enc(id)}`, { method: 'DELETE' }, { force });
 }

@@ -602,6 +602,52 @@ export interface ITensorBoardList {
   tensorboards: ITensorBoardInfo[];
 }
 
+/** One node (Slurm) or pod (Kubernetes) of a pool: where it is, what it holds, what runs in it. */
+export interface IPoolNode {
+  node: number;
+  host: string;
+  step: string;
+  accelerators: string[];
+  jobs: string[];
+}
+
+/**
+ * A pool: its id (`release` takes it), its backend and where it lives (`place`: the allocation),
+ * the environment fingerprint it serves, its nodes, the accelerators they hold, the jobs running
+ * in it; `idle_for` (seconds, null while a job runs) and `releases_in` (seconds until it releases
+ * itself when no job comes; null while a job runs).
+ */
+export interface IPool {
+  id: string;
+  backend: string;
+  place: string;
+  fingerprint: string;
+  nodes: IPoolNode[];
+  accelerators: number;
+  jobs: string[];
+  idle_for: number | null;
+  releases_in: number | null;
+}
+
+/**
+ * Every pool of every backend that keeps them; `errors`: a backend that could not say (its name
+ * and why), so an empty list never hides one that failed.
+ */
+export interface IPoolList {
+  pools: IPool[];
+  errors: string[];
+}
+
+/**
+ * What `DELETE pools/<id>` did: `released` once the pool has ended (its nodes given back), false
+ * while it is still ending (`message` says what is left).
+ */
+export interface IReleaseAnswer {
+  id: string;
+  released: boolean;
+  message: string;
+}
+
 /** The query of a log read: one replica or all, from an offset or the last `tail` lines. */
 export interface ILogQuery {
   replica?: string;

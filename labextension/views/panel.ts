@@ -1,7 +1,7 @@
 /**
  * The left sidebar: every job, newest first, with its phase, replicas, GPUs and timing,
  * and one row of labelled actions; a filter box, and ended jobs older than a setting folded
- * behind an "N older jobs" toggle. A click or focus selects a job (what the palette's job
+ * behind an "N older jobs" toggle; below them, the sections given (the warm pools). A click or focus selects a job (what the palette's job
  * commands act on). Rendering is plain DOM, redrawn from the model on each change;
  * keyboard focus is kept across redraws by job id and action.
  */
@@ -24,7 +24,8 @@ export class JobsPanel extends Widget {
   constructor(
     readonly model: JobsModel,
     private _commands: CommandRegistry,
-    private _foldHours: () => number = () => 0
+    private _foldHours: () => number = () => 0,
+    sections: readonly { node: HTMLElement }[] = []
   ) {
     super();
     this.id = SIDEBAR_ID;
@@ -80,6 +81,7 @@ export class JobsPanel extends Widget {
     });
     this.node.append(header, this._filter, this._status, this._list);
     this.node.append(this._more, this._foldToggle, this._folded);
+    this.node.append(...sections.map(s => s.node)); // below the jobs: the warm pools
     this.node.addEventListener('keydown', this._onKey);
     this.node.addEventListener('focusin', this._onFocus);
     this.node.addEventListener('click', this._onFocus);

@@ -6,7 +6,11 @@ ended mid-run fails its job naming it (docs/warm-start.md, "Warm on the cluster"
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +19,8 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.slurm.script import START
+from jupyter_disttrain.backends.slurm.warmstep import WARMSTEP_MODULE
+from jupyter_disttrain.jobs import warmup
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage import procs
 from jupyter_disttrain.storage.store import JobStore
@@ -160,3 +166,50 @@ def test_a_rerun_forks_from_the_warm_step_and_the_step_ends_when_idle(
     (said,) = [e.message for e in lost.status().events if e.reason == "WarmStepLost"]
     assert said.startswith(f"the warm step {new_step.split()[0]} on "), said
     wait_for(lambda: not alive("keeper", keeper_socket), 30, "the keeper ended with its last step")
+
+
+def test_a_node_whose_environment_differs_forks_no_job(slurm_cluster: SlurmCluster, allocation: str) -> None:
+    """A warm step started for a kernel of another venv (or one installed into since) starts no
+    zygote and refuses each job, saying why (the launcher then runs it cold, saying so)."""
+    argv = ["srun", f"--jobid={allocation}", "--overlap", "--nodes=1", "--ntasks=1", "--unbuffered"]
+    argv += [sys.executable, "-u", "-m", WARMSTEP_MODULE, "0" * 20, "key", "30", "another-venv"]
+    spawn = {"c": 1, "m": {"op": "spawn", "job_dir": "/nonexistent", "node": 0}}
+    done = subprocess.run(
+        argv,
+        input=json.dumps(spawn) + "\n",
+        env=slurm_cluster.client_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    assert frames[0]["c"] == 0 and "hello" in frames[0]["m"], frames
+    (answer,) = [f["m"] for f in frames if f["c"] == 1]
+    assert answer["ok"] is False, answer
+    assert re.match(r"node \S+'s Python environment differs from the kernel's \(", answer["error"]), answer
+    assert not alive("zygote", f"slurm-{allocation}.")  # none was started for it
+
+
+def test_load_ext_starts_node_0s_warm_step_ahead(
+    tmp_path: Path,
+    store: JobStore,
+    slurm_cluster: SlurmCluster,
+    allocation: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a kernel inside an allocation whose default backend is Slurm, ``%load_ext`` (its
+    ``warmup.start``) starts node 0's warm step without a job: even the first job forks from it."""
+    monkeypatch.setenv("DISTTRAIN_BACKEND", "slurm")
+    assert warmup.start(os.environ) is None  # no local zygote: this kernel's jobs go to its allocation
+    (warm_step,) = wait_for(lambda: steps(slurm_cluster, allocation), 60, "node 0's warm step started ahead")
+    assert warm_step.endswith("disttrain-warm"), warm_step
+    (tmp_path / "counted.py").write_text("COUNT = 0\n")
+    dry = api.dryrun("print(1)", store=store, **job_words(tmp_path))
+    assert "# start: warm: forked from the warm step on each node (no new step" in dry.text, dry.text
+    first, lines = run(store, tmp_path, "first")
+    (started,) = [e.message for e in first.status().events if e.reason == "Started"]
+    assert "warm: forked from the warm step on each node (no new step)" in started, started
+    step_id = warm_step.split()[0].rpartition(".")[2]
+    assert sorted(lines) == [f"first count 1 rank {r} held True step {step_id}" for r in (0, 1)], lines
+    assert steps(slurm_cluster, allocation) == [warm_step]

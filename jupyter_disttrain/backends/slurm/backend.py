@@ -25,6 +25,7 @@ from ...model.errors import BackendError, InvalidSpecError
 from ...model.specs import Condition, DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ...monitoring import guard
 from ...payloads.monitoring import StackDump
+from ...payloads.pools import Pool, ReleaseAnswer
 from ...storage import procs
 from ...storage.logfiles import LogSource, last_line, replica_sources
 from ...storage.store import JobRecord, JobStore, write_record
@@ -36,6 +37,7 @@ from ..base import Backend
 from ..rankenv import rank_env, user_cache_dir
 from ..warm.plan import script_imports
 from . import client as slurm
+from . import pools as warm_pools
 from .allocation import Allocation, default_here
 from .checks import check_batch, check_paths, check_step
 from .checks import place as place_of
@@ -72,10 +74,18 @@ class SlurmBackend(Backend):
     name = "slurm"
     local = False
     options = SlurmOptions
+    keeps_pools = True  # the warm steps of each allocation's keeper (pools.py)
 
     def __init__(self, store: JobStore | None = None) -> None:
         super().__init__(store)
         self.client = slurm.SlurmClient()
+
+    # -- warm pools: the keepers' warm steps --------------------------------------------------
+    def pools(self) -> list[Pool]:
+        return warm_pools.pools()
+
+    def release(self, pool: Pool, force: bool = False) -> ReleaseAnswer:
+        return warm_pools.release(pool, force)
 
     # -- checks and the dry run ----------------------------------------------------------------
     def _options(self, spec: JobSpec) -> SlurmOptions:

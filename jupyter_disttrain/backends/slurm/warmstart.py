@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from ...runtime import contract
 from ..agents.request import AgentCommand
 from ..agents.start import clean_env
 from ..warm.plan import (
+    ANSWER_TIMEOUT,
     DEFAULT_IDLE,
     HEAVY,
     IDLE_ENV,
@@ -33,8 +35,11 @@ from ..warm.plan import (
     env_key,
     fingerprint,
     unseen_packages,
+    venv_fingerprint,
 )
-from . import keeper
+from ..warm.zygote_protocol import exchange
+from . import keeper, pools
+from .allocation import Allocation
 from .options import SlurmOptions
 from .request import STEP
 from .script import START, Place, srun_argv
@@ -50,7 +55,7 @@ WARM_STEP_NAME = "disttrain-warm"  # the job name of every warm step (squeue --s
 WARM_TIMEOUT = SPAWN_TIMEOUT + 60.0
 
 
-def keep_warm(opts: SlurmOptions, env: dict[str, str] | os._Environ[str]) -> float:
+def keep_warm(opts: SlurmOptions, env: Mapping[str, str]) -> float:
     """Seconds a warm step stays idle: ``--keep-warm``, else ``$DISTTRAIN_WARM_IDLE``, else 30 min."""
     if opts.keep_warm is not None:
         return opts.keep_warm
@@ -78,22 +83,9 @@ def plan(
         path = keeper.socket_path(place.allocation, fp)
     except (WarmUnavailable, OSError) as exc:
         return None, [], f"{START} (no private runtime dir for warm steps: {exc})"
-    steps = [
-        [
-            *srun_argv(spec, WARM_STEP_NAME, place, node),
-            "--unbuffered",
-            sys.executable,
-            "-u",
-            "-m",
-            WARMSTEP_MODULE,
-            fp,
-            key,
-            f"{keep:g}",
-        ]
-        for node in range(spec.nodes)
-    ]
+    steps = warm_steps(spec, place, WarmPlan(str(path), fp, (), key), keep)
     preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
-    if keeper.alive(path):
+    if pools.alive(path):
         line = "warm: forked from the warm step on each node (no new step"
     else:
         line = "warm: a warm step starts on each node now (the job waits while it imports torch; re-runs "
@@ -102,13 +94,54 @@ def plan(
     return WarmPlan(str(path), fp, preload, key), steps, line
 
 
+def warm_steps(spec: JobSpec, place: Place, warm: WarmPlan, keep: float) -> list[list[str]]:
+    """Each node's warm step command line (the keeper runs it when a job first needs the node)."""
+    venv = venv_fingerprint()
+    python = [sys.executable, "-u", "-m", WARMSTEP_MODULE, warm.fingerprint, warm.env_key, f"{keep:g}", venv]
+    return [
+        [*srun_argv(spec, WARM_STEP_NAME, place, node), "--unbuffered", *python] for node in range(spec.nodes)
+    ]
+
+
+def start_ahead(env: Mapping[str, str]) -> str:
+    """``%load_ext`` inside an allocation where Slurm is the default backend: node 0's warm step
+    started now, without a job (the keeper's ``start`` op), so that the first job forks too.
+    What it did, or why not, in words."""
+    from .client import SlurmClient
+
+    allocation = Allocation.here()
+    if allocation is None:
+        return "not inside an allocation"
+    keep = keep_warm(SlurmOptions(), env)
+    shape = JobShape(1, 0, torchrun_only=True, foreign_python=False, cold=False)
+    if why := cold_because(env, {}, shape) or (f"${IDLE_ENV} is 0" if keep == 0 else None):
+        return f"no warm step ahead: {why}"
+    fp, key = fingerprint(env), env_key(env)
+    path = keeper.socket_path(allocation.job, fp)
+    place = Place(mode=STEP, version=SlurmClient().version(), gpu=False, allocation=allocation.job)
+    (step,) = warm_steps(JobSpec(backend="slurm"), place, WarmPlan(str(path), fp, (), key), keep)
+    keeper.ensure(path, env, key)
+    deadline = time.monotonic() + ANSWER_TIMEOUT
+    while True:  # its socket appears once it has started
+        try:
+            answer = exchange(path, {"op": "start", "node": 0, "warm_step": step}, ANSWER_TIMEOUT)
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() > deadline:
+                return "no warm step ahead: its keeper did not start"
+            time.sleep(0.05)
+    return (
+        "node 0's warm step is starting" if answer.get("ok") else f"no warm step ahead: {answer.get('error')}"
+    )
+
+
 def start_warm(job_dir: str, request: SlurmRequest) -> list[WarmAgent]:
     """The job's agents forked by the warm step of each node (started now where a node has none);
     WarmUnavailable when one cannot be (those already forked are stopped: the job starts cold)."""
     from ..warm.warmagent import ask
 
     warm = WarmPlan.from_json(request.warm or {})
-    keeper.ensure(Path(warm.socket), os.environ)
+    keeper.ensure(Path(warm.socket), os.environ, warm.env_key)
     env = clean_env(dict(os.environ))
     started: list[WarmAgent] = []
     try:

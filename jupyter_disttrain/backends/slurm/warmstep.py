@@ -2,17 +2,19 @@
 warm zygote (``backends/warm/``) that forks a re-run's torchrun agent and ranks: no new step, no
 torch import.
 
-``python -u -m jupyter_disttrain.backends.slurm.warmstep FINGERPRINT ENV_KEY IDLE`` (the keeper
-starts it through ``srun``; users never do). Its stdin and stdout are its only channel, which
-``srun`` carries between the node and the keeper beside the kernel (``keeper.py``); no port is
-opened. One JSON object per line, each for one launcher's channel ``c``:
+``python -u -m jupyter_disttrain.backends.slurm.warmstep FINGERPRINT ENV_KEY IDLE VENV`` (the
+keeper starts it through ``srun``; users never do). ``VENV`` is the kernel's ``venv_fingerprint``:
+a node whose interpreter or installed packages differ from the kernel's starts no zygote and
+refuses every job, saying so (the job runs cold, its Started event says why). Its stdin and
+stdout are its only channel, which ``srun`` carries between the node and the keeper beside the
+kernel (``keeper.py``); no port is opened. One JSON object per line, each for one launcher's channel ``c``:
 
 - in: ``{"c", "m": SPAWN}``: fork that job's agent on this node (``SPAWN`` is the zygote's own
   spawn request, plus ``interval``, the node's resource sampling); ``{"c", "signal": SIG}``:
   signal that agent; ``{"c", "close": true}``: its launcher has gone, the agent is stopped;
 - out: ``{"c", "m": ANSWER}``: the zygote protocol's answers (``{"ok", "pid"}`` or the refusal,
-  then ``{"exit": CODE}``); first ``{"c": 0, "m": {"hello": {"step", "node"}}}``, which step
-  this is and where.
+  then ``{"exit": CODE}``); first ``{"c": 0, "m": {"hello": {"step", "node", "host", "gpus",
+  "idle"}}}``: which step this is, where, the GPUs it holds, its idle time (the pool listing's).
 
 For each job it does what a cold step's node agent (``node.py``) does around torchrun: the node
 record, the ranks' environment as ``srun`` gives it (the step's own Slurm variables, less its
@@ -38,7 +40,15 @@ from typing import Any, BinaryIO
 from ...runtime import contract
 from ...runtime.atomic import write_json
 from ...storage import procs
-from ..warm.plan import IDLE_ENV, WarmPlan, WarmUnavailable, private_dir, start_for, zygote_dir
+from ..warm.plan import (
+    IDLE_ENV,
+    WarmPlan,
+    WarmUnavailable,
+    private_dir,
+    start_for,
+    venv_fingerprint,
+    zygote_dir,
+)
 from ..warm.warmagent import WarmAgent, spawn
 from ..warm.zygote_protocol import MAX_REQUEST
 from .node import RUN_ENV, node_file, sample, step_env
@@ -56,8 +66,9 @@ def say(line: str) -> None:
 
 
 class WarmStep:
-    def __init__(self, plan: WarmPlan, idle: float, out: BinaryIO) -> None:
+    def __init__(self, plan: WarmPlan, idle: float, out: BinaryIO, differs: str | None = None) -> None:
         self.plan = plan
+        self.differs = differs  # why this node runs no job warm (its environment is not the kernel's)
         self.idle = idle
         self.out = out
         self.lock = threading.Lock()
@@ -68,7 +79,10 @@ class WarmStep:
         # Which step this is, for the keeper to name it to a job it ends with (channel 0: none).
         name = f"{os.environ.get('SLURM_JOB_ID')}.{os.environ.get('SLURM_STEP_ID')}"
         where = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
-        self._send(0, {"hello": {"step": name, "node": where}})
+        gpus = [g for g in (os.environ.get("SLURM_STEP_GPUS") or "").split(",") if g]
+        self._send(
+            0, {"hello": {"step": name, "node": where, "host": where, "gpus": gpus, "idle": self.idle}}
+        )
         buffer = b""
         with selectors.DefaultSelector() as sel:
             sel.register(stdin, selectors.EVENT_READ)
@@ -119,6 +133,8 @@ class WarmStep:
     def _run(self, channel: int, request: dict[str, Any]) -> None:
         """Fork one job's agent, watch it as a node agent does, say how it ended."""
         try:
+            if self.differs:
+                raise WarmUnavailable(self.differs)
             agent, record = self._fork(request)
         except Exception as exc:  # the launcher is answered whatever happened: it then runs cold
             self._send(channel, {"ok": False, "error": str(exc) or type(exc).__name__})
@@ -198,14 +214,31 @@ def step_dir() -> Path:
     return private_dir(zygote_dir() / f"slurm-{step}")
 
 
+def node_differs(kernel_venv: str) -> str | None:
+    """Why this node cannot fork the kernel's jobs, if its interpreter or packages differ."""
+    if venv_fingerprint() == kernel_venv:
+        return None
+    where = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    return (
+        f"node {where}'s Python environment differs from the kernel's ({sys.executable}: another venv, "
+        "or packages installed on one side since): its jobs run cold; give every node the kernel's venv"
+    )
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) != 4:
         print(
-            "usage: python -m jupyter_disttrain.backends.slurm.warmstep FINGERPRINT ENV_KEY IDLE",
+            "usage: python -m jupyter_disttrain.backends.slurm.warmstep FINGERPRINT ENV_KEY IDLE VENV",
             file=sys.stderr,
         )
         return 2
     fingerprint, key, idle = argv[0], argv[1], float(argv[2])
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # only frames go to the keeper; anything else printed here goes to its log
+    differs = node_differs(argv[3])
+    if differs:
+        say(differs)
+        return WarmStep(WarmPlan("", fingerprint), idle, out, differs).serve(sys.stdin.fileno())
     try:
         directory = step_dir()
     except (WarmUnavailable, OSError) as exc:
@@ -216,8 +249,6 @@ def main(argv: list[str]) -> int:
     os.environ[IDLE_ENV] = str(idle + 3600)
     start_for(plan, os.environ, [os.getpid()])  # it imports while the first request arrives
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # scancel of the step: end as when idle
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # only frames go to the keeper; anything else printed here goes to its log
     return WarmStep(plan, idle, out).serve(sys.stdin.fileno())
 
 

@@ -162,26 +162,45 @@ def env_key(env: Mapping[str, str]) -> str:
     # A venv's python links to its base one; two copies of this package are two environments.
     where = [os.path.realpath(sys.executable), sys.prefix, str(Path(__file__).resolve().parents[2])]
     data = {"python": where, "version": sys.version, "env": sorted(own.items())}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_CHARS]
+    return _hash(data)
 
 
 def fingerprint(env: Mapping[str, str]) -> str:
     """What a zygote's imports depend on, hashed: a change of any of it needs another zygote."""
+    here = Path(__file__).resolve().parents[2]  # the package: its forked code is the zygote's
+    watched = [*_installed(), str(here)]
+    for sub in ("runtime", "backends/warm"):
+        watched += [str(p) for p in sorted((here / sub).glob("*.py"))]
+    return _hash({"environment": env_key(env), "stamps": _stamps(watched)})
+
+
+def venv_fingerprint() -> str:
+    """The interpreter and its installed packages (site-packages, torch), hashed, whatever this
+    package's own copy: a cluster node's is compared with the kernel's (a node whose venv differs
+    runs cold), where the kernel may run a checkout of the package and the node its installed copy."""
+    python = os.path.realpath(sys.executable)
+    return _hash({"python": python, "version": sys.version, "stamps": _stamps(_installed())})
+
+
+def _installed() -> list[str]:
+    """Where the interpreter's packages are: site-packages (its own and the user's), torch."""
     import site
     from importlib.util import find_spec
 
     torch = find_spec("torch")
-    here = Path(__file__).resolve().parents[2]  # the package: its forked code is the zygote's
-    watched = [*site.getsitepackages(), site.getusersitepackages(), str(here)]
-    if torch is not None and torch.origin:
-        watched.append(os.path.dirname(torch.origin))
-    for sub in ("runtime", "backends/warm"):
-        watched += [str(p) for p in sorted((here / sub).glob("*.py"))]
+    found = [*site.getsitepackages(), site.getusersitepackages()]
+    return [*found, os.path.dirname(torch.origin)] if torch is not None and torch.origin else found
+
+
+def _stamps(paths: Iterable[str]) -> dict[str, int]:
     stamps = {}
-    for path in watched:
+    for path in paths:
         with contextlib.suppress(OSError):
             stamps[path] = os.stat(path).st_mtime_ns
-    data = {"environment": env_key(env), "stamps": stamps}
+    return stamps
+
+
+def _hash(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 

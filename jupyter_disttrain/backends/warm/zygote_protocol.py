@@ -93,6 +93,16 @@ def read_answer(conn: socket.socket) -> tuple[dict[str, Any], bytes]:
     return message, rest
 
 
+def exchange(path: Path, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Send one request to the server at ``path`` and return its one answer (OSError when none
+    listens, ValueError for an answer that is not one, TimeoutError when none came in time)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(str(path))
+        conn.sendall(json.dumps(message).encode() + b"\n")
+        return read_answer(conn)[0]
+
+
 def held(lock: Path) -> bool:
     """Whether a live server holds ``lock`` (it takes it at start and keeps it until it ends)."""
     try:

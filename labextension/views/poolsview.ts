@@ -1,0 +1,92 @@
+/**
+ * The sidebar's "Warm pools" section: each pool kept warm between jobs (where, its nodes,
+ * accelerators held, idle for, releases in) with a Release button that asks first. Hidden while
+ * there is none. Plain DOM, redrawn from `PoolsModel` on each change.
+ */
+import { PoolsModel, poolCells, releaseQuestion } from '../models/poolsmodel';
+import { errorMessage } from '../models/pollingmodel';
+import type { IPool } from '../rest/types';
+
+export class PoolsSection {
+  /** `confirm` asks the user a yes/no question (a dialog in the lab). */
+  constructor(
+    readonly model: PoolsModel,
+    private _confirm: (question: string, force: boolean) => Promise<boolean>
+  ) {
+    this.node = document.createElement('section');
+    this.node.className = 'jp-DistTrainPools';
+    this.node.setAttribute('aria-label', 'Warm pools');
+    const h = document.createElement('h3');
+    h.className = 'jp-DistTrainPools-title';
+    h.textContent = 'Warm pools';
+    this._status = document.createElement('div');
+    this._status.className = 'jp-DistTrainPools-status';
+    this._status.setAttribute('role', 'status');
+    this._list = document.createElement('ul');
+    this._list.className = 'jp-DistTrainPools-list';
+    this.node.append(h, this._status, this._list);
+    model.changed.connect(this.render, this);
+    this.render();
+  }
+
+  readonly node: HTMLElement;
+
+  dispose(): void {
+    this.model.changed.disconnect(this.render, this);
+  }
+
+  render(): void {
+    const { pools, errors, error } = this.model;
+    const said = [error && `Cannot load warm pools: ${error}`, ...errors, this._said].filter(
+      Boolean
+    );
+    this.node.hidden = pools.length === 0 && said.length === 0;
+    this._status.textContent = said.join(' · ');
+    this._status.classList.toggle('jp-mod-error', !!error || errors.length > 0 || this._failed);
+    this._list.replaceChildren(...pools.map(pool => this._row(pool)));
+  }
+
+  private _row(pool: IPool): HTMLLIElement {
+    const cells = poolCells(pool);
+    const li = document.createElement('li');
+    li.className = 'jp-DistTrainPools-pool';
+    li.dataset.poolId = pool.id;
+    const title = document.createElement('div');
+    title.className = 'jp-DistTrainPools-place';
+    title.textContent = `${cells.place}: ${cells.accelerators}`;
+    const detail = document.createElement('div');
+    detail.className = 'jp-DistTrainPools-detail';
+    detail.textContent = `${cells.nodes} · ${cells.idle} · ${cells.releases}`;
+    const release = document.createElement('button');
+    release.type = 'button';
+    release.className = 'jp-DistTrainPools-release jp-Button jp-mod-minimal';
+    release.textContent = 'Release';
+    release.title = `Release ${pool.id} now`;
+    release.setAttribute('aria-label', `Release warm pool ${pool.id}`);
+    release.addEventListener('click', () => void this.release(pool));
+    li.append(title, detail, release);
+    return li;
+  }
+
+  /** Ask, then release (by force when a job runs in it: the user was told it fails). */
+  async release(pool: IPool): Promise<void> {
+    const force = pool.jobs.length > 0;
+    if (!(await this._confirm(releaseQuestion(pool), force))) {
+      return;
+    }
+    try {
+      const answer = await this.model.release(pool.id, force);
+      this._said = answer.message;
+      this._failed = false;
+    } catch (err) {
+      this._said = `Cannot release ${pool.id}: ${errorMessage(err)}`;
+      this._failed = true;
+    }
+    this.render();
+  }
+
+  private _status: HTMLDivElement;
+  private _list: HTMLUListElement;
+  private _said = '';
+  private _failed = false;
+}
