@@ -25,7 +25,6 @@ from ...runtime import contract
 from ...storage import procs
 from ...storage.logfiles import LogSource, replica_sources
 from ...storage.store import JobRecord, read_json
-from .. import option_owner
 from ..agents.request import AgentCommand, LocalRequest, request_roles
 from ..agents.spawn import START_TIMEOUT, spawn_launcher
 from ..agents.supervisor import LAUNCHER_FILE
@@ -33,7 +32,7 @@ from ..base import Backend
 from ..rankenv import ensure_runtime_path, runtime_path, user_cache_dir
 from ..warm.plan import SPAWN_TIMEOUT, JobShape, WarmPlan, ensure_zygote, script_imports
 from ..warm.plan import plan as warm_plan
-from .options import NAMES, LocalOptions, parse_options
+from .options import LocalOptions
 from .python import foreign, job_python
 from .roles import role_commands
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
@@ -72,20 +71,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class LocalBackend(Backend):
+class LocalBackend(Backend[LocalOptions]):
     """torchrun on this machine: one process per GPU, or CPU processes with gloo."""
 
     name = "local"
     local = True
     options = LocalOptions
 
-    def _options(self, spec: JobSpec) -> LocalOptions:
-        """``spec.options`` typed and checked; an option of another backend is refused naming it."""
-        unknown = sorted(set(spec.options) - set(NAMES))
-        return parse_options(spec.options, option_owner(unknown[0], self.name) if unknown else None)
-
-    def _validate(self, spec: JobSpec) -> None:
-        opts = self._options(spec)
+    def _validate(self, spec: JobSpec, opts: LocalOptions) -> None:
         gpus = [] if spec.accelerator == "cpu" else visible_gpus()
         cpus = cpu_count()
         processes = get_launcher(spec.launcher).processes(spec)
@@ -109,13 +102,12 @@ class LocalBackend(Backend):
                 f"machine has {len(gpus)}: lower --gpus, or use --backend kubernetes"
             )
 
-    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: LocalOptions) -> DryRun:
         job_dir = self.store.job_dir(job_id)
         gpus = None if spec.accelerator == "cpu" else (visible_gpus() or None)
         cache = user_cache_dir()
         ctx = LaunchContext(str(job_dir), gpus is None, cache, host=LOOPBACK, port=free_port())
         roles = get_launcher(spec.launcher).roles(spec, ctx)
-        opts = self._options(spec)
         python = job_python(opts.python)
         where: dict[str, Any] = {
             "python": python,
@@ -163,10 +155,10 @@ class LocalBackend(Backend):
         roles = request_roles(spec, request)
         return [ReplicaStatus(name=name, role=role, index=i) for name, role, i in replicas_of(roles)]
 
-    def _schedule(self, record: JobRecord) -> None:
+    def _schedule(self, record: JobRecord, opts: LocalOptions) -> None:
         job_dir = self.store.job_dir(record.id)
         request = LocalRequest.from_json(record.request)
-        python = job_python(self._options(record.spec).python)
+        python = job_python(opts.python)
         if foreign(python) and request.cache_dir:
             ensure_runtime_path(runtime_path(request.cache_dir))
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))
