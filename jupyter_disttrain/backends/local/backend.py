@@ -32,6 +32,7 @@ from ..base import Backend
 from ..rankenv import ensure_runtime_path, runtime_path, user_cache_dir
 from ..warm.plan import SPAWN_TIMEOUT, JobShape, WarmPlan, ensure_zygote, script_imports
 from ..warm.plan import plan as warm_plan
+from .devices import cpu_count, job_gpus
 from .options import LocalOptions
 from .python import foreign, job_python
 from .roles import role_commands
@@ -44,25 +45,6 @@ _LAUNCH_TIMEOUT = START_TIMEOUT + SPAWN_TIMEOUT
 # one: its submit was cut short (the server or kernel killed between writing job.json and
 # starting the launcher). Well past the time the submit itself waits for its launcher.
 NEVER_LAUNCHED_AFTER = _LAUNCH_TIMEOUT + 60.0
-
-
-def visible_gpus() -> list[str]:
-    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else the driver's list."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
-    try:
-        return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
-    except OSError:
-        return []
-
-
-def cpu_count() -> int:
-    """CPUs this process may run on (its affinity, e.g. a container's cpuset)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def free_port() -> int:
@@ -79,7 +61,7 @@ class LocalBackend(Backend[LocalOptions]):
     options = LocalOptions
 
     def _validate(self, spec: JobSpec, opts: LocalOptions) -> None:
-        gpus = [] if spec.accelerator == "cpu" else visible_gpus()
+        gpus = job_gpus(spec.accelerator)
         cpus = cpu_count()
         processes = get_launcher(spec.launcher).processes(spec)
         if not gpus and not opts.oversubscribe and processes > cpus:
@@ -104,7 +86,7 @@ class LocalBackend(Backend[LocalOptions]):
 
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: LocalOptions) -> DryRun:
         job_dir = self.store.job_dir(job_id)
-        gpus = None if spec.accelerator == "cpu" else (visible_gpus() or None)
+        gpus = job_gpus(spec.accelerator) or None
         cache = user_cache_dir()
         ctx = LaunchContext(str(job_dir), gpus is None, cache, host=LOOPBACK, port=free_port())
         roles = get_launcher(spec.launcher).roles(spec, ctx)
