@@ -18,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..jobs.errors import JobCancelledError, JobFailedError, job_error
 from ..model.errors import DistTrainError
-from ..model.specs import JobPhase
+from ..model.specs import DEFAULT_NAME, JobPhase
 
 if TYPE_CHECKING:
     from ..api import Job
@@ -218,7 +218,7 @@ class DistTrainMagics(Magics):
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
         from ..jobs.intake import spec_from_flags
 
-        return spec_from_flags(args, script_args, default_name="distrun")
+        return spec_from_flags(args, script_args, default_name=DEFAULT_NAME)
 
     def _follow(self, job: Job, cancel_on_interrupt: bool) -> tuple[JobStatus | None, Failure | None]:
         """Show status and output until the job ends and return its end and, when it failed, why
