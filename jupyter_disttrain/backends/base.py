@@ -80,9 +80,12 @@ class Backend(LogAccess, DebugAccess, abc.ABC, Generic[OptsT]):
         launcher = get_launcher(spec.launcher)
         launcher.validate(spec, local=self.local)
         job_id = job_id or self.store.new_job_id(spec.name)
-        files = {**(files or {}), **launcher.side_files(spec, local=self.local)}
+        side = launcher.side_files(spec, local=self.local)
+        files = {**(files or {}), **side}
         payload = {} if script is None else {**files, spec.entrypoint: script.encode("utf-8")}
-        return self._dryrun(spec, job_id, payload, opts), opts, files
+        info = self._dryrun(spec, job_id, payload, opts)
+        info.side_files = side
+        return info, opts, files
 
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
         """Create the job's directory, write the script, launch; return the job id.

@@ -478,6 +478,9 @@ class DryRun:
     backend: str
     request: LaunchRequest
     text: str
+    # The files the launcher puts beside the script (a DeepSpeed config...), by name: what the
+    # magic lists. Not in ``to_json``: the REST answer is the request, which a submit carries out.
+    side_files: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
