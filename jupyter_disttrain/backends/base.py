@@ -80,7 +80,7 @@ class Backend(LogAccess, DebugAccess, abc.ABC, Generic[OptsT]):
         launcher = get_launcher(spec.launcher)
         launcher.validate(spec, local=self.local)
         job_id = job_id or self.store.new_job_id(spec.name)
-        side = launcher.side_files(spec, local=self.local)
+        side = {} if script is None else launcher.side_files(spec, local=self.local)  # as the payload
         files = {**(files or {}), **side}
         payload = {} if script is None else {**files, spec.entrypoint: script.encode("utf-8")}
         info = self._dryrun(spec, job_id, payload, opts)
