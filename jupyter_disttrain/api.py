@@ -201,9 +201,9 @@ def job_target(spec: JobSpec) -> Target:
     if spec.accelerator == "cpu":
         no_gpu = "--accelerator cpu"
     elif spec.backend == "local":
-        from .backends.local.backend import visible_gpus
+        from .backends.local.devices import job_gpus
 
-        no_gpu = None if visible_gpus() else "no GPU is visible on this machine"
+        no_gpu = None if job_gpus(spec.accelerator) else "no GPU is visible on this machine"
     return Target(spec.world_size, flags, no_gpu, spec.nproc_per_node, spec.nodes)
 
 

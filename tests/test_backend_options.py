@@ -24,6 +24,7 @@ from typing import Any
 
 from jupyter_disttrain.backends.base import Backend
 from jupyter_disttrain.model.flags import option
+from jupyter_disttrain.model.errors import InvalidSpecError
 from jupyter_disttrain.model.specs import DryRun
 
 
@@ -47,12 +48,17 @@ class SiteBackend(Backend):
     name = "site"
     options = SiteOptions
 
-    def _dryrun(self, spec, job_id, payload):
-        request = SiteRequest(dict(spec.options))
-        text = f"queue {job_id} on partition {spec.options.get('partition')}"
+    # The base backend resolved spec.options into a SiteOptions once: each hook gets that object.
+    def _validate(self, spec, opts):
+        if opts.pool == "closed":
+            raise InvalidSpecError("--pool closed takes no jobs: pick another pool")
+
+    def _dryrun(self, spec, job_id, payload, opts):
+        request = SiteRequest({"partition": opts.partition, "pool": opts.pool})
+        text = f"queue {job_id} on partition {opts.partition}"
         return DryRun(job_id, str(self.store.job_dir(job_id)), self.name, request, text)
 
-    def _schedule(self, record):
+    def _schedule(self, record, opts):
         raise NotImplementedError
 
     def _cancel_existing(self, record):
@@ -138,18 +144,48 @@ def test_a_third_party_backends_option_is_a_flag_of_the_cli(site_path: Path, tmp
 
 
 def test_an_option_of_another_backend_names_it(site_path: Path, tmp_path: Path) -> None:
+    # The base backend resolves every backend's options, a third party's too: what it does not
+    # declare is refused naming who does, and its hooks get its own typed options.
     code = """
         from jupyter_disttrain import api
         from jupyter_disttrain.storage.store import JobStore
-        try:
-            api.dryrun("print(1)", store=JobStore("jobs"), backend="local", options={"pool": "x"})
-        except Exception as exc:
-            print(exc)
+        for backend, options in [
+            ("local", {"pool": "x"}),
+            ("site", {"python": "/usr/bin/python3"}),
+            ("site", {"pool": "closed"}),
+            ("kubernetes", {"pool": "x"}),
+        ]:
+            try:
+                api.dryrun("print(1)", store=JobStore("jobs"), backend=backend, options=options)
+            except Exception as exc:
+                print(exc)
     """
     run = _python(code, site_path, tmp_path)
-    assert run.stdout.strip() == (
-        "the local backend has no option 'pool'; it is a Site option: add --backend site"
-    ), run.stderr
+    assert run.stdout.splitlines() == [
+        "the local backend has no option 'pool'; it is a Site option: add --backend site",
+        "the site backend has no option 'python'; it is a Local option: add --backend local",
+        "--pool closed takes no jobs: pick another pool",
+        "unknown Kubernetes option 'pool'; it is a Site option: add --backend site",
+    ], run.stderr
+
+
+def test_a_dry_run_parses_the_options_once(tmp_path: Path) -> None:
+    from jupyter_disttrain.backends.local.backend import LocalBackend
+    from jupyter_disttrain.backends.local.options import LocalOptions
+    from jupyter_disttrain.model.specs import JobSpec
+    from jupyter_disttrain.storage.store import JobStore
+
+    class Counting(LocalBackend):
+        parsed = 0
+
+        def _parse_options(self, options: dict[str, object], other: str | None) -> LocalOptions:
+            self.parsed += 1
+            return super()._parse_options(options, other)
+
+    backend = Counting(JobStore(tmp_path / "jobs"))
+    spec = JobSpec(name="once", accelerator="cpu", options={"grace_period": 3})
+    assert backend.dryrun(spec, script="print(1)\n").request.to_json()["grace_period"] == 3.0
+    assert backend.parsed == 1
 
 
 def test_a_broken_third_party_backend_leaves_the_flags_of_the_others(

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from test_magic import shell  # noqa: F401 - the fixture
 
-from jupyter_disttrain.backends.local.backend import cpu_count
+from jupyter_disttrain.backends.local.devices import cpu_count
 from jupyter_disttrain.storage.logfiles import CUT_MARKER
 from jupyter_disttrain.storage.store import JobStore
 

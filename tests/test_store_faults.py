@@ -14,7 +14,8 @@ import pytest
 
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.local import backend as backend_module
-from jupyter_disttrain.backends.local.backend import LocalBackend, cpu_count
+from jupyter_disttrain.backends.local.backend import LocalBackend
+from jupyter_disttrain.backends.local.devices import cpu_count
 from jupyter_disttrain.commands import run_subcommand
 from jupyter_disttrain.model.errors import DistTrainError, InvalidSpecError, UnknownJobError
 from jupyter_disttrain.model.specs import RESERVED_ENV, JobPhase, JobSpec, JobStatus

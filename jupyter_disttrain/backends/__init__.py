@@ -1,5 +1,6 @@
 """Backends by name: built-ins plus third parties through the entry-point group
-``jupyter_disttrain.backends`` (``name = "package.module:BackendClass"``).
+``jupyter_disttrain.backends`` (``name = "package.module:BackendClass"``), as ``registry.py``
+lists them, and the default backend of where the kernel runs.
 
 Nothing is imported until a backend is asked for, so ``%load_ext`` stays fast. Each backend
 declares its flags in ``Backend.options`` (a dataclass of ``flags.option`` fields);
@@ -10,93 +11,24 @@ loaded without the backend and its heavy imports.
 
 from __future__ import annotations
 
-import importlib
 import os
 
-from ..model.errors import UnknownBackendError
+from .registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+from .registry import backend_names as backend_names
+from .registry import backend_target, load
+from .registry import option_classes as option_classes
+from .registry import option_owner as option_owner
+from .registry import options_class as options_class
 
 TYPE_CHECKING = False  # not typing's: the launcher imports this package on its critical path
 if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
-    from typing import Any
-
     from ..storage.store import JobStore
     from .base import Backend
 
-ENTRY_POINT_GROUP = "jupyter_disttrain.backends"
 BACKEND_ENV = "DISTTRAIN_BACKEND"
-
-_BUILTIN = {
-    "local": "jupyter_disttrain.backends.local.backend:LocalBackend",
-    "kubernetes": "jupyter_disttrain.backends.kubernetes:KubernetesBackend",
-    "slurm": "jupyter_disttrain.backends.slurm.backend:SlurmBackend",
-}
-# The built-ins' ``options`` classes, loadable on their own (the same classes: a test checks).
-_BUILTIN_OPTIONS = {
-    "local": "jupyter_disttrain.backends.local.options:LocalOptions",
-    "kubernetes": "jupyter_disttrain.backends.kubernetes.options:KubeOptions",
-    "slurm": "jupyter_disttrain.backends.slurm.options:SlurmOptions",
-}
 # Where Kubernetes mounts a pod's service-account token (and namespace, CA).
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBERNETES_EXTRA = "pip install 'jupyter_disttrain[kubernetes]'"
-
-
-def _entry_points() -> list[EntryPoint]:
-    from importlib.metadata import entry_points  # slow to import; only needed here
-
-    return list(entry_points(group=ENTRY_POINT_GROUP))
-
-
-def backend_names() -> list[str]:
-    names = set(_BUILTIN)
-    names.update(ep.name for ep in _entry_points())
-    return sorted(names)
-
-
-def _registered() -> list[str]:
-    """Every backend's name: the built-ins in their order, then the others by name."""
-    return [*_BUILTIN, *sorted({ep.name for ep in _entry_points()} - set(_BUILTIN))]
-
-
-def options_class(name: str) -> type | None:
-    """The dataclass declaring backend ``name``'s flags (its ``Backend.options``), or None."""
-    target = _BUILTIN_OPTIONS.get(name)
-    if target is None:
-        return backend_class(name).options
-    cls: type = _load(target)
-    return cls
-
-
-def option_classes() -> list[type]:
-    """Every registered backend's options class, each once (a subclass may share its parent's).
-
-    A third-party backend that cannot be loaded is left out with a warning: one broken install
-    must not take the magic down.
-    """
-    found: list[type] = []
-    for name in _registered():
-        try:
-            cls = options_class(name)
-        except Exception as exc:
-            import logging
-
-            logging.getLogger(__name__).warning("backend %r is left out of the flags: %s", name, exc)
-            continue
-        if cls is not None and cls not in found:
-            found.append(cls)
-    return found
-
-
-def option_owner(option: str, besides: str) -> str | None:
-    """The first registered backend other than ``besides`` that has the option ``option``."""
-    import dataclasses
-
-    for name in _registered():
-        cls = options_class(name) if name != besides else None
-        if cls is not None and option in {f.name for f in dataclasses.fields(cls)}:
-            return name
-    return None
 
 
 def in_pod_with_service_account() -> bool:
@@ -133,22 +65,8 @@ def default_backend_name() -> str:
 
 
 def backend_class(name: str) -> type[Backend]:
-    target = _BUILTIN.get(name)
-    if target is None:
-        for ep in _entry_points():
-            if ep.name == name:
-                target = ep.value
-                break
-    if target is None:
-        raise UnknownBackendError(f"unknown backend {name!r}; choose one of: {', '.join(backend_names())}")
-    cls: type[Backend] = _load(target)
+    cls: type[Backend] = load(backend_target(name))
     return cls
-
-
-def _load(target: str) -> Any:
-    """The object ``package.module:name`` names, its module imported on the way."""
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def get_backend(name: str | None = None, store: JobStore | None = None) -> Backend:

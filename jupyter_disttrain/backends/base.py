@@ -3,30 +3,36 @@
 Public methods are concrete and do the shared work (validation, the job directory, the
 status record, idempotent cancel); backends fill in the ``_``-prefixed hooks. The dry run is
 first-class: ``submit`` builds the dry run's request, stores it in the job record, and the
-backend carries out exactly that request.
+backend carries out exactly that request. ``spec.options`` are resolved into the backend's
+typed ``options`` once per request (``resolve_options``) and that object is what the hooks get.
+Reading output (``logaccess.py``) and a rank's prompt (``debugaccess.py``) are parts of their own.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ..launchers import get_launcher
 from ..model.errors import BackendError, DistTrainError, InvalidSpecError, JobEndedError, UnknownReplicaError
-from ..model.specs import DryRun, Event, JobPhase, JobSpec, JobStatus, LogLine, LogRun, ReplicaStatus, now_iso
+from ..model.specs import DryRun, Event, JobPhase, JobSpec, JobStatus, ReplicaStatus, now_iso
 from ..monitoring.resources import ReplicaState, SeriesTails, quiet_replicas, read_resources
 from ..payloads.monitoring import Resources, StackDump
-from ..storage.logfiles import Budget, LogSource, group_runs, log_files, read_lines, read_runs
 from ..storage.store import JobRecord, JobStore
 from .debugaccess import DebugAccess
+from .logaccess import LogAccess
 from .poolaccess import PoolAccess
+from .resolve import declared, resolve
 
 if TYPE_CHECKING:  # a protocol: each backend has its own request type
     from ..model.specs import LaunchRequest
 
 
-class Backend(DebugAccess, PoolAccess, abc.ABC):
+OptsT = TypeVar("OptsT")  # a backend's typed options: an instance of its ``options``
+
+
+class Backend(LogAccess, DebugAccess, PoolAccess, abc.ABC, Generic[OptsT]):
     """Runs jobs somewhere and reports on them through the job store."""
 
     #: The name users pass to ``--backend``.
@@ -42,6 +48,11 @@ class Backend(DebugAccess, PoolAccess, abc.ABC):
         self.series_tails = SeriesTails()  # what listings read of the running jobs' series
 
     # -- submit ------------------------------------------------------------------------------
+    def resolve_options(self, options: Mapping[str, Any]) -> OptsT:
+        """``spec.options`` as this backend's typed ``options``, checked: parsed here once per
+        request, or per use of a stored record, and handed to the hooks that need them."""
+        return resolve(self.name, self.options, options, self._parse_options)
+
     def dryrun(
         self,
         spec: JobSpec,
@@ -56,18 +67,26 @@ class Backend(DebugAccess, PoolAccess, abc.ABC):
         ships code inside its request (a Kubernetes ConfigMap) shows and checks it as well.
         Raises ``InvalidSpecError`` with a one-line reason.
         """
+        return self._plan(spec, job_id, script, files)[0]
+
+    def _plan(
+        self, spec: JobSpec, job_id: str | None, script: str | None, files: dict[str, bytes] | None
+    ) -> tuple[DryRun, OptsT, dict[str, bytes]]:
+        """The dry run, the options it resolved and the files beside the script (side files too)."""
         spec.validate()
         if spec.backend != self.name:
             raise InvalidSpecError(f"spec is for backend {spec.backend!r}, not {self.name!r}")
-        self._validate(spec)
+        opts = self.resolve_options(spec.options)
+        self._validate(spec, opts)
         launcher = get_launcher(spec.launcher)
         launcher.validate(spec, local=self.local)
         job_id = job_id or self.store.new_job_id(spec.name)
-        payload: dict[str, bytes] = {}
-        if script is not None:
-            side = launcher.side_files(spec, local=self.local)
-            payload = {**(files or {}), **side, spec.entrypoint: script.encode("utf-8")}
-        return self._dryrun(spec, job_id, payload)
+        side = {} if script is None else launcher.side_files(spec, local=self.local)  # as the payload
+        files = {**(files or {}), **side}
+        payload = {} if script is None else {**files, spec.entrypoint: script.encode("utf-8")}
+        info = self._dryrun(spec, job_id, payload, opts)
+        info.side_files = side
+        return info, opts, files
 
     def submit(self, spec: JobSpec, script: str, files: dict[str, bytes] | None = None) -> str:
         """Create the job's directory, write the script, launch; return the job id.
@@ -75,8 +94,7 @@ class Backend(DebugAccess, PoolAccess, abc.ABC):
         If launching fails the job stays in the store as Failed with the reason, so nothing
         the user submitted is lost.
         """
-        info = self.dryrun(spec, script=script, files=files)
-        files = {**(files or {}), **get_launcher(spec.launcher).side_files(spec, local=self.local)}
+        info, opts, files = self._plan(spec, None, script, files)
         record = JobRecord(id=info.job_id, spec=spec, request=info.request.to_json())
         status = JobStatus(
             job_id=record.id,
@@ -95,7 +113,7 @@ class Backend(DebugAccess, PoolAccess, abc.ABC):
                 "nothing was launched"
             ) from exc
         try:
-            self._schedule(record)
+            self._schedule(record, opts)
         except Exception as exc:
             self.store.write_status(status.end(JobPhase.FAILED, "SubmitFailed", str(exc)))
             if isinstance(exc, DistTrainError):
@@ -109,101 +127,6 @@ class Backend(DebugAccess, PoolAccess, abc.ABC):
         record = self.store.read_record(job_id)
         status = self.store.read_status(job_id) or JobStatus(job_id=job_id, created=record.created)
         return self._reconcile(record, status)
-
-    def logs(
-        self,
-        job_id: str,
-        replica: str | None = None,
-        *,
-        follow: bool = False,
-        tail: int | None = None,
-        offset: str | int | None = None,
-        budget: Budget | None = None,
-    ) -> Iterator[LogLine]:
-        """Lines of output, one replica or all interleaved.
-
-        ``tail`` starts at the last N lines (of each replica); ``offset`` resumes after the
-        line that carried it. With ``follow`` the iterator waits for new lines and ends once
-        the job has ended and all its output has been read. With a ``budget`` it ends once
-        that many bytes were read (``budget.hit`` then says more is there).
-        """
-        record = self.store.read_record(job_id)
-        streamed = self._streamed_logs(
-            record, replica, follow=follow, tail=tail, offset=offset, budget=budget
-        )
-        if streamed is not None:
-            return streamed
-        self._check_replica(record, replica, self._log_sources(record))
-
-        def done() -> bool:
-            return self.describe(job_id).is_terminal
-
-        return read_lines(
-            lambda: self._log_sources(record),
-            offset=offset,
-            tail=tail,
-            follow=follow,
-            is_done=done,
-            replica=replica,
-            budget=budget,
-        )
-
-    def log_runs(
-        self,
-        job_id: str,
-        replica: str | None = None,
-        *,
-        tail: int | None = None,
-        offset: str | int | None = None,
-        max_lines: int = 5000,
-        final: bool = True,
-        budget: Budget | None = None,
-    ) -> list[LogRun]:
-        """Up to ``max_lines`` of the output there is now (and at most ``budget`` bytes), in
-        runs of consecutive lines.
-
-        The same lines and resume tokens as ``logs`` without ``follow``, read in bulk: what a
-        poller (the server's log stream) calls. ``final``: the job has ended, so a last line
-        without a newline is complete (pass the status read *before* this call).
-        """
-        record = self.store.read_record(job_id)
-        bulk = budget or Budget()  # a bulk read is bounded in bytes even when the caller set no budget
-        streamed = self._streamed_logs(record, replica, follow=False, tail=tail, offset=offset, budget=bulk)
-        if streamed is not None:
-            return group_runs(streamed, max_lines)
-        sources = self._log_sources(record)
-        self._check_replica(record, replica, sources)
-        return read_runs(
-            sources,
-            offset=offset,
-            tail=tail,
-            replica=replica,
-            max_lines=max_lines,
-            final=final,
-            budget=budget,
-        )
-
-    def _streamed_logs(
-        self,
-        record: JobRecord,
-        replica: str | None,
-        *,
-        follow: bool,
-        tail: int | None,
-        offset: str | int | None,
-        budget: Budget | None,
-    ) -> Iterator[LogLine] | None:
-        """Hook: the job's output when it is not in log files of the job dir (a cluster's own
-        log API); None, the default, reads ``_log_sources``."""
-        return None
-
-    def _check_replica(self, record: JobRecord, replica: str | None, sources: list[LogSource]) -> None:
-        if replica is not None:
-            known = {r.name for r in self.describe(record.id).replicas}
-            known.update(s.replica for s in sources)
-            if replica not in known:
-                have = ", ".join(sorted(known)) or "none yet"
-                raise InvalidSpecError(f"job {record.id} has no replica {replica!r}; it has: {have}")
 
     # -- resources and stacks ------------------------------------------------------------------
     def resources(self, job_id: str, since: float | None = None) -> Resources:
@@ -264,19 +187,25 @@ class Backend(DebugAccess, PoolAccess, abc.ABC):
         """Stop what still runs of a job whose status has ended. Nothing by default."""
         return None
 
-    def _validate(self, spec: JobSpec) -> None:
+    def _parse_options(self, options: dict[str, Any], other: str | None) -> OptsT:
+        """Check ``options`` and build the typed object (``other``: the backend that has an option
+        this one lacks). By default each field as its ``flags.option`` declares it."""
+        parsed: OptsT = declared(self.name, self.options, options, other)
+        return parsed
+
+    def _validate(self, spec: JobSpec, opts: OptsT) -> None:
         """Backend-specific checks of ``spec`` (raise ``InvalidSpecError``). None by default."""
         return None
 
     @abc.abstractmethod
-    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: OptsT) -> DryRun:
         """Build the native request for ``spec`` as ``job_id``, without side effects.
 
         ``payload`` is the script and side files by file name (empty when not known yet).
         """
 
     @abc.abstractmethod
-    def _schedule(self, record: JobRecord) -> None:
+    def _schedule(self, record: JobRecord, opts: OptsT) -> None:
         """Carry out ``record.request`` (the dry run's request as JSON); return once the job is launched."""
 
     def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
@@ -300,9 +229,6 @@ class Backend(DebugAccess, PoolAccess, abc.ABC):
 
     def _stack(self, record: JobRecord, status: JobStatus, replica: str, method: str) -> StackDump:
         raise BackendError(f"the {self.name} backend cannot dump a replica's stacks")
-
-    def _log_sources(self, record: JobRecord) -> list[LogSource]:
-        return [LogSource(p.stem, p) for p in log_files(self.store.logs_dir(record.id))]
 
     @abc.abstractmethod
     def _cancel_existing(self, record: JobRecord) -> None:

@@ -125,13 +125,13 @@ def spec_from_json(spec_data: Any, default_backend: str) -> JobSpec:
 
 def spec_from_words(
     *,
-    gpus: int = 1,
-    nodes: int = 1,
-    name: str = "distrun",
+    gpus: int = JobSpec.nproc_per_node,
+    nodes: int = JobSpec.nodes,
+    name: str = JobSpec.name,
     backend: str | None = None,
     args: Sequence[str] = (),
     env: dict[str, str] | None = None,
-    max_restarts: int = 0,
+    max_restarts: int = JobSpec.max_restarts,
     working_dir: str | None = None,
     **fields: Any,
 ) -> JobSpec:

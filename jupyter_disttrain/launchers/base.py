@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -80,6 +81,18 @@ def replicas_of(roles: list[Role]) -> list[tuple[str, str, int]]:
     for role in roles:
         out += [(name, role.name, i) for i, name in enumerate(role.replica_names())]
     return out
+
+
+def process_replicas(roles: list[Role]) -> set[str]:
+    """Replicas that are processes of their own (a parameter-server job's scheduler, servers and
+    workers): their whole log is the script's output, as a rank's is (an agent's is not)."""
+    return {name for name, _, _ in replicas_of([r for r in roles if r.via == PROCESS])}
+
+
+def recorded_roles(spec: JobSpec, roles: Sequence[dict[str, Any]]) -> list[Role]:
+    """The roles a dry run laid out (its request's ``roles``), or torchrun's workers for a job
+    recorded before requests carried roles."""
+    return [Role.from_json(r) for r in roles] or default_roles(spec)
 
 
 def default_roles(spec: JobSpec) -> list[Role]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..launchers.names import NAMES as LAUNCHERS
 from .errors import InvalidSpecError
+from .specs import ACCELERATORS, JobSpec
 
 
 @dataclass(frozen=True)
@@ -181,12 +182,12 @@ class JobWords:
     """The words of every job, in torchrun's terms where it has one (JobSpec fields)."""
 
     gpus: int = option(
-        1,
+        JobSpec.nproc_per_node,
         parse=_count("--gpus"),
         help="processes per node: one per GPU, or CPU processes (gloo) where there is no GPU",
     )
     nodes: int = option(
-        1,
+        JobSpec.nodes,
         parse=_count("--nodes"),
         help="number of nodes (torchrun agents); several on one machine for the local backend",
     )
@@ -203,7 +204,7 @@ class JobWords:
         "calls deepspeed.initialize), mxnet (parameter servers: --servers, --workers), horovod",
     )
     max_restarts: int = option(
-        0,
+        JobSpec.max_restarts,
         parse=_non_negative,
         help="restarts on failure (local: torchrun --max-restarts; Kubernetes: the backoff limit)",
     )
@@ -213,7 +214,7 @@ class JobWords:
         "get its path in $DISTTRAIN_RESUME_FROM",
     )
     keep_checkpoints: int = option(
-        0,
+        JobSpec.keep_checkpoints,
         parse=_keep,
         metavar="N",
         help="keep the newest N complete checkpoints of $DISTTRAIN_CHECKPOINT_DIR, delete older ones "
@@ -227,7 +228,7 @@ class JobWords:
         help="environment variable for the training processes (repeatable)",
     )
     accelerator: str = option(
-        "auto", choices=("auto", "gpu", "cpu"), help="cpu forces CPU processes even where GPUs exist"
+        JobSpec.accelerator, choices=ACCELERATORS, help="cpu forces CPU processes even where GPUs exist"
     )
     image: str | None = option(help="container image (default: the notebook pod's own image)")
     pvc: list[str] = option(

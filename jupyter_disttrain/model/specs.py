@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
+from ..launchers.names import DEFAULT as DEFAULT_LAUNCHER
 from ..launchers.names import NAMES as LAUNCHERS
 from .errors import InvalidSpecError
 
@@ -125,7 +126,12 @@ def validate_name(name: str) -> str:
     return name
 
 
-def name_from(text: str, default: str = "distrun") -> str:
+# A job's defaults are JobSpec's (the flags, the Python API and the REST spec derive theirs from it).
+DEFAULT_NAME = "distrun"  # a cell's job without --name
+ACCELERATORS = ("auto", "gpu", "cpu")  # --accelerator; the first is the default
+
+
+def name_from(text: str, default: str = DEFAULT_NAME) -> str:
     """A valid job name made of ``text`` (a script's file name): lower case, each run of other
     characters one '-', cut to the length a name may have; ``default`` when nothing is left."""
     name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:MAX_NAME_LEN].rstrip("-")
@@ -234,11 +240,11 @@ class JobSpec:
     flavour, namespace, tolerations...) live in ``options`` so the common spec stays small.
     """
 
-    name: str = "distrun"
+    name: str = DEFAULT_NAME
     nodes: int = 1
     nproc_per_node: int = 1
     backend: str = "local"
-    accelerator: str = "auto"  # "auto" | "gpu" | "cpu"
+    accelerator: str = ACCELERATORS[0]  # auto: GPUs where there are (backends/local/devices.py)
     cpu: str | None = None
     memory: str | None = None
     image: str | None = None
@@ -246,7 +252,7 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     working_dir: str | None = None
     max_restarts: int = 0
-    launcher: str = "torchrun"
+    launcher: str = DEFAULT_LAUNCHER
     args: list[str] = field(default_factory=list)
     entrypoint: str = SCRIPT_NAME
     options: dict[str, Any] = field(default_factory=dict)
@@ -282,7 +288,7 @@ class JobSpec:
                 raise InvalidSpecError(f"{flag} must be a whole number of at least 1, not {value!r}")
         if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             raise InvalidSpecError(f"--max-restarts must be 0 or more, not {self.max_restarts!r}")
-        if self.accelerator not in ("auto", "gpu", "cpu"):
+        if self.accelerator not in ACCELERATORS:
             raise InvalidSpecError(f"accelerator must be auto, gpu or cpu, not {self.accelerator!r}")
         if self.launcher not in LAUNCHERS:
             raise InvalidSpecError(
@@ -472,6 +478,9 @@ class DryRun:
     backend: str
     request: LaunchRequest
     text: str
+    # The files the launcher puts beside the script (a DeepSpeed config...), by name: what the
+    # magic lists. Not in ``to_json``: the REST answer is the request, which a submit carries out.
+    side_files: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -18,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..jobs.errors import JobCancelledError, JobFailedError, job_error
 from ..model.errors import DistTrainError
-from ..model.specs import JobPhase
+from ..model.specs import DEFAULT_NAME, JobPhase
 
 if TYPE_CHECKING:
     from ..api import Job
@@ -150,11 +150,7 @@ class DistTrainMagics(Magics):
             print(packaged.source)
             for name in sorted(packaged.files):
                 print(f"# side file: {name} ({len(packaged.files[name])} bytes)")
-            from ..backends import backend_class
-            from ..launchers import get_launcher
-
-            side = get_launcher(spec.launcher).side_files(spec, local=backend_class(spec.backend).local)
-            for name, data in sorted(side.items()):
+            for name, data in sorted(info.side_files.items()):
                 print(f"# side file: {name} ({len(data)} bytes, from the {spec.launcher} launcher)")
             print(f"# ---- launch request ({info.backend} backend) ----")
             print(info.text)
@@ -218,7 +214,7 @@ class DistTrainMagics(Magics):
     def _spec(self, args: argparse.Namespace, script_args: list[str]) -> JobSpec:
         from ..jobs.intake import spec_from_flags
 
-        return spec_from_flags(args, script_args, default_name="distrun")
+        return spec_from_flags(args, script_args, default_name=DEFAULT_NAME)
 
     def _follow(self, job: Job, cancel_on_interrupt: bool) -> tuple[JobStatus | None, Failure | None]:
         """Show status and output until the job ends and return its end and, when it failed, why
@@ -226,6 +222,7 @@ class DistTrainMagics(Magics):
 
         An interrupt stops following only (or cancels, if asked); it never fails the cell.
         """
+        from ..launchers.base import process_replicas, recorded_roles
         from .debug import PromptFeed
         from .progress import ProgressFeed
         from .textview import SUMMARY_LINES, IncidentFeed, TextView, UsageFeed
@@ -240,7 +237,7 @@ class DistTrainMagics(Magics):
         bar = ProgressFeed(job.progress, job.runs)
         prompts = PromptFeed(job, view, text=isinstance(view, TextView))  # breakpoint() in a rank
         running = False
-        own = _process_replicas(job.spec)
+        own = process_replicas(recorded_roles(job.spec, job.record.request.get("roles") or []))
         try:
             for page in job.follow():  # each page: the status, then the lines written since
                 status = page.status
@@ -322,13 +319,3 @@ def _run_command(argv: list[str], out: Callable[[str], Any]) -> None:
     from ..commands import run_subcommand
 
     run_subcommand(argv, out, command="%distrun")
-
-
-def _process_replicas(spec: JobSpec) -> set[str]:
-    """Replicas that are processes of their own (a parameter-server job's scheduler, servers
-    and workers): their whole log is the script's output, as a rank's is (an agent's is not)."""
-    from ..launchers import get_launcher
-    from ..launchers.base import PROCESS, LaunchContext, replicas_of
-
-    roles = get_launcher(spec.launcher).roles(spec, LaunchContext("", cpu=True))
-    return {name for name, _, _ in replicas_of([r for r in roles if r.via == PROCESS])}

@@ -36,7 +36,7 @@ class JobSummary:
     reason: str | None
     message: str | None
     deleted: bool = False
-    launcher: str = "torchrun"
+    launcher: str = JobSpec.launcher
     quiet: list[str] = field(default_factory=list)  # running replicas silent for longer than usual
     progress: Progress | None = absent()  # noqa: RUF009 (while it runs: em's total, else a tqdm bar)
     tensorboard: bool = False

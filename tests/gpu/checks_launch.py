@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 
-from jupyter_disttrain.backends.local.backend import visible_gpus
+from jupyter_disttrain.backends.local.devices import visible_gpus
 from jupyter_disttrain.payloads.jobs import JobSummary
 
 from .report import Check

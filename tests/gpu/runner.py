@@ -49,7 +49,7 @@ def environment() -> dict[str, Any]:
     the check uses, the commit, and how the product itself sees the GPUs."""
     import torch
 
-    from jupyter_disttrain.backends.local.backend import visible_gpus
+    from jupyter_disttrain.backends.local.devices import visible_gpus
 
     env: dict[str, Any] = {
         "python": platform.python_version(),

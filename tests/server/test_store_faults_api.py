@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_disttrain.backends.local.backend import cpu_count
+from jupyter_disttrain.backends.local.devices import cpu_count
 from jupyter_disttrain.model.specs import JobPhase, JobSpec, JobStatus
 from jupyter_disttrain.storage.logfiles import CUT_MARKER, MAX_LINE
 from jupyter_disttrain.storage.store import JobRecord, JobStore

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from ...launchers.base import Role, default_roles
+from ...launchers.base import Role, recorded_roles
 from ...model.specs import JobSpec
 from ...runtime.sampler import DEFAULT_INTERVAL
 
@@ -86,7 +86,7 @@ class LocalRequest:
 
 def request_roles(spec: JobSpec, request: LocalRequest) -> list[Role]:
     """The roles a local job runs: as recorded, or torchrun's workers for a job recorded before roles."""
-    return [Role.from_json(r) for r in request.roles] or default_roles(spec)
+    return recorded_roles(spec, request.roles)
 
 
 class AgentProcess(Protocol):

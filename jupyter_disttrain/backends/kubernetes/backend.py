@@ -36,7 +36,7 @@ from . import podruntime
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named
 from .objects import JobObjects
-from .options import KubeOptions
+from .options import KubeOptions, parse_options
 from .pending import note_queue, queue_hold
 from .planning import SCRATCH_CHECKPOINTS, Planner, check_spec, device_line
 from .podlogs import pod_log_lines
@@ -45,7 +45,7 @@ from .reconcile import Reconciler, pods_informer
 from .request import KubeRequest
 
 
-class KubernetesBackend(Backend):
+class KubernetesBackend(Backend[KubeOptions]):
     """Runs each job as pods on a Kubernetes cluster, torchrun in every pod."""
 
     name = "kubernetes"
@@ -56,24 +56,27 @@ class KubernetesBackend(Backend):
         self.cluster = ClusterAccess(client)
         self.planner = Planner(self.cluster, self.store, self.name)
         self.objects = JobObjects(self.cluster, self.store)
-        self.reconciler = Reconciler(self.cluster, self.store, self.objects.remove)
+        self.reconciler = Reconciler(self.cluster, self.store, self.objects.remove, self.resolve_options)
 
     def client(self, required: bool = True) -> KubeClient | None:
         """The API client (kubeconfig or in-cluster); ``None`` when there is no cluster and not required."""
         return self.cluster.required() if required else self.cluster.optional()
 
     # -- submit ----------------------------------------------------------------------------
-    def _validate(self, spec: JobSpec) -> None:
+    def _parse_options(self, options: dict[str, Any], other: str | None) -> KubeOptions:
+        return parse_options(options, other)  # its own words: object names, quantities, flavours
+
+    def _validate(self, spec: JobSpec, opts: KubeOptions) -> None:
         check_spec(spec)
 
-    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
-        return self.planner.dryrun(spec, job_id, payload)
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: KubeOptions) -> DryRun:
+        return self.planner.dryrun(spec, job_id, payload, opts)
 
     def _initial_replicas(self, spec: JobSpec, request: LaunchRequest) -> list[ReplicaStatus]:
         assert isinstance(request, KubeRequest)
         return flavor_named(request.flavor).replicas(spec)
 
-    def _schedule(self, record: JobRecord) -> None:
+    def _schedule(self, record: JobRecord, opts: KubeOptions) -> None:
         request = KubeRequest.from_json(record.request)
         if request.logs_on_pvc:  # beside the script, where the pod wrapper looks for it
             (self.store.job_dir(record.id) / podruntime.ARCHIVE).write_bytes(podruntime.archive())

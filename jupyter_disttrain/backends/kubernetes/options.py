@@ -109,12 +109,14 @@ class KubeOptions(GuardOptions):
 _KNOWN = tuple(f.name for f in fields(KubeOptions))
 
 
-def parse_options(options: dict[str, Any]) -> KubeOptions:
-    """Check ``spec.options`` for the Kubernetes backend and return them typed."""
+def parse_options(options: dict[str, Any], other: str | None = None) -> KubeOptions:
+    """Check ``spec.options`` for the Kubernetes backend and return them typed. ``other``: the
+    backend that has an option this one does not know, named in the error."""
     unknown = sorted(set(options) - set(_KNOWN))
     if unknown:
+        where = f"it is a {other.capitalize()} option: add --backend {other}" if other else None
         raise InvalidSpecError(
-            f"unknown Kubernetes option {unknown[0]!r}; the options are: {', '.join(_KNOWN)}"
+            f"unknown Kubernetes option {unknown[0]!r}; {where or 'the options are: ' + ', '.join(_KNOWN)}"
         )
     flavor = _opt_str(options, "flavor")
     if flavor is not None and flavor not in FLAVORS:

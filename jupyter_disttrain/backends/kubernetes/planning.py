@@ -27,7 +27,7 @@ from .claims import check_claims
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import Flavor, discover, flavor_named, process_roles
 from .notebook import choose_accelerator, container_resources, find_own_pod, notebook_container
-from .options import FLAVORS, KubeOptions, parse_options, parse_quantity
+from .options import FLAVORS, KubeOptions, parse_quantity
 from .podsecurity import pod_security
 from .request import KubeRequest
 
@@ -37,8 +37,8 @@ _CLAIM = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def check_spec(spec: JobSpec) -> None:
-    """Refuse what no cluster would take: bad options, quantities, claim names, mount paths."""
-    parse_options(spec.options)
+    """Refuse what no cluster would take: quantities, claim names, mount paths (the options are
+    checked as the backend resolves them)."""
     for flag, value in (("--cpu", spec.cpu), ("--memory", spec.memory)):
         if value is not None:
             parse_quantity(value, flag)
@@ -124,10 +124,9 @@ class Planner:
         groups = client.api_groups()
         return discover(lambda res: client.has_resource(res, groups)).name
 
-    def dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
+    def dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: KubeOptions) -> DryRun:
         """The exact request ``submit`` carries out, and its YAML with a header saying what was
         decided and why."""
-        opts = parse_options(spec.options)
         # A pod per replica of a parameter-server job: plain Jobs, which every cluster runs.
         process = process_roles(spec)
         per_replica = bool(process)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...model.specs import JobPhase, JobStatus
@@ -21,7 +21,7 @@ from .client import EVENTS, PODS, ApiError, ClusterAccess, KubeClient
 from .exits import read_exits, status_from_exits
 from .flavors import Flavor, flavor_named
 from .informer import Informer, informer
-from .options import parse_options
+from .options import KubeOptions
 from .pending import QUEUED, PendingClock, note_queue, queue_hold, timed_out
 from .request import KubeRequest
 from .status import build_status, conditions_of, pods_settled
@@ -34,10 +34,17 @@ SETTLE_SECONDS = 10.0
 class Reconciler:
     """Brings a job's stored status up to date with the cluster (one per backend)."""
 
-    def __init__(self, cluster: ClusterAccess, store: JobStore, remove: Callable[[JobRecord], None]) -> None:
+    def __init__(
+        self,
+        cluster: ClusterAccess,
+        store: JobStore,
+        remove: Callable[[JobRecord], None],
+        resolve: Callable[[Mapping[str, Any]], KubeOptions],
+    ) -> None:
         self.cluster = cluster
         self.store = store
         self._remove = remove  # deletes a job's objects (its workload, pods and the rest)
+        self._resolve = resolve  # a stored spec's options, typed as the backend resolves them
         self._ended_at: dict[str, float] = {}  # job id -> when its workload's end was first seen
         self._pending = PendingClock()
 
@@ -77,7 +84,7 @@ class Reconciler:
         note_queue(new, held)
         if held and not new.is_terminal and not new.reason:
             new.reason, new.message = QUEUED, held
-        timeout = parse_options(record.spec.options).pending_timeout
+        timeout = self._resolve(record.spec.options).pending_timeout
         if self._pending.overdue(new, held, timeout):
             self._remove(record)  # pods that wait forever still hold quota and claims
             return self.write_unless_ended(timed_out(new, timeout))

@@ -25,7 +25,6 @@ from ...runtime import contract
 from ...storage import procs
 from ...storage.logfiles import LogSource, replica_sources
 from ...storage.store import JobRecord, read_json
-from .. import option_owner
 from ..agents.request import AgentCommand, LocalRequest, request_roles
 from ..agents.spawn import START_TIMEOUT, spawn_launcher
 from ..agents.supervisor import LAUNCHER_FILE
@@ -33,7 +32,8 @@ from ..base import Backend
 from ..rankenv import ensure_runtime_path, runtime_path, user_cache_dir
 from ..warm.plan import SPAWN_TIMEOUT, JobShape, WarmPlan, ensure_zygote, script_imports
 from ..warm.plan import plan as warm_plan
-from .options import NAMES, LocalOptions, parse_options
+from .devices import cpu_count, job_gpus
+from .options import LocalOptions
 from .python import foreign, job_python
 from .roles import role_commands
 from .torchrun import LOOPBACK, RUN_SH, agent_commands, by_hand_script
@@ -47,46 +47,21 @@ _LAUNCH_TIMEOUT = START_TIMEOUT + SPAWN_TIMEOUT
 NEVER_LAUNCHED_AFTER = _LAUNCH_TIMEOUT + 60.0
 
 
-def visible_gpus() -> list[str]:
-    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else the driver's list."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
-    try:
-        return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
-    except OSError:
-        return []
-
-
-def cpu_count() -> int:
-    """CPUs this process may run on (its affinity, e.g. a container's cpuset)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-class LocalBackend(Backend):
+class LocalBackend(Backend[LocalOptions]):
     """torchrun on this machine: one process per GPU, or CPU processes with gloo."""
 
     name = "local"
     local = True
     options = LocalOptions
 
-    def _options(self, spec: JobSpec) -> LocalOptions:
-        """``spec.options`` typed and checked; an option of another backend is refused naming it."""
-        unknown = sorted(set(spec.options) - set(NAMES))
-        return parse_options(spec.options, option_owner(unknown[0], self.name) if unknown else None)
-
-    def _validate(self, spec: JobSpec) -> None:
-        opts = self._options(spec)
-        gpus = [] if spec.accelerator == "cpu" else visible_gpus()
+    def _validate(self, spec: JobSpec, opts: LocalOptions) -> None:
+        gpus = job_gpus(spec.accelerator)
         cpus = cpu_count()
         processes = get_launcher(spec.launcher).processes(spec)
         if not gpus and not opts.oversubscribe and processes > cpus:
@@ -109,13 +84,12 @@ class LocalBackend(Backend):
                 f"machine has {len(gpus)}: lower --gpus, or use --backend kubernetes"
             )
 
-    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: LocalOptions) -> DryRun:
         job_dir = self.store.job_dir(job_id)
-        gpus = None if spec.accelerator == "cpu" else (visible_gpus() or None)
+        gpus = job_gpus(spec.accelerator) or None
         cache = user_cache_dir()
         ctx = LaunchContext(str(job_dir), gpus is None, cache, host=LOOPBACK, port=free_port())
         roles = get_launcher(spec.launcher).roles(spec, ctx)
-        opts = self._options(spec)
         python = job_python(opts.python)
         where: dict[str, Any] = {
             "python": python,
@@ -163,10 +137,10 @@ class LocalBackend(Backend):
         roles = request_roles(spec, request)
         return [ReplicaStatus(name=name, role=role, index=i) for name, role, i in replicas_of(roles)]
 
-    def _schedule(self, record: JobRecord) -> None:
+    def _schedule(self, record: JobRecord, opts: LocalOptions) -> None:
         job_dir = self.store.job_dir(record.id)
         request = LocalRequest.from_json(record.request)
-        python = job_python(self._options(record.spec).python)
+        python = job_python(opts.python)
         if foreign(python) and request.cache_dir:
             ensure_runtime_path(runtime_path(request.cache_dir))
         (job_dir / RUN_SH).write_text(by_hand_script(request.agents, request.cwd))

@@ -1,20 +1,19 @@
 """The local backend's options (``spec.options``), declared once and checked before anything runs.
 
 The flags of ``%%distrun`` and ``jupyter disttrain run`` are generated from the fields of
-``LocalOptions`` (their help and defaults); ``parse_options`` checks ``spec.options`` and returns
-them typed, refusing a bad value or an option of another backend with a one-line error. The
-backend registry loads this module without the backend (``backends.options_class``), so the
-magic's flags cost no more than it. The supervisor's options and ``--cold``, which Slurm's share,
+``LocalOptions`` (their help and defaults); the base backend checks ``spec.options`` against them
+(``backends/resolve.py``: each field's ``check``) and hands the typed object to the hooks,
+refusing a bad value or an option of another backend with a one-line error. The backend
+registry loads this module without the backend (``backends.options_class``), so the magic's
+flags cost no more than it. The supervisor's options and ``--cold``, which Slurm's share,
 come from ``backends/agents/options.py`` and ``backends/warm/options.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
-from ...model.errors import InvalidSpecError
-from ...model.flags import check_values, group_access_option, option
+from ...model.flags import group_access_option, option
 from ..agents.options import validate_switch
 from ..warm.options import WarmOptions
 from .python import validate_python
@@ -42,19 +41,3 @@ class LocalOptions(WarmOptions):
         "kernel's), e.g. a virtual environment's bin/python that has MXNet",
     )
     group_access: bool = group_access_option(check=validate_switch)
-
-
-NAMES = tuple(f.name for f in fields(LocalOptions))
-
-
-def parse_options(options: dict[str, Any], other: str | None = None) -> LocalOptions:
-    """Check ``spec.options`` for the local backend and return them typed. ``other``: the
-    backend that has an option this one does not know, named in the error."""
-    unknown = sorted(set(options) - set(NAMES))
-    if unknown:
-        where = f"it is a {other.capitalize()} option: add --backend {other}" if other else None
-        raise InvalidSpecError(
-            f"the local backend has no option {unknown[0]!r}; "
-            + (where or f"its options are: {', '.join(NAMES)}")
-        )
-    return LocalOptions(**check_values(LocalOptions, options))

@@ -29,7 +29,6 @@ from ...payloads.pools import Pool, ReleaseAnswer
 from ...storage import procs
 from ...storage.logfiles import LogSource, last_line, replica_sources
 from ...storage.store import JobRecord, JobStore, write_record
-from .. import option_owner
 from ..agents.request import AgentCommand, request_roles
 from ..agents.spawn import START_TIMEOUT, spawn_launcher
 from ..agents.supervisor import LAUNCHER_FILE
@@ -43,7 +42,7 @@ from .checks import check_batch, check_paths, check_step
 from .checks import place as place_of
 from .launch import CANCEL_FILE, STOPPED_FILE
 from .onnode import node_of, read_ranks, step_argv
-from .options import NAMES, SlurmOptions, parse_options
+from .options import SlurmOptions, parse_options
 from .request import BATCH, STEP, SlurmRequest
 from .script import (
     BATCH_SCRIPT,
@@ -68,7 +67,7 @@ _KUBE_WORDS = {"image": "--image", "cpu": "--cpu", "memory": "--memory", "volume
 _SLURM_WORDS = {"memory": "; use --mem (e.g. 64G)", "cpu": "; --gpus CPU processes get one CPU each"}
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(Backend[SlurmOptions]):
     """sbatch or srun steps, one torchrun agent per node, c10d rendezvous on the first node."""
 
     name = "slurm"
@@ -88,13 +87,10 @@ class SlurmBackend(Backend):
         return warm_pools.release(pool, force)
 
     # -- checks and the dry run ----------------------------------------------------------------
-    def _options(self, spec: JobSpec) -> SlurmOptions:
-        """``spec.options`` typed and checked; an option of another backend is refused naming it."""
-        unknown = sorted(set(spec.options) - NAMES)
-        return parse_options(spec.options, option_owner(unknown[0], self.name) if unknown else None)
+    def _parse_options(self, options: dict[str, Any], other: str | None) -> SlurmOptions:
+        return parse_options(options, other)  # its own words: flags, sizes, sbatch's
 
-    def _validate(self, spec: JobSpec) -> None:
-        opts = self._options(spec)
+    def _validate(self, spec: JobSpec, opts: SlurmOptions) -> None:
         for key, word in _KUBE_WORDS.items():
             if getattr(spec, key):
                 raise InvalidSpecError(f"{word} is a Kubernetes flag{_SLURM_WORDS.get(key, '')}")
@@ -110,8 +106,7 @@ class SlurmBackend(Backend):
         except (slurm.SlurmUnavailable, slurm.SlurmCommandError) as exc:
             raise BackendError(f"cannot ask Slurm about this job: {exc}") from None
 
-    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes]) -> DryRun:
-        opts = self._options(spec)
+    def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: SlurmOptions) -> DryRun:
         place = place_of(self.client, spec, opts)
         job_dir = str(self.store.job_dir(job_id))
         working_dir = spec.working_dir or os.getcwd()
@@ -192,7 +187,7 @@ class SlurmBackend(Backend):
         ]
 
     # -- submit --------------------------------------------------------------------------------
-    def _schedule(self, record: JobRecord) -> None:
+    def _schedule(self, record: JobRecord, opts: SlurmOptions) -> None:
         request = SlurmRequest.from_json(record.request)
         job_dir = self.store.job_dir(record.id)
         (job_dir / SLURM_DIR).mkdir(exist_ok=True)
