@@ -73,7 +73,7 @@ def plan(
         return None, [], f"{START} (a batch job: warm steps run inside an allocation)"
     keep = keep_warm(opts, os.environ)
     job_env = agents[0].env
-    shape = JobShape(spec.nodes, spec.max_restarts, torchrun_only=True, foreign_python=False, cold=opts.cold)
+    shape = JobShape(spec.max_restarts, torchrun_only=True, foreign_python=False, cold=opts.cold)
     why = cold_because(os.environ, job_env, shape)
     why = why or unseen_packages(job_env.get("PYTHONPATH", "")) or ("--keep-warm 0" if keep == 0 else None)
     if why:
@@ -171,6 +171,7 @@ def _spawn_request(
     return {
         "op": "spawn",
         "node": agent.node,
+        "nodes": len(request.agents),
         "warm_step": step,
         "fingerprint": warm.fingerprint,
         "job_dir": job_dir,

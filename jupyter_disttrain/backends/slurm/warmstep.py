@@ -51,7 +51,7 @@ from ..warm.plan import (
 )
 from ..warm.warmagent import WarmAgent, spawn
 from ..warm.zygote_protocol import MAX_REQUEST
-from .node import RUN_ENV, node_file, sample, step_env
+from .node import RDZV_ENV, RUN_ENV, node_file, rendezvous, sample, step_env
 
 WARMSTEP_MODULE = "jupyter_disttrain.backends.slurm.warmstep"
 STOP_WAIT = 30.0  # seconds the agents get to stop once the keeper has gone (torchrun's close)
@@ -159,6 +159,8 @@ class WarmStep:
     def _fork(self, request: dict[str, Any]) -> tuple[WarmAgent, dict[str, Any]]:
         job_dir, node = str(request["job_dir"]), int(request["node"])
         env = step_env(request["env"], os.environ)
+        if int(request.get("nodes") or 1) > 1:  # node 0's hosts the c10d rendezvous, as a cold step's
+            env[RDZV_ENV] = rendezvous(job_dir, env.get(RUN_ENV, "run"), node)
         agent = spawn(
             self.plan,
             job_dir=job_dir,
