@@ -250,7 +250,7 @@ def test_a_two_node_job_forks_each_nodes_agent_from_its_warm_step(
             assert [line.split()[:4] + line.split()[-2:] for line in lines] == [
                 [str(r), "group", str(r), "of", "sum", "3.0"] for r in (0, 1)
             ], lines
-            nodes.update(line.split()[5] for line in lines)
+            nodes.update(line.split()[6] for line in lines)
             warm_steps = [s for s in steps(slurm_cluster, found.group(1)) if s.endswith("disttrain-warm")]
             assert len(warm_steps) == 2, warm_steps  # one per node, the re-run started none
         assert len(nodes) == 2, nodes  # each rank on its own node
