@@ -85,15 +85,9 @@ def join(options: Namespace) -> Joined:
     from torch.distributed.run import config_from_args
 
     config, _, _ = config_from_args(options)
-    params = RendezvousParameters(
-        backend=config.rdzv_backend,
-        endpoint=config.rdzv_endpoint,
-        run_id=config.run_id,
-        min_nodes=config.min_nodes,
-        max_nodes=config.max_nodes,
-        local_addr=config.local_addr,
-        **config.rdzv_configs,
-    )
+    # As torchrun's ``launch_agent`` makes them.
+    where = (config.rdzv_backend, config.rdzv_endpoint, config.run_id, config.min_nodes, config.max_nodes)
+    params = RendezvousParameters(*where, local_addr=config.local_addr, **config.rdzv_configs)
     handler = registry.get_rendezvous_handler(params)
     info = handler.next_rendezvous()
     # torch's own assignment (its ``self`` is unused): the group's ranks as a cold agent's.
@@ -102,17 +96,10 @@ def join(options: Namespace) -> Joined:
     bootstrap = info.bootstrap_store_info
     if bootstrap is None:  # torch's handlers all say where the ranks' store is
         raise RuntimeError(f"the {params.backend} rendezvous did not say where the ranks' store is")
+    ranks = (first.global_rank, first.world_size, first.role_rank, first.role_world_size)
+    store_at = (str(bootstrap.master_addr), int(bootstrap.master_port))
     place = Placement(
-        group_rank=info.rank,
-        group_world_size=info.world_size,
-        base_rank=first.global_rank,
-        world_size=first.world_size,
-        base_role_rank=first.role_rank,
-        role_world_size=first.role_world_size,
-        master_addr=str(bootstrap.master_addr),
-        master_port=int(bootstrap.master_port),
-        run_id=handler.get_run_id(),
-        use_agent_store=handler.use_agent_store,
+        info.rank, info.world_size, *ranks, *store_at, handler.get_run_id(), handler.use_agent_store
     )
     return Joined(handler, info.store, place)
 
