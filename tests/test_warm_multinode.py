@@ -8,11 +8,15 @@ gloo rank each, warm and then cold; real forks, a real all-reduce across the age
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from jupyter_disttrain import api
+from jupyter_disttrain.backends.warm import forked
 from jupyter_disttrain.backends.warm import plan as warm
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.storage.store import JobStore
@@ -67,3 +71,36 @@ def test_each_node_forks_its_agent_and_its_ranks_are_torchruns(
         assert hot["env"]["WORLD_SIZE"] == hot["env"]["GROUP_WORLD_SIZE"] == "2"
         keys = sorted(hot["env"].keys() | cold["env"].keys())  # key by key
         assert [(k, hot["env"].get(k)) for k in keys] == [(k, cold["env"].get(k)) for k in keys]
+
+
+def _await_in_child(payload: bytes | None) -> int:
+    """The exit code of a forked 'rank' that waits for its environment on a pipe and is sent
+    ``payload`` (None: SIGINT while it waits): 0 when it got the one sent, 2 when anything
+    escaped the wait (it would have run on as the agent)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            os.close(write)
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a fresh interpreter's
+            code = 0 if forked._await_env(read) == {"A": "1"} else 3
+        finally:
+            os._exit(code)
+    os.close(read)
+    if payload is None:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "S":
+            assert time.monotonic() < deadline, "the rank never waited"
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGINT)
+    else:
+        os.write(write, payload)
+    os.close(write)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_a_rank_without_its_environment_ends_having_run_nothing() -> None:
+    assert _await_in_child(b'{"A": "1"}') == 0
+    # The agents never met (EOF), a cut-off message, another kind of message, a signal first.
+    assert [_await_in_child(p) for p in (b"", b'{"A": ', b"[1]", None)] == [1, 1, 1, 1]

@@ -281,7 +281,7 @@ class _Agent:
             pid = os.fork()
             if pid == 0:
                 close_fds([*pipes, write, self.conn.fileno()])
-                rank_main(_await_env(read), self.plan.script, self.plan.args)
+                rank_main(_await_env(read), self.plan.script, self.plan.args)  # never returns
             os.close(read)
             pipes.append(write)
             self.running[pid], self.pids[local_rank] = local_rank, pid
@@ -377,19 +377,16 @@ MAX_ENV = 1 << 20  # bytes of a rank's environment sent down its pipe
 
 def _await_env(fd: int) -> dict[str, str]:
     """A forked rank's environment from its agent; without one (the agents never met, the agent
-    is gone) the rank ends here, having run nothing."""
-    data = b""
-    with contextlib.suppress(OSError):
+    is gone, a signal came first) the rank ends here, having run nothing: never as the agent."""
+    try:
+        data = b""
         while len(data) <= MAX_ENV and (chunk := os.read(fd, 65536)):
             data += chunk
-    try:
-        env = json.loads(data) if data and len(data) <= MAX_ENV else None
-    except ValueError:
-        env = None
-    if not isinstance(env, dict):
+        env = json.loads(data)
+        os.close(fd)
+        return {str(k): str(v) for k, v in env.items()}
+    except BaseException:  # EOF (b"" is no JSON), a KeyboardInterrupt, a cut-off or odd message
         os._exit(1)
-    os.close(fd)
-    return {str(k): str(v) for k, v in env.items()}
 
 
 def rank_main(env: dict[str, str], script: str, args: list[str]) -> None:
