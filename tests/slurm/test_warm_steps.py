@@ -254,5 +254,19 @@ def test_a_two_node_job_forks_each_nodes_agent_from_its_warm_step(
             warm_steps = [s for s in steps(slurm_cluster, found.group(1)) if s.endswith("disttrain-warm")]
             assert len(warm_steps) == 2, warm_steps  # one per node, the re-run started none
         assert len(nodes) == 2, nodes  # each rank on its own node
+        # One the warm steps refuse (a module beside it that their zygotes hold) runs cold, its
+        # agents meeting afresh: not at the rendezvous node 0's warm step had recorded for it.
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "threadpoolctl.py").write_text("")
+        refused = api.submit(
+            TWO_NODES.format(word="cold"), store=store, **{**words, "working_dir": str(other)}
+        )
+        status = wait_phase(refused, {JobPhase.SUCCEEDED, JobPhase.FAILED}, timeout=240)
+        assert status.phase is JobPhase.SUCCEEDED, (status.message, [ln.text for ln in refused.logs()][-20:])
+        (started,) = [e.message for e in status.events if e.reason == "Started"]
+        assert "cold: one srun step per node, the warm step could not start it (" in started, started
+        said = [ln.text for ln in refused.logs() if "cold rank" in ln.text]
+        assert sorted(t.rpartition("sum ")[2] for t in said) == ["3.0", "3.0"], said
     finally:
         slurm_cluster.run("scancel", found.group(1), check=False)

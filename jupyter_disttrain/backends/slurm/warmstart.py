@@ -113,7 +113,7 @@ def start_ahead(env: Mapping[str, str]) -> str:
     if allocation is None:
         return "not inside an allocation"
     keep = keep_warm(SlurmOptions(), env)
-    shape = JobShape(1, 0, torchrun_only=True, foreign_python=False, cold=False)
+    shape = JobShape(0, torchrun_only=True, foreign_python=False, cold=False)
     if why := cold_because(env, {}, shape) or (f"${IDLE_ENV} is 0" if keep == 0 else None):
         return f"no warm step ahead: {why}"
     fp, key = fingerprint(env), env_key(env)
