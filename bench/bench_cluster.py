@@ -8,9 +8,11 @@ warm step, which a first, unmeasured job starts). For each run: the seconds from
 to rank 0's first optimizer step (the time it printed, read from its log), and whether its ranks
 ran in a step that did not exist before (each rank prints ``SLURM_STEP_ID``). Pairs alternate
 which goes first; the medians, their ratio (target: warm <= 0.1x cold) and the new steps per
-re-run (target: 0 warm) are the last lines.
+re-run (target: 0 warm) are the last lines. ``--nodes 2``: a two-node allocation, one rank per
+node (the same 2 ranks in all), each node's agent forked from its own warm step and meeting the
+other in the c10d rendezvous.
 
-    sudo python bench/bench_cluster.py [--pairs 5]
+    sudo python bench/bench_cluster.py [--pairs 5] [--nodes 1]
 
 Needs root and Debian's Slurm (``tests/slurm/install.sh``).
 """
@@ -45,13 +47,19 @@ SCRIPT = (
 _STEP_ID = re.compile(r"STEP_ID (\d+) (\S+)")
 
 
-def one_run(store: JobStore, cold: bool, seen: set[str]) -> tuple[float, int]:
+def one_run(store: JobStore, cold: bool, seen: set[str], nodes: int = 1) -> tuple[float, int]:
     """Seconds from the submit to rank 0's first optimizer step, and how many steps its ranks ran
     in that no earlier run had (``seen``, updated)."""
     start = time.time()
     options = {"cold": True} if cold else {"keep_warm": "1h"}
     job = api.submit(
-        SCRIPT, store=store, backend="slurm", gpus=2, name="cold" if cold else "warm", options=options
+        SCRIPT,
+        store=store,
+        backend="slurm",
+        gpus=max(1, 2 // nodes),
+        nodes=nodes,
+        name="cold" if cold else "warm",
+        options=options,
     )
     status = job.wait(timeout=600)
     if status.phase is not JobPhase.SUCCEEDED:
@@ -72,6 +80,7 @@ def one_run(store: JobStore, cold: bool, seen: set[str]) -> tuple[float, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=1, choices=(1, 2))
     args = parser.parse_args()
     if why := missing():
         print(f"cannot run: {why}", file=sys.stderr)
@@ -83,15 +92,17 @@ def main() -> int:
     new_steps: dict[str, list[int]] = {"cold": [], "warm": []}
     with SlurmCluster(batch_sched_delay=None) as cluster:
         os.environ.update(cluster.env)
-        out = cluster.run("salloc", "--no-shell", "--nodes=1", "--job-name=bench").stderr
+        out = cluster.run("salloc", "--no-shell", f"--nodes={args.nodes}", "--job-name=bench").stderr
         allocation = re.search(r"Granted job allocation (\d+)", out).group(1)  # type: ignore[union-attr]
-        os.environ.update({"SLURM_JOB_ID": allocation, "SLURM_JOB_NUM_NODES": "1"})
+        os.environ.update({"SLURM_JOB_ID": allocation, "SLURM_JOB_NUM_NODES": str(args.nodes)})
         seen: set[str] = set()
-        first, _ = one_run(store, cold=False, seen=seen)  # starts the warm step: not a re-run
+        first, _ = one_run(
+            store, cold=False, seen=seen, nodes=args.nodes
+        )  # starts the warm step: not a re-run
         print(f"first warm job (starts the warm step): {first:.2f} s", flush=True)
         for pair in range(args.pairs):
             for kind in ("cold", "warm") if pair % 2 == 0 else ("warm", "cold"):
-                took, new = one_run(store, cold=kind == "cold", seen=seen)
+                took, new = one_run(store, cold=kind == "cold", seen=seen, nodes=args.nodes)
                 times[kind].append(took)
                 new_steps[kind].append(new)
             print(f"pair {pair + 1}: " + ", ".join(f"{k} {times[k][-1]:.2f} s" for k in times), flush=True)

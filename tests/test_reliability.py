@@ -78,10 +78,13 @@ def _rank_pid(job: api.Job, rank: int) -> int:
 
 
 def _agent_pid(job: api.Job, node: int) -> int:
-    """The torchrun agent of ``node``: the launcher's child that runs torch.distributed.run."""
-    for child in psutil.Process(_launcher_pid(job)).children():
-        if "torch.distributed.run" in child.cmdline() and child.environ().get("DISTTRAIN_NODE") == str(node):
-            return child.pid
+    """The torchrun agent of ``node`` (the launcher's child, or a fork of the warm zygote): the
+    job's process of that node that is no rank."""
+    for proc in procs.job_processes(job.id, exclude=[_launcher_pid(job)]):
+        with contextlib.suppress(psutil.Error):
+            env = proc.environ()
+            if env.get("DISTTRAIN_NODE") == str(node) and "RANK" not in env:
+                return proc.pid
     raise AssertionError(f"no agent of node {node}")
 
 

@@ -213,3 +213,60 @@ def test_load_ext_starts_node_0s_warm_step_ahead(
     step_id = warm_step.split()[0].rpartition(".")[2]
     assert sorted(lines) == [f"first count 1 rank {r} held True step {step_id}" for r in (0, 1)], lines
     assert steps(slurm_cluster, allocation) == [warm_step]
+
+
+TWO_NODES = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+print("{word} rank", dist.get_rank(), "group", os.environ["GROUP_RANK"], "of", os.environ["GROUP_WORLD_SIZE"],
+      "node", os.environ["SLURMD_NODENAME"], "sum", total.item(), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_a_two_node_job_forks_each_nodes_agent_from_its_warm_step(
+    tmp_path: Path, store: JobStore, slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done = slurm_cluster.run("salloc", "--no-shell", "--nodes=2", "--job-name=warm-two", timeout=60)
+    found = re.search(r"allocation (\d+)", done.stderr + done.stdout)
+    assert found, done.stderr
+    monkeypatch.setenv("SLURM_JOB_ID", found.group(1))
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    words = {**job_words(tmp_path), "gpus": 1, "nodes": 2}
+    try:
+        dry = api.dryrun("print(1)", store=store, **words)
+        assert "# start: warm: a warm step starts on each node now" in dry.text, dry.text
+        nodes: set[str] = set()
+        for word, how in [("first", "started for it on each node"), ("again", "on each node (no new step)")]:
+            job = api.submit(TWO_NODES.format(word=word), store=store, **words)
+            status = wait_phase(job, {JobPhase.SUCCEEDED, JobPhase.FAILED}, timeout=240)
+            logs = [ln.text for ln in job.logs()]
+            assert status.phase is JobPhase.SUCCEEDED, (status.message, logs[-20:])
+            (started,) = [e.message for e in status.events if e.reason == "Started"]
+            assert f"warm: forked from the warm step {how}" in started, started
+            lines = sorted(t.partition(f"{word} rank ")[2] for t in logs if f"{word} rank" in t)
+            assert [line.split()[:4] + line.split()[-2:] for line in lines] == [
+                [str(r), "group", str(r), "of", "sum", "3.0"] for r in (0, 1)
+            ], lines
+            nodes.update(line.split()[6] for line in lines)
+            warm_steps = [s for s in steps(slurm_cluster, found.group(1)) if s.endswith("disttrain-warm")]
+            assert len(warm_steps) == 2, warm_steps  # one per node, the re-run started none
+        assert len(nodes) == 2, nodes  # each rank on its own node
+        # One the warm steps refuse (a module beside it that their zygotes hold) runs cold, its
+        # agents meeting afresh: not at the rendezvous node 0's warm step had recorded for it.
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "threadpoolctl.py").write_text("")
+        refused = api.submit(
+            TWO_NODES.format(word="cold"), store=store, **{**words, "working_dir": str(other)}
+        )
+        status = wait_phase(refused, {JobPhase.SUCCEEDED, JobPhase.FAILED}, timeout=240)
+        assert status.phase is JobPhase.SUCCEEDED, (status.message, [ln.text for ln in refused.logs()][-20:])
+        (started,) = [e.message for e in status.events if e.reason == "Started"]
+        assert "cold: one srun step per node, the warm step could not start it (" in started, started
+        said = [ln.text for ln in refused.logs() if "cold rank" in ln.text]
+        assert sorted(t.rpartition("sum ")[2] for t in said) == ["3.0", "3.0"], said
+    finally:
+        slurm_cluster.run("scancel", found.group(1), check=False)

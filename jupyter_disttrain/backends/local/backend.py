@@ -105,7 +105,6 @@ class LocalBackend(Backend[LocalOptions]):
             else:
                 agents += role_commands(spec, job_id, str(job_dir), role, **where)
         shape = JobShape(
-            agents=len(agents),
             max_restarts=spec.max_restarts,
             torchrun_only=all(role.via == TORCHRUN for role in roles),
             foreign_python=foreign(python),

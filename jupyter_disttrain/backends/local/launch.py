@@ -21,19 +21,28 @@ if TYPE_CHECKING:
 
 
 def start_warm(job_dir: str, request: LocalRequest) -> tuple[list[WarmAgent], str]:
-    """The job's one agent forked by its zygote (``warm``), and the line that says so; raises
-    ``WarmUnavailable`` when the zygote cannot give one (the job then starts cold)."""
+    """The job's agents (one per node) forked by its zygote (``warm``), and the line that says so;
+    raises ``WarmUnavailable`` when the zygote cannot give one (those forked are stopped: the job
+    then starts cold)."""
     from ..warm.plan import WarmPlan
     from ..warm.warmagent import spawn
 
     plan = WarmPlan.from_json(request.warm or {})
     env = clean_env(dict(os.environ))
-    agent = request.agents[0]
-    log = os.path.join(job_dir, contract.LOGS_DIR, contract.log_file(contract.agent_name(agent.node)))
-    forked = spawn(
-        plan, job_dir=job_dir, argv=agent.argv, env={**env, **agent.env}, cwd=request.cwd or job_dir, log=log
-    )
-    return [forked], f"warm: forked from the zygote (agent pid {forked.pid})"
+    forked: list[WarmAgent] = []
+    try:
+        for agent in request.agents:
+            log = os.path.join(job_dir, contract.LOGS_DIR, contract.log_file(contract.agent_name(agent.node)))
+            cwd = request.cwd or job_dir
+            forked.append(
+                spawn(plan, job_dir=job_dir, argv=agent.argv, env={**env, **agent.env}, cwd=cwd, log=log)
+            )
+    except BaseException:
+        for started in forked:
+            started.kill()
+        raise
+    pids = ", ".join(str(agent.pid) for agent in forked)
+    return forked, f"warm: forked from the zygote (agent pid{'s' if len(forked) > 1 else ''} {pids})"
 
 
 def start(job_dir: str, request: LocalRequest) -> tuple[list[AgentProcess], str, str | None]:

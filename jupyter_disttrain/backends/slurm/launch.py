@@ -225,6 +225,14 @@ def _set_aside(job_dir: Path, restarts: int) -> None:
             shutil.move(str(part), str(aside / part.name))
 
 
+def _new_run(request: SlurmRequest) -> SlurmRequest:
+    """``request`` for a new run of its agents: where they meet (``node.rdzv_file``) is its own."""
+    run = secrets.token_hex(4)
+    return dataclasses.replace(
+        request, agents=[dataclasses.replace(a, env={**a.env, RUN_ENV: run}) for a in request.agents]
+    )
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m jupyter_disttrain.backends.slurm.launch JOB_DIR", file=sys.stderr)
@@ -236,10 +244,7 @@ def main(argv: list[str]) -> int:
         _set_aside(job_dir, restarts)
     for old in (job_dir / SLURM_DIR).glob("rdzv-*.json"):
         old.unlink(missing_ok=True)
-    run = secrets.token_hex(4)
-    request = dataclasses.replace(
-        request, agents=[dataclasses.replace(a, env={**a.env, RUN_ENV: run}) for a in request.agents]
-    )
+    request = _new_run(request)
     how = request.start
     if request.warm:  # forked on each node by its warm step, else a cold step
         from ..warm.plan import WarmUnavailable
@@ -249,6 +254,7 @@ def main(argv: list[str]) -> int:
             forked = start_warm(str(job_dir), request)
         except WarmUnavailable as exc:
             how = f"cold: one srun step per node, the warm step could not start it ({exc})"
+            request = _new_run(request)  # node 0's warm step may have recorded a rendezvous none serves
         else:
             new = any(agent.answer.get("new_step") for agent in forked)
             return SlurmSupervisor(str(job_dir), forked, None, WARM_NEW_STEP if new else WARM_STARTED).run()

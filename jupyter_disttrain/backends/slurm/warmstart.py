@@ -73,7 +73,7 @@ def plan(
         return None, [], f"{START} (a batch job: warm steps run inside an allocation)"
     keep = keep_warm(opts, os.environ)
     job_env = agents[0].env
-    shape = JobShape(spec.nodes, spec.max_restarts, torchrun_only=True, foreign_python=False, cold=opts.cold)
+    shape = JobShape(spec.max_restarts, torchrun_only=True, foreign_python=False, cold=opts.cold)
     why = cold_because(os.environ, job_env, shape)
     why = why or unseen_packages(job_env.get("PYTHONPATH", "")) or ("--keep-warm 0" if keep == 0 else None)
     if why:
@@ -113,7 +113,7 @@ def start_ahead(env: Mapping[str, str]) -> str:
     if allocation is None:
         return "not inside an allocation"
     keep = keep_warm(SlurmOptions(), env)
-    shape = JobShape(1, 0, torchrun_only=True, foreign_python=False, cold=False)
+    shape = JobShape(0, torchrun_only=True, foreign_python=False, cold=False)
     if why := cold_because(env, {}, shape) or (f"${IDLE_ENV} is 0" if keep == 0 else None):
         return f"no warm step ahead: {why}"
     fp, key = fingerprint(env), env_key(env)
@@ -137,24 +137,33 @@ def start_ahead(env: Mapping[str, str]) -> str:
 
 def start_warm(job_dir: str, request: SlurmRequest) -> list[WarmAgent]:
     """The job's agents forked by the warm step of each node (started now where a node has none);
-    WarmUnavailable when one cannot be (those already forked are stopped: the job starts cold)."""
+    WarmUnavailable when one cannot be (those already forked are stopped: the job starts cold).
+    The nodes are asked at once: a first job's warm steps import torch side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..warm.warmagent import ask
 
     warm = WarmPlan.from_json(request.warm or {})
     keeper.ensure(Path(warm.socket), os.environ, warm.env_key)
     env = clean_env(dict(os.environ))
-    started: list[WarmAgent] = []
-    try:
-        for agent, step in zip(request.agents, request.warm_steps, strict=True):
-            message = _spawn_request(warm, job_dir, request, agent, step, env)
-            started.append(ask(warm.socket, message, WARM_TIMEOUT, remote=True))
-    except (TimeoutError, WarmUnavailable, ValueError) as exc:
-        for forked in started:
-            forked.kill()
-        if isinstance(exc, TimeoutError):
-            raise WarmUnavailable(f"no answer within {WARM_TIMEOUT:.0f} s") from None
-        raise WarmUnavailable(str(exc)) from None
-    return started
+    messages = [
+        _spawn_request(warm, job_dir, request, agent, step, env)
+        for agent, step in zip(request.agents, request.warm_steps, strict=True)
+    ]
+    with ThreadPoolExecutor(len(messages)) as pool:
+        asked = [pool.submit(ask, warm.socket, message, WARM_TIMEOUT, remote=True) for message in messages]
+    failed = [exc for f in asked if (exc := f.exception()) is not None]
+    started = [f.result() for f in asked if f.exception() is None]
+    if not failed:
+        return started
+    for forked in started:
+        forked.kill()
+    first = failed[0]
+    if isinstance(first, TimeoutError):
+        raise WarmUnavailable(f"no answer within {WARM_TIMEOUT:.0f} s") from None
+    if isinstance(first, (WarmUnavailable, ValueError)):
+        raise WarmUnavailable(str(first)) from None
+    raise first
 
 
 def _spawn_request(
@@ -171,6 +180,7 @@ def _spawn_request(
     return {
         "op": "spawn",
         "node": agent.node,
+        "nodes": len(request.agents),
         "warm_step": step,
         "fingerprint": warm.fingerprint,
         "job_dir": job_dir,

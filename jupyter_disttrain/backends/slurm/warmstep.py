@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ...runtime import contract
 from ...runtime.atomic import write_json
@@ -51,7 +51,10 @@ from ..warm.plan import (
 )
 from ..warm.warmagent import WarmAgent, spawn
 from ..warm.zygote_protocol import MAX_REQUEST
-from .node import RUN_ENV, node_file, sample, step_env
+from .node import RDZV_ENV, RUN_ENV, node_file, rendezvous, sample, step_env
+
+if TYPE_CHECKING:
+    import psutil
 
 WARMSTEP_MODULE = "jupyter_disttrain.backends.slurm.warmstep"
 STOP_WAIT = 30.0  # seconds the agents get to stop once the keeper has gone (torchrun's close)
@@ -150,7 +153,9 @@ class WarmStep:
         # What the agent left on this node (a rank of an agent killed outright) goes, as Slurm
         # ends what is left of a cold job's step.
         if job := request["env"].get(contract.JOB_ID_ENV):
-            procs.stop_processes(procs.job_processes(str(job)), 0)
+            procs.stop_processes(
+                [p for p in procs.job_processes(str(job)) if _of_node(p, request["node"])], 0
+            )
         with contextlib.suppress(OSError):
             write_json(str(record.pop("path")), {**record, "exit_code": code})
         self._send(channel, {"exit": code})
@@ -159,6 +164,8 @@ class WarmStep:
     def _fork(self, request: dict[str, Any]) -> tuple[WarmAgent, dict[str, Any]]:
         job_dir, node = str(request["job_dir"]), int(request["node"])
         env = step_env(request["env"], os.environ)
+        if int(request.get("nodes") or 1) > 1:  # node 0's hosts the c10d rendezvous, as a cold step's
+            env[RDZV_ENV] = rendezvous(job_dir, env.get(RUN_ENV, "run"), node)
         agent = spawn(
             self.plan,
             job_dir=job_dir,
@@ -203,6 +210,17 @@ class WarmStep:
             time.sleep(0.1)
         for agent in running:
             agent.kill()
+
+
+def _of_node(proc: psutil.Process, node: object) -> bool:
+    """Whether ``proc`` is of the job's node ``node``: another node's agent may share this host
+    (two nodes of one machine), and ends by itself."""
+    import psutil
+
+    try:
+        return proc.environ().get(contract.NODE_ENV) == str(node)
+    except psutil.Error:
+        return False
 
 
 def step_dir() -> Path:

@@ -31,11 +31,13 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ...runtime import contract
 from ...runtime.atomic import open_own
 from ..agents.torchrun import WORKER_MODULE
 from .fresh import Interpreter, restore, site_hooks
+from .group import Joined, Placement, join, one_node
 
 # torchrun's own: the signals its agent passes on to the ranks, how often it looks at them
 # (``--monitor-interval``) and how long its ``close`` waits before SIGKILL.
@@ -49,33 +51,41 @@ _PYTHON_IGNORES = (signal.SIGPIPE, signal.SIGXFSZ)
 
 @dataclass(frozen=True)
 class AgentPlan:
-    """One torchrun agent's command line, as torchrun's own parser reads it."""
+    """One torchrun agent's command line, as torchrun's own parser reads it (``options``)."""
 
     nproc: int
     run_id: str
     script: str
     args: list[str]
     local_addr: str
+    nodes: int = 1
+    role: str = "default"
+    options: Any = None  # torchrun's parsed arguments: what a multi-node agent joins with
 
 
 def parse_agent(argv: list[str]) -> AgentPlan:
     """``PYTHON -m torch.distributed.run ... -m WORKER_MODULE SCRIPT ARGS``; ValueError for what a
-    warm agent does not do (restarts, several nodes, another program)."""
-    from torch.distributed.run import parse_args
+    warm agent does not do (restarts, an elastic number of nodes, another program). Read in the
+    agent's own environment: torchrun's ``PET_*`` variables fill what the line leaves out."""
+    from torch.distributed.run import parse_args, parse_min_max_nnodes
 
     if argv[1:3] != ["-m", "torch.distributed.run"]:
         raise ValueError("not a torchrun command line")
     args = parse_args(argv[3:])
     if not args.module or args.training_script != WORKER_MODULE or not args.training_script_args:
         raise ValueError(f"torchrun runs {args.training_script!r}, not the rank wrapper")
-    if args.max_restarts or str(args.nnodes) != "1":
-        raise ValueError("restarts and several nodes run cold")
+    low, high = parse_min_max_nnodes(str(args.nnodes))
+    if args.max_restarts or low != high:
+        raise ValueError("restarts and an elastic number of nodes run cold")
     script, *rest = args.training_script_args
-    return AgentPlan(int(args.nproc_per_node), args.rdzv_id, script, rest, args.local_addr or "127.0.0.1")
+    local = args.local_addr or "127.0.0.1"
+    return AgentPlan(int(args.nproc_per_node), args.rdzv_id, script, rest, local, high, args.role, args)
 
 
-def rank_envs(base: Mapping[str, str], plan: AgentPlan, port: int, attempt_dir: str) -> list[dict[str, str]]:
-    """The environment torchrun's agent gives each rank of one node: its own environment (with
+def rank_envs(
+    base: Mapping[str, str], plan: AgentPlan, place: Placement, attempt_dir: str
+) -> list[dict[str, str]]:
+    """The environment torchrun's agent gives each rank of its node: its own environment (with
     ``TORCHELASTIC_SIGNALS_TO_HANDLE``, which its launcher sets there), then the rank's place in
     the group, where the store is and where an uncaught error goes (torch 2.13,
     ``LocalElasticAgent._start_workers`` and ``SubprocessContext``)."""
@@ -88,20 +98,20 @@ def rank_envs(base: Mapping[str, str], plan: AgentPlan, port: int, attempt_dir: 
         }
         env.update(
             {
-                "RANK": str(local_rank),
-                "GROUP_RANK": "0",
-                "ROLE_RANK": str(local_rank),
-                "ROLE_NAME": "default",
+                "RANK": str(place.base_rank + local_rank),
+                "GROUP_RANK": str(place.group_rank),
+                "ROLE_RANK": str(place.base_role_rank + local_rank),
+                "ROLE_NAME": plan.role,
                 "LOCAL_WORLD_SIZE": str(plan.nproc),
-                "WORLD_SIZE": str(plan.nproc),
-                "GROUP_WORLD_SIZE": "1",
-                "ROLE_WORLD_SIZE": str(plan.nproc),
-                "MASTER_ADDR": plan.local_addr,
-                "MASTER_PORT": str(port),
+                "WORLD_SIZE": str(place.world_size),
+                "GROUP_WORLD_SIZE": str(place.group_world_size),
+                "ROLE_WORLD_SIZE": str(place.role_world_size),
+                "MASTER_ADDR": place.master_addr,
+                "MASTER_PORT": str(place.master_port),
                 "TORCHELASTIC_RESTART_COUNT": "0",
                 "TORCHELASTIC_MAX_RESTARTS": "0",
-                "TORCHELASTIC_RUN_ID": plan.run_id,
-                "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCHELASTIC_RUN_ID": place.run_id,
+                "TORCHELASTIC_USE_AGENT_STORE": str(place.use_agent_store),
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING": base.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
                 "LOCAL_RANK": str(local_rank),
                 "TORCHELASTIC_ERROR_FILE": os.path.join(attempt_dir, str(local_rank), "error.json"),
@@ -217,30 +227,67 @@ class _Agent:
             shutil.rmtree(error_dir, ignore_errors=True)
 
     def _run(self, attempt_dir: str) -> int:
-        from ...runtime.rendezvous import loopback_listener, serve_store
+        # The ranks are forked first, each waiting on a pipe for its environment: the store and the
+        # rendezvous run threads of their own, and nothing may be forked once they do.
+        pipes = self._fork_ranks()
+        for sig in AGENT_SIGNALS:  # a cancel while the agents meet ends the wait, as torchrun's
+            signal.signal(sig, _raise_stopped)
+        joined: Joined | None = None
+        store: object = None
+        try:
+            if self.plan.nodes == 1:
+                from ...runtime.rendezvous import loopback_listener, serve_store
 
-        listener = loopback_listener(0)
-        envs = rank_envs(os.environ, self.plan, listener.getsockname()[1], attempt_dir)
+                listener = loopback_listener(0)
+                place = one_node(
+                    self.plan.nproc, self.plan.run_id, self.plan.local_addr, listener.getsockname()[1]
+                )
+                store = serve_store(listener)  # served from here as torchrun's agent serves it
+            else:
+                joined = join(self.plan.options)
+                place = joined.place
+        except BaseException as exc:
+            close_fds(pipes)  # each rank gets no environment and ends, having run nothing
+            while self.running:
+                self._reap()
+                time.sleep(0.01)
+            if isinstance(exc, _Stopped):
+                print(f"Received {exc.signal.name} death signal, shutting down workers", file=sys.stderr)
+                return 1
+            raise
+        for sig in AGENT_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        envs = rank_envs(os.environ, self.plan, place, attempt_dir)
         self.error_files = [env["TORCHELASTIC_ERROR_FILE"] for env in envs]
-        for local_rank, env in enumerate(envs):
+        for fd, env in zip(pipes, envs, strict=True):
             os.makedirs(os.path.dirname(env["TORCHELASTIC_ERROR_FILE"]), exist_ok=True)
+            with contextlib.suppress(OSError), os.fdopen(fd, "wb") as pipe:  # a rank killed meanwhile
+                pipe.write(json.dumps(env).encode())
+        code = self._watch()
+        if joined is not None:
+            if code == 0:
+                joined.exit_barrier()
+            if self.stopping is None:  # a signal leaves the rendezvous open, as torchrun's does
+                joined.shutdown()
+        del store
+        return code
+
+    def _fork_ranks(self) -> list[int]:
+        """Fork each rank, waiting for its environment on a pipe; the pipes' ends to write it to."""
+        pipes: list[int] = []
+        for local_rank in range(self.plan.nproc):
+            read, write = os.pipe()
             gc.freeze()  # as the zygote does before it forks
             pid = os.fork()
             if pid == 0:
-                close_fds([listener.fileno(), self.conn.fileno()])
-                rank_main(env, self.plan.script, self.plan.args)
+                close_fds([*pipes, write, self.conn.fileno()])
+                rank_main(_await_env(read), self.plan.script, self.plan.args)  # never returns
+            os.close(read)
+            pipes.append(write)
             self.running[pid], self.pids[local_rank] = local_rank, pid
-        # The store the ranks meet in, served from here as torchrun's agent serves it; made after
-        # the forks: it runs threads of its own.
-        store = serve_store(listener)
-        try:
-            return self._watch()
-        finally:
-            del store
+        return pipes
 
     def _watch(self) -> int:
-        for sig in AGENT_SIGNALS:
-            signal.signal(sig, self._on_signal)
         with selectors.DefaultSelector() as sel:
             sel.register(self.conn, selectors.EVENT_READ)
             for pid in self.running:  # a rank's end wakes the watch at once
@@ -314,8 +361,32 @@ class _Agent:
         return 1
 
 
+class _Stopped(BaseException):
+    def __init__(self, sig: signal.Signals) -> None:
+        self.signal = sig
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped(signal.Signals(signum))
+
+
 # -- a rank ------------------------------------------------------------------------------------------
 INTERPRETER: Interpreter | None = None  # set by the zygote once it has imported
+MAX_ENV = 1 << 20  # bytes of a rank's environment sent down its pipe
+
+
+def _await_env(fd: int) -> dict[str, str]:
+    """A forked rank's environment from its agent; without one (the agents never met, the agent
+    is gone, a signal came first) the rank ends here, having run nothing: never as the agent."""
+    try:
+        data = b""
+        while len(data) <= MAX_ENV and (chunk := os.read(fd, 65536)):
+            data += chunk
+        env = json.loads(data)
+        os.close(fd)
+        return {str(k): str(v) for k, v in env.items()}
+    except BaseException:  # EOF (b"" is no JSON), a KeyboardInterrupt, a cut-off or odd message
+        os._exit(1)
 
 
 def rank_main(env: dict[str, str], script: str, args: list[str]) -> None:

@@ -450,7 +450,6 @@ class Preloader:
 class JobShape:
     """What of a job decides whether its ranks may fork from a zygote, wherever it lives."""
 
-    agents: int  # torchrun agents (nodes)
     max_restarts: int
     torchrun_only: bool  # every role's processes are a torchrun agent's ranks
     foreign_python: bool  # --python: another interpreter than the zygote's
@@ -504,8 +503,6 @@ def cold_because(env: Mapping[str, str], job_env: Mapping[str, str], shape: JobS
         return "--python runs another interpreter"
     if shape.max_restarts:
         return "--max-restarts restarts ranks as torchrun does"
-    if shape.agents != 1:
-        return "several torchrun agents (--nodes > 1)"
     if not shape.torchrun_only:
         return "this launcher starts its own processes"
     changed = sorted(k for k, v in import_time_env(job_env).items() if env.get(k) != v)
