@@ -71,8 +71,8 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         assert "warm: forked from the warm step on each node (no new step)" in events["Started"], events
         assert first.status().phase is JobPhase.SUCCEEDED
 
-        # The kept job is a pool (listed once); busy, a release is refused; forced, the job in it
-        # fails and nothing hangs, and the next re-run is a new batch job.
+        # The kept job is a pool (listed once); busy, a release is refused; a cancelled job in it
+        # leaves it kept; idle for KEEP, it ends by itself, and the next re-run is a new batch job.
         backend = SlurmBackend(store)
         (pool,) = [p for p in backend.pools() if kept in p.place]
         assert pool.id == f"{POOL_PREFIX}{kept}" and pool.jobs == [], pool
@@ -82,16 +82,28 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         assert pool.jobs == [third.id], pool
         with pytest.raises(PoolBusyError, match=f"runs job {third.id}: cancel it first"):
             backend.release(pool)
-        assert backend.release(pool, force=True).released
-        assert wait_phase(third, {JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED}, 90).phase in {
-            JobPhase.FAILED,
-            JobPhase.CANCELLED,
-        }
-        wait_for(lambda: slurm_state(slurm_cluster, kept) != "RUNNING", 60, "the kept job ended")
+        assert third.cancel().phase is JobPhase.CANCELLED
+        assert slurm_state(slurm_cluster, kept) == "RUNNING"
+        wait_for(lambda: slurm_state(slurm_cluster, kept) != "RUNNING", 90, "the kept job ended when idle")
         wait_for(lambda: not alive("keeper", f"slurm-{kept}-"), 30, "the kept job's keeper ended")
-        assert not [p for p in backend.pools() if kept in p.place]
+        assert not kept_file.exists() and first.status().phase is JobPhase.SUCCEEDED
         dry = api.dryrun("print(1)", store=store, **job_words(tmp_path))
         assert NEW_BATCH in dry.text and "# submitted with:" in dry.text, dry.text
-        assert len(submitted) == 1
+
+        # A new kept job; released by force while a job runs in it (scancel): that job stops,
+        # nothing hangs, and no pool is left.
+        fourth, _ = run(store, tmp_path, "fourth")
+        kept = slurm_id(fourth)
+        assert len(submitted) == 2
+        wait_for((store.job_dir(fourth.id) / "slurm" / KEPT_FILE).exists, 60, "the batch job kept")
+        fifth = submit(store, tmp_path, "fifth", WAIT)
+        wait_for(lambda: len(counts(fifth, "fifth")) == 2, 120, "the fifth run's ranks printed")
+        assert slurm_id(fifth) == kept and len(submitted) == 2
+        (pool,) = [p for p in backend.pools() if kept in p.place]
+        assert backend.release(pool, force=True).released
+        ended = wait_phase(fifth, {JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED}, 90)
+        assert ended.phase is not JobPhase.SUCCEEDED, ended
+        wait_for(lambda: not alive("keeper", f"slurm-{kept}-"), 30, "the kept job's keeper ended")
+        assert not [p for p in backend.pools() if kept in p.place]
     finally:
         slurm_cluster.run("scancel", kept, check=False)
