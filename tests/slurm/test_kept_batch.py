@@ -17,6 +17,7 @@ from jupyter_disttrain.backends.slurm.client import SlurmClient
 from jupyter_disttrain.backends.slurm.kept import KEPT_FILE, POOL_PREFIX
 from jupyter_disttrain.model.errors import PoolBusyError
 from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.payloads.pools import Pool
 from jupyter_disttrain.storage.store import JobStore
 
 from .cluster import SlurmCluster
@@ -74,11 +75,17 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         # The kept job is a pool (listed once); busy, a release is refused; a cancelled job in it
         # leaves it kept; idle for KEEP, it ends by itself, and the next re-run is a new batch job.
         backend = SlurmBackend(store)
-        (pool,) = [p for p in backend.pools() if kept in p.place]
-        assert pool.id == f"{POOL_PREFIX}{kept}" and pool.jobs == [], pool
+
+        def pool_of_kept() -> Pool:
+            (pool,) = [p for p in backend.pools() if kept in p.place]
+            return pool
+
+        assert pool_of_kept().id == f"{POOL_PREFIX}{kept}"
+        # The job's launcher step ends just after the job's status says so.
+        wait_for(lambda: pool_of_kept().jobs == [], 30, "the second job's launcher step ended")
         third = submit(store, tmp_path, "third", WAIT)
         wait_for(lambda: len(counts(third, "third")) == 2, 120, "the third run's ranks printed")
-        (pool,) = [p for p in backend.pools() if kept in p.place]
+        pool = pool_of_kept()
         assert pool.jobs == [third.id], pool
         with pytest.raises(PoolBusyError, match=f"runs job {third.id}: cancel it first"):
             backend.release(pool)
@@ -99,8 +106,7 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         fifth = submit(store, tmp_path, "fifth", WAIT)
         wait_for(lambda: len(counts(fifth, "fifth")) == 2, 120, "the fifth run's ranks printed")
         assert slurm_id(fifth) == kept and len(submitted) == 2
-        (pool,) = [p for p in backend.pools() if kept in p.place]
-        assert backend.release(pool, force=True).released
+        assert backend.release(pool_of_kept(), force=True).released
         ended = wait_phase(fifth, {JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED}, 90)
         assert ended.phase is not JobPhase.SUCCEEDED, ended
         wait_for(lambda: not alive("keeper", f"slurm-{kept}-"), 30, "the kept job's keeper ended")
