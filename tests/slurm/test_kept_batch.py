@@ -14,7 +14,7 @@ import pytest
 from jupyter_disttrain import api
 from jupyter_disttrain.backends.slurm.backend import SlurmBackend
 from jupyter_disttrain.backends.slurm.client import SlurmClient
-from jupyter_disttrain.backends.slurm.kept import KEPT_FILE, POOL_PREFIX
+from jupyter_disttrain.backends.slurm.kept import KEPT_FILE, MARKS_DIR, POOL_PREFIX
 from jupyter_disttrain.model.errors import PoolBusyError
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.payloads.pools import Pool
@@ -111,5 +111,7 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         assert ended.phase is not JobPhase.SUCCEEDED, ended
         wait_for(lambda: not alive("keeper", f"slurm-{kept}-"), 30, "the kept job's keeper ended")
         assert not [p for p in backend.pools() if kept in p.place]
+        # No batch job may be kept now: listings stop asking squeue.
+        assert not list((store.root / MARKS_DIR).iterdir())
     finally:
         slurm_cluster.run("scancel", kept, check=False)

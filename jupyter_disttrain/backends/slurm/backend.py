@@ -225,6 +225,8 @@ class SlurmBackend(Backend[SlurmOptions]):
                 slurm_job = self.client.submit(request.sbatch)
             except slurm.SlurmCommandError as exc:
                 raise BackendError(f"sbatch refused the job: {exc}") from None
+            if request.keep:
+                kept.mark(self.store, record.id)
         else:
             slurm_job = str(request.allocation)
         record.backend_state.update({"slurm_job_id": slurm_job, "mode": request.mode})

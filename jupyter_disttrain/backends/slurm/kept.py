@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...model.errors import BackendError, InvalidSpecError, PoolBusyError
+from ...model.errors import BackendError, InvalidSpecError, PoolBusyError, UnknownJobError
 from ...model.specs import JobSpec
 from ...payloads.pools import Pool, PoolNode, ReleaseAnswer
 from ...storage import procs
@@ -44,6 +44,7 @@ from .status import read_dict
 KEPT_FILE = "kept.json"  # in the first job's slurm dir, while its batch job is kept
 RELAY_FILE = "relay.json"  # a re-run's: the srun beside the kernel that runs its launcher step
 POOL_PREFIX = "slurm-kept-"
+MARKS_DIR = ".slurm-kept"  # in the job root: the batch jobs submitted with --keep-warm (``mark``)
 # The steps of a kept job that run no job of ours.
 _OWN_STEPS = {"batch", "extern", "disttrain-warm"}
 
@@ -87,20 +88,38 @@ def _running(client: SlurmClient) -> list[tuple[str, str]]:
     return found
 
 
+def mark(store: JobStore, job_id: str) -> None:
+    """Note a batch job submitted with ``--keep-warm`` in the job root, so that listings ask
+    ``squeue`` only while such a job may be kept (the sidebar polls the pools)."""
+    marks = store.root / MARKS_DIR
+    marks.mkdir(exist_ok=True)
+    (marks / job_id).touch()
+
+
 def kept_jobs(client: SlurmClient, store: JobStore) -> list[tuple[str, str, dict[str, Any]]]:
-    """The kept batch jobs of this store as (Slurm id, first job id, its ``kept.json``)."""
+    """The kept batch jobs of this store as (Slurm id, first job id, its ``kept.json``); a job
+    marked (``mark``) that Slurm no longer runs and that has ended is unmarked."""
     try:
-        running = _running(client)
+        marked = {p.name for p in (store.root / MARKS_DIR).iterdir()}
+    except OSError:
+        return []
+    if not marked:
+        return []
+    try:
+        running = [(slurm_job, name) for slurm_job, name in _running(client) if name in marked]
     except (SlurmUnavailable, SlurmCommandError):
         return []
     kept = []
     for slurm_job, name in running:
-        try:
+        with contextlib.suppress(InvalidSpecError):  # not a job id: no job of ours
             record = read_dict(store.job_dir(name) / SLURM_DIR / KEPT_FILE)
-        except InvalidSpecError:  # a job of another tool, named unlike ours
-            continue
-        if record and str(record.get("slurm_job")) == slurm_job and isinstance(record.get("shape"), dict):
-            kept.append((slurm_job, name, record))
+            if record and str(record.get("slurm_job")) == slurm_job and isinstance(record.get("shape"), dict):
+                kept.append((slurm_job, name, record))
+    for name in marked - {name for _, name in running}:
+        with contextlib.suppress(InvalidSpecError, UnknownJobError, OSError, ValueError):
+            status = store.read_status(name)
+            if status is None or status.is_terminal:
+                (store.root / MARKS_DIR / name).unlink()
     return kept
 
 
