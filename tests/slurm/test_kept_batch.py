@@ -7,14 +7,17 @@ new batch job again (docs/warm-start.md, "Slurm batch jobs: --keep-warm DURATION
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from jupyter_disttrain import api
+from jupyter_disttrain.backends.slurm import launch
 from jupyter_disttrain.backends.slurm.backend import SlurmBackend
 from jupyter_disttrain.backends.slurm.client import SlurmClient
 from jupyter_disttrain.backends.slurm.kept import KEPT_FILE, MARKS_DIR, POOL_PREFIX
+from jupyter_disttrain.backends.slurm.request import SlurmRequest
 from jupyter_disttrain.model.errors import PoolBusyError
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.payloads.pools import Pool
@@ -115,3 +118,18 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         assert not list((store.root / MARKS_DIR).iterdir())
     finally:
         slurm_cluster.run("scancel", kept, check=False)
+
+
+def test_a_kept_batch_job_requeued_after_its_job_ended_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slurm requeuing a kept batch job (preemption while it waits) reruns its batch script: the
+    job, which had ended, is not run again (``kept.json`` says so), and its records stay."""
+    job_dir = tmp_path / "job"
+    (job_dir / "slurm").mkdir(parents=True)
+    request = SlurmRequest(cwd=str(tmp_path), keep={"shape": {}, "idle": 60.0})
+    (job_dir / "job.json").write_text(json.dumps({"request": request.to_json()}))
+    (job_dir / "slurm" / KEPT_FILE).write_text(json.dumps({"slurm_job": "7", "shape": {}}))
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert launch.main([str(job_dir)]) == 0
+    assert sorted(p.name for p in job_dir.rglob("*")) == ["job.json", "slurm"]
