@@ -86,6 +86,10 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         assert pool_of_kept().id == f"{POOL_PREFIX}{kept}"
         # The job's launcher step ends just after the job's status says so.
         wait_for(lambda: pool_of_kept().jobs == [], 30, "the second job's launcher step ended")
+        # Its keeper runs on this machine (the test cluster's nodes): its warm step as it says.
+        (node,) = pool_of_kept().nodes
+        assert node.step == f"{kept}.{step_id}", node
+        assert pool_of_kept().idle_for is not None
         third = submit(store, tmp_path, "third", WAIT)
         wait_for(lambda: len(counts(third, "third")) == 2, 120, "the third run's ranks printed")
         pool = pool_of_kept()

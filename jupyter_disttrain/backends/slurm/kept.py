@@ -17,6 +17,7 @@ batch step as inside an allocation), and a re-run of the same shape runs in it w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -34,6 +35,7 @@ from ...storage import procs
 from ...storage.logfiles import last_line
 from ...storage.store import JobStore, write_record
 from ..agents.supervisor import LAUNCHER_FILE
+from . import pools as warm_pools
 from .client import SlurmClient, SlurmCommandError, SlurmUnavailable, run
 from .options import SlurmOptions
 from .pools import RELEASE_WAIT
@@ -232,33 +234,40 @@ def relay_alive(job_dir: Path) -> bool | None:
 
 # -- pools ---------------------------------------------------------------------------------------------
 def pools(client: SlurmClient, store: JobStore) -> list[Pool]:
-    """A pool per kept batch job: its jobs are the steps running a job of ours."""
+    """A pool per kept batch job: its jobs are the steps running a job of ours. Where this machine
+    sees its keeper (its first node is this machine), the keeper's own account of its warm steps
+    (hosts, GPUs, idle since when); else what Slurm and ``kept.json`` say (idle time unknown)."""
     found = []
+    local = {
+        named["allocation"]: path
+        for path in warm_pools.keepers()
+        if (named := warm_pools.SOCKET_NAME.fullmatch(path.name))
+    }
     for slurm_job, name, record in kept_jobs(client, store):
         jobs = sorted({n for n in client.steps(slurm_job).values() if n not in _OWN_STEPS})
-        since = float(record.get("since") or time.time())
+        place = f"kept batch job {slurm_job} (of job {name})"
+        answer = warm_pools.status(local[slurm_job]) if slurm_job in local else None
+        if answer and answer["steps"]:
+            pool = warm_pools.pool_of(local[slurm_job], answer["steps"], time.time())
+            found.append(dataclasses.replace(pool, id=f"{POOL_PREFIX}{slurm_job}", place=place, jobs=jobs))
+            continue
         shape_of = record["shape"]
         gpus = int(shape_of.get("nproc_per_node") or 0) if shape_of.get("gpu") else 0
         nodes = [
-            PoolNode(
-                node=n,
-                host="?",
-                step=f"{slurm_job} (batch job)",
-                accelerators=[],
-                jobs=jobs if n == 0 else [],
-            )
+            PoolNode(node=n, host="?", step=f"{slurm_job} (batch job)", accelerators=[], jobs=[])
             for n in range(int(shape_of.get("nodes") or 1))
         ]
+        nodes[0].jobs = jobs
         found.append(
             Pool(
                 id=f"{POOL_PREFIX}{slurm_job}",
                 backend="slurm",
-                place=f"kept batch job {slurm_job} (of job {name})",
+                place=place,
                 fingerprint=str(shape_of.get("fingerprint") or ""),
                 nodes=nodes,
                 accelerators=gpus * len(nodes),
                 jobs=jobs,
-                idle_for=None if jobs else max(0.0, time.time() - since),
+                idle_for=None,
                 releases_in=None,
             )
         )
