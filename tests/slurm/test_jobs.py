@@ -158,7 +158,6 @@ def test_bad_input_is_one_line_and_submits_nothing(
         ({"accelerator": "gpu"}, "partition debug has no GPUs: leave out --accelerator gpu"),
         ({"nodes": 3}, "--nodes 3: partition debug has 2 node(s)"),
         ({"memory": "4Gi"}, "--memory is a Kubernetes flag; use --mem (e.g. 64G)"),
-        ({"options": {"keep_warm": "20m"}}, "--keep-warm keeps the warm steps of an allocation"),
         ({"options": {"keep_warm": "soon"}}, "--keep-warm 'soon' is not a duration; write e.g. '15m'"),
         (
             {"launcher": "mxnet", "launcher_options": {"workers": 2}},

@@ -13,6 +13,7 @@ stops Slurm made; after Slurm forgets a job (``MinJobAge``), the job dir alone.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -34,8 +35,9 @@ from ..agents.spawn import START_TIMEOUT, spawn_launcher
 from ..agents.supervisor import LAUNCHER_FILE
 from ..base import Backend
 from ..rankenv import rank_env, user_cache_dir
-from ..warm.plan import script_imports
+from ..warm.plan import fingerprint, script_imports
 from . import client as slurm
+from . import kept
 from . import pools as warm_pools
 from .allocation import Allocation, default_here
 from .checks import check_batch, check_paths, check_step
@@ -43,7 +45,7 @@ from .checks import place as place_of
 from .launch import CANCEL_FILE, STOPPED_FILE
 from .onnode import node_of, read_ranks, step_argv
 from .options import SlurmOptions, parse_options
-from .request import BATCH, STEP, SlurmRequest
+from .request import BATCH, KEPT, STEP, SlurmRequest
 from .script import (
     BATCH_SCRIPT,
     LAUNCH_MODULE,
@@ -58,7 +60,7 @@ from .script import (
     torchrun_argv,
 )
 from .status import Seen, merge, read_dict
-from .stop import cancel_batch, cancel_steps, stop_leftovers
+from .stop import cancel_batch, cancel_kept, cancel_steps, stop_leftovers
 from .warmstart import WARM_TIMEOUT
 from .warmstart import plan as warm_plan
 
@@ -81,9 +83,15 @@ class SlurmBackend(Backend[SlurmOptions]):
 
     # -- warm pools: the keepers' warm steps --------------------------------------------------
     def pools(self) -> list[Pool]:
-        return warm_pools.pools()
+        """The keepers of allocations found here, and the kept batch jobs (whose keeper runs on
+        their first node: the one of a kept job seen here too is listed once, as the kept job)."""
+        batch = kept.pools(self.client, self.store)
+        kept_ids = {p.id.removeprefix(kept.POOL_PREFIX) for p in batch}
+        return [p for p in warm_pools.pools() if p.place.rpartition(" ")[2] not in kept_ids] + batch
 
     def release(self, pool: Pool, force: bool = False) -> ReleaseAnswer:
+        if pool.id.startswith(kept.POOL_PREFIX):
+            return kept.release(self.client, pool, force)
         return warm_pools.release(pool, force)
 
     # -- checks and the dry run ----------------------------------------------------------------
@@ -108,6 +116,13 @@ class SlurmBackend(Backend[SlurmOptions]):
 
     def _dryrun(self, spec: JobSpec, job_id: str, payload: dict[str, bytes], opts: SlurmOptions) -> DryRun:
         place = place_of(self.client, spec, opts)
+        keep: dict[str, Any] = {}
+        if place.mode == BATCH and opts.keep_warm and not opts.cold:  # a kept batch job of its shape?
+            shape = kept.shape(spec, opts, place, fingerprint(os.environ))
+            found = kept.find(self.client, self.store, shape)
+            if found.slurm_job:
+                place = dataclasses.replace(place, mode=KEPT, allocation=found.slurm_job)
+            keep = {"shape": shape, "idle": opts.keep_warm, "not_kept": found.why}
         job_dir = str(self.store.job_dir(job_id))
         working_dir = spec.working_dir or os.getcwd()
         cache = user_cache_dir()
@@ -144,6 +159,8 @@ class SlurmBackend(Backend[SlurmOptions]):
         sbatch = sbatch_argv(spec, job_id, job_dir, opts, place, working_dir) if place.mode == BATCH else []
         imports = script_imports(payload.get(spec.entrypoint))
         warm, warm_steps, start = warm_plan(spec, opts, place, agents, imports)
+        if keep.get("not_kept") and place.mode == BATCH:  # why not in the kept job, in the start line
+            start += f"; not in a kept job: {keep['not_kept']}"
         request = SlurmRequest(
             cwd=working_dir,
             agents=agents,
@@ -164,6 +181,8 @@ class SlurmBackend(Backend[SlurmOptions]):
             node_monitor_interval=opts.monitor_interval,
             why=self._why(place),
             guard=guard.resolve(opts, os.environ).to_json(),
+            keep={k: keep[k] for k in ("shape", "idle")} if warm and place.mode == BATCH else {},
+            relay=kept.relay_argv(job_id, job_dir, python, place) if place.mode == KEPT else [],
         )
         return DryRun(job_id, job_dir, self.name, request, format_request(request))
 
@@ -177,6 +196,9 @@ class SlurmBackend(Backend[SlurmOptions]):
         device = "one GPU per process" if place.gpu else "CPU processes (gloo)"
         if place.mode == STEP:
             return f"{chosen}job steps in allocation {place.allocation} (no queue), {device}"
+        if place.mode == KEPT:
+            kept_job = f"kept Slurm batch job {place.allocation}"
+            return f"{chosen}in the {kept_job} (--keep-warm: no sbatch, no queue), {device}"
         inside = " (--batch: although this kernel runs in an allocation)" if Allocation.here() else ""
         return f"{chosen}a new Slurm batch job{inside}, {device}"
 
@@ -203,12 +225,19 @@ class SlurmBackend(Backend[SlurmOptions]):
                 slurm_job = self.client.submit(request.sbatch)
             except slurm.SlurmCommandError as exc:
                 raise BackendError(f"sbatch refused the job: {exc}") from None
+            if request.keep:
+                kept.mark(self.store, record.id)
         else:
             slurm_job = str(request.allocation)
         record.backend_state.update({"slurm_job_id": slurm_job, "mode": request.mode})
         self.store.write_record(record)
         if request.mode == STEP:  # a warm one may first wait for its warm step to start
             spawn_launcher(job_dir, LAUNCH_MODULE, START_TIMEOUT + (WARM_TIMEOUT if request.warm else 0))
+        elif request.mode == KEPT and not kept.start_relay(job_dir, request.relay, START_TIMEOUT):
+            raise BackendError(
+                f"the kept Slurm job {slurm_job} ended before this job could start in it "
+                "(its time limit, scancel, or idle): run it again, as a new batch job"
+            )
 
     # -- observe -------------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
@@ -223,12 +252,13 @@ class SlurmBackend(Backend[SlurmOptions]):
         except slurm.SlurmUnavailable as exc:
             return _unreachable(status, exc)
         job_dir = self.store.job_dir(record.id)
-        seen = Seen(
-            what=f"Slurm job {slurm_job}" if request.mode == BATCH else f"allocation {slurm_job}",
-            mode=request.mode,
+        what = {BATCH: "Slurm job", KEPT: "kept Slurm job"}.get(request.mode, "allocation")
+        seen = Seen(  # a job in a kept batch job is seen as a job step of an allocation
+            what=f"{what} {slurm_job}",
+            mode=STEP if request.mode == KEPT else request.mode,
             job=job,
             stopped=read_dict(job_dir / SLURM_DIR / STOPPED_FILE),
-            launcher_alive=self._launcher_alive(record) if request.mode == STEP else None,
+            launcher_alive=self._launcher_alive(record, request.mode) if request.mode != BATCH else None,
             launcher_line=last_line(job_dir / "launcher.log"),
         )
         new = merge(status, seen)
@@ -236,7 +266,9 @@ class SlurmBackend(Backend[SlurmOptions]):
             return self._write_unless_ended(new)
         return new
 
-    def _launcher_alive(self, record: JobRecord) -> bool | None:
+    def _launcher_alive(self, record: JobRecord, mode: str) -> bool | None:
+        if mode == KEPT:  # its launcher is a step on the kept job's node: its srun beside the kernel
+            return kept.relay_alive(self.store.job_dir(record.id))
         launcher = read_dict(self.store.job_dir(record.id) / LAUNCHER_FILE)
         return None if launcher is None else procs.is_alive(launcher)
 
@@ -287,6 +319,8 @@ class SlurmBackend(Backend[SlurmOptions]):
         slurm_job = record.backend_state.get("slurm_job_id")
         if request.mode == BATCH and slurm_job:
             cancel_batch(self.client, self.store, record, slurm_job, request.grace_period)
+        elif request.mode == KEPT and slurm_job:
+            cancel_kept(self.client, self.store, record, slurm_job, request.grace_period)
         elif slurm_job:
             cancel_steps(self.client, self.store, record, request.grace_period)
         status = self.store.read_status(record.id) or JobStatus(job_id=record.id)
@@ -294,6 +328,8 @@ class SlurmBackend(Backend[SlurmOptions]):
             self.store.write_status(status.end(JobPhase.CANCELLED, "Cancelled", "cancelled by the user"))
 
     def _stop_leftovers(self, record: JobRecord) -> None:
+        if (self.store.job_dir(record.id) / SLURM_DIR / kept.KEPT_FILE).exists():
+            return  # its batch job is kept for re-runs: a pool, released as one
         stop_leftovers(self.client, record)
 
     # Last in the class: as a method name, ``list`` would shadow the builtin in later annotations.

@@ -50,11 +50,6 @@ def check_step(client: SlurmClient, spec: JobSpec, opts: SlurmOptions, allocatio
 
 
 def check_batch(client: SlurmClient, spec: JobSpec, opts: SlurmOptions) -> None:
-    if opts.keep_warm is not None:
-        raise InvalidSpecError(
-            "--keep-warm keeps the warm steps of an allocation (a kernel inside salloc or batchspawner); "
-            "a batch job cannot be kept warm yet: leave it out"
-        )
     partitions = client.partitions()
     names = chosen(opts, partitions)
     if not names:

@@ -30,9 +30,10 @@ from ..agents.start import start_cold
 from ..agents.supervisor import Supervisor
 from . import client
 from .keeper import serves_others as keeper_serves_others
+from .kept import ended_while_kept, keep
 from .node import NODES_DIR, RUN_ENV, SLURM_DIR
 from .node import read_json as read_node
-from .request import BATCH, SlurmRequest
+from .request import BATCH, KEPT, STEP, SlurmRequest
 
 CANCEL_FILE = "cancel.json"  # written by the backend before it signals: a cancel by the user
 STOPPED_FILE = "stopped.json"  # written here when Slurm stopped the job: what Slurm said then
@@ -111,7 +112,12 @@ class SlurmSupervisor(Supervisor):
         return read_ranks(self.store, self.record, self.status)
 
     def run(self) -> int:
-        if self.slurm_request.mode == BATCH and self.slurm_job:
+        if self.slurm_request.mode == KEPT and self.slurm_job:
+            where = os.environ.get("SLURMD_NODENAME") or "its first node"
+            self._event(
+                "Normal", "SlurmJob", f"runs in kept Slurm job {self.slurm_job} on {where} (no sbatch)"
+            )
+        elif self.slurm_request.mode == BATCH and self.slurm_job:
             where = os.environ.get("SLURMD_NODENAME") or "its first node"
             run = f"run {self.restarts + 1}" if self.restarts else "the batch script"
             self._event("Normal", "SlurmJob", f"Slurm job {self.slurm_job} started {run} on {where}")
@@ -133,7 +139,8 @@ class SlurmSupervisor(Supervisor):
     def _cancel(self) -> None:
         """A cancel by the user (the backend's marker; or any SIGTERM to a launcher beside the
         kernel, as to a local job's), else Slurm stopping the batch job."""
-        if self.slurm_request.mode != BATCH or (self.job_dir / SLURM_DIR / CANCEL_FILE).exists():
+        stoppable = self.slurm_request.mode in (BATCH, KEPT)  # Slurm may stop the job it runs in
+        if not stoppable or (self.job_dir / SLURM_DIR / CANCEL_FILE).exists():
             super()._cancel()
             return
         said = self._slurm_says()
@@ -233,6 +240,17 @@ def _new_run(request: SlurmRequest) -> SlurmRequest:
     )
 
 
+def _on_this_node(request: SlurmRequest) -> SlurmRequest:
+    """A launcher in a batch job (its own, or a kept one) reaches the keeper of that job's warm
+    steps in this node's runtime dir, named for the Slurm job it runs in."""
+    if request.mode == STEP or not request.warm:
+        return request
+    from .keeper import socket_path
+
+    path = socket_path(os.environ.get("SLURM_JOB_ID", "0"), str(request.warm["fingerprint"]))
+    return dataclasses.replace(request, warm={**request.warm, "socket": str(path)})
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m jupyter_disttrain.backends.slurm.launch JOB_DIR", file=sys.stderr)
@@ -240,6 +258,9 @@ def main(argv: list[str]) -> int:
     job_dir = Path(argv[0]).absolute()
     request = SlurmRequest.from_json(json.loads((job_dir / "job.json").read_text())["request"])
     restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    if restarts and ended_while_kept(job_dir):
+        print("the job had ended: its batch job, requeued while kept for re-runs, runs nothing", flush=True)
+        return 0
     if restarts:
         _set_aside(job_dir, restarts)
     for old in (job_dir / SLURM_DIR).glob("rdzv-*.json"):
@@ -251,13 +272,17 @@ def main(argv: list[str]) -> int:
         from .warmstart import start_warm
 
         try:
+            request = _on_this_node(request)
             forked = start_warm(str(job_dir), request)
         except WarmUnavailable as exc:
             how = f"cold: one srun step per node, the warm step could not start it ({exc})"
             request = _new_run(request)  # node 0's warm step may have recorded a rendezvous none serves
         else:
             new = any(agent.answer.get("new_step") for agent in forked)
-            return SlurmSupervisor(str(job_dir), forked, None, WARM_NEW_STEP if new else WARM_STARTED).run()
+            code = SlurmSupervisor(str(job_dir), forked, None, WARM_NEW_STEP if new else WARM_STARTED).run()
+            if request.keep:  # --keep-warm: the batch job waits for re-runs while its warm steps last
+                keep(job_dir, request, Path(str((request.warm or {})["socket"])))
+            return code
     started, how, error = start_cold(str(job_dir), request, how, "srun")
     wrapped = [SrunAgent(p, str(job_dir), i) for i, p in enumerate(started)]
     return SlurmSupervisor(str(job_dir), wrapped, error, how).run()

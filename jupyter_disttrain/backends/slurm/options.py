@@ -99,7 +99,9 @@ class SlurmOptions(WarmOptions):
         metavar="DURATION",
         help="slurm: inside an allocation, how long the warm steps (one srun step per node holding "
         "torch imported, which re-runs fork from) stay when idle, e.g. 20m (default: "
-        "$DISTTRAIN_WARM_IDLE, else 30m; 0: end each warm step with its job)",
+        "$DISTTRAIN_WARM_IDLE, else 30m; 0: end each warm step with its job); for a batch job, keep it "
+        "after the job that long when idle (within its --time, holding its GPUs) for re-runs of its "
+        "shape (default: off)",
     )
     sbatch_options: list[str] = option(
         [],

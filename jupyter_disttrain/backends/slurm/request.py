@@ -14,6 +14,7 @@ from typing import Any
 from ..agents.request import LocalRequest
 
 BATCH = "batch"  # a new job: sbatch, the launcher runs as the batch script on the first node
+KEPT = "kept"  # in a kept batch job (kept.py): the launcher runs as a step of it, on its first node
 STEP = "step"  # inside an allocation: the launcher runs beside the kernel, its agents are job steps
 
 
@@ -29,6 +30,9 @@ class SlurmRequest(LocalRequest):
     # Warm (``warm``: the keeper's socket, the fingerprint; ``warmstart.py``): each node's warm step
     # command line, started once by the keeper when the node has none, and how long it stays idle.
     warm_steps: list[list[str]] = field(default_factory=list)
+    # BATCH with --keep-warm: the job's shape and idle time, recorded once its job ended (kept.py).
+    keep: dict[str, Any] = field(default_factory=dict)
+    relay: list[str] = field(default_factory=list)  # KEPT: the srun of the launcher's step
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,4 +50,6 @@ class SlurmRequest(LocalRequest):
             node_monitor_interval=float(data.get("node_monitor_interval", 0.0)),
             why=str(data.get("why", "")),
             warm_steps=[[str(a) for a in argv] for argv in data.get("warm_steps", [])],
+            keep=dict(data.get("keep") or {}),
+            relay=[str(a) for a in data.get("relay", [])],
         )

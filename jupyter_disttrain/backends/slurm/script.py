@@ -30,7 +30,7 @@ from ...model.specs import JobSpec
 from ...runtime import contract
 from ..agents import torchrun
 from .options import CONTROL, SlurmOptions
-from .request import BATCH, SlurmRequest
+from .request import BATCH, KEPT, SlurmRequest
 
 LAUNCH_MODULE = "jupyter_disttrain.backends.slurm.launch"
 NODE_MODULE = "jupyter_disttrain.backends.slurm.node"
@@ -167,6 +167,12 @@ def format_request(request: SlurmRequest) -> str:
     if request.mode == BATCH:
         lines += ["# submitted with:", shlex.join(request.sbatch), f"# ---- {SLURM_DIR}/{BATCH_SCRIPT} ----"]
         lines.append(request.batch_script.rstrip("\n"))
+        lines.append("# ---- run by the launcher, one job step per node ----")
+    elif request.mode == KEPT:
+        lines += [
+            "# the launcher, a step of the kept batch job on its first node:",
+            shlex.join(request.relay),
+        ]
         lines.append("# ---- run by the launcher, one job step per node ----")
     else:
         lines.append("# ---- run by the launcher beside this kernel, one job step per node ----")

@@ -41,6 +41,18 @@ def cancel_steps(client: SlurmClient, store: JobStore, record: JobRecord, grace:
     stop_leftovers(client, record)
 
 
+def cancel_kept(
+    client: SlurmClient, store: JobStore, record: JobRecord, slurm_job: str, grace: float
+) -> None:
+    """A job in a kept batch job: the grace period's SIGTERM to its launcher's step alone (the
+    kept job stays for the next re-run); then any step of the job left."""
+    for step, name in client.steps(slurm_job).items():
+        if name == record.id:
+            client.cancel(step, signal="TERM")
+    wait_ended(store, record.id, grace + 15)
+    stop_leftovers(client, record)
+
+
 def wait_ended(store: JobStore, job_id: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

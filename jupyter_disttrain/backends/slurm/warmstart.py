@@ -41,7 +41,7 @@ from ..warm.zygote_protocol import exchange
 from . import keeper, pools
 from .allocation import Allocation
 from .options import SlurmOptions
-from .request import STEP
+from .request import BATCH, KEPT, STEP
 from .script import START, Place, srun_argv
 from .warmstep import WARMSTEP_MODULE
 
@@ -69,8 +69,12 @@ def plan(
 ) -> tuple[WarmPlan | None, list[list[str]], str]:
     """Whether a Slurm job forks from warm steps: its plan, each node's warm step command line,
     and the line that says which path it takes and why."""
-    if place.mode != STEP or place.allocation is None:
-        return None, [], f"{START} (a batch job: warm steps run inside an allocation)"
+    if place.mode == BATCH and not opts.keep_warm:
+        return (
+            None,
+            [],
+            f"{START} (a batch job: warm steps run inside an allocation, or one kept: --keep-warm)",
+        )
     keep = keep_warm(opts, os.environ)
     job_env = agents[0].env
     shape = JobShape(spec.max_restarts, torchrun_only=True, foreign_python=False, cold=opts.cold)
@@ -79,12 +83,14 @@ def plan(
     if why:
         return None, [], f"{START} ({why})"
     fp, key = fingerprint(os.environ), env_key(os.environ)
-    try:
-        path = keeper.socket_path(place.allocation, fp)
+    try:  # a batch job's keeper listens on its first node: its launcher names the socket there
+        path = keeper.socket_path(place.allocation or "0", fp)
     except (WarmUnavailable, OSError) as exc:
         return None, [], f"{START} (no private runtime dir for warm steps: {exc})"
     steps = warm_steps(spec, place, WarmPlan(str(path), fp, (), key), keep)
     preload = tuple(sorted({m.partition(".")[0] for m in imports} & HEAVY))
+    if place.mode != STEP:
+        return WarmPlan(str(path), fp, preload, key), steps, _batch_line(place, keep)
     if pools.alive(path):
         line = "warm: forked from the warm step on each node (no new step"
     else:
@@ -92,6 +98,19 @@ def plan(
         line += "start no step"
     line += f", kept {keep:g} s when idle; --cold for a step of its own)"
     return WarmPlan(str(path), fp, preload, key), steps, line
+
+
+def _batch_line(place: Place, keep: float) -> str:
+    if place.mode == KEPT:
+        return (
+            f"warm: in kept Slurm job {place.allocation}, forked from its warm step on each node "
+            "(no sbatch, no queue, no torch import; --cold for a new batch job)"
+        )
+    return (
+        "warm: a warm step starts on each node of the new batch job (the job waits while it imports "
+        f"torch); the batch job is then kept {keep:g} s when idle, holding its nodes and GPUs, and "
+        "re-runs of this shape run in it (no sbatch)"
+    )
 
 
 def warm_steps(spec: JobSpec, place: Place, warm: WarmPlan, keep: float) -> list[list[str]]:
