@@ -67,7 +67,10 @@ export class PoolsSection {
     li.dataset.poolId = pool.id;
     const title = document.createElement('div');
     title.className = 'jp-DistTrainPools-place';
-    title.textContent = `${cells.place}: ${cells.accelerators}`;
+    const held = document.createElement('span');
+    held.className = 'jp-DistTrainPools-held'; // wraps as a whole ("no GPU held")
+    held.textContent = cells.accelerators;
+    title.append(`${cells.place}: `, held);
     const detail = document.createElement('div');
     detail.className = 'jp-DistTrainPools-detail';
     detail.textContent = `${cells.nodes} · ${cells.idle} · ${cells.releases}`;
