@@ -115,6 +115,8 @@ test('a warm pool in the sidebar: listed, and released after a confirm', async (
   expect(listed.place).toMatch(/^allocation \d+$/);
 
   const panel = await openPanel(page);
+  // this test's jobs only (a full run has more), so that the screenshots show the same list
+  await panel.locator('.jp-DistTrainPanel-filter').fill('uipool');
   const section = panel.locator('.jp-DistTrainPools');
   const pool = section.locator('.jp-DistTrainPools-pool');
   await expect(section.locator('.jp-DistTrainPools-title')).toHaveText('Warm pools');
