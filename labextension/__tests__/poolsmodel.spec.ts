@@ -1,10 +1,5 @@
-import {
-  PoolsModel,
-  poolCells,
-  poolsStatus,
-  releaseQuestion,
-  releasedNotice
-} from '../models/poolsmodel';
+import { PoolsModel, poolCells, releaseQuestion } from '../models/poolsmodel';
+import { poolsStatus, releasedNotice } from '../models/poolsmodel';
 import type { IPool, IPoolList, IReleaseAnswer } from '../rest/types';
 
 function pool(overrides: Partial<IPool> = {}): IPool {
