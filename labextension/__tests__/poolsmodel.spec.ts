@@ -1,4 +1,5 @@
 import { PoolsModel, poolCells, releaseQuestion } from '../models/poolsmodel';
+import { poolsStatus, releasedNotice } from '../models/poolsmodel';
 import type { IPool, IPoolList, IReleaseAnswer } from '../rest/types';
 
 function pool(overrides: Partial<IPool> = {}): IPool {
@@ -41,6 +42,43 @@ describe('a pool as the sidebar shows it', () => {
     });
     expect(releaseQuestion(busy)).toContain('Job train-abcde runs in it and will fail.');
     expect(releaseQuestion(pool())).not.toContain('will fail');
+  });
+});
+
+describe("the section's status line", () => {
+  const listing = (pools: IPool[], errors: string[] = [], error: string | null = null) => ({
+    pools,
+    errors,
+    error
+  });
+
+  it('hides the section once a release has left no pool: the notice says it, not the section', () => {
+    expect(poolsStatus(listing([]), null)).toEqual({ text: '', error: false, hidden: true });
+    const answer = {
+      id: pool().id,
+      released: true,
+      message: 'released: its warm steps (12.3 on n1) have ended'
+    };
+    expect(releasedNotice(answer)).toBe(
+      `Warm pool ${pool().id} released: its warm steps (12.3 on n1) have ended`
+    );
+    expect(poolsStatus(listing([pool()]), null)).toEqual({ text: '', error: false, hidden: false });
+  });
+
+  it('says a refused release while that pool is listed, and a load or backend failure', () => {
+    const refused = { id: pool().id, message: `Cannot release ${pool().id}: runs job j-1` };
+    expect(poolsStatus(listing([pool()]), refused)).toEqual({
+      text: refused.message,
+      error: true,
+      hidden: false
+    });
+    // the pool gone since (released by itself): the refusal is stale, and nothing is left to show
+    expect(poolsStatus(listing([]), refused).hidden).toBe(true);
+    expect(poolsStatus(listing([], ['kubernetes: no cluster config'], 'HTTP 500'), null)).toEqual({
+      text: 'Cannot load warm pools: HTTP 500 · kubernetes: no cluster config',
+      error: true,
+      hidden: false
+    });
   });
 });
 

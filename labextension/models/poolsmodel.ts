@@ -89,6 +89,43 @@ export function poolCells(pool: IPool): IPoolCells {
   };
 }
 
+/** A release refused or failed: the pool's id and the one-line reason. */
+export interface IRefusal {
+  id: string;
+  message: string;
+}
+
+/** What the section says above its pools, and whether it shows at all. */
+export interface IPoolsStatus {
+  text: string;
+  error: boolean;
+  hidden: boolean;
+}
+
+/**
+ * The section's line: a failed load, the backends that could not say, a release refused while
+ * that pool is still listed. Shown only while there is a pool or such a line: a release that
+ * worked leaves none (the lab tells it in a notification), so an empty section goes.
+ */
+export function poolsStatus(
+  model: Pick<PoolsModel, 'pools' | 'error' | 'errors'>,
+  refused: IRefusal | null
+): IPoolsStatus {
+  const stillListed = refused && model.pools.some(p => p.id === refused.id);
+  const lines = [model.error && `Cannot load warm pools: ${model.error}`, ...model.errors];
+  const said = [...lines, stillListed ? refused.message : ''].filter(Boolean);
+  return {
+    text: said.join(' · '),
+    error: said.length > 0,
+    hidden: model.pools.length === 0 && said.length === 0
+  };
+}
+
+/** The notification of a release: "Warm pool ID released: its warm steps (…) have ended". */
+export function releasedNotice(answer: IReleaseAnswer): string {
+  return `Warm pool ${answer.id} ${answer.message}`;
+}
+
 /** The confirm dialog's question before a release (its jobs fail when it runs some). */
 export function releaseQuestion(pool: IPool): string {
   const held = poolCells(pool).accelerators;

@@ -3,7 +3,7 @@
  * commands that show or refresh it.
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 
 import { CommandIDs } from '../ids';
 import { disttrainIcon } from '../icons';
@@ -33,7 +33,13 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
       interval: settings.values.refreshInterval,
       visible: (): boolean => panel.isVisible
     });
-    const poolsSection = new PoolsSection(pools, confirmRelease);
+    const poolsSection = new PoolsSection(pools, {
+      confirm: confirmRelease,
+      released: (notice, done) =>
+        done
+          ? Notification.success(notice, { autoClose: 8000 })
+          : Notification.info(notice, { autoClose: 8000 })
+    });
     const panel: JobsPanel = new JobsPanel(
       model,
       commands,

@@ -3,15 +3,32 @@
  * accelerators held, idle for, releases in) with a Release button that asks first. Hidden while
  * there is none. Plain DOM, redrawn from `PoolsModel` on each change.
  */
-import { PoolsModel, poolCells, releaseQuestion } from '../models/poolsmodel';
+import {
+  IRefusal,
+  PoolsModel,
+  poolCells,
+  poolsStatus,
+  releaseQuestion,
+  releasedNotice
+} from '../models/poolsmodel';
 import { errorMessage } from '../models/pollingmodel';
 import type { IPool } from '../rest/types';
 
+/** How the section talks to the user (the lab's dialog and notifications). */
+export interface IPoolsSectionUI {
+  /** Asks a yes/no question before a release (`force`: a job runs in the pool). */
+  confirm: (question: string, force: boolean) => Promise<boolean>;
+  /**
+   * Says what a release did (`done`: the pool has ended, else it is still ending); the section
+   * may be gone by then (it was the last pool).
+   */
+  released: (notice: string, done: boolean) => void;
+}
+
 export class PoolsSection {
-  /** `confirm` asks the user a yes/no question (a dialog in the lab). */
   constructor(
     readonly model: PoolsModel,
-    private _confirm: (question: string, force: boolean) => Promise<boolean>
+    private _ui: IPoolsSectionUI
   ) {
     this.node = document.createElement('section');
     this.node.className = 'jp-DistTrainPools';
@@ -36,14 +53,11 @@ export class PoolsSection {
   }
 
   render(): void {
-    const { pools, errors, error } = this.model;
-    const said = [error && `Cannot load warm pools: ${error}`, ...errors, this._said].filter(
-      Boolean
-    );
-    this.node.hidden = pools.length === 0 && said.length === 0;
-    this._status.textContent = said.join(' · ');
-    this._status.classList.toggle('jp-mod-error', !!error || errors.length > 0 || this._failed);
-    this._list.replaceChildren(...pools.map(pool => this._row(pool)));
+    const status = poolsStatus(this.model, this._refused);
+    this.node.hidden = status.hidden;
+    this._status.textContent = status.text;
+    this._status.classList.toggle('jp-mod-error', status.error);
+    this._list.replaceChildren(...this.model.pools.map(pool => this._row(pool)));
   }
 
   private _row(pool: IPool): HTMLLIElement {
@@ -53,7 +67,10 @@ export class PoolsSection {
     li.dataset.poolId = pool.id;
     const title = document.createElement('div');
     title.className = 'jp-DistTrainPools-place';
-    title.textContent = `${cells.place}: ${cells.accelerators}`;
+    const held = document.createElement('span');
+    held.className = 'jp-DistTrainPools-held'; // wraps as a whole ("no GPU held")
+    held.textContent = cells.accelerators;
+    title.append(`${cells.place}: `, held);
     const detail = document.createElement('div');
     detail.className = 'jp-DistTrainPools-detail';
     detail.textContent = `${cells.nodes} · ${cells.idle} · ${cells.releases}`;
@@ -71,22 +88,20 @@ export class PoolsSection {
   /** Ask, then release (by force when a job runs in it: the user was told it fails). */
   async release(pool: IPool): Promise<void> {
     const force = pool.jobs.length > 0;
-    if (!(await this._confirm(releaseQuestion(pool), force))) {
+    if (!(await this._ui.confirm(releaseQuestion(pool), force))) {
       return;
     }
     try {
       const answer = await this.model.release(pool.id, force);
-      this._said = answer.message;
-      this._failed = false;
+      this._ui.released(releasedNotice(answer), answer.released);
+      this._refused = null;
     } catch (err) {
-      this._said = `Cannot release ${pool.id}: ${errorMessage(err)}`;
-      this._failed = true;
+      this._refused = { id: pool.id, message: `Cannot release ${pool.id}: ${errorMessage(err)}` };
     }
     this.render();
   }
 
   private _status: HTMLDivElement;
   private _list: HTMLUListElement;
-  private _said = '';
-  private _failed = false;
+  private _refused: IRefusal | null = null;
 }

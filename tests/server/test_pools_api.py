@@ -109,5 +109,7 @@ async def test_pools_are_listed_and_released(
     assert wait_phase(third, {JobPhase.SUCCEEDED, JobPhase.FAILED}, 60).phase is JobPhase.FAILED
     (said,) = [e.message for e in third.status().events if e.reason == "WarmStepLost"]
     assert said.startswith(f"the warm step {new.nodes[0].step} on ") and "released by force" in said, said
+    # ... which is why it failed, in the sidebar's row and its details (not its stopped agent's words)
+    assert (third.status().reason, third.status().message) == ("WarmStepLost", said)
     code, listing = await answer(jp_fetch, "pools")
     assert code == 200 and listing == {"pools": [], "errors": []}, listing

@@ -165,6 +165,7 @@ def test_a_rerun_forks_from_the_warm_step_and_the_step_ends_when_idle(
     assert wait_phase(lost, {JobPhase.SUCCEEDED, JobPhase.FAILED}, 60).phase is JobPhase.FAILED
     (said,) = [e.message for e in lost.status().events if e.reason == "WarmStepLost"]
     assert said.startswith(f"the warm step {new_step.split()[0]} on "), said
+    assert lost.status().message == said  # why it failed
     wait_for(lambda: not alive("keeper", keeper_socket), 30, "the keeper ended with its last step")
 
 

@@ -126,10 +126,15 @@ class SlurmSupervisor(Supervisor):
         return code or int(self.status.phase is JobPhase.FAILED)
 
     def _finish(self, phase: JobPhase, reason: str, message: str) -> None:
-        """The end, and first what ended a warm step under the job, if so (its agent's last word)."""
-        for agent in self.agents:
-            if lost := getattr(agent, "last_word", {}).get("lost"):
-                self._event("Warning", "WarmStepLost", str(lost))
+        """The end, and what ended a warm step under the job, if so (its agent's last word): for
+        a failed job, that is why it failed (its reason and message, not what its stopped agent
+        said as it went), else an event said first."""
+        lost = [str(word["lost"]) for a in self.agents if (word := getattr(a, "last_word", {})).get("lost")]
+        if lost and phase is JobPhase.FAILED:  # the end's own event then says it
+            reason, message = "WarmStepLost", "; ".join(lost)
+        else:
+            for said in lost:
+                self._event("Warning", "WarmStepLost", said)
         super()._finish(phase, reason, message)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:

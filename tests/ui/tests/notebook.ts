@@ -1,7 +1,10 @@
 import { IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-/** A notebook file (JSON) of code cells, for the browser tests to upload and run. */
-export function notebook(cells: string[]): string {
+/**
+ * A notebook file (JSON) of code cells, for the browser tests to upload and run, with the kernel
+ * ``kernel`` (a kernelspec's name).
+ */
+export function notebook(cells: string[], kernel = 'python3'): string {
   return JSON.stringify({
     cells: cells.map(source => ({
       cell_type: 'code',
@@ -11,7 +14,11 @@ export function notebook(cells: string[]): string {
       source
     })),
     metadata: {
-      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' },
+      kernelspec: {
+        display_name: kernel === 'python3' ? 'Python 3 (ipykernel)' : kernel,
+        language: 'python',
+        name: kernel
+      },
       language_info: { name: 'python' }
     },
     nbformat: 4,
