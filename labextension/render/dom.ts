@@ -1,4 +1,18 @@
-/** Small DOM builders the views share: a heading, a key/value list, a table, a phase badge. */
+/** Small DOM builders the views share: an element, a heading, a key/value list, a table, a phase badge. */
+
+/** A `tag` element of `className`, holding `text` if given. */
+export function element<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  e.className = className;
+  if (text !== undefined) {
+    e.textContent = text;
+  }
+  return e;
+}
 
 export function section(text: string): HTMLElement {
   const h = document.createElement('h3');

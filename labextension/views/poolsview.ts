@@ -12,6 +12,7 @@ import {
   releasedNotice
 } from '../models/poolsmodel';
 import { errorMessage } from '../models/pollingmodel';
+import { element } from '../render/dom';
 import type { IPool } from '../rest/types';
 
 /** How the section talks to the user (the lab's dialog and notifications). */
@@ -62,22 +63,23 @@ export class PoolsSection {
 
   private _row(pool: IPool): HTMLLIElement {
     const cells = poolCells(pool);
-    const li = document.createElement('li');
-    li.className = 'jp-DistTrainPools-pool';
+    const li = element('li', 'jp-DistTrainPools-pool');
     li.dataset.poolId = pool.id;
-    const title = document.createElement('div');
-    title.className = 'jp-DistTrainPools-place';
-    const held = document.createElement('span');
-    held.className = 'jp-DistTrainPools-held'; // wraps as a whole ("no GPU held")
-    held.textContent = cells.accelerators;
+    const title = element('div', 'jp-DistTrainPools-place');
+    // wraps as a whole ("no GPU held")
+    const held = element('span', 'jp-DistTrainPools-held', cells.accelerators);
     title.append(`${cells.place}: `, held);
-    const detail = document.createElement('div');
-    detail.className = 'jp-DistTrainPools-detail';
-    detail.textContent = `${cells.nodes} · ${cells.idle} · ${cells.releases}`;
-    const release = document.createElement('button');
+    const detail = element(
+      'div',
+      'jp-DistTrainPools-detail',
+      `${cells.nodes} · ${cells.idle} · ${cells.releases}`
+    );
+    const release = element(
+      'button',
+      'jp-DistTrainPools-release jp-Button jp-mod-minimal',
+      'Release'
+    );
     release.type = 'button';
-    release.className = 'jp-DistTrainPools-release jp-Button jp-mod-minimal';
-    release.textContent = 'Release';
     release.title = `Release ${pool.id} now`;
     release.setAttribute('aria-label', `Release warm pool ${pool.id}`);
     release.addEventListener('click', () => void this.release(pool));
