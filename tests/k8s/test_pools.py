@@ -8,9 +8,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.exits import read_exits
 from jupyter_disttrain.backends.kubernetes.poolshape import POOL_LABEL
+from jupyter_disttrain.model.errors import PoolBusyError
 from jupyter_disttrain.model.specs import JobPhase
 
 from .conftest import ddp_spec, wait_for
@@ -70,20 +73,20 @@ def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     other = ddp_spec(workspace, nodes=1, nproc_per_node=1, options={"keep_warm": "60"})
     assert f"cold: pool {pool.fingerprint} has nodes 1x2, this job 1x1" in backend.dryrun(other).text
 
+    # A cancelled warm job leaves the pool usable.
+    holding = ddp_spec(workspace, nodes=1, nproc_per_node=2, env={"HOLD": "60"}, options={"keep_warm": "60"})
+    cancelled = backend.submit(holding, SCRIPT)
+    wait_until(lambda: any(cancelled in p.jobs for p in backend.pools()))
+    assert backend.cancel(cancelled).phase is JobPhase.CANCELLED
+    wait_until(lambda: [p.jobs for p in backend.pools() if p.id == first] == [[]])
+
     # A job running in the pool: refused a plain release, then released by force: the job fails
     # naming the pod, nothing hangs.
-    held = backend.submit(
-        ddp_spec(workspace, nodes=1, nproc_per_node=2, env={"HOLD": "60"}, options={"keep_warm": "60"}),
-        SCRIPT,
-    )
-    wait_for(backend, held, lambda s: s.phase is JobPhase.RUNNING)
+    held = backend.submit(holding, SCRIPT)
     wait_until(lambda: any(held in p.jobs for p in backend.pools()))
     (busy,) = [p for p in backend.pools() if p.id == first]
-    try:
+    with pytest.raises(PoolBusyError, match=held):
         backend.release(busy)
-        raise AssertionError("a busy pool was released")
-    except Exception as exc:
-        assert held in str(exc)
     assert backend.release(busy, force=True).released
     status = wait_for(backend, held, lambda s: s.is_terminal)
     assert status.phase is JobPhase.FAILED and pool.nodes[0].step in (status.message or ""), status.message

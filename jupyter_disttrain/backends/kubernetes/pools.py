@@ -27,8 +27,12 @@ _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def pool_pods(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
-    """The namespace's kept pods that run (a deleted or ended one holds no pool)."""
-    items = client.list_objects(PODS, namespace, poolshape.pool_selector()).get("items", [])
+    """The namespace's kept pods that run (a deleted or ended one holds no pool); BackendError
+    when they cannot be listed."""
+    try:
+        items = client.list_objects(PODS, namespace, poolshape.pool_selector()).get("items", [])
+    except ApiError as exc:
+        raise BackendError(f"the warm pools of namespace {namespace} cannot be listed: {exc}") from None
     return [
         p
         for p in items
@@ -70,17 +74,18 @@ def start_line(client: KubeClient | None, spec: JobSpec, request: KubeRequest, o
     """The dry run's ``# start:`` line, marking the request's pods kept when ``--keep-warm`` says
     so: in which pool it forks, or the first field in which the namespace's pools differ from it."""
     keep = opts.keep_warm
+    if keep and not poolshape.why_not_kept(request, spec.nodes):  # (a --cold job starts a new pool)
+        poolshape.keep(request, spec.nodes, spec.nproc_per_node, keep)
     why = _runs_cold(spec, request, opts)
-    if why and (keep or opts.cold):
-        return f"cold: {why}"
     if why:
-        return "cold"
+        return f"cold: {why}" if keep or opts.cold else "cold"
     job = poolshape.shape(request, spec.nodes, spec.nproc_per_node)
     pool = poolshape.key(job)
-    if keep:  # (a --cold job's pods are kept too: it starts a new pool)
-        poolshape.keep(request, spec.nodes, spec.nproc_per_node, keep)
     kept = f" (its pods are kept as pool {pool} for {keep:.0f} s when idle)" if keep else ""
-    pods = pool_pods(client, request.namespace) if client is not None else []
+    try:
+        pods = pool_pods(client, request.namespace) if client is not None else []
+    except BackendError as exc:
+        return f"cold: {exc}"
     for pod in pods:
         if pod["metadata"]["labels"].get(poolshape.POOL_LABEL) == pool:
             return f"warm: pool {pool} (pod {pod['metadata']['name']})"
@@ -115,7 +120,11 @@ def fork(
         "from_pod": [item["name"] for item in ctr["env"] if "value" not in item],
     }
     said = []
-    for pod in pool_pods(client, request.namespace):
+    try:
+        pods = pool_pods(client, request.namespace)
+    except BackendError as exc:
+        return None, f"cold: {exc}"
+    for pod in pods:
         if pod["metadata"]["labels"].get(poolshape.POOL_LABEL) != pool:
             continue
         answer = ask(client, pod, spawn)
