@@ -199,6 +199,7 @@ SAME_PYTHON = "{python}"
 POOL_KEEP_ENV = "DISTTRAIN_POOL_KEEP"
 POOL_PLAN_ENV = "DISTTRAIN_POOL_ZYGOTE"
 POOL_MODULE = "jupyter_disttrain.backends.kubernetes.poolpod"
+POOL_ENV_NAMES_ENV = "DISTTRAIN_POOL_ENV_NAMES"  # the container's own variables: a forked job drops them
 # How a pod starts its ranks: ``TORCHRUN SCRIPT ARGS``; the wrapper puts ``-m <the shipped rank
 # wrapper>`` after it.
 TORCHRUN = ["torchrun", "--tee", "3"]
@@ -272,4 +273,30 @@ import os, sys
 sys.path.insert(0, sys.argv[1])
 from {podruntime.PACKAGE}.debugsock import main
 sys.exit(main([os.environ[{contract.JOB_DIR_ENV!r}]]))
+"""
+
+# Run in a pool pod through pods/exec (the notebook's only way in): one request (argv, JSON) to
+# the pod's pool server (poolpod.py) on its Unix socket, in the private dir ``poolpod.pool_dir``
+# makes; its answer, one JSON line on stdout (exit 0 either way: a refusal is an answer). Standard
+# library only, so an exec costs an interpreter's start, not this package's import.
+POOL_RELAY = """\
+import json, os, socket, sys
+base = os.environ.get("XDG_RUNTIME_DIR")
+root = os.path.join(base, "jupyter_disttrain") if base else f"/tmp/jupyter_disttrain-{os.getuid()}"
+host = os.environ.get("HOSTNAME") or socket.gethostname()
+path = os.path.join(root, f"k8s-{host}"[:60], "pool.sock")
+try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(path)
+        conn.sendall(sys.argv[1].encode() + b"\\n")
+        data = b""
+        while b"\\n" not in data and len(data) < 1 << 20:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    print(data.partition(b"\\n")[0].decode(), flush=True)
+except OSError as exc:
+    print(json.dumps({"ok": False, "error": f"this pod holds no pool now: {exc}"}), flush=True)
 """

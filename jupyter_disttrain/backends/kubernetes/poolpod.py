@@ -10,8 +10,8 @@ Runs in the pod with the image's own ``jupyter_disttrain`` (the zygote is ``back
   agent from the zygote instead of starting torchrun, and writes the job's logs, samples and
   exit record where a cold pod of the job would. It ends after ``KEEP`` seconds with no job
   (the pod's own clock: the notebook may be gone), so the pod, and its Job, complete.
-- ``ask REQUEST``: the relay the notebook execs through ``pods/exec`` (the API server is the
-  only way in): one request to the pod's socket, its answer as one JSON line on stdout.
+The notebook reaches it only through ``pods/exec`` of the relay (``podscript.POOL_RELAY``): one
+request to the pod's socket, its answer as one JSON line on stdout.
 
 Requests: ``{"op": "spawn", "job", "args", "env", "from_pod"}`` (``args``: the job's wrapper
 arguments; ``env``: its container's variables, ``from_pod``: those the pod sets itself, kept),
@@ -34,17 +34,17 @@ from typing import Any
 from ...runtime import contract
 from ..warm.plan import IDLE_ENV, WarmPlan, fingerprint, private_dir, start_for, zygote_dir
 from ..warm.warmagent import WarmAgent, spawn
-from ..warm.zygote_protocol import answer, exchange, listen, read_request
+from ..warm.zygote_protocol import answer, listen, read_request
 from .podscript import POD_WRAPPER
+from .podscript import POOL_ENV_NAMES_ENV as ENV_NAMES_ENV
 from .podscript import POOL_MODULE as MODULE
 from .podscript import POOL_PLAN_ENV as PLAN_ENV
-from .poolshape import ENV_NAMES_ENV
 
 ASK_TIMEOUT = 30.0
 
 
 def pool_dir() -> Path:
-    """This pod's private dir: its zygote and its socket."""
+    """This pod's private dir: its zygote and its socket (``podscript.POOL_RELAY`` finds it so)."""
     host = os.environ.get("HOSTNAME") or socket.gethostname()
     return private_dir(zygote_dir() / f"k8s-{host}"[:60])
 
@@ -157,14 +157,6 @@ def _split(torchrun: list[str]) -> tuple[list[str], list[str]]:
     return torchrun[1:at], torchrun[at + 2 :]
 
 
-def ask(request: dict[str, Any]) -> dict[str, Any]:
-    """One request to this pod's pool (the relay's side)."""
-    try:
-        return exchange(pool_dir() / "pool.sock", request, ASK_TIMEOUT)
-    except (OSError, ValueError) as exc:
-        return {"ok": False, "error": f"this pod holds no pool now: {exc}"}
-
-
 def serve(keep: float, replica: str) -> int:
     own = set((os.environ.get(ENV_NAMES_ENV) or "").split(","))
     base = {k: v for k, v in os.environ.items() if k not in own}
@@ -189,11 +181,7 @@ def _image_path(env: dict[str, str] | os._Environ[str]) -> str:
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "serve":
         return serve(float(argv[1]), argv[2])
-    if len(argv) == 2 and argv[0] == "ask":
-        answer = ask(json.loads(argv[1]))
-        print(json.dumps(answer), flush=True)
-        return 0  # a refusal is an answer too (exec's status would lose it)
-    print(f"usage: python -m {MODULE} serve KEEP REPLICA | ask REQUEST", file=sys.stderr)
+    print(f"usage: python -m {MODULE} serve KEEP REPLICA", file=sys.stderr)
     return 2
 
 

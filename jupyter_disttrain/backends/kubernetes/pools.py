@@ -19,7 +19,7 @@ from .client import JOBS, PODS, ApiError, KubeClient
 from .flavors import flavor_named
 from .options import KubeOptions, parse_options
 from .podexec import exec_in_pod
-from .podscript import POOL_MODULE, PYTHON_LAUNCH
+from .podscript import POOL_RELAY, PYTHON_LAUNCH
 from .request import KubeRequest
 
 RELEASE_WAIT = 30.0  # seconds a release waits for the pod to go (its jobs get the wrapper's SIGTERM)
@@ -43,7 +43,7 @@ def pool_pods(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
 def ask(client: KubeClient, pod: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """One request to a pool pod's server through its relay; its answer (``ok`` false: refused)."""
     meta = pod["metadata"]
-    argv = [*PYTHON_LAUNCH, "-m", POOL_MODULE, "ask", json.dumps(request)]
+    argv = [*PYTHON_LAUNCH, "-c", POOL_RELAY, json.dumps(request)]
     try:
         text = exec_in_pod(client, meta["namespace"], meta["name"], flavor_named("job").container, argv)
     except BackendError as exc:  # a relay that refuses exits 1 with its answer on stdout

@@ -11,13 +11,12 @@ from typing import Any
 
 from ..warm.plan import import_time_env
 from . import manifests as mf
+from .podscript import POOL_ENV_NAMES_ENV as ENV_NAMES_ENV
 from .podscript import POOL_KEEP_ENV as KEEP_ENV
 from .request import KubeRequest
 
 POOL_LABEL = "disttrain.pool"  # the pool's key, on each kept pod: found by label after a restart
 SHAPE_ANNOTATION = "disttrain.pool/shape"
-# The container's own variable names: a job forked in the pod drops them for its own.
-ENV_NAMES_ENV = "DISTTRAIN_POOL_ENV_NAMES"
 # In the order the dry run names the first that differs.
 FIELDS = (
     "image",
