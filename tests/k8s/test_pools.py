@@ -52,7 +52,8 @@ def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     spec = ddp_spec(workspace, nodes=1, nproc_per_node=2, options={"keep_warm": "60"})
     first = backend.submit(spec, SCRIPT)
     assert wait_for(backend, first, lambda s: s.is_terminal).phase is JobPhase.SUCCEEDED
-    (pool,) = [p for p in backend.pools() if p.id == first]  # the pod stays, holding the zygote
+    # The pod stays, holding the zygote; a restarted kernel (a new backend) finds it by its label.
+    (pool,) = [p for p in KubernetesBackend(backend.store).pools() if p.id == first]
     assert pool.jobs == [] and pool.releases_in is not None
 
     # A re-run of the same shape: "warm" in the dry run, no new Pod, the edited module read fresh.

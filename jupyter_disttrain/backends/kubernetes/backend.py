@@ -100,7 +100,8 @@ class KubernetesBackend(Backend[KubeOptions]):
         if status is not None:  # the job's details say which accelerator it got, and why
             line = device_line(record.spec.nproc_per_node, request)
             status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
-            status.events.append(Event(now_iso(), "Normal", "Started", start))
+            if start:  # how it started, when pools were asked (--keep-warm, --cold, a pool of its shape)
+                status.events.append(Event(now_iso(), "Normal", "Started", start))
             if not request.job_dir_on_pvc:
                 status.events.append(Event(now_iso(), "Warning", "ScratchCheckpoints", SCRATCH_CHECKPOINTS))
             # Created suspended (Kueue's webhook): queued from the start, whoever looks next.

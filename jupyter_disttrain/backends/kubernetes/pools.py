@@ -26,11 +26,11 @@ RELEASE_WAIT = 30.0  # seconds a release waits for the pod to go (its jobs get t
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-def pool_pods(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
-    """The namespace's kept pods that run (a deleted or ended one holds no pool); BackendError
-    when they cannot be listed."""
+def pool_pods(client: KubeClient, namespace: str, key: str | None = None) -> list[dict[str, Any]]:
+    """The namespace's kept pods that run (a deleted or ended one holds no pool), of pool ``key``
+    only if given; BackendError when they cannot be listed."""
     try:
-        items = client.list_objects(PODS, namespace, poolshape.pool_selector()).get("items", [])
+        items = client.list_objects(PODS, namespace, poolshape.pool_selector(key)).get("items", [])
     except ApiError as exc:
         raise BackendError(f"the warm pools of namespace {namespace} cannot be listed: {exc}") from None
     return [
@@ -99,39 +99,47 @@ def start_line(client: KubeClient | None, spec: JobSpec, request: KubeRequest, o
 def fork(
     client: KubeClient, job_id: str, spec: JobSpec, request: KubeRequest
 ) -> tuple[dict[str, Any] | None, str]:
-    """Fork the job in a pool pod of its shape: (the pod's answer, its name), or (None, why not)."""
-    why = _runs_cold(spec, request, parse_options(spec.options))
+    """Fork the job in a pool pod of its shape: (the pod's answer, its name), or (None, why not:
+    the Started event's line; empty for a job that neither keeps pods nor found a pool)."""
+    opts = parse_options(spec.options)
+    said = "" if not (opts.keep_warm or opts.cold) else "cold"
+    why = _runs_cold(spec, request, opts)
     if why:
-        return None, f"cold: {why}"
+        return None, said and f"cold: {why}"
     pool = poolshape.key(poolshape.shape(request, spec.nodes, spec.nproc_per_node))
+    try:
+        pods = pool_pods(client, request.namespace, pool)
+    except BackendError as exc:
+        return None, said and f"cold: {exc}"
+    refused = []
+    for pod in pods:
+        answer = ask(client, pod, spawn_request(job_id, request))
+        if answer.get("ok"):
+            return {**answer, "pool": pool}, pod["metadata"]["name"]
+        refused.append(f"pod {pod['metadata']['name']}: {answer.get('error')}")
+    if refused:
+        return None, f"cold: pool {pool}: " + "; ".join(refused)
+    return None, said and f"cold: no pool {pool} runs"
+
+
+def spawn_request(job_id: str, request: KubeRequest) -> dict[str, Any]:
+    """What the pool server needs to run the job's own pod wrapper: its arguments, and the
+    container's variables as the kubelet would set them (``$$`` and ``$(VAR)`` expanded; those
+    the pod sets itself, from ``fieldRef``, named in ``from_pod``)."""
     ctr = request.manifests[-1]["spec"]["template"]["spec"]["containers"][0]
-    command = ctr["command"]
     env: dict[str, str] = {}
     for item in ctr["env"]:
         if "value" in item:
             env[item["name"]] = _REF.sub(
                 lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), item["value"]
             )
-    spawn = {
+    return {
         "op": "spawn",
         "job": job_id,
-        "args": command[len(PYTHON_LAUNCH) + 2 :],  # after "-c WRAPPER": the wrapper's own
+        "args": ctr["command"][len(PYTHON_LAUNCH) + 2 :],  # after "-c WRAPPER": the wrapper's own
         "env": env,
         "from_pod": [item["name"] for item in ctr["env"] if "value" not in item],
     }
-    said = []
-    try:
-        pods = pool_pods(client, request.namespace)
-    except BackendError as exc:
-        return None, f"cold: {exc}"
-    for pod in pods:
-        if pod["metadata"]["labels"].get(poolshape.POOL_LABEL) != pool:
-            continue
-        answer = ask(client, pod, spawn)
-        if answer.get("ok"):
-            return {**answer, "pool": pool}, pod["metadata"]["name"]
-        said.append(f"pod {pod['metadata']['name']}: {answer.get('error')}")
-    return None, f"cold: pool {pool}: " + "; ".join(said) if said else f"cold: no pool {pool} runs"
 
 
 def signal_job(client: KubeClient, namespace: str, pod_name: str, job_id: str, sig: int) -> None:

@@ -97,5 +97,6 @@ def keep(request: KubeRequest, nodes: int, nproc: int, seconds: float) -> str:
     return pool
 
 
-def pool_selector() -> str:
-    return f"{mf.OUR_SELECTOR},{POOL_LABEL}"
+def pool_selector(key: str | None = None) -> str:
+    """The label selector of the kept pods (of pool ``key`` only, if given)."""
+    return f"{mf.OUR_SELECTOR},{POOL_LABEL}" + (f"={key}" if key else "")
