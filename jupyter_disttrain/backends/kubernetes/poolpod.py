@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ class PoolPod:
         return {"ok": True, "pid": proc.pid, "pod": os.environ.get("HOSTNAME"), "replica": args[2][1:]}
 
     def _env(self, job_env: dict[str, str], from_pod: list[str]) -> dict[str, str]:
-        env = {k: v for k, v in self.base.items()}
+        env = dict(self.base)
         env.update({k: os.environ[k] for k in from_pod if k in os.environ})
         env.update(job_env)
         # As the pod's entry script does: the job's own path first, then the image's.
@@ -170,7 +171,7 @@ def serve(keep: float, replica: str) -> int:
     return PoolPod(keep, replica, plan, base).serve(directory / "pool.sock")
 
 
-def _image_path(env: dict[str, str] | os._Environ[str]) -> str:
+def _image_path(env: Mapping[str, str]) -> str:
     """The image's own PYTHONPATH: the pod's, less the first job's (its entry script put it first)."""
     mine, path = env.get(contract.PYTHONPATH_ENV, ""), env.get("PYTHONPATH", "")
     if mine and (path == mine or path.startswith(mine + os.pathsep)):
