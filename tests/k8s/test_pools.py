@@ -53,8 +53,10 @@ def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     first = backend.submit(spec, SCRIPT)
     assert wait_for(backend, first, lambda s: s.is_terminal).phase is JobPhase.SUCCEEDED
     # The pod stays, holding the zygote; a restarted kernel (a new backend) finds it by its label.
-    (pool,) = [p for p in KubernetesBackend(backend.store).pools() if p.id == first]
-    assert pool.jobs == [] and pool.releases_in is not None
+    again = KubernetesBackend(backend.store)
+    wait_until(lambda: [p.releases_in is not None for p in again.pools()] == [True])
+    (pool,) = [p for p in backend.pools() if p.id == first]
+    assert pool.jobs == []
 
     # A re-run of the same shape: "warm" in the dry run, no new Pod, the edited module read fresh.
     (workspace / "project" / "mymod.py").write_text("VALUE = 'edited'\nCOUNTER = 0\n")
@@ -94,16 +96,20 @@ def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     assert pods_created(toy) == created
 
 
-def test_a_kept_pod_ends_itself_when_idle(
+def test_an_evicted_pool_pod_is_replaced_and_a_pool_ends_itself_when_idle(
     toy: ToyCluster, backend: KubernetesBackend, workspace: Path
 ) -> None:
     (workspace / "project" / "mymod.py").write_text("VALUE = 1\nCOUNTER = 0\n")
-    job = backend.submit(ddp_spec(workspace, nodes=1, options={"keep_warm": "2"}), SCRIPT)
+    job = backend.submit(ddp_spec(workspace, nodes=1, options={"keep_warm": "8"}), SCRIPT)
     assert wait_for(backend, job, lambda s: s.is_terminal).phase is JobPhase.SUCCEEDED
+    (pool,) = backend.pools()
+    toy.kubelet.evict("team-a", pool.nodes[0].step)  # its Job replaces the pod: the job is not run again
+    wait_until(lambda: [p.nodes[0].step for p in backend.pools()] not in ([], [pool.nodes[0].step]))
 
     def ended() -> bool:
         pods = [p for p in toy.cluster.items(PODS) if p["metadata"]["labels"].get(POOL_LABEL)]
-        return bool(pods) and all(p["status"].get("phase") == "Succeeded" for p in pods)
+        return bool(pods) and all(p["status"].get("phase") in ("Succeeded", "Failed") for p in pods)
 
     wait_until(ended)  # the pod's own clock: no notebook call ends it
     assert backend.pools() == []
+    assert sum("rank 0 value=1" in ln.text for ln in backend.logs(job)) == 1

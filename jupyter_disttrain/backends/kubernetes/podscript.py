@@ -53,6 +53,20 @@ def say(line):
     emit(f"jupyter-disttrain: {line}\\n".encode())
 def shipped(module):  # a module of the job's own runtime
     return importlib.import_module(RUNTIME_PACKAGE + "." + module)
+def hold_pool(code):  # --keep-warm: this pod becomes a pool pod (poolpod.py), keeping its PID
+    try:
+        importlib.import_module(POOL_MODULE)
+    except ImportError as exc:
+        say(f"not kept warm: this image has no jupyter_disttrain to hold a zygote ({exc})")
+        sys.exit(code)
+    sys.stdout.flush()
+    if out:
+        out.close()
+    os.execv(sys.executable, [sys.executable, "-u", "-m", POOL_MODULE, "serve", keep, replica[len(prefix):]])
+keep, pool_plan = os.environ.get(POOL_KEEP_ENV), os.environ.get(POOL_PLAN_ENV)
+if keep and not pool_plan and exit_dir != "-" and os.path.exists(os.path.join(exit_dir, replica + ".json")):
+    # A pod that replaces a kept one (evicted, drained): the job ended already; this one holds the pool.
+    hold_pool(0)
 has_runtime = os.path.isfile(runtime)
 if has_runtime:
     sys.path.insert(0, runtime)
@@ -82,8 +96,7 @@ else:
     child_env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (runtime, os.environ.get("PYTHONPATH")) if p)
     rank_wrapper = f"{RUNTIME_PACKAGE}.worker, this job's own release ({runtime})"
-pool_plan = os.environ.get(POOL_PLAN_ENV)  # a job forked in a kept pod: its agent from the zygote
-child = None
+child = None  # a job forked in a kept pod (pool_plan) gets its agent from the pod's zygote
 if pool_plan and rank_wrapper.startswith(RUNTIME_PACKAGE) and out:
     child_env.pop(POOL_PLAN_ENV, None)
     try:
@@ -178,17 +191,8 @@ try:
     record(code)
 except OSError as exc:  # the verdict is also in the pod's status while the pod exists
     say(f"cannot record the exit in {exit_dir}: {exc}")
-keep = os.environ.get(POOL_KEEP_ENV)
-if keep and not pool_plan and not stopped_by:  # --keep-warm: this pod becomes a pool pod
-    try:
-        importlib.import_module(POOL_MODULE)
-    except ImportError as exc:
-        say(f"not kept warm: this image has no jupyter_disttrain to hold a zygote ({exc})")
-        sys.exit(code)
-    sys.stdout.flush()
-    if out:
-        out.close()
-    os.execv(sys.executable, [sys.executable, "-u", "-m", POOL_MODULE, "serve", keep, replica[len(prefix):]])
+if keep and not pool_plan and not stopped_by:
+    hold_pool(code)
 sys.exit(code)
 """
 # The first word of a command the wrapper runs with its own interpreter (the image's python, as

@@ -167,7 +167,10 @@ def serve(keep: float, replica: str) -> int:
     plan = WarmPlan(str(directory / f"zygote-{fp}.sock"), fp, (), "")
     os.environ[IDLE_ENV] = str(keep + 3600)  # the zygote ends with this pod (its owner), not before
     start_for(plan, os.environ, [os.getpid()])  # it imports torch while the pod waits
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the pod deleted: its jobs' wrappers go too
+    # Stopped from outside (deleted, evicted): its jobs' wrappers go too, and the pod ends failed,
+    # so that a Job replaces an evicted one (whose wrapper then holds the pool again) rather than
+    # completing; only the idle end completes it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     return PoolPod(keep, replica, plan, base).serve(directory / "pool.sock")
 
 

@@ -150,12 +150,12 @@ def signal_job(client: KubeClient, namespace: str, pod_name: str, job_id: str, s
 
 
 def pools(client: KubeClient, namespace: str) -> list[Pool]:
-    """A pool per kept pod of ``namespace`` that answers (its Job's name is the pool's id)."""
+    """A pool per kept pod of ``namespace`` (its Job's name is the pool's id); one whose server
+    does not answer yet (its job's wrapper is turning into it) holds its capacity all the same:
+    listed, with no idle time."""
     found = []
     for pod in pool_pods(client, namespace):
         answer = ask(client, pod, {"op": "status"})
-        if not answer.get("ok"):
-            continue
         meta = pod["metadata"]
         limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
         gpus = int(limits.get("nvidia.com/gpu", 0))
@@ -174,7 +174,7 @@ def pools(client: KubeClient, namespace: str) -> list[Pool]:
                 accelerators=gpus,
                 jobs=jobs,
                 idle_for=idle,
-                releases_in=None if idle is None else max(0.0, float(answer["keep"]) - idle),
+                releases_in=None if idle is None else max(0.0, float(answer.get("keep") or 0) - idle),
             )
         )
     return found
