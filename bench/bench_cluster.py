@@ -22,18 +22,32 @@ per re-run are the last lines of each case.
     sudo python bench/bench_cluster.py [--pairs 5] [--case allocation|batch|both] [--nodes 1]
 
 Needs root and Debian's Slurm (``tests/slurm/install.sh``).
+
+``--case kubernetes``: the same script on the toy cluster (``tests/k8s/``: the fake API server,
+its Job controller, a kubelet that runs pods as local processes; no Slurm, no root), one pod of
+2 ranks, alternately ``--cold`` (a new Job: its Pod is scheduled, started, imports torch) and a
+warm re-run (forked in the pool pod a first, unmeasured ``--cold --keep-warm`` job left, through
+``pods/exec``), with the Pod objects each run created (target: 0 warm). No image pull or
+scheduling queue is modelled: a real cluster's cold start is slower, the warm one the same.
+
+    python bench/bench_cluster.py --case kubernetes [--pairs 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,9 +83,12 @@ def _counting() -> None:
     SlurmClient.submit = submit  # type: ignore[method-assign]
 
 
+Run = Callable[[dict[str, object]], tuple[float, dict[str, int]]]
+
+
 def one_run(
     store: JobStore, options: dict[str, object], seen: set[str], nodes: int = 1
-) -> tuple[float, int, int]:
+) -> tuple[float, dict[str, int]]:
     """Seconds from the submit to rank 0's first optimizer step, how many steps its ranks ran in
     that no earlier run had (``seen``, updated), and its sbatch calls."""
     start, submitted = time.time(), len(SUBMITTED)
@@ -82,36 +99,41 @@ def one_run(
     status = job.wait(timeout=600)
     if status.phase is not JobPhase.SUCCEEDED:
         raise RuntimeError(f"job {job.id} {status.phase.value}: {status.message}")
-    step_at, steps = None, set()
-    for line in job.logs():
-        if (m := _MARK.search(line.text)) and m.group(1) == "step" and m.group(2) == "0":
-            step_at = float(m.group(3))
-        if m := _STEP_ID.search(line.text):
-            steps.add(m.group(2))
-    if step_at is None:
-        raise RuntimeError(f"job {job.id}: no first step in rank 0's log")
+    lines = [line.text for line in job.logs()]
+    steps = {m.group(2) for text in lines if (m := _STEP_ID.search(text))}
     new = len(steps - seen)
     seen |= steps
-    return step_at - start, new, len(SUBMITTED) - submitted
+    counts = {"new Slurm steps of ranks": new, "sbatch calls": len(SUBMITTED) - submitted}
+    return first_step(lines, job.id) - start, counts
+
+
+def first_step(lines: list[str], job: str) -> float:
+    """When rank 0 printed its first optimizer step's mark."""
+    for text in lines:
+        if (m := _MARK.search(text)) and m.group(1) == "step" and m.group(2) == "0":
+            return float(m.group(3))
+    raise RuntimeError(f"job {job}: no first step in rank 0's log")
 
 
 def measure(
-    store: JobStore, case: str, pairs: int, cold: dict[str, object], warm: dict[str, object], nodes: int = 1
+    case: str,
+    pairs: int,
+    run: Run,
+    cold: dict[str, object],
+    warm: dict[str, object],
+    first: dict[str, object],
 ) -> None:
-    """The pairs of one case, after a first warm job (it starts the warm step: not a re-run)."""
-    seen: set[str] = set()
-    first, _, _ = one_run(store, warm, seen, nodes)
-    print(f"{case}: first warm job (starts the warm step): {first:.2f} s", flush=True)
+    """The pairs of one case, after a ``first`` job (it leaves the warm capacity: not a re-run)."""
+    took, _ = run(first)
+    print(f"{case}: first job (leaves the warm capacity): {took:.2f} s", flush=True)
     options = {"cold": cold, "warm": warm}
     times: dict[str, list[float]] = {"cold": [], "warm": []}
-    new_steps: dict[str, list[int]] = {"cold": [], "warm": []}
-    sbatch: dict[str, list[int]] = {"cold": [], "warm": []}
+    counts: dict[str, list[dict[str, int]]] = {"cold": [], "warm": []}
     for pair in range(pairs):
         for kind in ("cold", "warm") if pair % 2 == 0 else ("warm", "cold"):
-            took, new, submitted = one_run(store, options[kind], seen, nodes)
+            took, counted = run(options[kind])
             times[kind].append(took)
-            new_steps[kind].append(new)
-            sbatch[kind].append(submitted)
+            counts[kind].append(counted)
         print(f"{case} pair {pair + 1}: " + ", ".join(f"{k} {times[k][-1]:.2f} s" for k in times), flush=True)
     cold_s, warm_s = statistics.median(times["cold"]), statistics.median(times["warm"])
     print(
@@ -120,18 +142,68 @@ def measure(
     )
     print(f"{case}: warm re-run / cold: {warm_s / cold_s:.3f}x (target <= 0.1x)")
     for kind in ("cold", "warm"):
-        print(
-            f"{case}: per {kind} re-run: {statistics.mean(new_steps[kind]):.1f} new Slurm steps of ranks, "
-            f"{statistics.mean(sbatch[kind]):.1f} sbatch calls"
-        )
+        means = {name: statistics.mean(c[name] for c in counts[kind]) for name in counts[kind][0]}
+        print(f"{case}: per {kind} re-run: " + ", ".join(f"{v:.1f} {name}" for name, v in means.items()))
+
+
+def kubernetes(pairs: int) -> None:
+    """The Kubernetes case on the toy cluster (the tests' own)."""
+    from jupyter_disttrain.backends.kubernetes import KubernetesBackend
+    from jupyter_disttrain.backends.kubernetes.informer import stop_all
+    from jupyter_disttrain.model.specs import JobSpec, Volume
+    from tests.k8s.conftest import wait_for
+    from tests.k8s.toycluster import ToyCluster
+
+    work = Path(tempfile.mkdtemp(prefix="bench-k8s-"))
+    (work / "project").mkdir()
+    where = {"volumes": [Volume("workspace", str(work))], "working_dir": str(work / "project")}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the toy cluster stops its pods
+    with ToyCluster() as toy:
+        (work / "kubeconfig").write_text(yaml.safe_dump(toy.server.kubeconfig()))
+        os.environ["KUBECONFIG"] = str(work / "kubeconfig")
+        backend = KubernetesBackend(JobStore(work / ".disttrain" / "jobs"))
+
+        def pods() -> int:
+            with toy.cluster.cond:
+                return sum(
+                    1 for _, key, kind, _ in toy.cluster.history if key == "/v1/pods" and kind == "ADDED"
+                )
+
+        def run(options: dict[str, object]) -> tuple[float, dict[str, int]]:
+            spec = JobSpec(
+                name="bench", backend="kubernetes", nproc_per_node=2, image="pytorch:local", **where
+            )
+            before, start = pods(), time.time()
+            job = backend.submit(
+                dataclasses.replace(spec, options={"namespace": "team-a", **options}), K8S_SCRIPT
+            )
+            status = wait_for(backend, job, lambda s: s.is_terminal, timeout=600)
+            lines = [ln.text for ln in backend.logs(job)]
+            if status.phase is not JobPhase.SUCCEEDED:
+                raise RuntimeError(f"job {job} {status.phase.value}: {status.message}: {lines[-10:]}")
+            return first_step(lines, job) - start, {"new Pod objects": pods() - before}
+
+        keep = {"keep_warm": "10m"}
+        measure("kubernetes", pairs, run, {"cold": True}, keep, {"cold": True, **keep})
+        stop_all()
+
+
+K8S_SCRIPT = (
+    "import os, torch, torch.distributed as dist, torch.nn as nn\n"
+    "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    "STEPS = 60\n" + BODY.format()
+)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--case", choices=("allocation", "batch", "both"), default="both")
+    parser.add_argument("--case", choices=("allocation", "batch", "both", "kubernetes"), default="both")
     parser.add_argument("--nodes", type=int, default=1, choices=(1, 2), help="of the allocation case")
     args = parser.parse_args()
+    if args.case == "kubernetes":
+        kubernetes(args.pairs)
+        return 0
     if why := missing():
         print(f"cannot run: {why}", file=sys.stderr)
         return 2
@@ -145,12 +217,16 @@ def main() -> int:
             out = cluster.run("salloc", "--no-shell", f"--nodes={args.nodes}", "--job-name=bench").stderr
             allocation = re.search(r"Granted job allocation (\d+)", out).group(1)  # type: ignore[union-attr]
             os.environ.update({"SLURM_JOB_ID": allocation, "SLURM_JOB_NUM_NODES": str(args.nodes)})
-            measure(store, "allocation", args.pairs, {"cold": True}, {"keep_warm": "1h"}, args.nodes)
+            seen: set[str] = set()
+            run: Run = lambda options: one_run(store, options, seen, args.nodes)  # noqa: E731
+            measure("allocation", args.pairs, run, {"cold": True}, {"keep_warm": "1h"}, {"keep_warm": "1h"})
             cluster.run("scancel", allocation, check=False)
             for key in ("SLURM_JOB_ID", "SLURM_JOB_NUM_NODES"):
                 os.environ.pop(key)
         if args.case in ("batch", "both"):
-            measure(store, "batch", args.pairs, {}, {"keep_warm": "1h"})
+            seen = set()
+            run = lambda options: one_run(store, options, seen)  # noqa: E731
+            measure("batch", args.pairs, run, {}, {"keep_warm": "1h"}, {"keep_warm": "1h"})
             cluster.run("scancel", "--me", check=False)  # the kept batch job
     return 0
 

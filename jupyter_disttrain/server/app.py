@@ -16,6 +16,7 @@ from ..backends import default_backend_name
 from ..jobs.diagnosis import check_settings
 from ..jobs.intake import MAX_LOG_LIMIT
 from ..model.errors import InvalidSpecError
+from ..model.flags import duration_seconds
 from ..storage.store import ROOT_ENV, open_store
 from . import routes
 from .caching_store import CachingJobStore
@@ -67,6 +68,14 @@ class DistTrainApp(ExtensionApp):
         'scalars=5000']. The server runs TensorBoard with it on a private Unix socket (through
         jupyter_disttrain/server/tb_serve.py) and sets --logdir, --path_prefix, --load_fast,
         --reload_interval and --reload_multifile* itself; setting any of those here is an error.""",
+    ).tag(config=True)
+
+    keep_warm = Unicode(
+        "",
+        help="""The default of Kubernetes jobs' --keep-warm (e.g. "20m"): how long a job's pods stay
+        as a warm pool when idle, for re-runs of the same shape to fork in (docs/warm-start.md).
+        Exported to the kernels it starts as $DISTTRAIN_KEEP_WARM. Empty (the default): off, as
+        kept pods hold their GPUs, which cost money while nobody uses them.""",
     ).tag(config=True)
 
     tensorboard_reload_interval = Float(
@@ -177,6 +186,9 @@ class DistTrainApp(ExtensionApp):
         root = store.root
         os.environ[ROOT_ENV] = str(root)  # kernels and terminals started from now on agree
         os.environ.update(check_settings(self.guard, dict(self.prices)))  # (so do they on these)
+        if self.keep_warm:
+            duration_seconds(self.keep_warm, "c.DistTrainApp.keep_warm", "off")
+            os.environ["DISTTRAIN_KEEP_WARM"] = self.keep_warm
         self._start_warm()
         base_url = self.serverapp.base_url if self.serverapp is not None else "/"
         self._context = ServerContext(

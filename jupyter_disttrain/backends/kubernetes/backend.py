@@ -28,11 +28,12 @@ from ...model.specs import (
 )
 from ...monitoring.resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
 from ...payloads.monitoring import Resources, StackDump
+from ...payloads.pools import Pool, ReleaseAnswer
 from ...storage.logfiles import Budget
 from ...storage.store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
-from . import podruntime
+from . import podruntime, pools
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named
 from .objects import JobObjects
@@ -50,6 +51,7 @@ class KubernetesBackend(Backend[KubeOptions]):
 
     name = "kubernetes"
     options = KubeOptions
+    keeps_pools = True  # --keep-warm: a job's pods kept as a warm pool (pools.py)
 
     def __init__(self, store: JobStore | None = None, client: KubeClient | None = None) -> None:
         super().__init__(store)
@@ -80,6 +82,9 @@ class KubernetesBackend(Backend[KubeOptions]):
         request = KubeRequest.from_json(record.request)
         if request.logs_on_pvc:  # beside the script, where the pod wrapper looks for it
             (self.store.job_dir(record.id) / podruntime.ARCHIVE).write_bytes(podruntime.archive())
+        start = self._fork_in_pool(record, request)
+        if start is None:
+            return
         try:
             created = self.objects.create(request)
         except ApiError as exc:
@@ -95,11 +100,43 @@ class KubernetesBackend(Backend[KubeOptions]):
         if status is not None:  # the job's details say which accelerator it got, and why
             line = device_line(record.spec.nproc_per_node, request)
             status.events.append(Event(now_iso(), "Normal", "Accelerator", line))
+            if start:  # how it started, when pools were asked (--keep-warm, --cold, a pool of its shape)
+                status.events.append(Event(now_iso(), "Normal", "Started", start))
             if not request.job_dir_on_pvc:
                 status.events.append(Event(now_iso(), "Warning", "ScratchCheckpoints", SCRATCH_CHECKPOINTS))
             # Created suspended (Kueue's webhook): queued from the start, whoever looks next.
             note_queue(status, queue_hold(flavor_named(request.flavor), created[-1], []))
             self.store.write_status(status)
+
+    def _fork_in_pool(self, record: JobRecord, request: KubeRequest) -> str | None:
+        """Fork the job in a warm pool of its shape (None: it runs there, no object is created);
+        else how it starts cold, and why."""
+        client = self.cluster.required()
+        answer, said = pools.fork(client, record.id, record.spec, request)
+        if answer is None:
+            return said
+        pod = said
+        pool = str(answer.get("pool") or "")
+        record.backend_state.update(
+            {"namespace": request.namespace, "flavor": request.flavor, "server": client.host}
+        )
+        record.backend_state.update({"pool_pod": pod, "pool": pool, "replica": answer["replica"]})
+        self.store.write_record(record)
+        status = self.store.read_status(record.id)
+        if status is not None:
+            line = f"warm: forked in pool pod {pod}: no new pod, no torch import"
+            status.events.append(Event(now_iso(), "Normal", "Started", line))
+            self.store.write_status(status)
+        return None
+
+    # -- pools -----------------------------------------------------------------------------
+    def pools(self) -> list[Pool]:
+        client, namespace = self.cluster.optional(), self.planner.default_namespace()
+        return [] if client is None or namespace is None else pools.pools(client, namespace)
+
+    def release(self, pool: Pool, force: bool = False) -> ReleaseAnswer:
+        namespace = pool.place.split(",")[0].removeprefix("namespace ")
+        return pools.release(self.cluster.required(), pool, namespace, force)
 
     # -- observe ---------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
@@ -254,7 +291,11 @@ class KubernetesBackend(Backend[KubeOptions]):
 
     # -- stop ------------------------------------------------------------------------------
     def _cancel_existing(self, record: JobRecord) -> None:
-        self.objects.remove(record)
+        state = record.backend_state
+        if state.get("pool_pod"):  # forked in a pool pod: its wrapper is stopped, the pool stays
+            pools.signal_job(self.cluster.required(), state["namespace"], state["pool_pod"], record.id, 15)
+        else:
+            self.objects.remove(record)
         status = self.store.read_status(record.id) or JobStatus(job_id=record.id, created=record.created)
         message = "cancelled by the user; the workload and its pods were deleted, files stay"
         status.end(JobPhase.CANCELLED, "Cancelled", message)
@@ -265,7 +306,8 @@ class KubernetesBackend(Backend[KubeOptions]):
         self.store.write_status(status)
 
     def _delete_existing(self, record: JobRecord) -> None:
-        self.objects.remove(record)
+        if not record.backend_state.get("pool_pod"):  # a forked job's pod is the pool's
+            self.objects.remove(record)
 
 
 def _sampled_ranks(job_dir: Path, ended: bool) -> list[ReplicaState]:

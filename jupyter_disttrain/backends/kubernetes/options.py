@@ -6,6 +6,7 @@ a one-line error that names the flag and shows a good value.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, fields
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from ...model.errors import InvalidSpecError
 from ...model.flags import check_values, duration_seconds, group_access_option, option
 from ...monitoring.guard import GuardOptions
+from ..warm.options import cold_option, keep_warm_option
 
 FLAVORS = ("job", "pytorchjob", "t9k")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -103,6 +105,8 @@ class KubeOptions(GuardOptions):
         metavar="DURATION",
         help="fail the job when its pods have not all started after this long (default 15m; 0: wait)",
     )
+    keep_warm: float | None = keep_warm_option()
+    cold: bool = cold_option()
     k8s_version: tuple[int, int] | None = None  # the cluster's, for manifests without a cluster
 
 
@@ -156,7 +160,25 @@ def parse_options(options: dict[str, Any], other: str | None = None) -> KubeOpti
         run_as_root=_opt_bool(options, "run_as_root"),
         group_access=_opt_bool(options, "group_access"),
         pending_timeout=parse_duration(options.get("pending_timeout"), "--pending-timeout"),
+        keep_warm=_keep_warm(options.get("keep_warm")),
+        cold=_opt_bool(options, "cold"),
     )
+
+
+# The default of --keep-warm (c.DistTrainApp.keep_warm exports it to the kernels it starts).
+KEEP_WARM_ENV = "DISTTRAIN_KEEP_WARM"
+
+
+def _keep_warm(value: Any) -> float | None:
+    """``--keep-warm``, else ``$DISTTRAIN_KEEP_WARM``; None (off, the default: kept GPUs cost
+    money) or 0 keep nothing."""
+    if value in (None, ""):
+        value = os.environ.get(KEEP_WARM_ENV) or None
+        flag = f"${KEEP_WARM_ENV}"
+    else:
+        flag = "--keep-warm"
+    seconds = None if value is None else duration_seconds(value, flag, "off")
+    return seconds or None
 
 
 def _check_queue(queue: str | None) -> None:

@@ -29,6 +29,7 @@ from .flavors import Flavor, discover, flavor_named, process_roles
 from .notebook import choose_accelerator, container_resources, find_own_pod, notebook_container
 from .options import FLAVORS, KubeOptions, parse_quantity
 from .podsecurity import pod_security
+from .pools import start_line
 from .request import KubeRequest
 
 # Gates for Job fields when no cluster can be asked (dry run with explicit flags); see docs.
@@ -64,6 +65,11 @@ class Planner:
             return None, "no Kubernetes cluster is configured to read it from"
         return find_own_pod(client, os.environ)
 
+    def default_namespace(self) -> str | None:
+        """Where jobs run when no --namespace says (the pools listed); None without a cluster."""
+        client = self.cluster.optional()
+        return None if client is None else namespace_for(KubeOptions(), self.notebook_pod()[0], client)
+
     def placement(
         self,
         spec: JobSpec,
@@ -93,7 +99,7 @@ class Planner:
                 "no image: pass --image (the default is the notebook pod's image, but that pod was not "
                 f"found: {found})"
             )
-        namespace = _namespace(opts, pod, client)
+        namespace = namespace_for(opts, pod, client)
         volumes = _merge_volumes(_pod_volumes(pod_spec, container), spec.volumes)
         if client is not None:
             _check_claims(client, spec, namespace, volumes, opts, roles)
@@ -157,10 +163,11 @@ class Planner:
             job_dir_on_pvc=place.pvc_for_job_dir is not None,
             guard=guard.resolve(opts, os.environ).to_json(),
         )
+        start = start_line(self.cluster.optional(), spec, request, opts)
         header = (
             f"# jupyter-disttrain job {job_id}: flavor {place.flavor}, namespace {place.namespace}, "
             f"Job fields gated for Kubernetes {place.k8s_version[0]}.{place.k8s_version[1]}\n"
-            f"# {device_line(spec.nproc_per_node, request)}\n"
+            f"# {device_line(spec.nproc_per_node, request)}\n# start: {start}\n"
         )
         if place.notebook:
             header += f"# inherited from the notebook: {place.notebook}\n"
@@ -262,7 +269,7 @@ def device_line(nproc_per_node: int, request: KubeRequest) -> str:
     return f"accelerator: {what}: {request.device_reason}"
 
 
-def _namespace(opts: KubeOptions, pod: dict[str, Any] | None, client: KubeClient | None) -> str:
+def namespace_for(opts: KubeOptions, pod: dict[str, Any] | None, client: KubeClient | None) -> str:
     """``--namespace``, else the notebook pod's, else the kubeconfig context's, else ``default``."""
     return (
         opts.namespace

@@ -53,6 +53,20 @@ def say(line):
     emit(f"jupyter-disttrain: {line}\\n".encode())
 def shipped(module):  # a module of the job's own runtime
     return importlib.import_module(RUNTIME_PACKAGE + "." + module)
+def hold_pool(code):  # --keep-warm: this pod becomes a pool pod (poolpod.py), keeping its PID
+    try:
+        importlib.import_module(POOL_MODULE)
+    except ImportError as exc:
+        say(f"not kept warm: this image has no jupyter_disttrain to hold a zygote ({exc})")
+        sys.exit(code)
+    sys.stdout.flush()
+    if out:
+        out.close()
+    os.execv(sys.executable, [sys.executable, "-u", "-m", POOL_MODULE, "serve", keep, replica[len(prefix):]])
+keep, pool_plan = os.environ.get(POOL_KEEP_ENV), os.environ.get(POOL_PLAN_ENV)
+if keep and not pool_plan and exit_dir != "-" and os.path.exists(os.path.join(exit_dir, replica + ".json")):
+    # A pod that replaces a kept one (evicted, drained): the job ended already; this one holds the pool.
+    hold_pool(0)
 has_runtime = os.path.isfile(runtime)
 if has_runtime:
     sys.path.insert(0, runtime)
@@ -82,8 +96,18 @@ else:
     child_env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (runtime, os.environ.get("PYTHONPATH")) if p)
     rank_wrapper = f"{RUNTIME_PACKAGE}.worker, this job's own release ({runtime})"
+child = None  # a job forked in a kept pod (pool_plan) gets its agent from the pod's zygote
+if pool_plan and rank_wrapper.startswith(RUNTIME_PACKAGE) and out:
+    child_env.pop(POOL_PLAN_ENV, None)
+    try:
+        from jupyter_disttrain.backends.kubernetes.poolpod import fork_agent
+        child = fork_agent(pool_plan, cmd, child_env, pod_log)
+        rank_wrapper = "jupyter_disttrain.runtime.worker, the image's: forked from this pool pod's zygote"
+    except Exception as exc:
+        say(f"torchrun starts afresh in this pool pod: the zygote gave no agent ({exc})")
 try:
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env)
+    if child is None:
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env)
 except FileNotFoundError:
     hint = " is not on PATH in this image; use an image with PyTorch (--image)"
     emit(f"jupyter-disttrain: {cmd[0]}{hint}\\n".encode())
@@ -137,8 +161,9 @@ if log_dir != "-" and replica == rank0 and os.environ.get(KEEP_ENV):
         shipped("retention").start(0)
     except Exception as exc:
         say(f"--keep-checkpoints is not applied: {exc}")
-for chunk in iter(lambda: child.stdout.read1(65536), b""):
-    emit(chunk)
+if getattr(child, "stdout", None) is not None:
+    for chunk in iter(lambda: child.stdout.read1(65536), b""):
+        emit(chunk)
 def exit_code(code):
     _, root, report = tail.rpartition(b"Root Cause (first observed failure):")
     rank = re.search(rb"exitcode\\s*:\\s*(-?\\d+)", report) if code and root else None
@@ -154,18 +179,31 @@ def record(code):
     with open(path + ".tmp", "w") as f:
         json.dump({**end, "rank_wrapper": rank_wrapper}, f)
     os.replace(path + ".tmp", path)
-code = exit_code(child.wait())
+returned = child.wait()
+if getattr(child, "stdout", None) is None:  # a forked agent wrote its output to the log itself
+    with open(pod_log, "rb") as f:
+        f.seek(max(0, os.path.getsize(pod_log) - 65536))
+        tail = f.read()
+code = exit_code(returned)
 if mlflow_tb:
     mlflow_tb.stop()
 try:
     record(code)
 except OSError as exc:  # the verdict is also in the pod's status while the pod exists
     say(f"cannot record the exit in {exit_dir}: {exc}")
+if keep and not pool_plan and not stopped_by:
+    hold_pool(code)
 sys.exit(code)
 """
 # The first word of a command the wrapper runs with its own interpreter (the image's python, as
 # found below): a process role's script, which no torchrun starts.
 SAME_PYTHON = "{python}"
+# A kept pod (--keep-warm): seconds it stays idle, set on its container; then its wrapper becomes
+# POOL_MODULE's pool server, which gives each job forked there its zygote's plan in POOL_PLAN_ENV.
+POOL_KEEP_ENV = "DISTTRAIN_POOL_KEEP"
+POOL_PLAN_ENV = "DISTTRAIN_POOL_ZYGOTE"
+POOL_MODULE = "jupyter_disttrain.backends.kubernetes.poolpod"
+POOL_ENV_NAMES_ENV = "DISTTRAIN_POOL_ENV_NAMES"  # the container's own variables: a forked job drops them
 # How a pod starts its ranks: ``TORCHRUN SCRIPT ARGS``; the wrapper puts ``-m <the shipped rank
 # wrapper>`` after it.
 TORCHRUN = ["torchrun", "--tee", "3"]
@@ -175,6 +213,7 @@ POD_WRAPPER = (
     + f"REPLICA_ENV = {contract.REPLICA_ENV!r}\n"
     + f"KEEP_ENV = {contract.KEEP_CHECKPOINTS_ENV!r}\n"
     + f"TORCHRUN = {TORCHRUN!r}\nRUNTIME_PACKAGE = {podruntime.PACKAGE!r}\n"
+    + f"POOL_KEEP_ENV = {POOL_KEEP_ENV!r}\nPOOL_PLAN_ENV = {POOL_PLAN_ENV!r}\nPOOL_MODULE = {POOL_MODULE!r}\n"
     + _WRAPPER
 )
 
@@ -238,4 +277,30 @@ import os, sys
 sys.path.insert(0, sys.argv[1])
 from {podruntime.PACKAGE}.debugsock import main
 sys.exit(main([os.environ[{contract.JOB_DIR_ENV!r}]]))
+"""
+
+# Run in a pool pod through pods/exec (the notebook's only way in): one request (argv, JSON) to
+# the pod's pool server (poolpod.py) on its Unix socket, in the private dir ``poolpod.pool_dir``
+# makes; its answer, one JSON line on stdout (exit 0 either way: a refusal is an answer). Standard
+# library only, so an exec costs an interpreter's start, not this package's import.
+POOL_RELAY = """\
+import json, os, socket, sys
+base = os.environ.get("XDG_RUNTIME_DIR")
+root = os.path.join(base, "jupyter_disttrain") if base else f"/tmp/jupyter_disttrain-{os.getuid()}"
+host = os.environ.get("HOSTNAME") or socket.gethostname()
+path = os.path.join(root, f"k8s-{host}"[:60], "pool.sock")
+try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(path)
+        conn.sendall(sys.argv[1].encode() + b"\\n")
+        data = b""
+        while b"\\n" not in data and len(data) < 1 << 20:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    print(data.partition(b"\\n")[0].decode(), flush=True)
+except OSError as exc:
+    print(json.dumps({"ok": False, "error": f"this pod holds no pool now: {exc}"}), flush=True)
 """

@@ -17,6 +17,7 @@ from typing import Any
 from ...model.specs import JobPhase, JobStatus
 from ...storage.store import JobRecord, JobStore
 from . import manifests as mf
+from . import poolstatus
 from .client import EVENTS, PODS, ApiError, ClusterAccess, KubeClient
 from .exits import read_exits, status_from_exits
 from .flavors import Flavor, flavor_named
@@ -54,6 +55,10 @@ class Reconciler:
         client = self.cluster.optional()
         if client is None:
             return status  # nothing to ask; show the last known status
+        return self._pooled(record, status, client) or self._workload(record, status, client)
+
+    def _workload(self, record: JobRecord, status: JobStatus, client: KubeClient) -> JobStatus:
+        """The status from the job's workload, its pods and their events."""
         ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
         workloads = informer(client, flavor.resource, ns, mf.OUR_SELECTOR)
         pods = pods_informer(client, ns)
@@ -91,6 +96,22 @@ class Reconciler:
         if _comparable(new) != _comparable(status):
             return self.write_unless_ended(new)
         return new
+
+    def _pooled(self, record: JobRecord, status: JobStatus, client: KubeClient) -> JobStatus | None:
+        """The status of a job forked in a pool pod (it has no workload of its own), or of one
+        whose kept pod recorded its end; None for the rest."""
+        ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
+        job_dir = self.store.job_dir(record.id)
+        ended = poolstatus.ended(record, status, job_dir, flavor.rank0_replica(record.spec))
+        if ended is not None:
+            return self.write_unless_ended(ended)
+        pod = record.backend_state.get("pool_pod")
+        if not pod:
+            return None
+        found = poolstatus.forked(status, pod, client.get(PODS, ns, pod))
+        if found.is_terminal:  # its exit may have been written just before the pod went
+            found = poolstatus.ended(record, status, job_dir, None) or found
+        return self.write_unless_ended(found) if _comparable(found) != _comparable(status) else found
 
     def _gone(self, record: JobRecord, status: JobStatus, flavor: Flavor, ns: str) -> JobStatus:
         """The job's end once its workload is gone: its pods' exit records, else deleted."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...model.errors import InvalidSpecError
 from ...model.flags import check_values, duration_seconds, option
-from ..warm.options import WarmOptions
+from ..warm.options import WarmOptions, keep_warm_option
 from .sbatchargs import check_value, read_option
 
 # Slurm names: partitions, accounts, QOS, reservations (letters, digits, '_', '-', '.').
@@ -95,14 +95,7 @@ class SlurmOptions(WarmOptions):
     exclusive: bool = option(False, switch=True, help="slurm: whole nodes, shared with no other job")
     requeue: bool = option(False, switch=True, help="slurm: run again after preemption or a node failure")
     batch: bool = option(False, switch=True, help="slurm: a batch job (sbatch) even inside an allocation")
-    keep_warm: float | None = option(
-        metavar="DURATION",
-        help="slurm: inside an allocation, how long the warm steps (one srun step per node holding "
-        "torch imported, which re-runs fork from) stay when idle, e.g. 20m (default: "
-        "$DISTTRAIN_WARM_IDLE, else 30m; 0: end each warm step with its job); for a batch job, keep it "
-        "after the job that long when idle (within its --time, holding its GPUs) for re-runs of its "
-        "shape (default: off)",
-    )
+    keep_warm: float | None = keep_warm_option()
     sbatch_options: list[str] = option(
         [],
         name="--sbatch-option",
