@@ -130,6 +130,8 @@ def interface(cls: type, *, optional: bool = False) -> list[str]:
     hints = typing.get_type_hints(cls, include_extras=True)
     lines = [*_doc(cls), f"export interface I{cls.__name__} {{"]
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.metadata.get(specs.NOT_IN_JSON):
+            continue
         tp = hints[field.name]
         if optional:  # a query leaves out what it does not set
             tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))] or tp  # noqa: UP007

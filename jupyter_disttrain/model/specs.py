@@ -464,6 +464,11 @@ def request_device(request: dict[str, Any]) -> str | None:
     return device if isinstance(device, str) else None
 
 
+# Field metadata: the field stays in Python (what a front end in the same process reads) and is
+# never part of the JSON, so the generated TypeScript leaves it out.
+NOT_IN_JSON = "not_in_json"
+
+
 @dataclass
 class DryRun:
     """The exact request a backend would carry out, before anything runs.
@@ -480,7 +485,7 @@ class DryRun:
     text: str
     # The files the launcher puts beside the script (a DeepSpeed config...), by name: what the
     # magic lists. Not in ``to_json``: the REST answer is the request, which a submit carries out.
-    side_files: dict[str, bytes] = field(default_factory=dict, repr=False)
+    side_files: dict[str, bytes] = field(default_factory=dict, repr=False, metadata={NOT_IN_JSON: True})
 
     def to_json(self) -> dict[str, Any]:
         return {
