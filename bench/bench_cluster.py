@@ -52,6 +52,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _scratch import scratch
 from bench_launch import _MARK, BODY
 
 from jupyter_disttrain import api
@@ -154,7 +155,7 @@ def kubernetes(pairs: int) -> None:
     from tests.k8s.conftest import wait_for
     from tests.k8s.toycluster import ToyCluster
 
-    work = Path(tempfile.mkdtemp(prefix="bench-k8s-"))
+    work = scratch("bench-k8s-")
     (work / "project").mkdir()
     where = {"volumes": [Volume("workspace", str(work))], "working_dir": str(work / "project")}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the toy cluster stops its pods
@@ -207,7 +208,7 @@ def main() -> int:
     if why := missing():
         print(f"cannot run: {why}", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    work = scratch("bench-cluster-")
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="bc-run-")  # a short path for sockets
     store = JobStore(work / "jobs")
     _counting()

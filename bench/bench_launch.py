@@ -31,12 +31,12 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+from _scratch import scratch
 from jupyter_client.manager import KernelManager
 
 from jupyter_disttrain.backends.warm import plan as warm
@@ -198,7 +198,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-launch-"))
+    work = scratch("bench-launch-")
     root = work / ".disttrain" / "jobs"
     env = {**os.environ, "DISTTRAIN_JOB_ROOT": str(root), "DISTTRAIN_VIEW": "text"}
     os.environ.update(env)  # the fingerprint this process computes is the kernels'
