@@ -1,6 +1,7 @@
 """Warm pools (docs/warm-start.md "Warm on the cluster"), a part of every backend: capacity kept
 between jobs so that a re-run starts at once, listed and given back. None by default; a backend
-that keeps some sets ``keeps_pools`` and overrides both (Slurm: its keepers' warm steps).
+that keeps some sets ``keeps_pools`` and overrides both (Slurm: its keepers' warm steps and kept
+batch jobs; Kubernetes: its kept pods).
 ``jobs/pools.py`` asks every such backend."""
 
 from __future__ import annotations

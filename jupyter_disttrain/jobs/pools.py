@@ -1,7 +1,7 @@
-"""Warm pools of every backend that keeps them (``Backend.keeps_pools``: Slurm's keepers today),
-listed and released: what ``%distrun pools``, ``jupyter disttrain pools``, ``GET``/``DELETE pools``
-and the lab's "Warm pools" section all call. Local zygotes are no pool: they hold no accelerator
-and end by themselves (docs/warm-start.md)."""
+"""Warm pools of every backend that keeps them (``Backend.keeps_pools``: Slurm's keepers and kept
+batch jobs, Kubernetes' kept pods), listed and released: what ``%distrun pools``, ``jupyter
+disttrain pools``, ``GET``/``DELETE pools`` and the lab's "Warm pools" section all call. Local
+zygotes are no pool: they hold no accelerator and end by themselves (docs/warm-start.md)."""
 
 from __future__ import annotations
 
