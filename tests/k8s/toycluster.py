@@ -28,6 +28,7 @@ import contextlib
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -784,6 +785,7 @@ class ProcessKubelet(Loop):
             self._kill(proc)
         for killer in self._killers:  # pods deleted just before: no process outlives the test
             killer.join()
+        shutil.rmtree(self.sandbox, ignore_errors=True)  # the pods' emptyDirs go with their kubelet
 
     def reconcile(self) -> None:
         for pod in self.cluster.items(PODS):
