@@ -4,8 +4,10 @@ launcher asks it for a job's agent in ``warmagent.py``).
 A zygote (``zygote.py``) is keyed by a fingerprint of what its imports depend on: the interpreter,
 its site-packages (a ``pip install`` changes them), where torch is, this package's own files, and
 the environment variables read at import time. It lives in this user's runtime dir (0700), found by
-that fingerprint. A job runs warm when it is one torchrun agent on this machine without restarts
-under the kernel's own interpreter; ``plan`` says which path a job takes, and why, for the dry run.
+that fingerprint. A job runs warm when its processes are torchrun agents' ranks under the kernel's
+own interpreter (with ``--max-restarts``, on one node: the forked agent restarts its group as
+torchrun does, not the rendezvous rounds of several nodes); ``plan`` says which path a job takes,
+and why, for the dry run.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ ROOM_ENV = "DISTTRAIN_ZYGOTE_ROOM"
 FINGERPRINT_CHARS = 20
 MAX_SOCKET_PATH = 107  # bytes of an AF_UNIX path (sun_path holds 108 with its NUL)
 ROOM_BYTES = 32768
+# Why a job of several nodes with --max-restarts runs cold: torchrun restarts such a group in a new
+# rendezvous round of every node's agent, which the forked agents do not hold (forked.parse_agent).
+MULTI_NODE_RESTARTS = "--max-restarts on several nodes (each restart is a rendezvous round of all agents)"
 
 
 class WarmUnavailable(Exception):
@@ -454,6 +459,7 @@ class JobShape:
     torchrun_only: bool  # every role's processes are a torchrun agent's ranks
     foreign_python: bool  # --python: another interpreter than the zygote's
     cold: bool  # --cold
+    nodes: int = 1
 
 
 def plan(
@@ -501,8 +507,8 @@ def cold_because(env: Mapping[str, str], job_env: Mapping[str, str], shape: JobS
         return "warm start needs Linux's pidfd (kernel 5.3, Python 3.9)"
     if shape.foreign_python:
         return "--python runs another interpreter"
-    if shape.max_restarts:
-        return "--max-restarts restarts ranks as torchrun does"
+    if shape.max_restarts and shape.nodes > 1:
+        return MULTI_NODE_RESTARTS
     if not shape.torchrun_only:
         return "this launcher starts its own processes"
     changed = sorted(k for k, v in import_time_env(job_env).items() if env.get(k) != v)
