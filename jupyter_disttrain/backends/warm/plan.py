@@ -13,6 +13,7 @@ and why, for the dry run.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -352,13 +353,45 @@ def start(
         return None
     fp = fp or fingerprint(env)
     owners = list(owners) or [os.getpid()]
-    if alive(directory, fp):
-        sock, _, _ = _paths(directory, fp)
+    sock, _, _ = _paths(directory, fp)
+    lock = None if alive(directory, fp) else _take_lock(directory, fp)
+    if lock is None:  # one lives (or another starter's is starting now)
         tell(str(sock), {"op": "ping", "owner": owners})  # it serves us too
         return fp
+    try:
+        _spawn(env, directory, fp, key, owners, preload, lock)
+    finally:
+        os.close(lock)  # the zygote holds it from here on
+    return fp
+
+
+def _take_lock(directory: Path, fp: str) -> int | None:
+    """The fingerprint's lock, taken for a zygote about to start (it inherits it and holds it for
+    life); None while a zygote holds it. Checking and starting are one step: two starters at once
+    (the kernel's start-ahead and a job's launcher, two jobs) never start two zygotes."""
+    fd = os.open(_paths(directory, fp)[1], os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    for _ in range(10):  # a shared lock held for a moment is someone's ``alive`` look
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            time.sleep(0.01)
+    os.close(fd)
+    return None
+
+
+def _spawn(
+    env: Mapping[str, str],
+    directory: Path,
+    fp: str,
+    key: str,
+    owners: list[int],
+    preload: Iterable[str],
+    lock: int,
+) -> None:
     idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
     argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
-    argv += ["--env-key", key or env_key(env)]
+    argv += ["--env-key", key or env_key(env), "--lock-fd", str(lock)]
     for owner in owners:
         argv += ["--owner", str(owner)]
     if preload:
@@ -373,8 +406,8 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # outlives whoever started it: jobs fork from it
+            pass_fds=(lock,),
         )
-    return fp
 
 
 def start_for(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int]) -> None:
