@@ -290,5 +290,12 @@ def test_a_two_node_job_forks_each_nodes_agent_from_its_warm_step(
         assert "cold: one srun step per node, the warm step could not start it (" in started, started
         said = [ln.text for ln in refused.logs() if "cold rank" in ln.text]
         assert sorted(t.rpartition("sum ")[2] for t in said) == ["3.0", "3.0"], said
+        # Whichever node's cold step looked first (the sums above hold when node 0's came first):
+        # the rendezvous node 0's warm step recorded before the refusal stays unread, and both cold
+        # nodes name a run of their own.
+        slurm_dir = refused.dir / "slurm"
+        recorded = {p.stem.removeprefix("rdzv-") for p in slurm_dir.glob("rdzv-*.json")}
+        runs = {json.loads(p.read_text())["run"] for p in (slurm_dir / "nodes").glob("node-*.json")}
+        assert len(runs) == 1 and len(recorded) == 2 and runs < recorded, (runs, recorded)
     finally:
         slurm_cluster.run("scancel", found.group(1), check=False)
