@@ -484,3 +484,16 @@ def test_a_warm_group_restarts_as_torchruns_does_and_resumes_from_its_checkpoint
         for view in ("env", "shown"):
             differ = {k: (hot[view].get(k), cold[view].get(k)) for k in {*hot[view], *cold[view]}}
             assert not {k: v for k, v in differ.items() if v[0] != v[1]}, view
+
+
+def test_a_warm_group_that_fails_every_attempt_fails_as_torchruns_does(store: JobStore) -> None:
+    script = "import os, sys\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n"
+    job = api.submit(script, store=store, gpus=2, name="fails", max_restarts=1)
+    status = job.wait(timeout=120)
+    assert status.phase is JobPhase.FAILED and _ran_warm(job)
+    rank1 = next(r for r in status.replicas if r.name == "rank-1")
+    assert (rank1.exit_code, rank1.restarts) == (3, 1)
+    said = [ln.text for ln in job.logs("agent-0")]
+    assert sum("Worker group FAILED. 1/1 attempts left; will restart" in t for t in said) == 1, said
+    assert sum(t.startswith("failed (exitcode: 3) local_rank: 1") for t in said) == 2, said
+    assert any("ChildFailedError" in t for t in said), said
