@@ -1,4 +1,4 @@
-"""``--max-restarts 1`` with a rank killed once after a checkpoint (real torchrun, 2 gloo ranks):
+"""``--max-restarts 1`` with a rank killed once after a checkpoint (2 gloo ranks, forked warm):
 the restarted ranks get ``DISTTRAIN_RESUME_FROM`` = the newest checkpoint, the job Succeeds with
 the weights of a run that was never killed, and the run shows each step once."""
 
@@ -77,6 +77,8 @@ def test_a_restarted_group_resumes_from_the_newest_checkpoint(
         status = job.wait(timeout=400)
         assert status.phase is JobPhase.SUCCEEDED, (status, [ln.text for ln in job.logs("rank-0")][-20:])
     status = killed.status()
+    # Its group restarted warm: fresh ranks forked from the zygote, not a new torchrun's.
+    assert "(warm: " in next(e.message for e in status.events if e.reason == "Started")
     assert [r.restarts for r in status.replicas if r.name.startswith("rank-")] == [1, 1]
     job_dir = store.job_dir(killed.id)
     newest = str(job_dir / "checkpoints" / "step-7.pt")

@@ -190,7 +190,9 @@ def test_the_dry_run_says_which_path_and_why(
         assert start(gpus=2).startswith(waits)
         assert not warm.alive(zygote_dir, warm.fingerprint(os.environ))  # a dry run starts nothing
     assert start(gpus=2, options={"cold": True}) == "cold: --cold"
-    assert "restarts" in start(gpus=2, max_restarts=1)
+    # The forked agent restarts a group as torchrun does; several nodes' rendezvous rounds it does not.
+    assert start(gpus=2, max_restarts=1).startswith("warm: forked from a zygote")
+    assert start(gpus=1, nodes=2, max_restarts=1) == f"cold: {warm.MULTI_NODE_RESTARTS}"
     assert start(gpus=1, nodes=2).startswith("warm: forked from a zygote")  # each node's agent
     assert start(gpus=2, env={"TORCH_LOGS": "dynamo"}).startswith("cold: TORCH_LOGS is read when")
     # DeepSpeed's launcher sets TORCH_EXTENSIONS_DIR, which torch reads only when it builds.
@@ -413,3 +415,85 @@ def _wait(ready, timeout: float = 120.0, why=lambda: "") -> None:  # type: ignor
     while not ready():
         assert time.monotonic() < deadline, f"timed out {why()}"
         time.sleep(0.05)
+
+
+# Attempt 0: rank 0 saves a checkpoint, then rank 1 fails; attempt 1 records what each rank got.
+RESTARTED = r"""
+import json, os, sys, time
+import torch
+from jupyter_disttrain import em
+attempt, rank = os.environ["TORCHELASTIC_RESTART_COUNT"], os.environ["RANK"]
+if attempt == "0":
+    if rank == "0":
+        torch.save({"step": 3}, os.path.join(em.checkpoint_dir(), "step-3.pt"))
+        open(os.path.join(os.environ["PROBE_DIR"], "saved"), "w").close()
+    else:
+        while not os.path.exists(os.path.join(os.environ["PROBE_DIR"], "saved")):
+            time.sleep(0.05)
+        sys.exit(3)
+    time.sleep(600)  # stopped by the agent: its group failed
+with open("/proc/self/environ", "rb") as f:
+    shown = dict(e.decode().split("=", 1) for e in f.read().split(b"\0") if b"=" in e)
+with open(os.path.join(os.environ["PROBE_DIR"], f"{rank}.json"), "w") as f:
+    json.dump({"env": dict(os.environ), "shown": shown, "resume": em.resume_from()}, f)
+"""
+
+
+# Besides PER_JOB: what the zygote's imports ahead set at their defaults (docs/warm-start.md, "What
+# is not the same"), which a cold rank sets too once it imports torch._dynamo (this one does not).
+SAME_BUT_NOT_YET = (*PER_JOB, *warm.SET_BY_LIBRARIES)
+
+
+def test_a_warm_group_restarts_as_torchruns_does_and_resumes_from_its_checkpoint(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zygote_dir: Path
+) -> None:
+    """--max-restarts 1 on one node runs warm: the failed attempt's ranks are stopped, fresh ones
+    forked, with the environment of a cold (torchrun) restart's ranks, resuming from the checkpoint."""
+    seen: dict[str, list[dict]] = {}
+    for how in ("cold", "warm"):
+        monkeypatch.setenv(warm.WARM_ENV, "1" if how == "warm" else "0")
+        out = tmp_path / how
+        out.mkdir()
+        kw = {
+            "store": store,
+            "gpus": 2,
+            "accelerator": "cpu",
+            "max_restarts": 1,
+            "env": {"PROBE_DIR": str(out)},
+        }
+        assert api.dryrun(RESTARTED, **kw).request.to_json()["start"].startswith(f"{how}:")  # type: ignore[arg-type]
+        job = api.submit(RESTARTED, name=f"restart-{how}", **kw)  # type: ignore[arg-type]
+        status = job.wait(timeout=180)
+        assert status.phase is JobPhase.SUCCEEDED, (status, [ln.text for ln in job.logs()][-20:])
+        assert f"({how}:" in next(e.message for e in status.events if e.reason == "Started")
+        assert [r.restarts for r in status.replicas if r.name.startswith("rank-")] == [1, 1]
+        ranks = [json.loads((out / f"{rank}.json").read_text()) for rank in (0, 1)]
+        for rank in ranks:
+            assert rank["resume"] == str(job.dir / "checkpoints" / "step-3.pt")
+            assert rank["env"]["TORCHELASTIC_ERROR_FILE"].endswith(
+                f"attempt_1/{rank['env']['LOCAL_RANK']}/error.json"
+            )
+            for view in ("env", "shown"):
+                text = json.dumps(rank[view]).replace(job.id, "JOB").replace(str(out), "OUT")
+                rank[view] = {k: v for k, v in json.loads(text).items() if k not in SAME_BUT_NOT_YET}
+        seen[how] = ranks
+    for hot, cold in zip(seen["warm"], seen["cold"], strict=True):
+        assert (
+            hot["env"]["TORCHELASTIC_RESTART_COUNT"] == "1" and hot["env"]["TORCHELASTIC_MAX_RESTARTS"] == "1"
+        )
+        for view in ("env", "shown"):
+            differ = {k: (hot[view].get(k), cold[view].get(k)) for k in {*hot[view], *cold[view]}}
+            assert not {k: v for k, v in differ.items() if v[0] != v[1]}, view
+
+
+def test_a_warm_group_that_fails_every_attempt_fails_as_torchruns_does(store: JobStore) -> None:
+    script = "import os, sys\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n"
+    job = api.submit(script, store=store, gpus=2, name="fails", max_restarts=1)
+    status = job.wait(timeout=120)
+    assert status.phase is JobPhase.FAILED and _ran_warm(job)
+    rank1 = next(r for r in status.replicas if r.name == "rank-1")
+    assert (rank1.exit_code, rank1.restarts) == (3, 1)
+    said = [ln.text for ln in job.logs("agent-0")]
+    assert sum("Worker group FAILED. 1/1 attempts left; will restart" in t for t in said) == 1, said
+    assert sum(t.startswith("failed (exitcode: 3) local_rank: 1") for t in said) == 2, said
+    assert any("ChildFailedError" in t for t in said), said

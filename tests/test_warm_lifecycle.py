@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -220,3 +222,46 @@ def test_what_runs_warm_despite_its_prefix_is_never_read_as_the_zygote_imports()
     exempt = {k for k in warm._NOT_IMPORT_TIME if k.startswith(warm.IMPORT_TIME_PREFIXES)}
     assert "TORCH_EXTENSIONS_DIR" in exempt and not read & exempt
     assert "TORCH_LOGS" in read  # the recording sees what torch does read
+
+
+STARTER = """
+import os, sys
+from pathlib import Path
+from jupyter_disttrain.backends.warm import plan
+print("ready", flush=True)
+sys.stdin.readline()
+plan.start(os.environ, fp=sys.argv[2], key="race", directory=Path(sys.argv[1]))
+"""
+
+
+def _zygotes(directory: Path) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if warm.ZYGOTE_MODULE in cmdline and str(directory) in cmdline:
+            found.append(proc.pid)
+    return found
+
+
+def test_starters_at_once_start_one_zygote_which_ends_with_them(tmp_path: Path) -> None:
+    """Several processes that each find no zygote and start one at the same moment (the kernel's
+    start-ahead and a job's launcher, two jobs) start one; it ends by itself once they have
+    ended, though they did before it was ready."""
+    directory = warm.private_dir(Path(tempfile.mkdtemp(prefix="dt-race-")))
+    fp = "r" * warm.FINGERPRINT_CHARS
+    try:
+        argv = [sys.executable, "-c", STARTER, str(directory), fp]
+        starters = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(4)]
+        for starter in starters:  # each has imported what it starts with
+            assert starter.stdout is not None and starter.stdout.readline() == b"ready\n"
+        for starter in starters:
+            assert starter.stdin is not None
+            starter.stdin.write(b"go\n")
+            starter.stdin.close()
+        assert [starter.wait(timeout=60) for starter in starters] == [0] * 4
+        assert len(_zygotes(directory)) == 1, _logs(directory)
+        _wait(lambda: not _zygotes(directory))
+        assert "no process it serves is alive: exiting" in _logs(directory)[f"zygote-{fp}.log"]
+    finally:
+        warm.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)

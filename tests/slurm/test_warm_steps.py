@@ -44,6 +44,18 @@ print("{word} count", counted.COUNT, "rank", dist.get_rank(), "held", held,
 dist.destroy_process_group()
 """
 WAIT = "import time\nwhile True:\n    time.sleep(0.1)"  # until cancelled
+# Rank 1 fails the first attempt, once both printed: --max-restarts 1 restarts the group.
+RESTARTS = """
+import os, sys
+import torch.distributed as dist
+dist.init_process_group("gloo")
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+print("restart attempt", attempt, "rank", dist.get_rank(), "step", os.environ["SLURM_STEP_ID"], flush=True)
+dist.barrier()
+if attempt == "0" and dist.get_rank() == 1:
+    sys.exit(3)
+dist.destroy_process_group()
+"""
 KEEP = "15s"  # the warm step's idle time: a re-run comes sooner, the release is waited for
 
 
@@ -102,7 +114,6 @@ def test_a_rerun_forks_from_the_warm_step_and_the_step_ends_when_idle(
     (tmp_path / "counted.py").write_text("COUNT = 0\n")
     for words, why in [
         ({"options": {"cold": True}}, "--cold"),
-        ({"max_restarts": 1}, "--max-restarts restarts ranks as torchrun does"),
         ({"options": {"keep_warm": 0}}, "--keep-warm 0"),
         ({"env": {"TORCH_SHOW_CPP_STACKTRACES": "1"}}, "TORCH_SHOW_CPP_STACKTRACES is read when Python"),
     ]:
@@ -134,6 +145,16 @@ def test_a_rerun_forks_from_the_warm_step_and_the_step_ends_when_idle(
 
     _, lines = run(store, tmp_path, "third")
     assert sorted(lines) == [f"third count 1 rank {r} held True step {step_id}" for r in (0, 1)], lines
+    assert steps(slurm_cluster, allocation) == [warm_step]
+
+    # --max-restarts in the warm step: the failed attempt's ranks stopped, fresh ones forked there.
+    restarted = api.submit(RESTARTS, store=store, **{**job_words(tmp_path), "max_restarts": 1})
+    status = wait_phase(restarted, {JobPhase.SUCCEEDED, JobPhase.FAILED}, timeout=240)
+    said = sorted(ln.text for ln in restarted.logs() if ln.text.startswith("restart attempt"))
+    assert status.phase is JobPhase.SUCCEEDED, (status.message, said)
+    (started,) = [e.message for e in status.events if e.reason == "Started"]
+    assert "warm: forked from the warm step on each node (no new step)" in started, started
+    assert said == [f"restart attempt {a} rank {r} step {step_id}" for a in (0, 1) for r in (0, 1)], said
     assert steps(slurm_cluster, allocation) == [warm_step]
 
     # A job the warm step's zygote refuses (beside it, another copy of a module the zygote holds)
@@ -269,5 +290,12 @@ def test_a_two_node_job_forks_each_nodes_agent_from_its_warm_step(
         assert "cold: one srun step per node, the warm step could not start it (" in started, started
         said = [ln.text for ln in refused.logs() if "cold rank" in ln.text]
         assert sorted(t.rpartition("sum ")[2] for t in said) == ["3.0", "3.0"], said
+        # Whichever node's cold step looked first (the sums above hold when node 0's came first):
+        # the rendezvous node 0's warm step recorded before the refusal stays unread, and both cold
+        # nodes name a run of their own.
+        slurm_dir = refused.dir / "slurm"
+        recorded = {p.stem.removeprefix("rdzv-") for p in slurm_dir.glob("rdzv-*.json")}
+        runs = {json.loads(p.read_text())["run"] for p in (slurm_dir / "nodes").glob("node-*.json")}
+        assert len(runs) == 1 and len(recorded) == 2 and runs < recorded, (runs, recorded)
     finally:
         slurm_cluster.run("scancel", found.group(1), check=False)

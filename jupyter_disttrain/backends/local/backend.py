@@ -109,6 +109,7 @@ class LocalBackend(Backend[LocalOptions]):
             torchrun_only=all(role.via == TORCHRUN for role in roles),
             foreign_python=foreign(python),
             cold=opts.cold,
+            nodes=spec.nodes,
         )
         warm, start = warm_plan(
             env=os.environ,  # what the launcher, and so the job, inherits

@@ -77,7 +77,7 @@ def plan(
         )
     keep = keep_warm(opts, os.environ)
     job_env = agents[0].env
-    shape = JobShape(spec.max_restarts, torchrun_only=True, foreign_python=False, cold=opts.cold)
+    shape = JobShape(spec.max_restarts, True, foreign_python=False, cold=opts.cold, nodes=spec.nodes)
     why = cold_because(os.environ, job_env, shape)
     why = why or unseen_packages(job_env.get("PYTHONPATH", "")) or ("--keep-warm 0" if keep == 0 else None)
     if why:

@@ -1,12 +1,14 @@
 """What runs in the processes a warm zygote forks: a job's torchrun agent, and its ranks.
 
-A warm job's agent does what ``torchrun --nproc-per-node=N`` does on one node without restarts, in a
-fork of the zygote instead of a fresh interpreter: it serves the loopback store the ranks meet in,
-forks the ranks with torchrun's environment, watches them (a failed rank stops the others, as
-torchrun's agent does), writes torchrun's own failure report into the agent's log and exits as
-torchrun would. Each rank then runs the unchanged script through the same rank wrapper as a cold
-rank (``runtime/worker.py``): its log, its record, its stack-dump signal and its teardown rules are
-the cold path's own.
+A warm job's agent does what ``torchrun --nproc-per-node=N --max-restarts=M`` does, in a fork of
+the zygote instead of a fresh interpreter: it serves the loopback store the ranks meet in, forks
+the ranks with torchrun's environment, watches them (a failed rank stops the others, as
+torchrun's agent does), and while restarts are left forks the group afresh as torchrun restarts
+it (one node only: restarts of several nodes take new rendezvous rounds, so they run cold); then
+it writes torchrun's own failure report into the agent's log and exits as torchrun would. Each
+rank then runs the unchanged script through the same rank wrapper as a cold rank
+(``runtime/worker.py``): its log, its record, its stack-dump signal and its teardown rules are the
+cold path's own.
 
 What a fork inherits that a fresh interpreter would not have is undone here: the zygote's
 environment (replaced by the process's own, also where ``/proc/PID/environ`` shows it, so that
@@ -38,6 +40,8 @@ from ...runtime.atomic import open_own
 from ..agents.torchrun import WORKER_MODULE
 from .fresh import Interpreter, restore, site_hooks
 from .group import Joined, Placement, join, one_node
+from .plan import MULTI_NODE_RESTARTS
+from .zygote_protocol import threads
 
 # torchrun's own: the signals its agent passes on to the ranks, how often it looks at them
 # (``--monitor-interval``) and how long its ``close`` waits before SIGKILL.
@@ -61,12 +65,14 @@ class AgentPlan:
     nodes: int = 1
     role: str = "default"
     options: Any = None  # torchrun's parsed arguments: what a multi-node agent joins with
+    max_restarts: int = 0
 
 
 def parse_agent(argv: list[str]) -> AgentPlan:
     """``PYTHON -m torch.distributed.run ... -m WORKER_MODULE SCRIPT ARGS``; ValueError for what a
-    warm agent does not do (restarts, an elastic number of nodes, another program). Read in the
-    agent's own environment: torchrun's ``PET_*`` variables fill what the line leaves out."""
+    warm agent does not do (restarts of several nodes, an elastic number of nodes, another
+    program). Read in the agent's own environment: torchrun's ``PET_*`` variables fill what the
+    line leaves out."""
     from torch.distributed.run import parse_args, parse_min_max_nnodes
 
     if argv[1:3] != ["-m", "torch.distributed.run"]:
@@ -75,20 +81,23 @@ def parse_agent(argv: list[str]) -> AgentPlan:
     if not args.module or args.training_script != WORKER_MODULE or not args.training_script_args:
         raise ValueError(f"torchrun runs {args.training_script!r}, not the rank wrapper")
     low, high = parse_min_max_nnodes(str(args.nnodes))
-    if args.max_restarts or low != high:
-        raise ValueError("restarts and an elastic number of nodes run cold")
+    if low != high:
+        raise ValueError("an elastic number of nodes runs cold")
+    if args.max_restarts and high > 1:
+        raise ValueError(MULTI_NODE_RESTARTS)
     script, *rest = args.training_script_args
     local = args.local_addr or "127.0.0.1"
-    return AgentPlan(int(args.nproc_per_node), args.rdzv_id, script, rest, local, high, args.role, args)
+    nproc, restarts = int(args.nproc_per_node), int(args.max_restarts)
+    return AgentPlan(nproc, args.rdzv_id, script, rest, local, high, args.role, args, restarts)
 
 
 def rank_envs(
-    base: Mapping[str, str], plan: AgentPlan, place: Placement, attempt_dir: str
+    base: Mapping[str, str], plan: AgentPlan, place: Placement, attempt_dir: str, restart: int = 0
 ) -> list[dict[str, str]]:
-    """The environment torchrun's agent gives each rank of its node: its own environment (with
-    ``TORCHELASTIC_SIGNALS_TO_HANDLE``, which its launcher sets there), then the rank's place in
-    the group, where the store is and where an uncaught error goes (torch 2.13,
-    ``LocalElasticAgent._start_workers`` and ``SubprocessContext``)."""
+    """The environment torchrun's agent gives each rank of its node in attempt ``restart``: its
+    own environment (with ``TORCHELASTIC_SIGNALS_TO_HANDLE``, which its launcher sets there), then
+    the rank's place in the group, where the store is and where an uncaught error goes (torch
+    2.13, ``LocalElasticAgent._start_workers`` and ``SubprocessContext``)."""
     envs = []
     for local_rank in range(plan.nproc):
         signals = base.get("TORCHELASTIC_SIGNALS_TO_HANDLE", SIGNALS_TO_HANDLE)
@@ -108,8 +117,8 @@ def rank_envs(
                 "ROLE_WORLD_SIZE": str(place.role_world_size),
                 "MASTER_ADDR": place.master_addr,
                 "MASTER_PORT": str(place.master_port),
-                "TORCHELASTIC_RESTART_COUNT": "0",
-                "TORCHELASTIC_MAX_RESTARTS": "0",
+                "TORCHELASTIC_RESTART_COUNT": str(restart),
+                "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
                 "TORCHELASTIC_RUN_ID": place.run_id,
                 "TORCHELASTIC_USE_AGENT_STORE": str(place.use_agent_store),
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING": base.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
@@ -216,17 +225,19 @@ class _Agent:
         self.running: dict[int, int] = {}  # pid -> local rank
         self.pids: dict[int, int] = {}  # local rank -> pid
         self.codes: dict[int, int] = {}  # local rank -> exit code (negative: killed by that signal)
+        self.failed: dict[int, int] = {}  # the failed ranks of the last attempt, and their codes
         self.stopping: signal.Signals | None = None
         self.error_files: list[str] = []
+        self.store_alive = -1  # a store served apart: the pipe whose end tells it the agent ended
 
     def run(self) -> int:
         error_dir = tempfile.mkdtemp(prefix="torchelastic_")
         try:
-            return self._run(os.path.join(error_dir, f"{self.plan.run_id}_warm", "attempt_0"))
+            return self._run(os.path.join(error_dir, f"{self.plan.run_id}_warm"))
         finally:
             shutil.rmtree(error_dir, ignore_errors=True)
 
-    def _run(self, attempt_dir: str) -> int:
+    def _run(self, run_dir: str) -> int:
         # The ranks are forked first, each waiting on a pipe for its environment: the store and the
         # rendezvous run threads of their own, and nothing may be forked once they do.
         pipes = self._fork_ranks()
@@ -242,7 +253,12 @@ class _Agent:
                 place = one_node(
                     self.plan.nproc, self.plan.run_id, self.plan.local_addr, listener.getsockname()[1]
                 )
-                store = serve_store(listener)  # served from here as torchrun's agent serves it
+                # Served from here as torchrun's agent serves it; by a process of its own when the
+                # group may restart: this one forks each attempt's ranks, so it keeps no thread.
+                if self.plan.max_restarts:
+                    self._serve_apart(listener, pipes)
+                else:
+                    store = serve_store(listener)
             else:
                 joined = join(self.plan.options)
                 place = joined.place
@@ -257,20 +273,76 @@ class _Agent:
             raise
         for sig in AGENT_SIGNALS:
             signal.signal(sig, self._on_signal)
-        envs = rank_envs(os.environ, self.plan, place, attempt_dir)
-        self.error_files = [env["TORCHELASTIC_ERROR_FILE"] for env in envs]
-        for fd, env in zip(pipes, envs, strict=True):
-            os.makedirs(os.path.dirname(env["TORCHELASTIC_ERROR_FILE"]), exist_ok=True)
-            with contextlib.suppress(OSError), os.fdopen(fd, "wb") as pipe:  # a rank killed meanwhile
-                pipe.write(json.dumps(env).encode())
-        code = self._watch()
+        restart = 0
+        while True:
+            code = self._attempt(pipes, place, os.path.join(run_dir, f"attempt_{restart}"), restart)
+            if not self.failed or restart == self.plan.max_restarts:
+                break
+            fresh = self._restart(self.plan.max_restarts - restart)
+            if fresh is None:
+                break
+            pipes, restart = fresh, restart + 1
+        if self.failed:
+            self._close(signal.SIGTERM)  # torchrun's _stop_workers
+            code = self._report()
         if joined is not None:
             if code == 0:
                 joined.exit_barrier()
             if self.stopping is None:  # a signal leaves the rendezvous open, as torchrun's does
                 joined.shutdown()
         del store
+        close_fds([self.store_alive])
         return code
+
+    def _attempt(self, pipes: list[int], place: Placement, attempt_dir: str, restart: int) -> int:
+        """Hand each forked rank its environment, then watch them: 0 once all succeeded, 1 when
+        a rank failed (``failed``; the others still run) or a signal stopped them."""
+        envs = rank_envs(os.environ, self.plan, place, attempt_dir, restart)
+        self.error_files = [env["TORCHELASTIC_ERROR_FILE"] for env in envs]
+        for fd, env in zip(pipes, envs, strict=True):
+            os.makedirs(os.path.dirname(env["TORCHELASTIC_ERROR_FILE"]), exist_ok=True)
+            with contextlib.suppress(OSError), os.fdopen(fd, "wb") as pipe:  # a rank killed meanwhile
+                pipe.write(json.dumps(env).encode())
+        return self._watch()
+
+    def _restart(self, left: int) -> list[int] | None:
+        """Torchrun's restart of the group, ``left`` restarts left: the failed attempt's ranks
+        are stopped, fresh ones are forked from this agent, which forked the first ones and has run
+        nothing since (no thread: the store is served apart); their pipes. None when a signal came
+        or it cannot fork safely."""
+        if self.stopping is not None:
+            return None
+        if (count := threads()) > 1:
+            print(f"disttrain warm agent: cannot fork a restart: {count} threads run here", file=sys.stderr)
+            return None
+        role, total = self.plan.role, self.plan.max_restarts
+        print(
+            f"[{role}] Worker group FAILED. {left}/{total} attempts left; will restart worker group",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._close(signal.SIGTERM)  # torchrun's _stop_workers
+        self.pids, self.codes, self.failed = {}, {}, {}
+        return self._fork_ranks()
+
+    def _serve_apart(self, listener: socket.socket, pipes: list[int]) -> None:
+        """Serve the store on ``listener`` from a forked process that ends with this agent."""
+        from ...runtime.rendezvous import serve_store
+
+        alive_r, self.store_alive = os.pipe()
+        if os.fork() == 0:
+            code = 1
+            try:  # the ranks' pipes closed here, else a rank would wait for its environment forever
+                close_fds([*pipes, self.store_alive, self.conn.fileno()])
+                store = serve_store(listener)
+                while os.read(alive_r, 1):  # b"": the agent has ended
+                    pass
+                del store
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(alive_r)
+        listener.close()
 
     def _fork_ranks(self) -> list[int]:
         """Fork each rank, waiting for its environment on a pipe; the pipes' ends to write it to."""
@@ -280,7 +352,7 @@ class _Agent:
             gc.freeze()  # as the zygote does before it forks
             pid = os.fork()
             if pid == 0:
-                close_fds([*pipes, write, self.conn.fileno()])
+                close_fds([*pipes, write, self.conn.fileno(), self.store_alive])
                 rank_main(_await_env(read), self.plan.script, self.plan.args)  # never returns
             os.close(read)
             pipes.append(write)
@@ -290,29 +362,37 @@ class _Agent:
     def _watch(self) -> int:
         with selectors.DefaultSelector() as sel:
             sel.register(self.conn, selectors.EVENT_READ)
-            for pid in self.running:  # a rank's end wakes the watch at once
-                sel.register(os.pidfd_open(pid), selectors.EVENT_READ)
-            while True:
-                self._reap()
-                if self.stopping is not None:
-                    print(
-                        f"Received {self.stopping.name} death signal, shutting down workers", file=sys.stderr
-                    )
+            pidfds = [os.pidfd_open(pid) for pid in self.running]
+            for fd in pidfds:  # a rank's end wakes the watch at once
+                sel.register(fd, selectors.EVENT_READ)
+            try:
+                return self._watch_loop(sel)
+            finally:
+                close_fds(fd for fd in pidfds if fd in sel.get_map())
 
-                    self._close(self.stopping)
-                    return 1  # torchrun's: the SignalException it raises ends it with 1
-                if any(code != 0 for code in self.codes.values()):
-                    return self._fail()
-                if len(self.codes) == self.plan.nproc:
-                    return 0
-                for key, _ in sel.select(MONITOR_INTERVAL):
-                    if key.fileobj is not self.conn:
-                        sel.unregister(key.fileobj)  # that rank ended: reaped above next time
-                        os.close(key.fd)
-                    elif not self.conn.recv(1):
-                        # The launcher is gone (a cold agent gets SIGTERM then: its parent-death signal).
-                        self.stopping = signal.SIGTERM
-                        sel.unregister(self.conn)
+    def _watch_loop(self, sel: selectors.BaseSelector) -> int:
+        while True:
+            self._reap()
+            if self.stopping is not None:
+                print(f"Received {self.stopping.name} death signal, shutting down workers", file=sys.stderr)
+                self._close(self.stopping)
+                return 1  # torchrun's: the SignalException it raises ends it with 1
+            if any(code != 0 for code in self.codes.values()):
+                self.failed = {rank: code for rank, code in sorted(self.codes.items()) if code != 0}
+                for rank, code in self.failed.items():  # torchrun's error line, as its PContext logs it
+                    where = f"local_rank: {rank} (pid: {self.pids[rank]}) of binary: {sys.executable}"
+                    print(f"failed (exitcode: {code}) {where}", file=sys.stderr, flush=True)
+                return 1
+            if len(self.codes) == self.plan.nproc:
+                return 0
+            for key, _ in sel.select(MONITOR_INTERVAL):
+                if key.fileobj is not self.conn:
+                    sel.unregister(key.fileobj)  # that rank ended: reaped above next time
+                    os.close(key.fd)
+                elif not self.conn.recv(1):
+                    # The launcher is gone (a cold agent gets SIGTERM then: its parent-death signal).
+                    self.stopping = signal.SIGTERM
+                    sel.unregister(self.conn)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = signal.Signals(signum)
@@ -345,16 +425,13 @@ class _Agent:
             self._reap()
             time.sleep(0.01)
 
-    def _fail(self) -> int:
-        """A rank failed: stop the others, then torchrun's own failure report; exit 1."""
-        failed = dict(self.codes)
-        self._close(signal.SIGTERM)
+    def _report(self) -> int:
+        """The last attempt failed: torchrun's own failure report; exit 1."""
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
         failures = {
             rank: ProcessFailure(rank, self.pids[rank], code, self.error_files[rank])
-            for rank, code in sorted(failed.items())
-            if code != 0
+            for rank, code in sorted(self.failed.items())
         }
         report = ChildFailedError(self.plan.script, failures).format_msg()
         print(f"{ChildFailedError.__module__}.ChildFailedError: \n{report}", file=sys.stderr)

@@ -4,13 +4,16 @@ launcher asks it for a job's agent in ``warmagent.py``).
 A zygote (``zygote.py``) is keyed by a fingerprint of what its imports depend on: the interpreter,
 its site-packages (a ``pip install`` changes them), where torch is, this package's own files, and
 the environment variables read at import time. It lives in this user's runtime dir (0700), found by
-that fingerprint. A job runs warm when it is one torchrun agent on this machine without restarts
-under the kernel's own interpreter; ``plan`` says which path a job takes, and why, for the dry run.
+that fingerprint. A job runs warm when its processes are torchrun agents' ranks under the kernel's
+own interpreter (with ``--max-restarts``, on one node: the forked agent restarts its group as
+torchrun does, not the rendezvous rounds of several nodes); ``plan`` says which path a job takes,
+and why, for the dry run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -78,6 +81,9 @@ ROOM_ENV = "DISTTRAIN_ZYGOTE_ROOM"
 FINGERPRINT_CHARS = 20
 MAX_SOCKET_PATH = 107  # bytes of an AF_UNIX path (sun_path holds 108 with its NUL)
 ROOM_BYTES = 32768
+# Why a job of several nodes with --max-restarts runs cold: torchrun restarts such a group in a new
+# rendezvous round of every node's agent, which the forked agents do not hold (forked.parse_agent).
+MULTI_NODE_RESTARTS = "--max-restarts on several nodes (each restart is a rendezvous round of all agents)"
 
 
 class WarmUnavailable(Exception):
@@ -347,13 +353,45 @@ def start(
         return None
     fp = fp or fingerprint(env)
     owners = list(owners) or [os.getpid()]
-    if alive(directory, fp):
-        sock, _, _ = _paths(directory, fp)
+    sock, _, _ = _paths(directory, fp)
+    lock = None if alive(directory, fp) else _take_lock(directory, fp)
+    if lock is None:  # one lives (or another starter's is starting now)
         tell(str(sock), {"op": "ping", "owner": owners})  # it serves us too
         return fp
+    try:
+        _spawn(env, directory, fp, key, owners, preload, lock)
+    finally:
+        os.close(lock)  # the zygote holds it from here on
+    return fp
+
+
+def _take_lock(directory: Path, fp: str) -> int | None:
+    """The fingerprint's lock, taken for a zygote about to start (it inherits it and holds it for
+    life); None while a zygote holds it. Checking and starting are one step: two starters at once
+    (the kernel's start-ahead and a job's launcher, two jobs) never start two zygotes."""
+    fd = os.open(_paths(directory, fp)[1], os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    for _ in range(10):  # a shared lock held for a moment is someone's ``alive`` look
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            time.sleep(0.01)
+    os.close(fd)
+    return None
+
+
+def _spawn(
+    env: Mapping[str, str],
+    directory: Path,
+    fp: str,
+    key: str,
+    owners: list[int],
+    preload: Iterable[str],
+    lock: int,
+) -> None:
     idle = env.get(IDLE_ENV) or str(DEFAULT_IDLE)
     argv = [sys.executable, "-u", "-m", ZYGOTE_MODULE, str(directory), fp, "--idle", idle]
-    argv += ["--env-key", key or env_key(env)]
+    argv += ["--env-key", key or env_key(env), "--lock-fd", str(lock)]
     for owner in owners:
         argv += ["--owner", str(owner)]
     if preload:
@@ -368,8 +406,8 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # outlives whoever started it: jobs fork from it
+            pass_fds=(lock,),
         )
-    return fp
 
 
 def start_for(plan: WarmPlan, env: Mapping[str, str], owners: Sequence[int]) -> None:
@@ -454,6 +492,7 @@ class JobShape:
     torchrun_only: bool  # every role's processes are a torchrun agent's ranks
     foreign_python: bool  # --python: another interpreter than the zygote's
     cold: bool  # --cold
+    nodes: int = 1
 
 
 def plan(
@@ -501,8 +540,8 @@ def cold_because(env: Mapping[str, str], job_env: Mapping[str, str], shape: JobS
         return "warm start needs Linux's pidfd (kernel 5.3, Python 3.9)"
     if shape.foreign_python:
         return "--python runs another interpreter"
-    if shape.max_restarts:
-        return "--max-restarts restarts ranks as torchrun does"
+    if shape.max_restarts and shape.nodes > 1:
+        return MULTI_NODE_RESTARTS
     if not shape.torchrun_only:
         return "this launcher starts its own processes"
     changed = sorted(k for k, v in import_time_env(job_env).items() if env.get(k) != v)

@@ -19,7 +19,9 @@ next one starts a fresh zygote. It exits after ``--idle`` seconds with no job of
 every process it serves has ended (each ``--owner``: the kernel, server or launcher that started
 it; and each a request named since: a job's launcher and who submitted the job), or on SIGTERM;
 the jobs it forked run on. It holds ``DIR/zygote-FINGERPRINT.lock`` while it lives (one zygote per
-fingerprint) and keeps ``DIR/zygote-FINGERPRINT.json`` current (pid, state, the modules it holds).
+fingerprint; ``plan.start`` takes it before it spawns one and hands it over, ``--lock-fd``, so two
+starters at once start one) and keeps ``DIR/zygote-FINGERPRINT.json`` current (pid, state, the
+modules it holds).
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class Zygote:
         self._write_state("importing")
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
+        for owner in self.started_for:  # watched from now: one that ends while it imports ends it
+            self._own(owner)
         probe = _ThreadProbe(self.dir / f"threads-{self.fingerprint}.json")
         # The rank wrapper notes the process group a rank joins by wrapping torch's c10d module
         # as it is imported: it must be watching before the imports below import it.
@@ -109,8 +113,6 @@ class Zygote:
         forked.INTERPRETER = _interpreter(probe, before)
         self.baseline = threads()
         self.own_fds.add(self.sel.fileno())
-        for owner in self.started_for:
-            self._own(owner)
         self._ready()
         return self._serve_loop()
 
@@ -553,11 +555,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--idle", type=float, default=1800.0)
     parser.add_argument("--preload", default="")
     parser.add_argument("--env-key", default="")
+    parser.add_argument("--lock-fd", type=int, help="the lock, taken by who started it (plan.start)")
     args = parser.parse_args(argv)
-    lock_path = args.dir / f"zygote-{args.fingerprint}.lock"
-    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    if not _lock(lock_fd, args.dir / f"zygote-{args.fingerprint}.sock"):
-        return 0  # a zygote of this fingerprint is alive: it serves
+    if args.lock_fd is not None:
+        lock_fd = args.lock_fd
+    else:
+        lock_path = args.dir / f"zygote-{args.fingerprint}.lock"
+        lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        if not _lock(lock_fd, args.dir / f"zygote-{args.fingerprint}.sock"):
+            return 0  # a zygote of this fingerprint is alive: it serves
     zygote = Zygote(args.dir, args.fingerprint, args.owner, args.idle, args.env_key)
     return zygote.serve(lock_fd, [m for m in args.preload.split(",") if m])
 
