@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jupyter_disttrain.backends.kubernetes import KubernetesBackend, pools
+from jupyter_disttrain.backends.kubernetes import KubernetesBackend, pools, poolshape
 from jupyter_disttrain.backends.kubernetes.client import PODS
 from jupyter_disttrain.backends.kubernetes.request import KubeRequest
 from jupyter_disttrain.backends.warm.plan import zygote_dir
@@ -105,3 +105,15 @@ def test_a_two_node_pool_forks_every_node_and_goes_as_one(
     assert backend.release(pool, force=True).released
     assert backend.pools() == []
     wait_until(lambda: not list(zygote_dir().glob(f"k8s-{first}-*")))  # each pod's private dir went with it
+
+
+def test_a_pytorchjob_runs_cold_and_its_dry_run_says_why(
+    toy_kubeflow: ToyCluster, backend: KubernetesBackend, workspace: Path
+) -> None:
+    spec = ddp_spec(workspace, options={"flavor": "pytorchjob", "keep_warm": "60"})
+    text = backend.dryrun(spec).text
+    assert (
+        "# start: cold: pools are kept Indexed Jobs (--flavor job): a pytorchjob's pods are its operator's"
+        in text
+    )
+    assert poolshape.POOL_LABEL not in text  # its pods are not marked kept
