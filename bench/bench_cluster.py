@@ -25,12 +25,13 @@ Needs root and Debian's Slurm (``tests/slurm/install.sh``).
 
 ``--case kubernetes``: the same script on the toy cluster (``tests/k8s/``: the fake API server,
 its Job controller, a kubelet that runs pods as local processes; no Slurm, no root), one pod of
-2 ranks, alternately ``--cold`` (a new Job: its Pod is scheduled, started, imports torch) and a
-warm re-run (forked in the pool pod a first, unmeasured ``--cold --keep-warm`` job left, through
+2 ranks (``--nodes 2``: two pods of one rank, a two-node pool whose agents meet in the rendezvous
+node 0's pod hosts), alternately ``--cold`` (a new Job: its Pod is scheduled, started, imports torch) and a
+warm re-run (forked in the pool pod(s) a first, unmeasured ``--cold --keep-warm`` job left, through
 ``pods/exec``), with the Pod objects each run created (target: 0 warm). No image pull or
 scheduling queue is modelled: a real cluster's cold start is slower, the warm one the same.
 
-    python bench/bench_cluster.py --case kubernetes [--pairs 5]
+    python bench/bench_cluster.py --case kubernetes [--pairs 5] [--nodes 1]
 """
 
 from __future__ import annotations
@@ -147,8 +148,8 @@ def measure(
         print(f"{case}: per {kind} re-run: " + ", ".join(f"{v:.1f} {name}" for name, v in means.items()))
 
 
-def kubernetes(pairs: int) -> None:
-    """The Kubernetes case on the toy cluster (the tests' own)."""
+def kubernetes(pairs: int, nodes: int) -> None:
+    """The Kubernetes case on the toy cluster (the tests' own); ``nodes`` pods of 2 // nodes ranks."""
     from jupyter_disttrain.backends.kubernetes import KubernetesBackend
     from jupyter_disttrain.backends.kubernetes.informer import stop_all
     from jupyter_disttrain.model.specs import JobSpec, Volume
@@ -171,9 +172,8 @@ def kubernetes(pairs: int) -> None:
                 )
 
         def run(options: dict[str, object]) -> tuple[float, dict[str, int]]:
-            spec = JobSpec(
-                name="bench", backend="kubernetes", nproc_per_node=2, image="pytorch:local", **where
-            )
+            shape = {"nodes": nodes, "nproc_per_node": 2 // nodes}
+            spec = JobSpec(name="bench", backend="kubernetes", image="pytorch:local", **shape, **where)
             before, start = pods(), time.time()
             job = backend.submit(
                 dataclasses.replace(spec, options={"namespace": "team-a", **options}), K8S_SCRIPT
@@ -185,7 +185,8 @@ def kubernetes(pairs: int) -> None:
             return first_step(lines, job) - start, {"new Pod objects": pods() - before}
 
         keep = {"keep_warm": "10m"}
-        measure("kubernetes", pairs, run, {"cold": True}, keep, {"cold": True, **keep})
+        case = "kubernetes" if nodes == 1 else f"kubernetes, {nodes} nodes"
+        measure(case, pairs, run, {"cold": True}, keep, {"cold": True, **keep})
         stop_all()
 
 
@@ -200,10 +201,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--case", choices=("allocation", "batch", "both", "kubernetes"), default="both")
-    parser.add_argument("--nodes", type=int, default=1, choices=(1, 2), help="of the allocation case")
+    parser.add_argument("--nodes", type=int, default=1, choices=(1, 2), help="allocation, kubernetes")
     args = parser.parse_args()
     if args.case == "kubernetes":
-        kubernetes(args.pairs)
+        kubernetes(args.pairs, args.nodes)
         return 0
     if why := missing():
         print(f"cannot run: {why}", file=sys.stderr)

@@ -14,7 +14,7 @@ from jupyter_disttrain.backends.kubernetes import KubernetesBackend
 from jupyter_disttrain.backends.kubernetes.exits import read_exits
 from jupyter_disttrain.backends.kubernetes.poolshape import POOL_LABEL
 from jupyter_disttrain.model.errors import PoolBusyError
-from jupyter_disttrain.model.specs import JobPhase
+from jupyter_disttrain.model.specs import JobPhase, JobSpec
 
 from .conftest import ddp_spec, wait_for
 from .toycluster import ToyCluster
@@ -45,13 +45,19 @@ def wait_until(test, timeout: float = 90.0) -> None:  # type: ignore[no-untyped-
         time.sleep(0.2)
 
 
+def first_job(backend: KubernetesBackend, workspace: Path, nodes: int, script: str) -> tuple[JobSpec, str]:
+    """A pool's first job (``nodes`` x 2 processes, --keep-warm 60), run to its end; its spec, id."""
+    (workspace / "project" / "mymod.py").write_text("VALUE = 'first'\nCOUNTER = 0\n")
+    spec = ddp_spec(workspace, nodes=nodes, nproc_per_node=2, options={"keep_warm": "60"})
+    first = backend.submit(spec, script)
+    assert wait_for(backend, first, lambda s: s.is_terminal).phase is JobPhase.SUCCEEDED
+    return spec, first
+
+
 def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     toy: ToyCluster, backend: KubernetesBackend, workspace: Path
 ) -> None:
-    (workspace / "project" / "mymod.py").write_text("VALUE = 'first'\nCOUNTER = 0\n")
-    spec = ddp_spec(workspace, nodes=1, nproc_per_node=2, options={"keep_warm": "60"})
-    first = backend.submit(spec, SCRIPT)
-    assert wait_for(backend, first, lambda s: s.is_terminal).phase is JobPhase.SUCCEEDED
+    spec, first = first_job(backend, workspace, 1, SCRIPT)
     # The pod stays, holding the zygote; a restarted kernel (a new backend) finds it by its label.
     again = KubernetesBackend(backend.store)
     wait_until(lambda: [p.releases_in is not None for p in again.pools()] == [True])

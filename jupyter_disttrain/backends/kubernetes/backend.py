@@ -33,7 +33,7 @@ from ...storage.logfiles import Budget
 from ...storage.store import JobRecord, JobStore
 from ..base import Backend
 from . import manifests as mf
-from . import podruntime, pools
+from . import podruntime, pools, poolstatus
 from .client import ApiError, ClusterAccess, KubeClient
 from .flavors import flavor_named
 from .objects import JobObjects
@@ -112,19 +112,24 @@ class KubernetesBackend(Backend[KubeOptions]):
         """Fork the job in a warm pool of its shape (None: it runs there, no object is created);
         else how it starts cold, and why."""
         client = self.cluster.required()
-        answer, said = pools.fork(client, record.id, record.spec, request)
-        if answer is None:
+        forked, said = pools.fork(client, record.id, record.spec, request)
+        if forked is None:
             return said
-        pod = said
-        pool = str(answer.get("pool") or "")
         record.backend_state.update(
             {"namespace": request.namespace, "flavor": request.flavor, "server": client.host}
         )
-        record.backend_state.update({"pool_pod": pod, "pool": pool, "replica": answer["replica"]})
+        # pool_pod: node 0's (its exit record is the job's verdict); pool_pods: every node's, in order.
+        state = {"pool_pod": forked.pods[0], "pool_pods": forked.pods, "pool": forked.pool}
+        record.backend_state.update({**state, "replica": forked.replica})
         self.store.write_record(record)
         status = self.store.read_status(record.id)
         if status is not None:
-            line = f"warm: forked in pool pod {pod}: no new pod, no torch import"
+            where = (
+                f"pool pod {forked.pods[0]}"
+                if len(forked.pods) == 1
+                else f"pool pods {', '.join(forked.pods)}"
+            )
+            line = f"warm: forked in {where}: no new pod, no torch import"
             status.events.append(Event(now_iso(), "Normal", "Started", line))
             self.store.write_status(status)
         return None
@@ -293,7 +298,8 @@ class KubernetesBackend(Backend[KubeOptions]):
     def _cancel_existing(self, record: JobRecord) -> None:
         state = record.backend_state
         if state.get("pool_pod"):  # forked in a pool pod: its wrapper is stopped, the pool stays
-            pools.signal_job(self.cluster.required(), state["namespace"], state["pool_pod"], record.id, 15)
+            pods = poolstatus.pool_pods_of(state)
+            pools.signal_job(self.cluster.required(), state["namespace"], pods, record.id, 15)
         else:
             self.objects.remove(record)
         status = self.store.read_status(record.id) or JobStatus(job_id=record.id, created=record.created)

@@ -15,13 +15,16 @@ request to the pod's socket, its answer as one JSON line on stdout.
 
 Requests: ``{"op": "spawn", "job", "args", "env", "from_pod"}`` (``args``: the job's wrapper
 arguments; ``env``: its container's variables, ``from_pod``: those the pod sets itself, kept),
-``{"op": "signal", "job", "signal"}``, ``{"op": "status"}``.
+``{"op": "signal", "job", "signal"}``, ``{"op": "status"}``, ``{"op": "withdraw", "job"}`` (a job of
+several nodes that another pod of the pool refused: its wrapper here is stopped and its log and
+exit record removed, so that the job runs cold as if it had never forked here).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -42,6 +45,7 @@ from .podscript import POOL_MODULE as MODULE
 from .podscript import POOL_PLAN_ENV as PLAN_ENV
 
 ASK_TIMEOUT = 30.0
+WITHDRAW_WAIT = 10.0  # seconds a withdrawn job's wrapper has to stop its agent before it is killed
 
 
 def pool_dir() -> Path:
@@ -62,6 +66,8 @@ class PoolPod:
         self.base = env  # the pod's environment, less the first job's own variables
         self.lock = threading.Lock()
         self.jobs: dict[str, subprocess.Popen[bytes]] = {}
+        # The last job's wrapper's files (its log, its exit record): a withdrawn job's go.
+        self.files: tuple[str, list[Path]] = ("", [])
         self.last_active = time.monotonic()
 
     def serve(self, path: Path) -> int:
@@ -106,6 +112,8 @@ class PoolPod:
             return {"ok": True}
         if op == "spawn":
             return self._spawn(str(request["job"]), list(request["args"]), request)
+        if op == "withdraw":
+            return self._withdraw(str(request["job"]))
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def _spawn(self, job: str, args: list[str], request: dict[str, Any]) -> dict[str, Any]:
@@ -116,9 +124,29 @@ class PoolPod:
             args[2] = "=" + args[2] + self.replica  # the replica is the pod's, named for this job
             proc = subprocess.Popen([sys.executable, "-u", "-c", POD_WRAPPER, *args], env=env)
             self.jobs[job] = proc
+            log_dir, exit_dir, name = args[0], args[1], args[2][1:]
+            self.files = (
+                job,
+                [Path(d, name + e) for d, e in ((log_dir, ".log"), (exit_dir, ".json")) if d != "-"],
+            )
         threading.Thread(target=self._wait, args=(job, proc), daemon=True).start()
         say(f"job {job} forked here (wrapper pid {proc.pid})")
         return {"ok": True, "pid": proc.pid, "pod": os.environ.get("HOSTNAME"), "replica": args[2][1:]}
+
+    def _withdraw(self, job: str) -> dict[str, Any]:
+        with self.lock:
+            proc, files = self.jobs.get(job), self.files[1] if self.files[0] == job else []
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)  # passed on to its agent, as a cancel is
+            try:
+                proc.wait(WITHDRAW_WAIT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for path in files:
+            path.unlink(missing_ok=True)
+        say(f"job {job} withdrawn: another pod of the pool refused it")
+        return {"ok": True}
 
     def _env(self, job_env: dict[str, str], from_pod: list[str]) -> dict[str, str]:
         env = dict(self.base)
@@ -171,7 +199,10 @@ def serve(keep: float, replica: str) -> int:
     # so that a Job replaces an evicted one (whose wrapper then holds the pool again) rather than
     # completing; only the idle end completes it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    return PoolPod(keep, replica, plan, base).serve(directory / "pool.sock")
+    try:
+        return PoolPod(keep, replica, plan, base).serve(directory / "pool.sock")
+    finally:  # a pod's /tmp goes with it; on a machine whose pods share one (a toy cluster), not
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _image_path(env: Mapping[str, str]) -> str:

@@ -34,9 +34,13 @@ FIELDS = (
 def why_not_kept(request: KubeRequest, nodes: int) -> str | None:
     """Why this job's pods cannot be kept as a pool (None: they can)."""
     if request.flavor != "job":
-        return f"pools are Indexed Jobs' (--flavor job), not {request.flavor}'s"
-    if nodes != 1 or request.manifests[-1].get("spec", {}).get("completions") != 1:
-        return "pools hold one-node jobs yet (several nodes come with the multi-node agent)"
+        return (
+            f"pools are kept Indexed Jobs (--flavor job): a {request.flavor}'s pods are its operator's, "
+            "which sets their rendezvous, restarts them and ends the job, none of it steered by a pool"
+        )
+    jobs = [m for m in request.manifests if m.get("kind") == "Job"]
+    if len(jobs) != 1 or jobs[0].get("spec", {}).get("completions") != nodes:
+        return "pools hold torchrun jobs (one pod per node), not a job of process roles"
     if not request.logs_on_pvc:
         return "the job dir is not on a shared PVC, where a forked job's logs and exit must go"
     return None

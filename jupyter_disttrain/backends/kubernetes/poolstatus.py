@@ -14,6 +14,12 @@ from .poolshape import POOL_LABEL
 from .request import KubeRequest
 
 
+def pool_pods_of(state: dict[str, Any]) -> list[str]:
+    """The pool pods a forked job runs in, in node order (a job forked before pools had several
+    nodes names its one pod only as ``pool_pod``)."""
+    return list(state.get("pool_pods") or [state["pool_pod"]])
+
+
 def kept_pool(record: JobRecord) -> str | None:
     """The pool key the job's own pods are kept as (``--keep-warm``), if any."""
     manifests = KubeRequest.from_json(record.request).manifests
@@ -35,6 +41,9 @@ def ended(record: JobRecord, status: JobStatus, job_dir: Any, rank0: str | None)
         where = f"its pod is kept warm as pool {pool}"
     else:
         return None
+    clean = exits.get(rank0 or "", {}).get("exit_code") == 0
+    if clean and any(rep.name not in exits for rep in status.replicas):
+        return None  # the other nodes' records follow: their agents leave the exit barrier together
     return status_from_exits(status, rank0, exits, where)
 
 
@@ -49,16 +58,19 @@ def lost(status: JobStatus, message: str) -> JobStatus:
     return new
 
 
-def forked(status: JobStatus, pod_name: str, pod: dict[str, Any] | None) -> JobStatus:
-    """A forked job's status while no exit is recorded: running while its pool pod runs, failed
-    naming the pod once it is gone (deleted, evicted, ended)."""
-    phase = (pod or {}).get("status", {}).get("phase")
-    if pod is None or pod["metadata"].get("deletionTimestamp") or phase != "Running":
-        why = "was deleted" if pod is None or pod["metadata"].get("deletionTimestamp") else f"is {phase}"
-        return lost(status, f"pool pod {pod_name} {why} while the job ran in it, with no exit recorded")
+def forked(status: JobStatus, pods: dict[str, dict[str, Any] | None]) -> JobStatus:
+    """A forked job's status while no exit is recorded: running while each of its pool pods
+    (name → the pod, None once deleted) runs, failed naming the first one gone (deleted,
+    evicted, ended)."""
+    for name, pod in pods.items():
+        phase = (pod or {}).get("status", {}).get("phase")
+        if pod is None or pod["metadata"].get("deletionTimestamp") or phase != "Running":
+            why = "was deleted" if pod is None or pod["metadata"].get("deletionTimestamp") else f"is {phase}"
+            return lost(status, f"pool pod {name} {why} while the job ran in it, with no exit recorded")
     new = JobStatus.from_dict(status.to_dict())
     if new.phase is JobPhase.PENDING:
         new.phase, new.start_time = JobPhase.RUNNING, new.start_time or now_iso()
-        for rep in new.replicas:
-            rep.phase, rep.node, rep.ready = JobPhase.RUNNING, pod["spec"].get("nodeName"), True
+        nodes = [(pod or {}).get("spec", {}).get("nodeName") for pod in pods.values()]
+        for i, rep in enumerate(new.replicas):
+            rep.phase, rep.node, rep.ready = JobPhase.RUNNING, nodes[min(i, len(nodes) - 1)], True
     return new

@@ -10,6 +10,7 @@ failed, the pending timeout.
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from .flavors import Flavor, flavor_named
 from .informer import Informer, informer
 from .options import KubeOptions
 from .pending import QUEUED, PendingClock, note_queue, queue_hold, timed_out
+from .pools import signal_job
 from .request import KubeRequest
 from .status import build_status, conditions_of, pods_settled
 
@@ -105,12 +107,16 @@ class Reconciler:
         ended = poolstatus.ended(record, status, job_dir, flavor.rank0_replica(record.spec))
         if ended is not None:
             return self.write_unless_ended(ended)
-        pod = record.backend_state.get("pool_pod")
-        if not pod:
+        if not record.backend_state.get("pool_pod"):
             return None
-        found = poolstatus.forked(status, pod, client.get(PODS, ns, pod))
+        pods = {name: client.get(PODS, ns, name) for name in poolstatus.pool_pods_of(record.backend_state)}
+        found = poolstatus.forked(status, pods)
         if found.is_terminal:  # its exit may have been written just before the pod went
             found = poolstatus.ended(record, status, job_dir, None) or found
+        if found.reason == "PoolPodLost" and not status.is_terminal:
+            # One node's pod went: the others' ranks are stopped, their pods stay the pool's.
+            alive = [name for name, pod in pods.items() if pod is not None]
+            signal_job(client, ns, alive, record.id, signal.SIGTERM)
         return self.write_unless_ended(found) if _comparable(found) != _comparable(status) else found
 
     def _gone(self, record: JobRecord, status: JobStatus, flavor: Flavor, ns: str) -> JobStatus:

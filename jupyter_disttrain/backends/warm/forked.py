@@ -39,7 +39,7 @@ from ...runtime import contract
 from ...runtime.atomic import open_own
 from ..agents.torchrun import WORKER_MODULE
 from .fresh import Interpreter, restore, site_hooks
-from .group import Joined, Placement, join, one_node
+from .group import Joined, Placement, join_interruptibly, one_node
 from .plan import MULTI_NODE_RESTARTS
 from .zygote_protocol import threads
 
@@ -260,7 +260,7 @@ class _Agent:
                 else:
                     store = serve_store(listener)
             else:
-                joined = join(self.plan.options)
+                joined = join_interruptibly(self.plan.options)
                 place = joined.place
         except BaseException as exc:
             close_fds(pipes)  # each rank gets no environment and ends, having run nothing

@@ -12,6 +12,7 @@ store runs threads: a caller forks its ranks before it joins.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,30 @@ def join(options: Namespace) -> Joined:
         info.rank, info.world_size, *ranks, *store_at, handler.get_run_id(), handler.use_agent_store
     )
     return Joined(handler, info.store, place)
+
+
+def join_interruptibly(options: Namespace) -> Joined:
+    """``join`` in a thread of its own, so that a signal (a cancel, the pool pod of another node
+    lost) ends the wait here at once: torch's store waits for the other agents in C++, where no
+    Python signal handler runs, up to the rendezvous' timeout. The caller's handler raises in
+    this thread; the joining thread ends with the process."""
+    done: list[tuple[Joined | None, BaseException | None]] = []
+
+    def run() -> None:
+        try:
+            done.append((join(options), None))
+        except BaseException as exc:  # handed to the caller as it is
+            done.append((None, exc))
+
+    thread = threading.Thread(target=run, name="rendezvous", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    joined, exc = done[0]
+    if exc is not None:
+        raise exc
+    assert joined is not None
+    return joined
 
 
 @dataclass(frozen=True)
