@@ -6,6 +6,7 @@ namespace other than the default one, past a namespace the listing may not read.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -75,5 +76,13 @@ def test_a_forked_jobs_stacks_verdict_and_debugger_and_its_pool_in_another_names
     (note,) = listing.errors
     assert note.startswith("kubernetes: the warm pools of namespace team-a cannot be listed: "), note
     assert "may not list pods in namespace 'team-a'" in note, note
+    # The pool server's private dir (its socket, its zygote's, named for the pod's hostname) goes
+    # with it: the toy cluster's pods share this machine's /tmp, and none may leave a dir there.
+    env = toy.kubelet.exec_env[("team-b", pool.nodes[0].step)][0]  # as the pod's relay finds it
+    base = env.get("XDG_RUNTIME_DIR")
+    root = Path(base, "jupyter_disttrain") if base else Path(f"/tmp/jupyter_disttrain-{os.getuid()}")
+    private = root / f"k8s-{env['HOSTNAME']}"[:60]
+    assert private.is_dir()
     assert manager.pools.release(first).released
     assert manager.pools.list_pools().pools == []
+    wait_until(lambda: not private.exists())
