@@ -1,8 +1,9 @@
-"""The debugging views of a job forked in a Kubernetes pool of two pods (issue 36: "identical in every view
-to a cold job"), on one pool of the toy cluster: its stacks (py-spy of this job's ranks only, not
-the pool server's or the zygote's), which rank is stuck (the Flight Recorder through the job's own
-sockets), its ranks' ``breakpoint()`` answered from here, and the pool listed and released from a
-namespace other than the default one, past a namespace the listing may not read."""
+"""The debugging views of a job forked in a Kubernetes pool (issue 36: "identical in every view to
+a cold job"), on one pool of two pods on the toy cluster: its stacks (py-spy of this job's rank in
+each pod only, not the pool server's or the zygote's), which rank is stuck (the Flight Recorder
+through the job's own sockets), a rank's ``breakpoint()`` answered from here, and the pool listed
+and released from a namespace other than the default one, past a namespace the listing may not
+read."""
 
 from __future__ import annotations
 
