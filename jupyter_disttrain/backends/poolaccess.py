@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..model.errors import UnknownPoolError
-from ..payloads.pools import Pool, ReleaseAnswer
+from ..payloads.pools import Pool, PoolList, ReleaseAnswer
 
 
 class PoolAccess:
@@ -20,6 +20,11 @@ class PoolAccess:
     def pools(self) -> list[Pool]:
         """The pools this backend keeps now."""
         return []
+
+    def pool_list(self) -> PoolList:
+        """The pools, and a note (``errors``) for each part of the backend's capacity that could
+        not be asked: the listing goes on without it (Kubernetes: a namespace RBAC hides)."""
+        return PoolList(self.pools(), [])
 
     def release(self, pool: Pool, force: bool = False) -> ReleaseAnswer:
         """Give ``pool`` (one of ``pools()``) back now; one running a job only when ``force``

@@ -41,9 +41,12 @@ class JobPools:
         errors: list[str] = []
         for name in self._keeping():
             try:
-                pools += self.backend(name).pools()
+                found = self.backend(name).pool_list()
             except Exception as exc:
                 errors.append(f"{name}: {exc}")
+                continue
+            pools += found.pools
+            errors += [f"{name}: {note}" for note in found.errors]
         return PoolList(pools, errors)
 
     def release(self, pool_id: str, force: bool = False) -> ReleaseAnswer:

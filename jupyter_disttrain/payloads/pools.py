@@ -27,7 +27,8 @@ class Pool:
     """A pool: its id (``release`` takes it), its backend and where it lives (``place``: the
     allocation), the environment fingerprint it serves, its nodes, the accelerators they hold, the
     jobs running in it; ``idle_for`` (seconds, null while a job runs) and ``releases_in`` (seconds
-    until it releases itself when no job comes; null while a job runs)."""
+    until it releases itself when no job comes; null while a job runs); ``namespace``: the
+    Kubernetes namespace of its pods (null for other backends), where a release deletes it."""
 
     id: str
     backend: str
@@ -38,6 +39,7 @@ class Pool:
     jobs: list[str]
     idle_for: float | None
     releases_in: float | None
+    namespace: str | None = None
 
 
 @dataclass

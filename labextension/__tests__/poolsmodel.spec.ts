@@ -13,6 +13,7 @@ function pool(overrides: Partial<IPool> = {}): IPool {
     jobs: [],
     idle_for: 75,
     releases_in: 1725,
+    namespace: null,
     ...overrides
   };
 }

@@ -615,7 +615,8 @@ export interface IPoolNode {
  * A pool: its id (`release` takes it), its backend and where it lives (`place`: the allocation),
  * the environment fingerprint it serves, its nodes, the accelerators they hold, the jobs running
  * in it; `idle_for` (seconds, null while a job runs) and `releases_in` (seconds until it releases
- * itself when no job comes; null while a job runs).
+ * itself when no job comes; null while a job runs); `namespace`: the Kubernetes namespace of its
+ * pods (null for other backends), where a release deletes it.
  */
 export interface IPool {
   id: string;
@@ -627,6 +628,7 @@ export interface IPool {
   jobs: string[];
   idle_for: number | null;
   releases_in: number | null;
+  namespace: string | null;
 }
 
 /**

@@ -405,7 +405,7 @@ class FakeCluster:
         self.oldest_rv = 0
         self.watch_epoch = 0
         self.requests: list[tuple[str, str, dict[str, str]]] = []
-        self.denied: set[tuple[str, str]] = set()
+        self.denied: set[tuple[str, ...]] = set()  # (verb, resource), or (verb, resource, namespace)
         # When set, only these (apiGroup, resource, verb) are allowed, as an RBAC Role would.
         self.grants: set[tuple[str, str, str]] | None = None
         self.refusals: list[tuple[str, str, str]] = []
@@ -620,7 +620,7 @@ class FakeCluster:
         """Allow the request or answer 403 as RBAC does (``denied``, else ``grants`` if set)."""
         resource = plural + (f"/{sub}" if sub else "")
         refused = self.grants is not None and (group, resource, verb) not in self.grants
-        if (verb, resource) not in self.denied and not refused:
+        if not {(verb, resource), (verb, resource, ns)} & self.denied and not refused:
             return
         self.refusals.append((group, resource, verb))
         # The API server's words: the object (its group-qualified resource and its name), then who

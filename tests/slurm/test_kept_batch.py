@@ -8,6 +8,7 @@ new batch job again (docs/warm-start.md, "Slurm batch jobs: --keep-warm DURATION
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from jupyter_disttrain.model.errors import PoolBusyError
 from jupyter_disttrain.model.specs import JobPhase
 from jupyter_disttrain.payloads.pools import Pool
 from jupyter_disttrain.storage.store import JobStore
+from tests.prompt_helpers import PROMPT_SCRIPT, follow_answering
 
 from .cluster import SlurmCluster
 from .conftest import slurm_id, slurm_state, wait_for, wait_phase
@@ -94,10 +96,18 @@ def test_a_rerun_of_the_same_shape_runs_in_the_kept_batch_job_without_sbatch(
         wait_for(lambda: len(counts(third, "third")) == 2, 120, "the third run's ranks printed")
         pool = pool_of_kept()
         assert pool.jobs == [third.id], pool
+        # Its stacks are its own ranks', read on their node (issue 36: a job in a pool is seen as
+        # a cold one), as is a prompt below (its ranks' breakpoint() answered from here).
+        stack = third.stack("rank-1").text
+        assert re.search(r"<module> \(.*train\.py:\d+\)", stack), stack
         with pytest.raises(PoolBusyError, match=f"runs job {third.id}: cancel it first"):
             backend.release(pool)
         assert third.cancel().phase is JobPhase.CANCELLED
         assert slurm_state(slurm_cluster, kept) == "RUNNING"
+        prompt = api.submit(PROMPT_SCRIPT, store=store, **job_words(tmp_path))  # type: ignore[arg-type]
+        status, said = follow_answering(prompt, (None, "p x", "c"))
+        assert status.phase is JobPhase.SUCCEEDED and slurm_id(prompt) == kept, status.message
+        assert said[0].open and said[1].output == "41\n(Pdb) " and not said[2].open
         wait_for(lambda: slurm_state(slurm_cluster, kept) != "RUNNING", 90, "the kept job ended when idle")
         wait_for(lambda: not alive("keeper", f"slurm-{kept}-"), 30, "the kept job's keeper ended")
         assert not kept_file.exists() and first.status().phase is JobPhase.SUCCEEDED

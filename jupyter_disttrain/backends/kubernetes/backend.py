@@ -28,7 +28,7 @@ from ...model.specs import (
 )
 from ...monitoring.resources import ReplicaState, quiet_replicas, read_resources, sampled_replicas
 from ...payloads.monitoring import Resources, StackDump
-from ...payloads.pools import Pool, ReleaseAnswer
+from ...payloads.pools import Pool, PoolList, ReleaseAnswer
 from ...storage.logfiles import Budget
 from ...storage.store import JobRecord, JobStore
 from ..base import Backend
@@ -42,6 +42,8 @@ from .pending import note_queue, queue_hold
 from .planning import SCRATCH_CHECKPOINTS, Planner, check_spec, device_line
 from .podlogs import pod_log_lines
 from .podscript import POD_STACKS
+from .poolspaces import JobNamespaces
+from .rankpods import RankPods, rank_pods
 from .reconcile import Reconciler, pods_informer
 from .request import KubeRequest
 
@@ -59,6 +61,7 @@ class KubernetesBackend(Backend[KubeOptions]):
         self.planner = Planner(self.cluster, self.store, self.name)
         self.objects = JobObjects(self.cluster, self.store)
         self.reconciler = Reconciler(self.cluster, self.store, self.objects.remove, self.resolve_options)
+        self.namespaces = JobNamespaces(self.store, self.name)
 
     def client(self, required: bool = True) -> KubeClient | None:
         """The API client (kubeconfig or in-cluster); ``None`` when there is no cluster and not required."""
@@ -136,12 +139,27 @@ class KubernetesBackend(Backend[KubeOptions]):
 
     # -- pools -----------------------------------------------------------------------------
     def pools(self) -> list[Pool]:
-        client, namespace = self.cluster.optional(), self.planner.default_namespace()
-        return [] if client is None or namespace is None else pools.pools(client, namespace)
+        return self.pool_list().pools
+
+    def pool_list(self) -> PoolList:
+        """The pools of every namespace this user's jobs ran in, and the default one; a namespace
+        that cannot be listed (RBAC) is a note, the others are listed (``poolspaces.py``)."""
+        client = self.cluster.optional()
+        if client is None:
+            return PoolList([], [])
+        namespaces, note = self.namespaces.namespaces(self.planner.default_namespace())
+        found, notes = [], [note] if note else []
+        for namespace in namespaces:
+            try:
+                found += pools.pools(client, namespace)
+            except BackendError as exc:
+                notes.append(str(exc))
+        return PoolList(found, notes)
 
     def release(self, pool: Pool, force: bool = False) -> ReleaseAnswer:
-        namespace = pool.place.split(",")[0].removeprefix("namespace ")
-        return pools.release(self.cluster.required(), pool, namespace, force)
+        if pool.namespace is None:  # not one of pools(): each names its pods' namespace
+            raise BackendError(f"pool {pool.id} names no namespace: list the pools again")
+        return pools.release(self.cluster.required(), pool, pool.namespace, force)
 
     # -- observe ---------------------------------------------------------------------------
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
@@ -243,18 +261,20 @@ class KubernetesBackend(Backend[KubeOptions]):
                 "on Kubernetes the stacks are read by py-spy in the pod; leave out --method faulthandler"
             )
         from .podexec import exec_in_pod
-        from .podlogs import newest_per_replica
 
-        client = self.cluster.required()
-        ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
-        pods = pods_informer(client, ns)
-        pods.wait_synced()
-        pod = newest_per_replica(pods.indexed(record.id), record.id, flavor).get(replica)
+        where = self._rank_pods(record)
+        pod = where.pods.get(replica)
         if pod is None:
             raise BackendError(f"{replica} has no pod now: no process to read")
         argv = ["python3", "-c", POD_STACKS, record.id]
-        text = exec_in_pod(client, ns, pod["metadata"]["name"], flavor.container, argv)
+        text = exec_in_pod(
+            self.cluster.required(), where.namespace, pod["metadata"]["name"], where.container, argv
+        )
         return StackDump(replica, "py-spy", text, None)
+
+    def _rank_pods(self, record: JobRecord) -> RankPods:
+        """The pods that run the job's ranks now: its own, or the pool pods it was forked in."""
+        return rank_pods(self.cluster.required(), record, str(self.store.job_dir(record.id)))
 
     def _debug(
         self, record: JobRecord, replica: str, request: dict[str, Any], timeout: float
@@ -262,7 +282,8 @@ class KubernetesBackend(Backend[KubeOptions]):
         """The relay in the rank's pod through ``pods/exec`` (``podrelay.py``)."""
         from .podrelay import debug_in_pod
 
-        return debug_in_pod(self.cluster.required(), record, replica, request, timeout)
+        where, nproc = self._rank_pods(record), record.spec.nproc_per_node
+        return debug_in_pod(self.cluster.required(), where, replica, nproc, request, timeout)
 
     def read_ranks(self, record: JobRecord, status: JobStatus) -> dict[str, dict[str, Any]]:
         """Each rank's debug socket in its pod, through ``pods/exec``: the collector of the job's
@@ -271,20 +292,19 @@ class KubernetesBackend(Backend[KubeOptions]):
         import json
 
         from .podexec import exec_in_pod
-        from .podlogs import newest_per_replica
         from .podscript import POD_DIAGNOSE
 
         client = self.cluster.required()
-        ns, flavor = record.backend_state["namespace"], flavor_named(record.backend_state["flavor"])
         on_pvc = bool(record.request.get("job_dir_on_pvc"))
         runtime = podruntime.archive_path(str(self.store.job_dir(record.id)) if on_pvc else mf.CODE_DIR)
-        pods = pods_informer(client, ns)
-        pods.wait_synced()
+        where = self._rank_pods(record)
         answers: dict[str, dict[str, Any]] = {}
-        for replica, pod in sorted(newest_per_replica(pods.indexed(record.id), record.id, flavor).items()):
-            argv = ["python3", "-c", POD_DIAGNOSE, runtime]
+        for replica, pod in sorted(where.pods.items()):
+            argv = ["python3", "-c", POD_DIAGNOSE, runtime, where.job_dir]
             try:
-                found = json.loads(exec_in_pod(client, ns, pod["metadata"]["name"], flavor.container, argv))
+                found = json.loads(
+                    exec_in_pod(client, where.namespace, pod["metadata"]["name"], where.container, argv)
+                )
             except (BackendError, ValueError) as exc:
                 found = {
                     replica: {"fr": None, "stack": None, "errors": {"fr_trace_json": f"pod unread: {exc}"}}

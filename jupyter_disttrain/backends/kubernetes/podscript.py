@@ -270,13 +270,14 @@ if not found:
 )
 
 # Run in a pod through pods/exec: what each rank's debug socket in this pod answers (its Flight
-# Recorder and stacks), as JSON, by the job's own runtime (argv: the runtime's archive); the
-# ranks' sockets are in the pod's job dir, $DISTTRAIN_JOB_DIR.
+# Recorder and stacks), as JSON, by the job's own runtime (argv: the runtime's archive, then the
+# job dir the ranks' sockets are in, expanded here: $DISTTRAIN_JOB_DIR in the job's own pod, the
+# job's own path in a pool pod, whose variable is its first job's).
 POD_DIAGNOSE = f"""\
 import os, sys
 sys.path.insert(0, sys.argv[1])
 from {podruntime.PACKAGE}.debugsock import main
-sys.exit(main([os.environ[{contract.JOB_DIR_ENV!r}]]))
+sys.exit(main([os.path.expandvars(sys.argv[2])]))
 """
 
 # Run in a pool pod through pods/exec (the notebook's only way in): one request (argv, JSON) to

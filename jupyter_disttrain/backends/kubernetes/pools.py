@@ -240,6 +240,7 @@ def pools(client: KubeClient, namespace: str) -> list[Pool]:
                 jobs=sorted({j for n in nodes for j in n.jobs}),
                 idle_for=idle_for,
                 releases_in=None if idle_for is None else min(left),
+                namespace=namespace,
             )
         )
     return found
