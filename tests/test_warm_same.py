@@ -1,11 +1,13 @@
 """A warm job ends as the same job run cold: its status, events, replicas and rank records are
 equal field by field, but for what differs between any two runs (ids, times, pids, the start
-path the Started event names). Real zygote, real torchrun, 2 gloo CPU ranks."""
+path the Started event names), and leaves nothing in its TMPDIR: torchrun's error files live in
+the job dir. Real zygote, real torchrun, 2 gloo CPU ranks."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,21 +52,31 @@ def _differ(hot: Any, cold: Any, at: str = "") -> list[tuple[str, Any, Any]]:
     return [] if hot == cold else [(at, hot, cold)]
 
 
-def _ended(store: JobStore, monkeypatch: pytest.MonkeyPatch, script: str, how: str) -> dict[str, Any]:
+def _ended(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch, script: str, how: str, tmp: Path
+) -> dict[str, Any]:
     monkeypatch.setenv(warm.WARM_ENV, "1" if how == "warm" else "0")
-    job = api.submit(script, store=store, gpus=2, name="same")
+    job = api.submit(script, store=store, gpus=2, name="same", env={"TMPDIR": str(tmp)})
     status = job.wait(timeout=120)
     assert status.phase.is_terminal
     assert f"({how}:" in next(e.message for e in status.events if e.reason == "Started")
+    # torchrun's error files are the job's (--log-dir): none of its temporary dirs is left behind
+    assert not list(tmp.iterdir()), (how, list(tmp.iterdir()))
+    ranks_dirs = sorted(p.name for p in job.dir.glob(f"torchelastic/{job.id}_*/attempt_0/*"))
+    assert ranks_dirs == ["0", "1"], how  # where each rank's TORCHELASTIC_ERROR_FILE goes
     ranks = {p.name: json.loads(p.read_text()) for p in sorted((job.dir / "ranks").glob("*.json"))}
     saved = json.loads((job.dir / "status.json").read_text())
     return _same_parts({"status": saved, "ranks": ranks}, job.id)
 
 
-def test_a_warm_job_ends_as_the_same_job_cold(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_warm_job_ends_as_the_same_job_cold(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tmp = tmp_path / "tmp"  # the jobs' TMPDIR
+    tmp.mkdir()
     for name, script in JOBS.items():
-        cold = _ended(store, monkeypatch, script, "cold")
-        hot = _ended(store, monkeypatch, script, "warm")
+        cold = _ended(store, monkeypatch, script, "cold", tmp)
+        hot = _ended(store, monkeypatch, script, "warm", tmp)
         assert hot == cold, (name, _differ(hot, cold))
         events = [(e["type"], e["reason"]) for e in cold["status"]["events"]]
         assert ("Warning", "RanksNotJoined") not in events, name  # a job that never imported torch
