@@ -1,7 +1,7 @@
 """A warm job ends as the same job run cold: its status, events, replicas and rank records are
 equal field by field, but for what differs between any two runs (ids, times, pids, the start
-path the Started event names), and leaves nothing in its TMPDIR: torchrun's error files live in
-the job dir. Real zygote, real torchrun, 2 gloo CPU ranks."""
+path the Started event names), its job dir holds the same files, and it leaves nothing in its
+TMPDIR: torchrun's error files live in the job dir. Real zygote, real torchrun, 2 gloo CPU ranks."""
 
 from __future__ import annotations
 
@@ -66,7 +66,9 @@ def _ended(
     assert ranks_dirs == ["0", "1"], how  # where each rank's TORCHELASTIC_ERROR_FILE goes
     ranks = {p.name: json.loads(p.read_text()) for p in sorted((job.dir / "ranks").glob("*.json"))}
     saved = json.loads((job.dir / "status.json").read_text())
-    return _same_parts({"status": saved, "ranks": ranks}, job.id)
+    # What the job dir holds (torchrun's run dir is named <job id>_<random>)
+    files = sorted(re.sub(rf"{job.id}_\w+", "RUN", str(p.relative_to(job.dir))) for p in job.dir.rglob("*"))
+    return _same_parts({"status": saved, "ranks": ranks, "files": files}, job.id)
 
 
 def test_a_warm_job_ends_as_the_same_job_cold(

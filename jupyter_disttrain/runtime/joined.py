@@ -17,31 +17,23 @@ backward), and waits for the GIL: a deadlock, likelier when torch._dynamo was im
 the group was made (a warm rank's, or a script that imports a library that imports it).
 
 A warm rank (forked from the zygote, which watched before it imported torch) has
-torch.distributed loaded before its script runs, which says nothing of the script: there the
-question a cold rank's ``sys.modules`` answers, did anything it ran import torch, is answered by
-the import statements the rank runs from its start, not the wrapper's own
-(``builtins.__import__``, put back once torch was named). A package the zygote preloaded counts
-when one of its modules holds a torch module.
+torch.distributed loaded before its script runs: whether its script imported torch is
+``torchimport``'s answer.
 """
 
 from __future__ import annotations
 
-import builtins
 import functools
 import sys
-from types import ModuleType
 from typing import Any
 
+from . import torchimport
 from .importhook import after_import
 
 _C10D = "torch.distributed.distributed_c10d"
 _joined: list[int] = []  # world sizes of the default groups this process initialised
 _watching: list[bool] = []
 _kept: list[object] = []  # groups the script destroyed, ended only once none can be mid-collective
-_named: set[str] = set()  # a warm rank's: the top-level packages its import statements named
-_tracing: list[bool] = []  # a warm rank's: torch.distributed was loaded before its script ran
-_TORCH = "torch"
-_OURS = __name__.partition(".")[0] + "."
 
 
 def _wrap(c10d: Any) -> None:  # torch's c10d module; torch is not imported here
@@ -72,41 +64,8 @@ def watch() -> None:
     if _C10D not in sys.modules and not _watching:
         after_import(_C10D, _wrap)
         _watching.append(True)
-    elif _watching and not _tracing:
-        _tracing.append(True)
-        _trace_imports()
-
-
-def _trace_imports() -> None:
-    original = builtins.__import__
-
-    @functools.wraps(original)
-    def traced(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
-        # Not the rank wrapper's own (its debug socket's import, at once where c10d is loaded).
-        if level == 0 and not str((globals or {}).get("__name__", "")).startswith(_OURS):
-            top = name.partition(".")[0]
-            _named.add(top)
-            if top == _TORCH and builtins.__import__ is traced:
-                builtins.__import__ = original  # the answer is known: imports run untraced again
-        return original(name, globals, locals, fromlist, level)
-
-    builtins.__import__ = traced
-
-
-def _imported_torch() -> bool:
-    """Whether a warm rank ran what would have imported torch in a cold one."""
-    if _TORCH in _named:
-        return True
-    for top in _named:
-        for name, module in list(sys.modules.items()):
-            if (name == top or name.startswith(top + ".")) and _holds_torch(module):
-                return True
-    return False
-
-
-def _holds_torch(module: ModuleType | None) -> bool:
-    values = list(getattr(module, "__dict__", {}).values())
-    return any(isinstance(v, ModuleType) and v.__name__.partition(".")[0] == _TORCH for v in values)
+    elif _watching:
+        torchimport.trace()
 
 
 def joined_world() -> int | None:
@@ -114,7 +73,7 @@ def joined_world() -> int | None:
     never imported torch.distributed (so it cannot have meant to)."""
     if _C10D not in sys.modules or not _watching:
         return None
-    if _tracing and not _joined and not _imported_torch():
+    if torchimport.tracing() and not torchimport.seen() and not _joined:
         return None
     return max(_joined, default=1)
 
