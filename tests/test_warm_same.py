@@ -1,4 +1,4 @@
-"""A warm job ends as the same job run cold: its status, events, replicas and rank records are
+"""A warm job ends as the same job run cold: its status, events, replicas, rank and run records are
 equal field by field, but for what differs between any two runs (ids, times, pids, the start
 path the Started event names), its job dir holds the same files, and it leaves nothing in its
 TMPDIR: torchrun's error files live in the job dir. Real zygote, real torchrun, 2 gloo CPU ranks."""
@@ -26,9 +26,24 @@ JOBS = {
         "t = torch.ones(1)\ndist.all_reduce(t)\nprint('sum', t.item())\n"
         "dist.destroy_process_group()\n"
     ),
+    "tracks": (  # an em run: its record
+        "from jupyter_disttrain import em\n"
+        "run = em.create_run('r', hparams={'lr': 0.1})\n"
+        "run.log('train', {'loss': 1.0}, step=1)\nrun.finish()\n"
+    ),
 }
 # Differ between any two runs of one job, warm or cold.
-PER_RUN = {"time", "start_time", "finish_time", "created", "updated", "pid", "cpu_seconds", "host"}
+PER_RUN = {
+    "time",
+    "start_time",
+    "finish_time",
+    "end_time",
+    "created",
+    "updated",
+    "pid",
+    "cpu_seconds",
+    "host",
+}
 
 
 def _same_parts(data: Any, job_id: str) -> Any:
@@ -67,8 +82,12 @@ def _ended(
     ranks = {p.name: json.loads(p.read_text()) for p in sorted((job.dir / "ranks").glob("*.json"))}
     saved = json.loads((job.dir / "status.json").read_text())
     # What the job dir holds (torchrun's run dir is named <job id>_<random>)
-    files = sorted(re.sub(rf"{job.id}_\w+", "RUN", str(p.relative_to(job.dir))) for p in job.dir.rglob("*"))
-    return _same_parts({"status": saved, "ranks": ranks, "files": files}, job.id)
+    files = sorted(
+        re.sub(rf"{job.id}_\w+|tfevents\.[\w.]+", "ONE", str(p.relative_to(job.dir)))
+        for p in job.dir.rglob("*")
+    )
+    runs = {p.parent.name: json.loads(p.read_text()) for p in job.dir.glob("runs/*/run.json")}
+    return _same_parts({"status": saved, "ranks": ranks, "files": files, "runs": runs}, job.id)
 
 
 def test_a_warm_job_ends_as_the_same_job_cold(

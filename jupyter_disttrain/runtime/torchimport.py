@@ -22,7 +22,7 @@ from .importhook import after_import
 
 C10D = "torch.distributed.distributed_c10d"
 _TORCH = "torch"
-_OURS = __name__.partition(".")[0] + "."
+_OURS = __name__.rpartition(".")[0] + "."  # the rank wrapper's package (the pods': disttrain_runtime)
 _tracing: list[bool] = []  # a warm rank's imports are traced
 _seen: list[bool] = []  # a warm rank has imported torch
 _checked: set[str] = set()  # top-level packages seen not to hold torch
