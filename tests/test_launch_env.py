@@ -3,6 +3,9 @@ reported in the job's events (real torchrun, 2 ranks, gloo, real Accelerate and 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from jupyter_disttrain import api
@@ -126,3 +129,26 @@ def test_the_check_ignores_scripts_without_torch_distributed_failed_ranks_and_si
     assert lone_ranks(2, crashed) is None
     crashed[1]["exit_code"] = 0
     assert (lone_ranks(2, crashed) or "").startswith("rank-1 (world of 1) never joined")
+
+
+# A warm rank: the zygote watched, then imported torch; the rank's script imports only json, then
+# a package the zygote preloaded that holds torch (as lightning does).
+WARM_RANK = """
+import sys, types
+from jupyter_disttrain.runtime import joined
+joined.watch()
+import torch
+sys.modules["preloaded"] = types.ModuleType("preloaded")
+sys.modules["preloaded.core"] = core = types.ModuleType("preloaded.core")
+core.torch = torch
+joined.watch()  # the rank wrapper's, in the fork
+import json
+print(joined.joined_world())
+import preloaded
+print(joined.joined_world())
+"""
+
+
+def test_a_warm_rank_has_imported_torch_once_it_imports_it_or_a_package_holding_it() -> None:
+    out = subprocess.run([sys.executable, "-c", WARM_RANK], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "1"]

@@ -62,6 +62,7 @@ def test_the_dry_run_shows_run_sh(store: JobStore, tmp_path: Path) -> None:
     info = api.dryrun("print(1)", store=store, gpus=1, nodes=2, working_dir=str(tmp_path), env={"MSG": "a b"})
     assert "# ---- run.sh" in info.text and f"cd {tmp_path}" in info.text
     assert "export MSG='a b'" in info.text and '--rdzv-endpoint=127.0.0.1:"$port"' in info.text
+    assert '--log-dir="$here"/torchelastic' in info.text  # torchrun's error files beside run.sh
     assert "DISTTRAIN_JOB_ID" not in info.text.split("# ---- run.sh")[1]
 
 

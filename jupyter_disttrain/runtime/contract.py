@@ -66,6 +66,9 @@ CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PINS_FILE = "checkpoint-pins.json"
 OUT_DIR = "out"  # rank-N/<name>.pt, one per value; rank-N.json: the manifest, written last
 DEBUG_DIR = "debug"  # <replica>.sock: the rank's debugger while it waits; <replica>.txt: the transcript
+# torchrun's --log-dir (and the warm agent's alike): <run id>_<random>/attempt_<K>/<local rank>/error.json,
+# a failed rank's uncaught error; in the job dir, not a fresh /tmp dir that nothing removes.
+ELASTIC_DIR = "torchelastic"
 STACKS_DIR = "stacks"  # <replica>.txt: the faulthandler dumps the rank wrapper writes on STACK_SIGNAL
 # The signal on which the rank wrapper dumps every thread's Python stack (faulthandler). torchrun
 # neither uses nor forwards it by default (its agent handles TERM, INT, HUP and QUIT).

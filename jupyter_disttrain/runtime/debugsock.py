@@ -29,15 +29,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from . import contract
-from .importhook import after_import
+from . import contract, torchimport
 
 FLIGHT_RECORDER = "fr_trace_json"
 STACKS = "dump_traceback"
 TIMEOUT = 3.0  # seconds one answer may take: a rank blocked in native code holding the GIL never answers
 MAX_ANSWER = 16 * 2**20  # bytes of one answer (2,000 entries are about 1 MB)
 KEEP_ENTRIES = 256  # of a rank's newest Flight Recorder entries kept in what is collected
-_C10D = "torch.distributed.distributed_c10d"
 _SHORT = 100  # socket names longer than this are reached through /proc/self/fd
 _server: list[Any] = []
 
@@ -45,7 +43,7 @@ _server: list[Any] = []
 # -- the rank's side -------------------------------------------------------------------------------
 def serve(job_dir: str, replica: str) -> None:
     """Serve this rank's Flight Recorder and stacks once the script imports torch.distributed."""
-    after_import(_C10D, lambda _module: _start(job_dir, replica))
+    torchimport.after_torch(lambda: _start(job_dir, replica))
 
 
 def _start(job_dir: str, replica: str) -> None:

@@ -15,6 +15,10 @@ that has just finished a collective is at that moment releasing the work, whose 
 thread-local state holds a Python object (the autograd context torch stashes during each
 backward), and waits for the GIL: a deadlock, likelier when torch._dynamo was imported before
 the group was made (a warm rank's, or a script that imports a library that imports it).
+
+A warm rank (forked from the zygote, which watched before it imported torch) has
+torch.distributed loaded before its script runs: whether its script imported torch is
+``torchimport``'s answer.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import functools
 import sys
 from typing import Any
 
+from . import torchimport
 from .importhook import after_import
 
 _C10D = "torch.distributed.distributed_c10d"
@@ -54,16 +59,21 @@ def _wrap(c10d: Any) -> None:  # torch's c10d module; torch is not imported here
 
 
 def watch() -> None:
-    """Start watching (before the script runs); a no-op if torch.distributed is loaded already."""
+    """Start watching (before the script runs); a no-op if torch.distributed is loaded already,
+    unless this process watched before it was loaded (a warm rank: its imports are traced)."""
     if _C10D not in sys.modules and not _watching:
         after_import(_C10D, _wrap)
         _watching.append(True)
+    elif _watching:
+        torchimport.trace()
 
 
 def joined_world() -> int | None:
     """The largest process group this rank joined: 1 if it never joined one, None if the script
     never imported torch.distributed (so it cannot have meant to)."""
     if _C10D not in sys.modules or not _watching:
+        return None
+    if torchimport.tracing() and not torchimport.seen() and not _joined:
         return None
     return max(_joined, default=1)
 

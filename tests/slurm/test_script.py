@@ -168,6 +168,7 @@ def test_the_node_agent_runs_torchrun_with_c10d_hosted_by_node_0() -> None:
         "--rdzv-conf=is_host=true",
         "--nproc-per-node=4",
         "--max-restarts=1",
+        f"--log-dir={JOB_DIR}/torchelastic",
         "-m",
         "jupyter_disttrain.runtime.worker",
         f"{JOB_DIR}/train.py",

@@ -23,13 +23,15 @@ def torchrun_argv(
     program: Sequence[str],
     *,
     rdzv_backend: str,
+    log_dir: str,
     endpoint: str | None = None,
     local_addr: str | None = None,
 ) -> list[str]:
     """torchrun's agent of node ``node`` running ``program`` (the script and its arguments) under
     the rank wrapper. Where the agents meet is the backend's: its rendezvous backend, the
     endpoint when it is known before the job runs (else torchrun reads ``PET_RDZV_ENDPOINT``),
-    and the address the agent's store listens on."""
+    and the address the agent's store listens on. ``log_dir``: where torchrun keeps the ranks'
+    error files (the job's own ``ELASTIC_DIR``)."""
     argv = [python, "-m", "torch.distributed.run", f"--nnodes={spec.nodes}", f"--rdzv-backend={rdzv_backend}"]
     if endpoint is not None:
         argv.append(f"--rdzv-endpoint={endpoint}")
@@ -40,6 +42,7 @@ def torchrun_argv(
         *argv,
         f"--nproc-per-node={spec.nproc_per_node}",
         f"--max-restarts={spec.max_restarts}",
+        f"--log-dir={log_dir}",
         "-m",
         WORKER_MODULE,
         *program,

@@ -103,6 +103,7 @@ def agent_commands(
             node,
             program,
             rdzv_backend=RDZV_BACKEND,
+            log_dir=os.path.join(job_dir, contract.ELASTIC_DIR),
             endpoint=endpoint,
             local_addr=LOOPBACK,
         )
@@ -171,6 +172,8 @@ def _agent_line(argv: list[str], own_env: dict[str, str], script_name: str, *, f
     for arg in argv[: argv.index(WORKER_MODULE) - 1]:  # up to ``-m jupyter_disttrain.runtime.worker``
         if fresh_port and arg.startswith("--rdzv-endpoint="):
             words.append(shlex.quote(arg.rsplit(":", 1)[0] + ":") + '"$port"')
+        elif arg.startswith("--log-dir="):  # beside run.sh, wherever it was copied to
+            words.append('--log-dir="$here"/' + shlex.quote(contract.ELASTIC_DIR))
         else:
             words.append(shlex.quote(arg))
     words += [f'"$here"/{shlex.quote(script_name)}', '"$@"']

@@ -149,7 +149,8 @@ def torchrun_argv(spec: JobSpec, job_id: str, job_dir: str, python: str, role: R
     there, comes in ``PET_RDZV_ENDPOINT`` from the node agent (torchrun reads each flag's
     ``PET_`` variable): no one knows either before the job runs."""
     program = [role.entry, *role.args] if role.entry else [f"{job_dir}/{spec.entrypoint}", *role.args]
-    return torchrun.torchrun_argv(python, spec, job_id, node, program, rdzv_backend="c10d")
+    log_dir = f"{job_dir}/{contract.ELASTIC_DIR}"
+    return torchrun.torchrun_argv(python, spec, job_id, node, program, rdzv_backend="c10d", log_dir=log_dir)
 
 
 def node_env(base: dict[str, str], spec: JobSpec, job_dir: str, node: int, gpu: bool) -> dict[str, str]:

@@ -231,11 +231,17 @@ class _Agent:
         self.store_alive = -1  # a store served apart: the pipe whose end tells it the agent ended
 
     def run(self) -> int:
-        error_dir = tempfile.mkdtemp(prefix="torchelastic_")
+        # The ranks' error files where torchrun's agent puts them (torch 2.13, DefaultLogsSpecs.
+        # _make_log_dir): --log-dir/<run id>_<random>/attempt_K; a fresh temporary dir, removed
+        # here at the end, where the command line names none.
+        given = getattr(self.plan.options, "log_dir", None)
+        base = given or tempfile.mkdtemp(prefix="torchelastic_")
         try:
-            return self._run(os.path.join(error_dir, f"{self.plan.run_id}_warm"))
+            os.makedirs(base, exist_ok=True)
+            return self._run(tempfile.mkdtemp(prefix=f"{self.plan.run_id}_", dir=base))
         finally:
-            shutil.rmtree(error_dir, ignore_errors=True)
+            if not given:
+                shutil.rmtree(base, ignore_errors=True)
 
     def _run(self, run_dir: str) -> int:
         # The ranks are forked first, each waiting on a pipe for its environment: the store and the
