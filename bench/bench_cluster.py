@@ -114,7 +114,7 @@ def first_step(lines: list[str], job: str) -> float:
     for text in lines:
         if (m := _MARK.search(text)) and m.group(1) == "step" and m.group(2) == "0":
             return float(m.group(3))
-    raise RuntimeError(f"job {job}: no first step in rank 0's log")
+    raise RuntimeError(f"job {job}: no first step in rank 0's log, which ends {lines[-5:]}")
 
 
 def measure(

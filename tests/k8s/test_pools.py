@@ -77,6 +77,11 @@ def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     assert any(e.reason == "Started" and "pool pod" in e.message for e in status.events)
     (record,) = read_exits(backend.store.job_dir(second)).values()
     assert "forked from this pool pod's zygote" in record["rank_wrapper"]
+    # Its lines say their rank, whole, as the cold pod's did (torchrun --tee, the [rankN]: prefix).
+    for job in (first, second):
+        said = [ln for ln in backend.logs(job) if " value=" in ln.text]
+        assert sorted(ln.rank for ln in said) == [0, 1], [ln.text for ln in said]
+        assert all(ln.text.startswith(f"[rank{ln.rank}]:rank {ln.rank} value=") for ln in said), said
 
     # Another shape is told the first field that differs, and runs cold.
     other = ddp_spec(workspace, nodes=1, nproc_per_node=1, options={"keep_warm": "60"})

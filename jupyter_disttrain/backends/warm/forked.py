@@ -38,6 +38,7 @@ from typing import Any
 from ...runtime import contract
 from ...runtime.atomic import open_own
 from ..agents.torchrun import WORKER_MODULE
+from . import tee
 from .fresh import Interpreter, restore, site_hooks
 from .group import Joined, Placement, join_interruptibly, one_node
 from .plan import MULTI_NODE_RESTARTS
@@ -229,6 +230,8 @@ class _Agent:
         self.stopping: signal.Signals | None = None
         self.error_files: list[str] = []
         self.store_alive = -1  # a store served apart: the pipe whose end tells it the agent ended
+        self.tailer: int | None = None  # the process copying tee'd streams (``tee.py``)
+        self.tail_pipe = -1  # its pipe: the files to copy, then its end once the ranks have ended
 
     def run(self) -> int:
         # The ranks' error files where torchrun's agent puts them (torch 2.13, DefaultLogsSpecs.
@@ -270,6 +273,7 @@ class _Agent:
                 place = joined.place
         except BaseException as exc:
             close_fds(pipes)  # each rank gets no environment and ends, having run nothing
+            self._end_tail()
             while self.running:
                 self._reap()
                 time.sleep(0.01)
@@ -290,6 +294,8 @@ class _Agent:
             pipes, restart = fresh, restart + 1
         if self.failed:
             self._close(signal.SIGTERM)  # torchrun's _stop_workers
+        self._end_tail()  # as torchrun's PContext.close: the ranks' lines before its report
+        if self.failed:
             code = self._report()
         if joined is not None:
             if code == 0:
@@ -309,6 +315,8 @@ class _Agent:
             os.makedirs(os.path.dirname(env["TORCHELASTIC_ERROR_FILE"]), exist_ok=True)
             with contextlib.suppress(OSError), os.fdopen(fd, "wb") as pipe:  # a rank killed meanwhile
                 pipe.write(json.dumps(env).encode())
+        if self.tail_pipe >= 0:
+            tee.start(self.tail_pipe, tee.tailed(self.plan.options, self.plan.role, envs))
         return self._watch()
 
     def _restart(self, left: int) -> list[int] | None:
@@ -328,6 +336,7 @@ class _Agent:
             flush=True,
         )
         self._close(signal.SIGTERM)  # torchrun's _stop_workers
+        self._end_tail()
         self.pids, self.codes, self.failed = {}, {}, {}
         return self._fork_ranks()
 
@@ -339,7 +348,7 @@ class _Agent:
         if os.fork() == 0:
             code = 1
             try:  # the ranks' pipes closed here, else a rank would wait for its environment forever
-                close_fds([*pipes, self.store_alive, self.conn.fileno()])
+                close_fds([*pipes, self.store_alive, self.tail_pipe, self.conn.fileno()])
                 store = serve_store(listener)
                 while os.read(alive_r, 1):  # b"": the agent has ended
                     pass
@@ -359,11 +368,24 @@ class _Agent:
             pid = os.fork()
             if pid == 0:
                 close_fds([*pipes, write, self.conn.fileno(), self.store_alive])
-                rank_main(_await_env(read), self.plan.script, self.plan.args)  # never returns
+                env = _await_env(read)
+                tee.redirect_rank(self.plan.options, local_rank, self.plan.nproc, env)
+                rank_main(env, self.plan.script, self.plan.args)  # never returns
             os.close(read)
             pipes.append(write)
             self.running[pid], self.pids[local_rank] = local_rank, pid
+        if tee.tees_any(self.plan.options, self.plan.nproc):  # forked now: no thread runs yet
+            self.tailer, self.tail_pipe = tee.fork_tailer([*pipes, self.conn.fileno(), self.store_alive])
         return pipes
+
+    def _end_tail(self) -> None:
+        """Tell the tailer the ranks have ended; wait while it copies what is left."""
+        close_fds([self.tail_pipe])
+        self.tail_pipe = -1
+        if self.tailer is not None:
+            with contextlib.suppress(ChildProcessError):  # reaped already
+                os.waitpid(self.tailer, 0)
+            self.tailer = None
 
     def _watch(self) -> int:
         with selectors.DefaultSelector() as sel:
@@ -413,6 +435,8 @@ class _Agent:
                 return
             if (local_rank := self.running.pop(pid, None)) is not None:
                 self.codes[local_rank] = os.waitstatus_to_exitcode(status)
+            elif pid == self.tailer:
+                self.tailer = None
 
     def _close(self, sig: signal.Signals) -> None:
         """torchrun's ``PContext.close``: ``sig`` to every rank still running, SIGKILL after 30 s."""
