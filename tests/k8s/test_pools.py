@@ -94,6 +94,13 @@ def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     assert backend.cancel(cancelled).phase is JobPhase.CANCELLED
     wait_until(lambda: [p.jobs for p in backend.pools() if p.id == first] == [[]])
 
+    # A rank that crashes costs its run only: the job fails as a cold pod's does (its exit 128 +
+    # SIGSEGV), the pool serves on (the job below runs in it).
+    crash = "import ctypes, os\nif os.environ['RANK'] == '1':\n    ctypes.string_at(0)\n"
+    crashed = wait_for(backend, backend.submit(spec, crash), lambda s: s.is_terminal)
+    assert crashed.phase is JobPhase.FAILED and "(exit code 139)" in str(crashed.message), crashed.message
+    assert any(e.reason == "Started" and "pool pod" in e.message for e in crashed.events)
+
     # A job running in the pool: refused a plain release, then released by force: the job fails
     # naming the pod, nothing hangs.
     held = backend.submit(holding, SCRIPT)
