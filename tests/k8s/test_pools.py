@@ -99,6 +99,7 @@ def test_a_rerun_forks_in_the_kept_pod_and_the_pool_is_owned(
     crash = "import ctypes, os\nif os.environ['RANK'] == '1':\n    ctypes.string_at(0)\n"
     crashed = wait_for(backend, backend.submit(spec, crash), lambda s: s.is_terminal)
     assert crashed.phase is JobPhase.FAILED and "(exit code 139)" in str(crashed.message), crashed.message
+    assert crashed.start_time and all(r.start_time for r in crashed.replicas), crashed.replicas
     assert any(e.reason == "Started" and "pool pod" in e.message for e in crashed.events)
 
     # A job running in the pool: refused a plain release, then released by force: the job fails

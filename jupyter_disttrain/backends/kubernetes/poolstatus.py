@@ -44,7 +44,8 @@ def ended(record: JobRecord, status: JobStatus, job_dir: Any, rank0: str | None)
     clean = exits.get(rank0 or "", {}).get("exit_code") == 0
     if clean and any(rep.name not in exits for rep in status.replicas):
         return None  # the other nodes' records follow: their agents leave the exit barrier together
-    return status_from_exits(status, rank0, exits, where)
+    final = status_from_exits(status, rank0, exits, where)
+    return _started(final) if pod and final is not None else final
 
 
 def lost(status: JobStatus, message: str) -> JobStatus:
@@ -69,8 +70,18 @@ def forked(status: JobStatus, pods: dict[str, dict[str, Any] | None]) -> JobStat
             return lost(status, f"pool pod {name} {why} while the job ran in it, with no exit recorded")
     new = JobStatus.from_dict(status.to_dict())
     if new.phase is JobPhase.PENDING:
-        new.phase, new.start_time = JobPhase.RUNNING, new.start_time or now_iso()
+        new.phase = JobPhase.RUNNING
         nodes = [(pod or {}).get("spec", {}).get("nodeName") for pod in pods.values()]
         for i, rep in enumerate(new.replicas):
             rep.phase, rep.node, rep.ready = JobPhase.RUNNING, nodes[min(i, len(nodes) - 1)], True
-    return new
+    return _started(new)
+
+
+def _started(status: JobStatus) -> JobStatus:
+    """A forked job started when it was forked (its Started event), and so did each of its
+    replicas, as a cold pod's container starts: the times its views show, seen running or not."""
+    forked_at = next((e.time for e in status.events if e.reason == "Started"), None)
+    status.start_time = status.start_time or forked_at or now_iso()
+    for rep in status.replicas:
+        rep.start_time = rep.start_time or status.start_time
+    return status
