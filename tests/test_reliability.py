@@ -184,6 +184,10 @@ def test_a_disk_that_fills_up_fails_the_job_with_disk_full(small_disk: Path) -> 
     store = JobStore(small_disk / "jobs")
     job = api.submit(SLEEPS, store=store, gpus=1, accelerator="cpu")
     _wait_running(job, 1)
+    deadline = time.monotonic() + 60  # its line written before the disk fills (ready is not printed)
+    while not any("started" in line.text for line in job.logs()):
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.05)
     # The disk fills up under the running job, then it fails (its rank killed here): the
     # launcher writes the end in the room it kept and names the full disk as the reason.
     _fill(small_disk / "fill.bin")
