@@ -62,6 +62,15 @@ def _wait_running(job: api.Job, ranks: int, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+def _wait_started(job: api.Job, ranks: int, timeout: float = 60) -> None:
+    """Until ``ranks`` ranks printed their "started" line: a ready rank may not have run its
+    script's first lines yet (under load, a SIGTERM then finds no SIG_IGN set)."""
+    deadline = time.monotonic() + timeout
+    while sum("started" in line.text for line in job.logs()) < ranks:
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.05)
+
+
 def _wait_phase(job: api.Job, phase: JobPhase, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while job.status().phase is not phase:
@@ -92,6 +101,7 @@ def _agent_pid(job: api.Job, node: int) -> int:
 def test_a_killed_launcher_is_reported_and_cancel_still_stops_what_ignores_sigterm(store: JobStore) -> None:
     job = api.submit(IGNORES_TERM, store=store, gpus=1, options={"grace_period": 0.5})
     _wait_running(job, 1)
+    _wait_started(job, 1)
     os.kill(_launcher_pid(job), signal.SIGKILL)
     _wait_phase(job, JobPhase.FAILED, timeout=10)
     assert job.status().reason == "LauncherLost"
@@ -146,6 +156,7 @@ def test_a_killed_rank_is_named_with_its_signal_and_its_peer_stays_terminated(st
 def test_cancel_stops_ranks_that_ignore_sigterm(store: JobStore) -> None:
     job = api.submit(IGNORES_TERM, store=store, gpus=2, options={"grace_period": 1.0})
     _wait_running(job, 2)
+    _wait_started(job, 2)
     assert len(procs.job_processes(job.id)) >= 3  # agent + 2 workers
     status = job.cancel()
     assert status.phase is JobPhase.CANCELLED
@@ -184,10 +195,7 @@ def test_a_disk_that_fills_up_fails_the_job_with_disk_full(small_disk: Path) -> 
     store = JobStore(small_disk / "jobs")
     job = api.submit(SLEEPS, store=store, gpus=1, accelerator="cpu")
     _wait_running(job, 1)
-    deadline = time.monotonic() + 60  # its line written before the disk fills (ready is not printed)
-    while not any("started" in line.text for line in job.logs()):
-        assert time.monotonic() < deadline, job.status()
-        time.sleep(0.05)
+    _wait_started(job, 1)  # its line written before the disk fills
     # The disk fills up under the running job, then it fails (its rank killed here): the
     # launcher writes the end in the room it kept and names the full disk as the reason.
     _fill(small_disk / "fill.bin")
