@@ -96,12 +96,17 @@ def start_line(client: KubeClient | None, spec: JobSpec, request: KubeRequest, o
         names = ", ".join(p["metadata"]["name"] for p in group)
         return f"warm: pool {pool} ({'pods' if len(group) > 1 else 'pod'} {names})"
     if mine:
-        return f"cold: pool {pool} has {len(mine)} of its {spec.nodes} pods running{kept}"
+        return f"cold: {_incomplete(pool, mine, spec.nodes)}{kept}"
     for pod in pods:
         differs = poolshape.first_difference(_shape_of(pod), job)
         if differs:
             return f"cold: pool {pod['metadata']['labels'][poolshape.POOL_LABEL]} has {differs}{kept}"
     return f"cold: no pool of this shape{kept}"
+
+
+def _incomplete(pool: str, running: list[dict[str, Any]], nodes: int) -> str:
+    """Why a pool of the job's shape cannot take it: not every node has a running pod."""
+    return f"pool {pool} has {len(running)} of its {nodes} pods running"
 
 
 def node_index(pod: dict[str, Any]) -> int:
@@ -154,7 +159,7 @@ def fork(client: KubeClient, job_id: str, spec: JobSpec, request: KubeRequest) -
     if refused:
         return None, f"cold: pool {pool}: " + "; ".join(refused)
     if pods:
-        return None, f"cold: pool {pool} has {len(pods)} of its {spec.nodes} pods running"
+        return None, f"cold: {_incomplete(pool, pods, spec.nodes)}"
     return None, said and f"cold: no pool {pool} runs"
 
 
