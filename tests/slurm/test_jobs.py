@@ -53,13 +53,15 @@ for i in range(600):
 def timed_out(
     slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[api.Job, api.Job]]:
-    """Two jobs with a one-minute limit on dt1: one runs into it, the other asks Slurm for a
-    warning 50 s before it (``--signal=B:TERM@50``: to the batch script, the launcher) and
-    checkpoints on the SIGTERM its launcher then passes on through Slurm."""
+    """Two jobs on dt1: one runs into its one-minute limit, the other asks Slurm for a warning
+    60 s before its two-minute limit (``--signal=B:TERM@60``: to the batch script, the launcher)
+    and checkpoints on the SIGTERM its launcher then passes on through Slurm. slurmctld checks
+    for due warnings every 30 s and may send one up to a minute early: the warning's due time
+    leaves the rank a minute to start and set its handler (at 10 s, a loaded machine lost it)."""
     store = JobStore(tmp_path_factory.mktemp("timeout") / "jobs")
     options = {"time": "1", "sbatch_options": ["--nodelist=dt1"]}
     job = submit(store, TICKS.format(n=600, pause=0.5), gpus=1, name="limit", options=options)
-    warned = {"time": "1", "sbatch_options": ["--nodelist=dt1", "--signal=B:TERM@50"]}
+    warned = {"time": "2", "sbatch_options": ["--nodelist=dt1", "--signal=B:TERM@60"]}
     graceful = submit(store, CHECKPOINTS, gpus=1, name="warned", options=warned)
     yield job, graceful
     for one in (job, graceful):
