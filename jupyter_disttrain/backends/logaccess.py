@@ -7,6 +7,7 @@ log elsewhere (a cluster's own log API) overrides ``_streamed_logs``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..model.errors import InvalidSpecError
@@ -16,6 +17,19 @@ from ..storage.logfiles import Budget, LogSource, group_runs, log_files, read_li
 if TYPE_CHECKING:
     from ..model.specs import JobStatus
     from ..storage.store import JobRecord, JobStore
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """What a reader asks of a job's output, as ``logs`` takes it: one replica or all, where to
+    start (``tail`` lines, or after the line that carried ``offset``), whether to follow, and how
+    many bytes at most."""
+
+    replica: str | None = None
+    follow: bool = False
+    tail: int | None = None
+    offset: str | int | None = None
+    budget: Budget | None = None
 
 
 class LogAccess:
@@ -44,9 +58,8 @@ class LogAccess:
         that many bytes were read (``budget.hit`` then says more is there).
         """
         record = self.store.read_record(job_id)
-        streamed = self._streamed_logs(
-            record, replica, follow=follow, tail=tail, offset=offset, budget=budget
-        )
+        query = LogQuery(replica, follow, tail, offset, budget)
+        streamed = self._streamed_logs(record, query)
         if streamed is not None:
             return streamed
         self._check_replica(record, replica, self._log_sources(record))
@@ -84,7 +97,7 @@ class LogAccess:
         """
         record = self.store.read_record(job_id)
         bulk = budget or Budget()  # a bulk read is bounded in bytes even when the caller set no budget
-        streamed = self._streamed_logs(record, replica, follow=False, tail=tail, offset=offset, budget=bulk)
+        streamed = self._streamed_logs(record, LogQuery(replica, False, tail, offset, bulk))
         if streamed is not None:
             return group_runs(streamed, max_lines)
         sources = self._log_sources(record)
@@ -99,16 +112,7 @@ class LogAccess:
             budget=budget,
         )
 
-    def _streamed_logs(
-        self,
-        record: JobRecord,
-        replica: str | None,
-        *,
-        follow: bool,
-        tail: int | None,
-        offset: str | int | None,
-        budget: Budget | None,
-    ) -> Iterator[LogLine] | None:
+    def _streamed_logs(self, record: JobRecord, query: LogQuery) -> Iterator[LogLine] | None:
         """Hook: the job's output when it is not in log files of the job dir (a cluster's own
         log API); None, the default, reads ``_log_sources``."""
         return None

@@ -32,6 +32,7 @@ from ...payloads.pools import Pool, PoolList, ReleaseAnswer
 from ...storage.logfiles import Budget
 from ...storage.store import JobRecord, JobStore
 from ..base import Backend
+from ..logaccess import LogQuery
 from . import manifests as mf
 from . import podruntime, pools, poolstatus
 from .client import ApiError, ClusterAccess, KubeClient
@@ -165,21 +166,19 @@ class KubernetesBackend(Backend[KubeOptions]):
     def _reconcile(self, record: JobRecord, status: JobStatus) -> JobStatus:
         return self.reconciler.reconcile(record, status)
 
-    def _streamed_logs(
-        self,
-        record: JobRecord,
-        replica: str | None,
-        *,
-        follow: bool,
-        tail: int | None,
-        offset: str | int | None,
-        budget: Budget | None,
-    ) -> Iterator[LogLine] | None:
+    def _streamed_logs(self, record: JobRecord, query: LogQuery) -> Iterator[LogLine] | None:
         """The pods' own logs (``pods/log``) when the job dir is not on a shared PVC; else the
         log files there (they outlive the pods)."""
         if self._logs_in_files(record.id):
             return None
-        return self.pod_logs(record.id, replica, follow=follow, tail=tail, offset=offset, budget=budget)
+        return self.pod_logs(
+            record.id,
+            query.replica,
+            follow=query.follow,
+            tail=query.tail,
+            offset=query.offset,
+            budget=query.budget,
+        )
 
     def _logs_in_files(self, job_id: str) -> bool:
         """Whether the job's output is in log files of the job dir (on the shared PVC, or never
