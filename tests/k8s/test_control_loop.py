@@ -20,7 +20,8 @@ from .toycluster import PODS, SERVICES, ToyCluster
 def test_indexed_job_runs_torchrun_end_to_end(
     toy: ToyCluster, backend: KubernetesBackend, workspace: Path
 ) -> None:
-    job_id = backend.submit(ddp_spec(workspace, options={"flavor": "job"}), DDP_SCRIPT)
+    errors = "import os\nprint('errors go to', os.environ['TORCHELASTIC_ERROR_FILE'], flush=True)\n"
+    job_id = backend.submit(ddp_spec(workspace, options={"flavor": "job"}), errors + DDP_SCRIPT)
     status = wait_for(backend, job_id, lambda s: s.is_terminal)
     assert status.phase is JobPhase.SUCCEEDED, status.message
     node0, node1 = status.replicas
@@ -45,6 +46,11 @@ def test_indexed_job_runs_torchrun_end_to_end(
 
     # Logs were written by each pod to the job dir on the shared volume, per replica, rank-prefixed.
     lines = list(backend.logs(job_id))
+    # torchrun's --tee copies and error files were in the pod's /tmp, removed as rank 0's pod ended
+    # (a pool pod would keep them as long as it lives, in its ephemeral storage).
+    (error_file,) = [ln.text.split()[-1] for ln in lines if ln.rank == 0 and "errors go to" in ln.text]
+    elastic = Path(error_file).parents[3]  # LOG_DIR/RUN_ID/attempt_0/0/error.json
+    assert elastic.name.startswith("torchelastic_") and not elastic.exists(), error_file
     texts = {(ln.replica, ln.rank, ln.text.split(" sum")[0]) for ln in lines if " sum=" in ln.text}
     assert texts == {("node-0", 0, "[rank0]:rank 0/2"), ("node-1", 1, "[rank1]:rank 1/2")}
     assert any(f"cwd={workspace / 'project'}" in ln.text for ln in lines)

@@ -31,7 +31,7 @@ from . import podruntime
 # (argv "rank0") also follows the job's mlflow.db into its TensorBoard dir (mlflowtb, imported from
 # the image's jupyter_disttrain: without it, one line), stopped after torchrun, before the exit record.
 _WRAPPER = """\
-import importlib, json, os, re, signal, socket, subprocess, sys, threading, time
+import importlib, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 log_dir, exit_dir, prefix, job_id, rank0, runtime, _, *cmd = sys.argv[1:]
 host = os.environ.get("HOSTNAME") or socket.gethostname()
 replica = prefix + (host[len(job_id) + 1:] if host.startswith(job_id + "-") else host)
@@ -96,6 +96,10 @@ else:
     child_env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (runtime, os.environ.get("PYTHONPATH")) if p)
     rank_wrapper = f"{RUNTIME_PACKAGE}.worker, this job's own release ({runtime})"
+elastic = None  # torchrun's --log-dir: its --tee copies of the ranks' output and their error files
+if cmd[:len(TORCHRUN)] == TORCHRUN:  # in the pod's own /tmp, removed when torchrun ends (not kept
+    elastic = tempfile.mkdtemp(prefix="torchelastic_")  # for a pool pod's life; the log is pod_log)
+    cmd[len(TORCHRUN):len(TORCHRUN)] = ["--log-dir", elastic]
 child = None  # a job forked in a kept pod (pool_plan) gets its agent from the pod's zygote
 if pool_plan and rank_wrapper.startswith(RUNTIME_PACKAGE) and out:
     child_env.pop(POOL_PLAN_ENV, None)
@@ -180,6 +184,8 @@ def record(code):
         json.dump({**end, "rank_wrapper": rank_wrapper}, f)
     os.replace(path + ".tmp", path)
 returned = child.wait()
+if elastic:
+    shutil.rmtree(elastic, ignore_errors=True)
 if getattr(child, "stdout", None) is None:  # a forked agent wrote its output to the log itself
     with open(pod_log, "rb") as f:
         f.seek(max(0, os.path.getsize(pod_log) - 65536))
