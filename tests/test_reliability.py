@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -55,27 +55,25 @@ time.sleep(600)
 """
 
 
-def _wait_running(job: api.Job, ranks: int, timeout: float = 60) -> None:
+def _until(job: api.Job, done: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while job.status().replicas_ready < ranks:
+    while not done():
         assert time.monotonic() < deadline, job.status()
         time.sleep(0.05)
+
+
+def _wait_running(job: api.Job, ranks: int, timeout: float = 60) -> None:
+    _until(job, lambda: job.status().replicas_ready >= ranks, timeout)
 
 
 def _wait_started(job: api.Job, ranks: int, timeout: float = 60) -> None:
     """Until ``ranks`` ranks printed their "started" line: a ready rank may not have run its
     script's first lines yet (under load, a SIGTERM then finds no SIG_IGN set)."""
-    deadline = time.monotonic() + timeout
-    while sum("started" in line.text for line in job.logs()) < ranks:
-        assert time.monotonic() < deadline, job.status()
-        time.sleep(0.05)
+    _until(job, lambda: sum("started" in line.text for line in job.logs()) >= ranks, timeout)
 
 
 def _wait_phase(job: api.Job, phase: JobPhase, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while job.status().phase is not phase:
-        assert time.monotonic() < deadline, job.status()
-        time.sleep(0.05)
+    _until(job, lambda: job.status().phase is phase, timeout)
 
 
 def _launcher_pid(job: api.Job) -> int:

@@ -58,7 +58,7 @@ class LogAccess:
         that many bytes were read (``budget.hit`` then says more is there).
         """
         record = self.store.read_record(job_id)
-        query = LogQuery(replica, follow, tail, offset, budget)
+        query = LogQuery(replica=replica, follow=follow, tail=tail, offset=offset, budget=budget)
         streamed = self._streamed_logs(record, query)
         if streamed is not None:
             return streamed
@@ -97,7 +97,8 @@ class LogAccess:
         """
         record = self.store.read_record(job_id)
         bulk = budget or Budget()  # a bulk read is bounded in bytes even when the caller set no budget
-        streamed = self._streamed_logs(record, LogQuery(replica, False, tail, offset, bulk))
+        query = LogQuery(replica=replica, tail=tail, offset=offset, budget=bulk)
+        streamed = self._streamed_logs(record, query)
         if streamed is not None:
             return group_runs(streamed, max_lines)
         sources = self._log_sources(record)

@@ -55,9 +55,9 @@ def timed_out(
 ) -> Iterator[tuple[api.Job, api.Job]]:
     """Two jobs on dt1: one runs into its one-minute limit, the other asks Slurm for a warning
     60 s before its two-minute limit (``--signal=B:TERM@60``: to the batch script, the launcher)
-    and checkpoints on the SIGTERM its launcher then passes on through Slurm. slurmctld checks
-    for due warnings every 30 s and may send one up to a minute early: the warning's due time
-    leaves the rank a minute to start and set its handler (at 10 s, a loaded machine lost it)."""
+    and checkpoints on the SIGTERM its launcher then passes on through Slurm. The warning falls
+    due a minute after the start, time for the rank to set its handler (due at 10 s, a rank on a
+    loaded machine had not yet set it)."""
     store = JobStore(tmp_path_factory.mktemp("timeout") / "jobs")
     options = {"time": "1", "sbatch_options": ["--nodelist=dt1"]}
     job = submit(store, TICKS.format(n=600, pause=0.5), gpus=1, name="limit", options=options)

@@ -96,9 +96,11 @@ else:
     child_env = {k: v for k, v in os.environ.items() if k != KEEP_ENV}
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (runtime, os.environ.get("PYTHONPATH")) if p)
     rank_wrapper = f"{RUNTIME_PACKAGE}.worker, this job's own release ({runtime})"
-elastic = None  # torchrun's --log-dir: its --tee copies of the ranks' output and their error files
-if cmd[:len(TORCHRUN)] == TORCHRUN:  # in the pod's own /tmp, removed when torchrun ends (not kept
-    elastic = tempfile.mkdtemp(prefix="torchelastic_")  # for a pool pod's life; the log is pod_log)
+# torchrun's --log-dir (its --tee copies of the ranks' output, their error files): in the pod's
+# own /tmp, removed when torchrun ends, not kept for a pool pod's life (the job's log is pod_log).
+elastic = None
+if cmd[:len(TORCHRUN)] == TORCHRUN:
+    elastic = tempfile.mkdtemp(prefix="torchelastic_")
     cmd[len(TORCHRUN):len(TORCHRUN)] = ["--log-dir", elastic]
 child = None  # a job forked in a kept pod (pool_plan) gets its agent from the pod's zygote
 if pool_plan and rank_wrapper.startswith(RUNTIME_PACKAGE) and out:
